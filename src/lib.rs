@@ -1,0 +1,2 @@
+//! blaster: an open-model load generator for raw TCP over io_uring.
+pub mod sink;
