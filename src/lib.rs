@@ -1,2 +1,40 @@
-//! blaster: an open-model load generator for raw TCP over io_uring.
+//! blaster: an open-model load generator for raw TCP on io_uring, whose numbers do not
+//! lie.
+//!
+//! ```text
+//! main (cli) ──> plan::RunPlan (validated; every bad input is a clear error here)
+//!    ├── preflight: RLIMIT_NOFILE raised to what the plan needs, or a precise error
+//!    ├── run: spawn one engine::worker per core in --cores, pinned
+//!    │      worker = io_uring ring + ConnTable (pre-sized) + schedule shard + framer
+//!    │               + metrics::Histograms + Counters
+//!    │      loop: now = TSC -> dispatch due -> reap completions -> advance connections
+//!    │            -> one submit for the batch -> wait until SPIN_NS before the next due
+//!    │            send, then spin
+//!    ├── collector (in run): per-second snapshots over crossbeam-channel, merged by
+//!    │      adding histograms, live line on stderr
+//!    └── report: text and JSON; metrics::gate decides validity (exit 3 when invalid)
+//! ```
+//!
+//! Measurement semantics: every request has four instants — intended (from the
+//! schedule), dispatched (handled by the loop), sent (send SQE queued for submission),
+//! done (last response byte parsed). Latency = done - intended is the headline; service
+//! time = done - sent is what closed-loop tools report; dispatch lag = dispatched -
+//! intended is the generator's health, gated; connection wait = sent - dispatched shows
+//! a target (or a too-small connection pool) that cannot keep up.
+//!
+//! `blaster` with no target runs [`baseline`]: the generator against the built-in
+//! [`sink`] on loopback, stepping the rate up to find its own ceiling.
+pub mod app;
+pub mod baseline;
+pub mod cli;
+pub mod clock;
+pub mod engine;
+pub mod limits;
+pub mod metrics;
+pub mod plan;
+pub mod preflight;
+pub mod proto;
+pub mod report;
+pub mod run;
+pub mod schedule;
 pub mod sink;

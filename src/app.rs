@@ -1,0 +1,158 @@
+//! The command-line application: parse, plan, run, report. `main` only maps the
+//! [`Outcome`] or [`AppError`] to an exit code.
+
+use crate::cli::{Cli, Command, RunArgs, SinkArgs, with_default_subcommand};
+use crate::plan::{PlanError, RunPlan, sink_config, usable_cores};
+use crate::report::{json, text};
+use crate::run::{RunError, execute};
+use clap::Parser;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Exit codes, as documented in the README.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const RUNTIME: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const INVALID: i32 = 3;
+}
+
+/// How a command that ran ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// The run's generator was the bottleneck: the report says why.
+    Invalid,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// Bad command line (clap's message, already one line, or ours).
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+impl From<PlanError> for AppError {
+    fn from(e: PlanError) -> Self {
+        AppError::Usage(e.to_string())
+    }
+}
+
+impl AppError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            AppError::Usage(_) => exit::USAGE,
+            AppError::Run(_) => exit::RUNTIME,
+        }
+    }
+}
+
+/// Parses `args` (including argv[0]) and runs the command.
+pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
+    let cli = match Cli::try_parse_from(with_default_subcommand(args)) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return Ok(Outcome::Ok);
+            }
+            // clap's first line is the message; the rest is a usage hint.
+            let rendered = e.render().to_string();
+            let line = rendered.lines().next().unwrap_or("invalid arguments");
+            return Err(AppError::Usage(line.trim_start_matches("error: ").to_string()));
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C exits at once; the first asks for a clean stop and report.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    match cli.command {
+        Command::Run(a) => run_command(&a, &stop),
+        Command::Sink(a) => sink_command(&a, &stop),
+    }
+}
+
+fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
+    let usable = usable_cores();
+    let plan = RunPlan::from_args(a, &usable)?;
+    let json_stdout = json::is_stdout(plan.json.as_deref());
+    let Some(target) = plan.target else {
+        // Generator and in-process sink both hold the connections.
+        crate::preflight::ensure_fds(plan.connections as u64 * 2, crate::limits::FD_MARGIN)
+            .map_err(RunError::from)?;
+        let b = crate::baseline::run(&plan, stop, &usable)?;
+        emit_text(&crate::baseline::render(&b), json_stdout);
+        if let Some(p) = &plan.json {
+            json::write(p, &b).map_err(|e| output_error(p, e))?;
+        }
+        return Ok(Outcome::Ok);
+    };
+    crate::preflight::ensure_fds(plan.connections as u64, crate::limits::FD_MARGIN)
+        .map_err(RunError::from)?;
+    let rate = plan.rate_rps.expect("plan requires --rate with --target");
+    let report = execute(&plan, target, rate, plan.duration_ns, stop, plan.progress)?;
+    emit_text(&text::render(&report), json_stdout);
+    if let Some(p) = &plan.json {
+        json::write(p, &report).map_err(|e| output_error(p, e))?;
+    }
+    Ok(if report.valid {
+        Outcome::Ok
+    } else {
+        Outcome::Invalid
+    })
+}
+
+fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {
+    AppError::Run(RunError::Output {
+        path: p.display().to_string(),
+        source,
+    })
+}
+
+/// The text report goes to stdout, or to stderr when stdout carries the JSON.
+fn emit_text(s: &str, json_stdout: bool) {
+    if json_stdout {
+        eprint!("{s}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(s.as_bytes());
+        let _ = out.flush();
+    }
+}
+
+fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
+    let (cfg, duration) = sink_config(a, &usable_cores())?;
+    crate::preflight::ensure_fds(
+        (cfg.max_connections_per_core * cfg.cores.len()) as u64,
+        crate::limits::FD_MARGIN,
+    )
+    .or_else(|_| crate::preflight::ensure_fds(0, crate::limits::FD_MARGIN))
+    .map_err(RunError::from)?;
+    let sink = crate::sink::start(&cfg).map_err(RunError::from)?;
+    eprintln!(
+        "sink: {} on {} (cores {}), Ctrl-C to stop",
+        a.mode,
+        sink.local_addr(),
+        crate::plan::list_cores(&cfg.cores)
+    );
+    let started = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stats = sink.stop();
+    eprintln!(
+        "sink: {} connections accepted, {} rejected, {} bytes received, {} bytes sent, {} replies",
+        stats.connections_accepted,
+        stats.connections_rejected,
+        stats.bytes_received,
+        stats.bytes_sent,
+        stats.replies
+    );
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,280 @@
+//! The connection table: every connection's state, its in-flight FIFO of request
+//! instants, and the ready queue of connections with a free pipeline slot. All of it is
+//! sized once from the plan (connections x pipeline); nothing grows during a run.
+
+use crate::clock::{Nanos, Ticks};
+use crate::proto::AnyFramer;
+use std::os::fd::RawFd;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnState {
+    /// No socket; reopen at the given instant (ns since start).
+    Closed { reopen_at_ns: Nanos },
+    /// Connect submitted.
+    Connecting,
+    /// Connected and usable.
+    Ready,
+}
+
+/// The instants of one request in flight. `intended` comes from the schedule (ns since
+/// start); the others are raw TSC ticks, scaled only when recorded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Req {
+    pub intended_ns: Nanos,
+    pub dispatched: Ticks,
+    pub sent: Ticks,
+}
+
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub fd: RawFd,
+    pub state: ConnState,
+    pub generation: u32,
+    /// Requests assigned to this connection and not yet answered: FIFO in `slots`.
+    pub inflight: u32,
+    /// Of those, how many are not yet covered by a send operation (the newest ones).
+    pub unsent: u32,
+    /// Requests covered by the send operation in the ring (0 = no send in flight).
+    pub sending: u32,
+    /// Bytes of the in-flight send already accepted by the kernel (partial sends).
+    pub send_done: usize,
+    pub send_len: usize,
+    pub recv_armed: bool,
+    /// Bytes kept at the start of the receive buffer for the framer (partial frame).
+    pub recv_keep: usize,
+    /// Index in `slots` of the oldest in-flight request, relative to the connection.
+    pub head: u32,
+    pub in_ready_queue: bool,
+    pub in_flush_queue: bool,
+    pub framer: AnyFramer,
+}
+
+/// A fixed-capacity FIFO of indices (connections), never reallocated.
+#[derive(Debug)]
+pub struct IndexQueue {
+    buf: Box<[u32]>,
+    head: usize,
+    len: usize,
+}
+
+impl IndexQueue {
+    pub fn with_capacity(cap: usize) -> Self {
+        IndexQueue {
+            buf: vec![0; cap.max(1)].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+    #[inline]
+    pub fn push(&mut self, v: u32) {
+        assert!(self.len < self.buf.len(), "index queue sized for every connection");
+        let i = (self.head + self.len) % self.buf.len();
+        self.buf[i] = v;
+        self.len += 1;
+    }
+    #[inline]
+    pub fn pop(&mut self) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let v = self.buf[self.head];
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        Some(v)
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A fixed-capacity FIFO of waiting requests: (intended ns, dispatched ticks).
+#[derive(Debug)]
+pub struct Backlog {
+    buf: Box<[(Nanos, Ticks)]>,
+    head: usize,
+    len: usize,
+}
+
+impl Backlog {
+    pub fn with_capacity(cap: usize) -> Self {
+        Backlog {
+            buf: vec![(0, 0); cap.max(1)].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+    /// False (and nothing stored) when full: the caller counts the overflow.
+    #[inline]
+    pub fn push(&mut self, v: (Nanos, Ticks)) -> bool {
+        if self.len == self.buf.len() {
+            return false;
+        }
+        let i = (self.head + self.len) % self.buf.len();
+        self.buf[i] = v;
+        self.len += 1;
+        true
+    }
+    #[inline]
+    pub fn front(&self) -> Option<(Nanos, Ticks)> {
+        (self.len > 0).then(|| self.buf[self.head])
+    }
+    #[inline]
+    pub fn pop(&mut self) -> Option<(Nanos, Ticks)> {
+        let v = self.front()?;
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        Some(v)
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Connections plus their request slots (connections x pipeline).
+pub struct ConnTable {
+    pub conns: Vec<Conn>,
+    pub slots: Box<[Req]>,
+    pub pipeline: u32,
+}
+
+impl ConnTable {
+    pub fn new(connections: usize, pipeline: usize, framer: AnyFramer) -> Self {
+        let conns = (0..connections)
+            .map(|_| Conn {
+                fd: -1,
+                state: ConnState::Closed { reopen_at_ns: 0 },
+                generation: 0,
+                inflight: 0,
+                unsent: 0,
+                sending: 0,
+                send_done: 0,
+                send_len: 0,
+                recv_armed: false,
+                recv_keep: 0,
+                head: 0,
+                in_ready_queue: false,
+                in_flush_queue: false,
+                framer: framer.clone(),
+            })
+            .collect();
+        ConnTable {
+            conns,
+            slots: vec![Req::default(); connections * pipeline].into_boxed_slice(),
+            pipeline: pipeline as u32,
+        }
+    }
+
+    #[inline]
+    pub fn slot_index(&self, c: u32, nth: u32) -> usize {
+        let conn = &self.conns[c as usize];
+        c as usize * self.pipeline as usize + ((conn.head + nth) % self.pipeline) as usize
+    }
+
+    /// Appends a request to connection `c`'s FIFO. The caller checked there is room.
+    #[inline]
+    pub fn push_req(&mut self, c: u32, req: Req) {
+        let n = self.conns[c as usize].inflight;
+        debug_assert!(n < self.pipeline);
+        let i = self.slot_index(c, n);
+        self.slots[i] = req;
+        let conn = &mut self.conns[c as usize];
+        conn.inflight += 1;
+        conn.unsent += 1;
+    }
+
+    /// The oldest in-flight request of `c`.
+    #[inline]
+    pub fn front(&self, c: u32) -> Option<Req> {
+        (self.conns[c as usize].inflight > 0).then(|| self.slots[self.slot_index(c, 0)])
+    }
+
+    #[inline]
+    pub fn pop_front(&mut self, c: u32) -> Option<Req> {
+        let r = self.front(c)?;
+        let conn = &mut self.conns[c as usize];
+        conn.head = (conn.head + 1) % self.pipeline;
+        conn.inflight -= 1;
+        Some(r)
+    }
+
+    /// Stamps the send instant on the `count` newest unsent requests of `c`.
+    #[inline]
+    pub fn stamp_sent(&mut self, c: u32, count: u32, t: Ticks) {
+        let conn = &self.conns[c as usize];
+        let first = conn.inflight - conn.unsent;
+        for nth in first..first + count {
+            let i = self.slot_index(c, nth);
+            self.slots[i].sent = t;
+        }
+    }
+
+    #[inline]
+    pub fn has_free_slot(&self, c: u32) -> bool {
+        let conn = &self.conns[c as usize];
+        conn.state == ConnState::Ready && conn.inflight < self.pipeline
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::Framing;
+
+    #[test]
+    fn fifo_keeps_order_across_wraparound() {
+        let mut t = ConnTable::new(2, 3, Framing::Echo.framer(8));
+        t.conns[1].state = ConnState::Ready;
+        for round in 0..5u64 {
+            for i in 0..3 {
+                assert!(t.has_free_slot(1));
+                t.push_req(
+                    1,
+                    Req {
+                        intended_ns: round * 10 + i,
+                        ..Req::default()
+                    },
+                );
+            }
+            assert!(!t.has_free_slot(1));
+            t.stamp_sent(1, 3, 42);
+            for i in 0..3 {
+                let r = t.pop_front(1).unwrap();
+                assert_eq!(r.intended_ns, round * 10 + i);
+                assert_eq!(r.sent, 42);
+            }
+            t.conns[1].unsent = 0;
+        }
+        assert!(t.pop_front(1).is_none());
+        assert!(t.front(0).is_none());
+    }
+
+    #[test]
+    fn backlog_is_bounded_fifo() {
+        let mut b = Backlog::with_capacity(2);
+        assert!(b.push((1, 1)));
+        assert!(b.push((2, 2)));
+        assert!(!b.push((3, 3)), "full backlog refuses, caller counts overflow");
+        assert_eq!(b.pop(), Some((1, 1)));
+        assert!(b.push((3, 3)));
+        assert_eq!(b.pop(), Some((2, 2)));
+        assert_eq!(b.pop(), Some((3, 3)));
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn index_queue_round_robins() {
+        let mut q = IndexQueue::with_capacity(3);
+        q.push(0);
+        q.push(1);
+        assert_eq!(q.pop(), Some(0));
+        q.push(2);
+        q.push(0);
+        assert_eq!((q.pop(), q.pop(), q.pop(), q.pop()), (Some(1), Some(2), Some(0), None));
+    }
+}

@@ -1,0 +1,15 @@
+//! The engine: one pinned worker thread per core, each owning an io_uring ring and a
+//! pre-sized connection table, sending on an absolute timetable.
+//!
+//! - [`token`]: what `user_data` carries (connection index, operation, generation).
+//! - [`ring`]: ring setup with feature probing and fallback; push with a full-SQ path.
+//! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
+//! - [`socket`]: creating sockets and mapping errno to error kinds.
+//! - [`worker`]: the loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
+pub mod conn_table;
+pub mod ring;
+pub mod socket;
+pub mod token;
+pub mod worker;
+
+pub use worker::{Control, Ready, WorkerPlan, run_worker};

@@ -1,0 +1,158 @@
+//! The ring wrapper: builds the ring with the best setup flags the kernel accepts
+//! (probing by trying, falling back cleanly), pushes entries with a full-queue path
+//! (submit, then retry), and waits for completions with a timeout.
+
+use crate::limits::RING_ENTRIES_MAX;
+use io_uring::{IoUring, squeue, types};
+use std::io;
+
+pub struct Ring {
+    pub uring: IoUring,
+    /// Names of the setup flags and features in use, for the report.
+    pub features: Vec<&'static str>,
+}
+
+impl Ring {
+    /// A ring of `entries` (rounded and clamped), completion queue twice as large.
+    pub fn new(entries: u32) -> io::Result<Ring> {
+        let entries = entries.clamp(8, RING_ENTRIES_MAX).next_power_of_two();
+        type Setup = (&'static [&'static str], fn(&mut io_uring::Builder));
+        let attempts: [Setup; 3] = [
+            (&["single_issuer", "defer_taskrun"], |b| {
+                b.setup_single_issuer()
+                    .setup_defer_taskrun()
+                    .setup_taskrun_flag();
+            }),
+            (&["coop_taskrun"], |b| {
+                b.setup_coop_taskrun().setup_taskrun_flag();
+            }),
+            (&[], |_| {}),
+        ];
+        let mut last_err = None;
+        let skip = std::env::var("BLASTER_RING_SKIP").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+        for (names, apply) in attempts.into_iter().skip(skip) {
+            let mut b = IoUring::builder();
+            b.setup_cqsize(entries * 2);
+            apply(&mut b);
+            match b.build(entries) {
+                Ok(uring) => {
+                    let mut features: Vec<&'static str> = names.to_vec();
+                    let p = uring.params();
+                    if p.is_feature_ext_arg() {
+                        features.push("ext_arg");
+                    }
+                    if p.is_feature_fast_poll() {
+                        features.push("fast_poll");
+                    }
+                    if p.is_feature_nodrop() {
+                        features.push("nodrop");
+                    }
+                    if !p.is_feature_ext_arg() {
+                        return Err(io::Error::other(
+                            "io_uring without IORING_FEAT_EXT_ARG (kernel 5.11+) is not supported",
+                        ));
+                    }
+                    return Ok(Ring { uring, features });
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| io::Error::other("io_uring setup failed")))
+    }
+
+    /// Queues an entry; when the submission queue is full, submits what is there first.
+    ///
+    /// # Safety
+    /// Every buffer and address the entry points to must stay valid and unmoved until
+    /// its completion has been reaped.
+    #[inline]
+    pub unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: forwarded to the caller's contract above.
+            if unsafe { self.uring.submission().push(entry) }.is_ok() {
+                return Ok(());
+            }
+            self.submit()?;
+        }
+    }
+
+    /// Submits everything queued without waiting.
+    #[inline]
+    pub fn submit(&mut self) -> io::Result<()> {
+        match self.uring.submit() {
+            Ok(_) => Ok(()),
+            Err(e) if is_transient(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether a submit would have any work to do (entries queued, deferred task work,
+    /// or overflowed completions to flush). When false, a spinning loop can skip the
+    /// syscall and just look at the completion queue.
+    #[inline]
+    pub fn needs_enter(&mut self) -> bool {
+        let sq = self.uring.submission();
+        !sq.is_empty() || sq.taskrun() || sq.cq_overflow()
+    }
+
+    /// Submits and waits for at least one completion or `timeout_ns`, whichever first.
+    pub fn submit_and_wait_ns(&mut self, timeout_ns: u64) -> io::Result<()> {
+        let ts = types::Timespec::new()
+            .sec(timeout_ns / 1_000_000_000)
+            .nsec((timeout_ns % 1_000_000_000) as u32);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match self.uring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e) if is_transient(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Results of io_uring_enter that only mean "nothing happened this time".
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use io_uring::opcode;
+
+    #[test]
+    fn builds_with_features_and_clamps_size() {
+        let r = Ring::new(100_000).expect("io_uring available");
+        assert_eq!(r.uring.params().sq_entries(), RING_ENTRIES_MAX);
+        assert!(r.features.contains(&"ext_arg"));
+    }
+
+    #[test]
+    fn one_entry_queue_forces_the_full_sq_path() {
+        // TigerBeetle's trick: a tiny queue makes every second push take the submit path.
+        let mut r = Ring::new(1).expect("io_uring available");
+        let sq_len = r.uring.params().sq_entries() as u64;
+        for i in 0..(sq_len * 4) {
+            let nop = opcode::Nop::new().build().user_data(i);
+            // SAFETY: a NOP references no memory.
+            unsafe { r.push(&nop) }.unwrap();
+        }
+        r.submit().unwrap();
+        let mut seen = 0;
+        while seen < sq_len * 4 {
+            r.submit_and_wait_ns(100_000_000).unwrap();
+            seen += r.uring.completion().count() as u64;
+        }
+        assert_eq!(seen, sq_len * 4);
+    }
+
+    #[test]
+    fn wait_times_out_without_completions() {
+        let mut r = Ring::new(8).unwrap();
+        let t = std::time::Instant::now();
+        r.submit_and_wait_ns(20_000_000).unwrap();
+        assert!(t.elapsed() >= std::time::Duration::from_millis(19));
+    }
+}

@@ -1,0 +1,798 @@
+//! The worker: one pinned thread, one ring, one shard of the timetable.
+//!
+//! Each loop iteration: read the TSC -> dispatch every request now due (stamping its
+//! dispatch lag) onto a connection with a free pipeline slot or into the backlog ->
+//! drain completions into a fixed array, then handle them (responses are framed and
+//! their latencies recorded) -> hand freed slots to the backlog -> queue one send per
+//! connection with unsent requests -> one submit for the whole batch. The wait is a
+//! ring wait with a timeout that ends `SPIN_NS` before the next due send; the rest is
+//! spent spinning on the TSC, because timer wake-ups arrive tens of microseconds late.
+//!
+//! Nothing here allocates per request: the connection table, request slots, backlog,
+//! receive buffers and the completion array are sized before the first send.
+
+use super::conn_table::{Backlog, ConnState, ConnTable, IndexQueue, Req};
+use super::ring::Ring;
+use super::socket;
+use super::token::{Op, Token, next_generation};
+use crate::clock::{Clock, Nanos, Ticks};
+use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, RECONNECT_DELAY_NS, SPIN_NS, WAIT_NS_MAX};
+use crate::metrics::recorder::WorkerTotals;
+use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
+use crate::proto::{Framer, Framing, Parsed};
+use crate::schedule::{Constant, Schedule};
+use crossbeam_channel::{Receiver, Sender};
+use io_uring::{opcode, types};
+use socket2::SockAddr;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Everything one worker needs, fixed before it starts.
+#[derive(Debug, Clone)]
+pub struct WorkerPlan {
+    pub index: usize,
+    pub workers: usize,
+    pub core: Option<usize>,
+    pub target: SocketAddr,
+    pub connections: usize,
+    pub pipeline: usize,
+    pub rate_rps: f64,
+    pub duration_ns: u64,
+    pub timeout_ns: u64,
+    pub payload: Arc<[u8]>,
+    pub framing: Framing,
+    pub recv_buffer_bytes: usize,
+    pub backlog_capacity: usize,
+    pub interval_ns: u64,
+}
+
+/// Sent once the worker's connections are open (or failed), before the schedule starts.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    pub worker: usize,
+    pub established: usize,
+    pub failed: usize,
+    /// errno of the first failed connect or socket creation.
+    pub first_errno: Option<i32>,
+    /// A setup failure that stops this worker (ring, pinning is not one).
+    pub fatal: Option<String>,
+    pub features: Vec<&'static str>,
+}
+
+/// The main thread's answer to [`Ready`].
+#[derive(Clone)]
+pub enum Control {
+    /// Run the schedule; the clock's start instant is the schedule's time zero.
+    Start(Clock),
+    Abort,
+}
+
+/// Runs one worker to completion. Every outcome, including setup failure, is reported
+/// on the channels, so the main thread never waits forever.
+pub fn run_worker(
+    plan: WorkerPlan,
+    stop: Arc<AtomicBool>,
+    ready_tx: Sender<Ready>,
+    control_rx: Receiver<Control>,
+    snap_tx: Sender<Snapshot>,
+) {
+    if let Some(core) = plan.core {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    }
+    let mut w = match Worker::new(&plan, snap_tx) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = ready_tx.send(Ready {
+                worker: plan.index,
+                established: 0,
+                failed: plan.connections,
+                first_errno: None,
+                fatal: Some(format!("worker {}: io_uring setup failed: {e}", plan.index)),
+                features: Vec::new(),
+            });
+            return;
+        }
+    };
+    let ready = w.connect_all(&stop);
+    let fatal = ready.fatal.is_some();
+    let _ = ready_tx.send(ready);
+    if fatal {
+        return;
+    }
+    match control_rx.recv() {
+        Ok(Control::Start(clock)) => {
+            w.clock = clock;
+            w.run(&stop);
+        }
+        Ok(Control::Abort) | Err(_) => w.close_all(),
+    }
+}
+
+struct Worker<'p> {
+    plan: &'p WorkerPlan,
+    ring: Ring,
+    table: ConnTable,
+    ready_q: IndexQueue,
+    flush_q: IndexQueue,
+    backlog: Backlog,
+    recv_buf: Box<[u8]>,
+    /// The payload repeated `pipeline` times: a send of k requests is its first k copies.
+    send_buf: Box<[u8]>,
+    addr: SockAddr,
+    clock: Clock,
+    hist: Histograms,
+    counters: Counters,
+    cqes: Box<[(u64, i32)]>,
+    snap_tx: Sender<Snapshot>,
+    schedule: Constant,
+    /// This worker's next request number in the schedule.
+    next_k: u64,
+    /// Number of this worker's requests due before the end of the run.
+    total_k: u64,
+    inflight: u64,
+    closed: usize,
+    stopping: bool,
+    first_errno: Option<i32>,
+    backlog_peak: u64,
+    completed_total: u64,
+    stopped_ns: Nanos,
+}
+
+impl<'p> Worker<'p> {
+    fn new(plan: &'p WorkerPlan, snap_tx: Sender<Snapshot>) -> std::io::Result<Self> {
+        let entries = (plan.connections * 2 + 64) as u32;
+        let ring = Ring::new(entries)?;
+        let framer = plan.framing.framer(plan.payload.len());
+        let schedule = Constant::new(plan.rate_rps, plan.workers, plan.index);
+        let total_k = schedule.count_before(plan.duration_ns);
+        let send_buf = plan.payload.repeat(plan.pipeline).into_boxed_slice();
+        Ok(Worker {
+            plan,
+            ring,
+            table: ConnTable::new(plan.connections, plan.pipeline, framer),
+            ready_q: IndexQueue::with_capacity(plan.connections),
+            flush_q: IndexQueue::with_capacity(plan.connections),
+            backlog: Backlog::with_capacity(plan.backlog_capacity),
+            recv_buf: vec![0u8; plan.connections * plan.recv_buffer_bytes].into_boxed_slice(),
+            send_buf,
+            addr: socket::sock_addr(&plan.target),
+            clock: Clock::new(),
+            hist: Histograms::new(),
+            counters: Counters::default(),
+            cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
+            snap_tx,
+            schedule,
+            next_k: 0,
+            total_k,
+            inflight: 0,
+            closed: plan.connections,
+            stopping: false,
+            first_errno: None,
+            backlog_peak: 0,
+            completed_total: 0,
+            stopped_ns: 0,
+        })
+    }
+
+    // ---- connection lifecycle -------------------------------------------------------
+
+    fn open(&mut self, c: u32) {
+        let fd = match socket::tcp_socket(&self.plan.target) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                self.first_errno.get_or_insert(errno);
+                self.counters.connections_failed += 1;
+                self.counters.error(ErrorKind::ConnectFailed);
+                let now = self.clock.now_ns();
+                self.table.conns[c as usize].state = ConnState::Closed {
+                    reopen_at_ns: now + RECONNECT_DELAY_NS,
+                };
+                return;
+            }
+        };
+        let conn = &mut self.table.conns[c as usize];
+        conn.fd = fd;
+        conn.state = ConnState::Connecting;
+        self.closed -= 1;
+        let token = Token {
+            conn: c,
+            op: Op::Connect,
+            generation: conn.generation,
+        };
+        let entry = opcode::Connect::new(types::Fd(fd), self.addr.as_ptr().cast(), self.addr.len())
+            .build()
+            .user_data(token.encode());
+        // SAFETY: `self.addr` lives in the worker, which outlives every operation it
+        // queued (the worker drains or closes all connections before it returns).
+        self.push(&entry);
+    }
+
+    fn on_connect(&mut self, c: u32, res: i32) {
+        if res < 0 {
+            let errno = -res;
+            self.first_errno.get_or_insert(errno);
+            self.counters.connections_failed += 1;
+            self.counters.error(socket::connect_error_kind(errno));
+            self.close_conn(c, None);
+            return;
+        }
+        self.counters.connections_opened += 1;
+        self.table.conns[c as usize].state = ConnState::Ready;
+        self.arm_recv(c);
+        self.mark_ready(c);
+    }
+
+    /// Closes connection `c`; requests in flight on it become errors of `kind` (or are
+    /// cut off when the run is stopping). It reopens after a delay unless stopping.
+    fn close_conn(&mut self, c: u32, kind: Option<ErrorKind>) {
+        while let Some(_req) = self.table.pop_front(c) {
+            self.inflight -= 1;
+            match kind {
+                _ if self.stopping => self.counters.cut_off += 1,
+                Some(k) => self.counters.error(k),
+                None => self.counters.error(ErrorKind::Io),
+            }
+        }
+        let reopen_at_ns = if self.stopping {
+            u64::MAX
+        } else {
+            self.clock.now_ns() + RECONNECT_DELAY_NS
+        };
+        let conn = &mut self.table.conns[c as usize];
+        if conn.fd >= 0 {
+            socket::close(conn.fd);
+            conn.fd = -1;
+        }
+        if !matches!(conn.state, ConnState::Closed { .. }) {
+            self.closed += 1;
+        }
+        conn.state = ConnState::Closed { reopen_at_ns };
+        conn.generation = next_generation(conn.generation);
+        conn.unsent = 0;
+        conn.sending = 0;
+        conn.head = 0;
+        conn.recv_armed = false;
+        conn.recv_keep = 0;
+        conn.framer.reset();
+    }
+
+    fn close_all(&mut self) {
+        for c in 0..self.table.conns.len() as u32 {
+            if self.table.conns[c as usize].fd >= 0 {
+                self.close_conn(c, None);
+            }
+        }
+    }
+
+    /// Opens every connection and waits (bounded by the timeout) for the outcomes.
+    fn connect_all(&mut self, stop: &AtomicBool) -> Ready {
+        for c in 0..self.table.conns.len() as u32 {
+            self.open(c);
+        }
+        let deadline = self.clock.now_ns() + self.plan.timeout_ns;
+        while self.table.conns.iter().any(|c| c.state == ConnState::Connecting)
+            && self.clock.now_ns() < deadline
+            && !stop.load(Ordering::Relaxed)
+        {
+            if let Err(e) = self.ring.submit_and_wait_ns(WAIT_NS_MAX) {
+                return self.ready(Some(format!("io_uring wait failed: {e}")));
+            }
+            self.reap();
+        }
+        // Connections still pending at the deadline count as failed (timed out).
+        for c in 0..self.table.conns.len() as u32 {
+            if self.table.conns[c as usize].state == ConnState::Connecting {
+                self.first_errno.get_or_insert(libc::ETIMEDOUT);
+                self.counters.connections_failed += 1;
+                self.counters.error(ErrorKind::ConnectFailed);
+                self.close_conn(c, None);
+            }
+        }
+        self.ready(None)
+    }
+
+    fn ready(&self, fatal: Option<String>) -> Ready {
+        let established = self
+            .table
+            .conns
+            .iter()
+            .filter(|c| c.state == ConnState::Ready)
+            .count();
+        Ready {
+            worker: self.plan.index,
+            established,
+            failed: self.plan.connections - established,
+            first_errno: self.first_errno,
+            fatal,
+            features: self.ring.features.clone(),
+        }
+    }
+
+    // ---- ring operations ------------------------------------------------------------
+
+    #[inline]
+    fn push(&mut self, entry: &io_uring::squeue::Entry) {
+        // SAFETY: every entry built in this file points into buffers owned by the
+        // worker (`recv_buf`, `send_buf`, `addr`), allocated once and never moved or
+        // freed while the worker runs; stale completions are filtered by generation.
+        if let Err(e) = unsafe { self.ring.push(entry) } {
+            // A submit error other than a transient one means the ring is unusable.
+            panic!("io_uring submit failed: {e}");
+        }
+    }
+
+    fn arm_recv(&mut self, c: u32) {
+        let len = self.plan.recv_buffer_bytes;
+        let conn = &mut self.table.conns[c as usize];
+        let keep = conn.recv_keep;
+        conn.recv_armed = true;
+        let token = Token {
+            conn: c,
+            op: Op::Recv,
+            generation: conn.generation,
+        };
+        let start = c as usize * len + keep;
+        // SAFETY (pointer arithmetic): `start..start + len - keep` lies inside this
+        // connection's region of `recv_buf`, which outlives the operation.
+        let ptr = self.recv_buf[start..].as_mut_ptr();
+        let entry = opcode::Recv::new(types::Fd(conn.fd), ptr, (len - keep) as u32)
+            .build()
+            .user_data(token.encode());
+        self.push(&entry);
+    }
+
+    fn push_send(&mut self, c: u32) {
+        let conn = &self.table.conns[c as usize];
+        let token = Token {
+            conn: c,
+            op: Op::Send,
+            generation: conn.generation,
+        };
+        let rest = &self.send_buf[conn.send_done..conn.send_len];
+        let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
+            .build()
+            .user_data(token.encode());
+        self.push(&entry);
+    }
+
+    /// Drains up to `CQE_BATCH_MAX` completions into the fixed array, then handles them.
+    fn reap(&mut self) -> usize {
+        let mut n = 0;
+        for cqe in self.ring.uring.completion() {
+            self.cqes[n] = (cqe.user_data(), cqe.result());
+            n += 1;
+            if n == self.cqes.len() {
+                break;
+            }
+        }
+        let now_t = self.clock.ticks();
+        for i in 0..n {
+            let (data, res) = self.cqes[i];
+            let Some(token) = Token::decode(data) else {
+                continue;
+            };
+            let conn = &self.table.conns[token.conn as usize];
+            if conn.generation != token.generation {
+                continue; // completion for a connection since closed
+            }
+            match token.op {
+                Op::Connect => self.on_connect(token.conn, res),
+                Op::Send => self.on_send(token.conn, res),
+                Op::Recv => self.on_recv(token.conn, res, now_t),
+            }
+        }
+        n
+    }
+
+    fn on_send(&mut self, c: u32, res: i32) {
+        if res < 0 {
+            self.close_conn(c, Some(socket::io_error_kind(-res)));
+            return;
+        }
+        self.counters.bytes_sent += res as u64;
+        let conn = &mut self.table.conns[c as usize];
+        conn.send_done += res as usize;
+        if conn.send_done < conn.send_len {
+            self.push_send(c); // partial send: re-arm from the offset
+            return;
+        }
+        conn.sending = 0;
+        if conn.unsent > 0 {
+            self.mark_flush(c);
+        }
+    }
+
+    fn on_recv(&mut self, c: u32, res: i32, now_t: Ticks) {
+        self.table.conns[c as usize].recv_armed = false;
+        if res <= 0 {
+            let kind = if res == 0 {
+                ErrorKind::ClosedByPeer
+            } else {
+                socket::io_error_kind(-res)
+            };
+            self.close_conn(c, Some(kind));
+            return;
+        }
+        self.counters.bytes_received += res as u64;
+        let len = self.plan.recv_buffer_bytes;
+        let base = c as usize * len;
+        let end = self.table.conns[c as usize].recv_keep + res as usize;
+        let mut pos = 0;
+        while pos < end {
+            let input = &self.recv_buf[base + pos..base + end];
+            match self.table.conns[c as usize].framer.feed(input) {
+                Parsed::Complete { consumed } => {
+                    pos += consumed;
+                    if !self.complete_one(c, now_t) {
+                        // A response nobody asked for: the stream is out of step.
+                        self.protocol_error(c);
+                        return;
+                    }
+                }
+                Parsed::Incomplete { consumed } => {
+                    pos += consumed;
+                    break;
+                }
+                Parsed::Invalid { .. } => {
+                    self.protocol_error(c);
+                    return;
+                }
+            }
+        }
+        let keep = end - pos;
+        if keep == len {
+            // A single response larger than the receive buffer.
+            self.protocol_error(c);
+            return;
+        }
+        if keep > 0 && pos > 0 {
+            self.recv_buf
+                .copy_within(base + pos..base + end, base);
+        }
+        self.table.conns[c as usize].recv_keep = keep;
+        self.arm_recv(c);
+        if self.table.has_free_slot(c) {
+            self.mark_ready(c);
+        }
+    }
+
+    /// A response that cannot be parsed: the requests in flight are protocol errors (at
+    /// least one is counted) and the connection is reopened.
+    fn protocol_error(&mut self, c: u32) {
+        if self.table.conns[c as usize].inflight == 0 {
+            self.counters.error(ErrorKind::Protocol);
+        }
+        self.close_conn(c, Some(ErrorKind::Protocol));
+    }
+
+    /// Records the oldest in-flight request of `c` as answered at `done`.
+    #[inline]
+    fn complete_one(&mut self, c: u32, done: Ticks) -> bool {
+        let conn = &self.table.conns[c as usize];
+        if conn.inflight == conn.unsent {
+            // Nothing in flight has been sent: this response answers no request.
+            return false;
+        }
+        let Some(req) = self.table.pop_front(c) else {
+            return false;
+        };
+        self.inflight -= 1;
+        self.counters.completed += 1;
+        self.completed_total += 1;
+        let done_ns = self.clock.ns(done);
+        let sent_ns = self.clock.ns(req.sent);
+        self.hist
+            .latency
+            .saturating_record(done_ns.saturating_sub(req.intended_ns));
+        self.hist
+            .service
+            .saturating_record(done_ns.saturating_sub(sent_ns));
+        true
+    }
+
+    // ---- scheduling -------------------------------------------------------------------
+
+    #[inline]
+    fn mark_ready(&mut self, c: u32) {
+        let conn = &mut self.table.conns[c as usize];
+        if !conn.in_ready_queue {
+            conn.in_ready_queue = true;
+            self.ready_q.push(c);
+        }
+    }
+
+    #[inline]
+    fn mark_flush(&mut self, c: u32) {
+        let conn = &mut self.table.conns[c as usize];
+        if !conn.in_flush_queue {
+            conn.in_flush_queue = true;
+            self.flush_q.push(c);
+        }
+    }
+
+    /// A connection with a free pipeline slot, round robin; `None` if all are busy.
+    #[inline]
+    fn free_conn(&mut self) -> Option<u32> {
+        while let Some(c) = self.ready_q.pop() {
+            self.table.conns[c as usize].in_ready_queue = false;
+            if self.table.has_free_slot(c) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    #[inline]
+    fn assign(&mut self, c: u32, intended_ns: Nanos, dispatched: Ticks) {
+        self.table.push_req(
+            c,
+            Req {
+                intended_ns,
+                dispatched,
+                sent: 0,
+            },
+        );
+        self.inflight += 1;
+        if self.table.has_free_slot(c) {
+            self.mark_ready(c);
+        }
+        if self.table.conns[c as usize].sending == 0 {
+            self.mark_flush(c);
+        }
+    }
+
+    /// Dispatches every request due by `now`: onto a free connection, or into the
+    /// backlog behind older waiting requests.
+    #[inline]
+    fn dispatch_due(&mut self, now_t: Ticks, now_ns: Nanos) -> u64 {
+        let mut n = 0;
+        while self.next_k < self.total_k {
+            let intended = self.schedule.due_ns(self.next_k);
+            if intended > now_ns {
+                break;
+            }
+            self.next_k += 1;
+            n += 1;
+            self.counters.dispatched += 1;
+            self.hist.dispatch_lag.saturating_record(now_ns - intended);
+            if self.backlog.is_empty() {
+                if let Some(c) = self.free_conn() {
+                    self.assign(c, intended, now_t);
+                    continue;
+                }
+            }
+            if !self.backlog.push((intended, now_t)) {
+                self.counters.error(ErrorKind::BacklogOverflow);
+                self.hist.latency.saturating_record(self.plan.timeout_ns);
+            }
+        }
+        self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
+        n
+    }
+
+    /// Moves waiting requests onto connections that have a free slot again.
+    #[inline]
+    fn serve_backlog(&mut self) {
+        while !self.backlog.is_empty() {
+            let Some(c) = self.free_conn() else { break };
+            let (intended, dispatched) = self.backlog.pop().expect("not empty");
+            self.assign(c, intended, dispatched);
+        }
+    }
+
+    /// Queues one send per connection covering all its unsent requests.
+    fn flush_sends(&mut self) {
+        if self.flush_q.is_empty() {
+            return;
+        }
+        let t = self.clock.ticks();
+        let payload_len = self.plan.payload.len();
+        while let Some(c) = self.flush_q.pop() {
+            let conn = &mut self.table.conns[c as usize];
+            conn.in_flush_queue = false;
+            if conn.state != ConnState::Ready || conn.sending > 0 || conn.unsent == 0 {
+                continue;
+            }
+            let k = conn.unsent;
+            let first = conn.inflight - k;
+            conn.sending = k;
+            conn.send_done = 0;
+            conn.send_len = k as usize * payload_len;
+            conn.unsent = 0;
+            for nth in first..first + k {
+                let i = self.table.slot_index(c, nth);
+                let req = &mut self.table.slots[i];
+                req.sent = t;
+                let wait = self.clock.ns(t).saturating_sub(self.clock.ns(req.dispatched));
+                self.hist.connection_wait.saturating_record(wait);
+            }
+            self.counters.sent += k as u64;
+            self.push_send(c);
+        }
+    }
+
+    /// Timeouts (in flight and in the backlog) and reconnects; run about once a ms.
+    fn scan(&mut self, now_ns: Nanos) {
+        let timeout = self.plan.timeout_ns;
+        while let Some((intended, _)) = self.backlog.front() {
+            if intended + timeout > now_ns {
+                break;
+            }
+            self.backlog.pop();
+            self.counters.error(ErrorKind::Timeout);
+            self.hist.latency.saturating_record(timeout);
+        }
+        for c in 0..self.table.conns.len() as u32 {
+            let state = self.table.conns[c as usize].state;
+            match state {
+                ConnState::Ready => {
+                    let Some(front) = self.table.front(c) else { continue };
+                    if front.intended_ns + timeout > now_ns {
+                        continue;
+                    }
+                    // The oldest request timed out: record every expired one at the
+                    // timeout, then reopen the connection (the stream is out of step).
+                    while let Some(r) = self.table.front(c) {
+                        if r.intended_ns + timeout > now_ns {
+                            break;
+                        }
+                        self.table.pop_front(c);
+                        self.inflight -= 1;
+                        self.counters.error(ErrorKind::Timeout);
+                        self.hist.latency.saturating_record(timeout);
+                    }
+                    self.close_conn(c, Some(ErrorKind::Aborted));
+                }
+                ConnState::Closed { reopen_at_ns } if !self.stopping && reopen_at_ns <= now_ns => {
+                    self.open(c);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn send_snapshot(&mut self, interval: u64, last: Option<WorkerTotals>) {
+        let snap = Snapshot {
+            worker: self.plan.index,
+            interval,
+            histograms: self.hist.clone(),
+            counters: self.counters,
+            last,
+        };
+        self.hist.reset();
+        self.counters = Counters::default();
+        let _ = self.snap_tx.send(snap);
+    }
+
+    /// Sleeps, then spins, until the schedule's start instant.
+    fn wait_for_start(&self) {
+        let until = self.clock.until_start_ns();
+        if until > SPIN_NS {
+            std::thread::sleep(std::time::Duration::from_nanos(until - SPIN_NS));
+        }
+        while self.clock.until_start_ns() > 0 {
+            std::hint::spin_loop();
+        }
+    }
+
+    // ---- the loop -------------------------------------------------------------------
+
+    fn run(&mut self, stop: &AtomicBool) {
+        // Reopen times set during the connect phase used the setup clock.
+        for conn in self.table.conns.iter_mut() {
+            if let ConnState::Closed { reopen_at_ns } = &mut conn.state {
+                *reopen_at_ns = RECONNECT_DELAY_NS;
+            }
+        }
+        self.wait_for_start();
+        let cpu_start = thread_cpu_ns();
+        let interval_ns = self.plan.interval_ns;
+        let drain_ns = self.plan.timeout_ns.min(DRAIN_NS_MAX);
+        let mut next_interval = interval_ns;
+        let mut interval_idx = 0u64;
+        let mut next_scan = 0u64;
+        let mut drain_deadline = u64::MAX;
+        let mut spin_ns = 0u64;
+        let mut prev_idle_at: Option<Nanos> = None;
+        loop {
+            let now_t = self.clock.ticks();
+            let now = self.clock.ns(now_t);
+            if let Some(t) = prev_idle_at.take() {
+                spin_ns += now - t;
+            }
+            if !self.stopping
+                && (self.next_k >= self.total_k && now >= self.plan.duration_ns
+                    || stop.load(Ordering::Relaxed))
+            {
+                self.stopping = true;
+                self.stopped_ns = now;
+                drain_deadline = now + drain_ns;
+                // Requests still waiting for a connection were never sent: cut off.
+                while self.backlog.pop().is_some() {
+                    self.counters.cut_off += 1;
+                }
+            }
+            let mut work = 0;
+            if !self.stopping {
+                work += self.dispatch_due(now_t, now);
+            }
+            work += self.reap() as u64;
+            if !self.stopping {
+                self.serve_backlog();
+            }
+            if now >= next_scan {
+                self.scan(now);
+                next_scan = now + 1_000_000;
+            }
+            while now >= next_interval {
+                self.send_snapshot(interval_idx, None);
+                interval_idx += 1;
+                next_interval += interval_ns;
+            }
+            self.flush_sends();
+            if self.stopping && (self.inflight == 0 || now >= drain_deadline) {
+                break;
+            }
+            // Wait: sleep on the ring until SPIN_NS before the next due send (or another
+            // deadline), then spin on the TSC without entering the kernel needlessly.
+            let mut wake = next_interval.min(drain_deadline);
+            if self.inflight > 0 || self.closed > 0 || !self.backlog.is_empty() {
+                wake = wake.min(next_scan);
+            }
+            let mut due_soon = false;
+            if !self.stopping && self.next_k < self.total_k {
+                let due = self.schedule.due_ns(self.next_k);
+                if due.saturating_sub(SPIN_NS) <= wake {
+                    wake = due.saturating_sub(SPIN_NS);
+                    due_soon = true;
+                }
+            }
+            let now2 = self.clock.now_ns();
+            let pending_cqes = !self.ring.uring.completion().is_empty();
+            if work == 0 && !pending_cqes && wake > now2 + 1_000 {
+                let _ = self.ring.submit_and_wait_ns((wake - now2).min(WAIT_NS_MAX));
+            } else {
+                if self.ring.needs_enter() || (work == 0 && !due_soon) {
+                    let _ = self.ring.submit();
+                }
+                if work == 0 && !pending_cqes {
+                    prev_idle_at = Some(now);
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        // Whatever is still in flight after the drain is cut off, not an error.
+        for c in 0..self.table.conns.len() as u32 {
+            while self.table.pop_front(c).is_some() {
+                self.inflight -= 1;
+                self.counters.cut_off += 1;
+            }
+        }
+        self.close_all();
+        let end = self.clock.now_ns();
+        let totals = WorkerTotals {
+            core: self.plan.core,
+            cpu_ns: thread_cpu_ns().saturating_sub(cpu_start),
+            spin_ns,
+            wall_ns: end,
+            stopped_ns: self.stopped_ns,
+            completed: self.completed_total,
+            backlog_peak: self.backlog_peak,
+            ring_features: self.ring.features.clone(),
+        };
+        self.send_snapshot(interval_idx, Some(totals));
+    }
+}
+
+/// CPU time (user + system) of the calling thread, ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

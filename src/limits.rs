@@ -1,0 +1,42 @@
+//! Every bound blaster enforces, in one place, units last, each with the reason.
+
+/// Connections per run. Issue 4 raises this with direct descriptors; one process
+/// here is capped at 20,000 file descriptors.
+pub const CONNECTIONS_MAX: usize = 1_048_576;
+/// Requests in flight per connection (`--pipeline`).
+pub const PIPELINE_MAX: usize = 1024;
+/// Request payload size. Larger payloads are a bulk-transfer test, not a request test.
+pub const PAYLOAD_BYTES_MAX: usize = 1 << 20;
+/// Expected response size for `fixed:N`.
+pub const RESPONSE_BYTES_MAX: usize = 1 << 20;
+/// Intended rate, requests per second, per run.
+pub const RATE_RPS_MAX: f64 = 100_000_000.0;
+/// Run duration: one day is a soak; longer belongs to a scheduler, not a flag.
+pub const DURATION_NS_MAX: u64 = 86_400 * 1_000_000_000;
+/// Request timeout.
+pub const TIMEOUT_NS_MAX: u64 = 3_600 * 1_000_000_000;
+/// Highest value a latency histogram records; larger values are clamped (saturating).
+pub const HISTOGRAM_NS_MAX: u64 = 3_600 * 1_000_000_000;
+/// Significant digits of every histogram: 0.1% value resolution.
+pub const HISTOGRAM_SIGFIG: u8 = 3;
+/// Requests a worker may hold waiting for a free connection slot. Sized from the plan
+/// (rate x timeout) and clamped here; a request that finds the backlog full is counted
+/// as a `backlog_overflow` error with its latency recorded at the timeout.
+pub const BACKLOG_REQUESTS_MAX: usize = 8 << 20;
+/// Submission queue entries per worker ring; a fuller queue is submitted and refilled.
+pub const RING_ENTRIES_MAX: u32 = 4096;
+/// Completions drained per loop iteration before they are handled.
+pub const CQE_BATCH_MAX: usize = 1024;
+/// Receive buffer per connection (holds several pipelined responses).
+pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
+/// Timer wake-ups on the reference VM arrive 60-70 us late, so the worker sleeps until
+/// this long before the next due send and spins on the TSC for the rest.
+pub const SPIN_NS: u64 = 200_000;
+/// Longest single sleep in the worker loop, so stop requests and timeouts are noticed.
+pub const WAIT_NS_MAX: u64 = 10_000_000;
+/// Time allowed for in-flight requests to complete after the schedule ends or Ctrl-C.
+pub const DRAIN_NS_MAX: u64 = 2_000_000_000;
+/// File descriptors kept free for the process itself (rings, stdio, listeners).
+pub const FD_MARGIN: u64 = 64;
+/// Delay before a failed or closed connection is opened again (issue 4 adds backoff).
+pub const RECONNECT_DELAY_NS: u64 = 100_000_000;

@@ -1,0 +1,257 @@
+//! Per-worker recorder: the four histograms of DESIGN.md and the counters, for one
+//! interval. Histograms are created with explicit bounds so recording never resizes;
+//! values beyond the bound are clamped (saturating), never dropped.
+
+use crate::limits::{HISTOGRAM_NS_MAX, HISTOGRAM_SIGFIG};
+use hdrhistogram::Histogram;
+
+/// The four per-request durations, in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct Histograms {
+    /// done - intended: what a user of the target experiences. The headline.
+    pub latency: Histogram<u64>,
+    /// done - sent: what closed-loop tools report.
+    pub service: Histogram<u64>,
+    /// dispatched - intended: the generator's own health.
+    pub dispatch_lag: Histogram<u64>,
+    /// sent - dispatched: time a due request waited for a free connection slot.
+    pub connection_wait: Histogram<u64>,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HISTOGRAM_NS_MAX, HISTOGRAM_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
+impl Histograms {
+    pub fn new() -> Self {
+        Histograms {
+            latency: histogram(),
+            service: histogram(),
+            dispatch_lag: histogram(),
+            connection_wait: histogram(),
+        }
+    }
+
+    /// Adds another set (same bounds by construction, so `add` cannot fail).
+    pub fn add(&mut self, other: &Histograms) {
+        for (a, b) in self.parts_mut().into_iter().zip(other.parts()) {
+            a.add(b).expect("histograms share bounds");
+        }
+    }
+
+    pub fn reset(&mut self) {
+        for h in self.parts_mut() {
+            h.reset();
+        }
+    }
+
+    fn parts(&self) -> [&Histogram<u64>; 4] {
+        [
+            &self.latency,
+            &self.service,
+            &self.dispatch_lag,
+            &self.connection_wait,
+        ]
+    }
+
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 4] {
+        [
+            &mut self.latency,
+            &mut self.service,
+            &mut self.dispatch_lag,
+            &mut self.connection_wait,
+        ]
+    }
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Kinds of request and connection errors, each counted separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum ErrorKind {
+    /// No response within `--timeout` (latency recorded at the timeout).
+    Timeout,
+    /// A due request found the backlog full (latency recorded at the timeout).
+    BacklogOverflow,
+    /// The target closed the connection with requests in flight.
+    ClosedByPeer,
+    /// ECONNRESET / EPIPE while requests were in flight.
+    Reset,
+    /// A connect attempt was refused (ECONNREFUSED).
+    ConnectRefused,
+    /// A connect attempt failed otherwise (timeout, unreachable, ...).
+    ConnectFailed,
+    /// A response that does not parse (or is larger than the receive buffer).
+    Protocol,
+    /// In flight on a connection that was closed because an older request timed out.
+    Aborted,
+    /// Another send or receive error.
+    Io,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::Timeout,
+        ErrorKind::BacklogOverflow,
+        ErrorKind::ClosedByPeer,
+        ErrorKind::Reset,
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectFailed,
+        ErrorKind::Protocol,
+        ErrorKind::Aborted,
+        ErrorKind::Io,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::BacklogOverflow => "backlog_overflow",
+            ErrorKind::ClosedByPeer => "closed_by_peer",
+            ErrorKind::Reset => "reset",
+            ErrorKind::ConnectRefused => "connect_refused",
+            ErrorKind::ConnectFailed => "connect_failed",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Aborted => "aborted",
+            ErrorKind::Io => "io",
+        }
+    }
+
+    /// Whether the error is about a request (as opposed to a connection attempt).
+    pub fn is_request_error(self) -> bool {
+        !matches!(self, ErrorKind::ConnectRefused | ErrorKind::ConnectFailed)
+    }
+}
+
+/// Event counts for one interval of one worker (or merged).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Requests whose due instant came (the schedule's count).
+    pub dispatched: u64,
+    /// Requests put on the wire (send submitted).
+    pub sent: u64,
+    /// Responses fully received.
+    pub completed: u64,
+    /// Requests cut off by the end of the run or Ctrl-C: not errors.
+    pub cut_off: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub connections_opened: u64,
+    pub connections_failed: u64,
+    pub errors: [u64; ErrorKind::ALL.len()],
+}
+
+impl Counters {
+    #[inline]
+    pub fn error(&mut self, kind: ErrorKind) {
+        self.errors[kind as usize] += 1;
+    }
+
+    pub fn errors_of(&self, kind: ErrorKind) -> u64 {
+        self.errors[kind as usize]
+    }
+
+    /// Request errors (timeouts, resets, ...), not failed connection attempts.
+    pub fn request_errors(&self) -> u64 {
+        ErrorKind::ALL
+            .iter()
+            .filter(|k| k.is_request_error())
+            .map(|&k| self.errors_of(k))
+            .sum()
+    }
+
+    pub fn add(&mut self, o: &Counters) {
+        self.dispatched += o.dispatched;
+        self.sent += o.sent;
+        self.completed += o.completed;
+        self.cut_off += o.cut_off;
+        self.bytes_sent += o.bytes_sent;
+        self.bytes_received += o.bytes_received;
+        self.connections_opened += o.connections_opened;
+        self.connections_failed += o.connections_failed;
+        for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+    }
+}
+
+/// What a worker sends the collector at every interval boundary and at the end.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub worker: usize,
+    /// Interval number (0 = the first second of the schedule).
+    pub interval: u64,
+    pub histograms: Histograms,
+    pub counters: Counters,
+    /// Set on the worker's last snapshot; carries its totals of CPU use.
+    pub last: Option<WorkerTotals>,
+}
+
+/// Per-worker figures reported once, at the end.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerTotals {
+    pub core: Option<usize>,
+    /// CPU time of the worker thread (user + system), ns.
+    pub cpu_ns: u64,
+    /// Part of it spent spinning on the TSC waiting for a due instant, ns.
+    pub spin_ns: u64,
+    /// Wall time from the schedule's start to the worker's end, ns.
+    pub wall_ns: u64,
+    /// When the schedule stopped (its end, or Ctrl-C), ns since start.
+    pub stopped_ns: u64,
+    /// Responses completed over the whole run.
+    pub completed: u64,
+    /// Peak number of requests waiting in the backlog.
+    pub backlog_peak: u64,
+    pub ring_features: Vec<&'static str>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_adds_histograms_not_percentiles() {
+        // Worker A: 99 fast requests; worker B: 1 slow one. Averaging p99s would give
+        // ~500 us; the merged histogram's p99 is the fast value and its max the slow one.
+        let mut a = Histograms::new();
+        for _ in 0..99 {
+            a.latency.record(1_000).unwrap();
+        }
+        let mut b = Histograms::new();
+        b.latency.record(1_000_000).unwrap();
+        let mut total = Histograms::new();
+        total.add(&a);
+        total.add(&b);
+        assert_eq!(total.latency.len(), 100);
+        assert!(total.latency.value_at_quantile(0.99) < 1_100);
+        assert!(total.latency.max() >= 999_000);
+    }
+
+    #[test]
+    fn values_beyond_bound_saturate() {
+        let mut h = Histograms::new();
+        h.latency.saturating_record(u64::MAX);
+        assert_eq!(h.latency.len(), 1);
+        assert!(h.latency.max() >= HISTOGRAM_NS_MAX / 2);
+    }
+
+    #[test]
+    fn counters_add_and_split_errors() {
+        let mut a = Counters::default();
+        a.error(ErrorKind::Timeout);
+        a.error(ErrorKind::ConnectRefused);
+        a.completed = 5;
+        let mut t = Counters::default();
+        t.add(&a);
+        t.add(&a);
+        assert_eq!(t.completed, 10);
+        assert_eq!(t.request_errors(), 2);
+        assert_eq!(t.errors_of(ErrorKind::ConnectRefused), 2);
+    }
+}

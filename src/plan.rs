@@ -1,0 +1,432 @@
+//! Raw arguments -> a validated, immutable [`RunPlan`]. Every cross-flag check and
+//! every bound lives here, so the engine never sees a plan it cannot run. Messages
+//! name the flag and the bound.
+
+use crate::cli::{RunArgs, SinkArgs};
+use crate::engine::WorkerPlan;
+use crate::limits::*;
+use crate::proto::Framing;
+use crate::sink::{SinkConfig, SinkMode};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A usage error: the command line asks for something that cannot be run (exit 2).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("--{flag}: {message}")]
+pub struct PlanError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+fn err(flag: &'static str, message: impl Into<String>) -> PlanError {
+    PlanError {
+        flag,
+        message: message.into(),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// `None`: the loopback baseline against the built-in sink.
+    pub target: Option<SocketAddr>,
+    pub cores: Vec<usize>,
+    pub connections: usize,
+    /// `None` only for the baseline, which steps its own rate.
+    pub rate_rps: Option<f64>,
+    pub duration_ns: u64,
+    pub pipeline: usize,
+    pub payload: Arc<[u8]>,
+    pub framing: Framing,
+    pub timeout_ns: u64,
+    pub max_lag_ns: u64,
+    pub json: Option<PathBuf>,
+    pub progress: bool,
+    pub step_duration_ns: u64,
+    pub start_rate_rps: f64,
+}
+
+/// Parses a duration such as `10s`, `500ms`, `1m`, `250us`.
+pub fn parse_duration(flag: &'static str, s: &str) -> Result<Duration, PlanError> {
+    humantime::parse_duration(s.trim())
+        .map_err(|_| err(flag, format!("expected a duration such as 10s or 500ms, got {s:?}")))
+}
+
+fn duration_ns(flag: &'static str, s: &str, max_ns: u64) -> Result<u64, PlanError> {
+    let d = parse_duration(flag, s)?;
+    let ns = d.as_nanos();
+    if ns == 0 {
+        return Err(err(flag, format!("must be greater than 0, got {s:?}")));
+    }
+    if ns > max_ns as u128 {
+        return Err(err(
+            flag,
+            format!("must be at most {}, got {s:?}", crate::report::fmt_ns(max_ns)),
+        ));
+    }
+    Ok(ns as u64)
+}
+
+/// Parses `3`, `4-11`, `0,2,4-6` and checks every core is one this process may use.
+pub fn parse_cores(flag: &'static str, s: &str, usable: &[usize]) -> Result<Vec<usize>, PlanError> {
+    let mut cores = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let bad = || err(flag, format!("expected a core list such as 3, 4-11 or 0,2,4-6, got {s:?}"));
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (
+                a.trim().parse::<usize>().map_err(|_| bad())?,
+                b.trim().parse::<usize>().map_err(|_| bad())?,
+            ),
+            None => {
+                let v = part.parse::<usize>().map_err(|_| bad())?;
+                (v, v)
+            }
+        };
+        if lo > hi {
+            return Err(bad());
+        }
+        for c in lo..=hi {
+            if !usable.contains(&c) {
+                return Err(err(
+                    flag,
+                    format!("unknown core {c}: this process may use cores {}", list_cores(usable)),
+                ));
+            }
+            if cores.contains(&c) {
+                return Err(err(flag, format!("core {c} is listed twice")));
+            }
+            cores.push(c);
+        }
+    }
+    Ok(cores)
+}
+
+/// `0-3,6` style rendering of a core list.
+pub fn list_cores(cores: &[usize]) -> String {
+    let mut sorted = cores.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// The cores this process may run on (its affinity mask).
+pub fn usable_cores() -> Vec<usize> {
+    match core_affinity::get_core_ids() {
+        Some(ids) if !ids.is_empty() => ids.into_iter().map(|c| c.id).collect(),
+        _ => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+    }
+}
+
+/// Decodes `\r`, `\n`, `\t`, `\0`, `\\` and `\xHH` in a payload given as text.
+pub fn unescape(flag: &'static str, s: &str) -> Result<Vec<u8>, PlanError> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let next = b.get(i + 1).copied();
+        let (byte, used) = match next {
+            Some(b'r') => (b'\r', 2),
+            Some(b'n') => (b'\n', 2),
+            Some(b't') => (b'\t', 2),
+            Some(b'0') => (0, 2),
+            Some(b'\\') => (b'\\', 2),
+            Some(b'x') => {
+                let hex = s
+                    .get(i + 2..i + 4)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| err(flag, format!("bad \\x escape at byte {i} of {s:?}")))?;
+                (hex, 4)
+            }
+            _ => return Err(err(flag, format!("unknown escape at byte {i} of {s:?}"))),
+        };
+        out.push(byte);
+        i += used;
+    }
+    Ok(out)
+}
+
+fn resolve(flag: &'static str, s: &str) -> Result<SocketAddr, PlanError> {
+    let mut addrs = s
+        .to_socket_addrs()
+        .map_err(|e| err(flag, format!("expected HOST:PORT, got {s:?} ({e})")))?;
+    let addr = addrs
+        .next()
+        .ok_or_else(|| err(flag, format!("{s:?} resolves to no address")))?;
+    if addr.port() == 0 && flag == "target" {
+        return Err(err(flag, format!("port 0 is not a target port, got {s:?}")));
+    }
+    Ok(addr)
+}
+
+impl RunPlan {
+    pub fn from_args(a: &RunArgs, usable: &[usize]) -> Result<RunPlan, PlanError> {
+        let target = a.target.as_deref().map(|t| resolve("target", t)).transpose()?;
+        let cores = parse_cores("cores", a.cores.as_deref().unwrap_or("0"), usable)?;
+        if a.connections == 0 || a.connections > CONNECTIONS_MAX {
+            return Err(err(
+                "connections",
+                format!("must be between 1 and {CONNECTIONS_MAX}, got {}", a.connections),
+            ));
+        }
+        if a.connections < cores.len() {
+            return Err(err(
+                "connections",
+                format!(
+                    "must be at least one per worker core ({}), got {}",
+                    cores.len(),
+                    a.connections
+                ),
+            ));
+        }
+        if a.pipeline == 0 || a.pipeline > PIPELINE_MAX {
+            return Err(err(
+                "pipeline",
+                format!("must be between 1 and {PIPELINE_MAX}, got {}", a.pipeline),
+            ));
+        }
+        let rate_rps = match a.rate {
+            Some(r) => Some(check_rate("rate", r)?),
+            None if target.is_some() => {
+                return Err(err("rate", "is required with --target (requests per second)"));
+            }
+            None => None,
+        };
+        let payload: Vec<u8> = if let Some(p) = &a.payload {
+            unescape("payload", p)?
+        } else if let Some(f) = &a.payload_file {
+            std::fs::read(f)
+                .map_err(|e| err("payload-file", format!("cannot read {}: {e}", f.display())))?
+        } else {
+            vec![b'x'; a.payload_size.unwrap_or(64)]
+        };
+        let payload_flag = if a.payload.is_some() {
+            "payload"
+        } else if a.payload_file.is_some() {
+            "payload-file"
+        } else {
+            "payload-size"
+        };
+        if payload.is_empty() || payload.len() > PAYLOAD_BYTES_MAX {
+            return Err(err(
+                payload_flag,
+                format!(
+                    "the payload must be between 1 and {PAYLOAD_BYTES_MAX} bytes, got {}",
+                    payload.len()
+                ),
+            ));
+        }
+        let framing: Framing = a.framing.parse().map_err(|m| err("framing", m))?;
+        Ok(RunPlan {
+            target,
+            cores,
+            connections: a.connections,
+            rate_rps,
+            duration_ns: duration_ns("duration", &a.duration, DURATION_NS_MAX)?,
+            pipeline: a.pipeline,
+            payload: payload.into(),
+            framing,
+            timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
+            max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
+            json: a.json.clone(),
+            progress: if a.progress {
+                true
+            } else if a.quiet {
+                false
+            } else {
+                std::io::IsTerminal::is_terminal(&std::io::stderr())
+            },
+            step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,
+            start_rate_rps: check_rate("start-rate", a.start_rate)?,
+        })
+    }
+
+    /// Bytes of one response, for sizing receive buffers.
+    pub fn response_len(&self) -> usize {
+        match self.framing {
+            Framing::Echo => self.payload.len(),
+            Framing::Fixed(n) => n,
+        }
+    }
+
+    /// File descriptors the plan needs (connections plus the process's own margin).
+    pub fn fds_needed(&self) -> u64 {
+        self.connections as u64 + FD_MARGIN
+    }
+
+    /// Splits connections and rate over the workers; the rate is split by
+    /// interleaving one global sequence (see `schedule`).
+    pub fn worker_plans(&self, target: SocketAddr, rate_rps: f64, duration_ns: u64) -> Vec<WorkerPlan> {
+        let w = self.cores.len();
+        let recv_buffer_bytes = (self.response_len() * self.pipeline).clamp(4096, RECV_BUFFER_BYTES_MAX);
+        let timeout_s = self.timeout_ns as f64 / 1e9;
+        self.cores
+            .iter()
+            .enumerate()
+            .map(|(i, &core)| {
+                let connections = self.connections / w + usize::from(i < self.connections % w);
+                let backlog = (rate_rps / w as f64 * timeout_s * 1.1) as usize
+                    + connections * self.pipeline;
+                WorkerPlan {
+                    index: i,
+                    workers: w,
+                    core: Some(core),
+                    target,
+                    connections,
+                    pipeline: self.pipeline,
+                    rate_rps,
+                    duration_ns,
+                    timeout_ns: self.timeout_ns,
+                    payload: self.payload.clone(),
+                    framing: self.framing,
+                    recv_buffer_bytes,
+                    backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
+                    interval_ns: 1_000_000_000,
+                }
+            })
+            .collect()
+    }
+}
+
+fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
+    if !(r > 0.0) || !r.is_finite() {
+        return Err(err(flag, format!("must be greater than 0 requests/s, got {r}")));
+    }
+    if r > RATE_RPS_MAX {
+        return Err(err(flag, format!("must be at most {RATE_RPS_MAX} requests/s, got {r}")));
+    }
+    Ok(r)
+}
+
+/// Validates `blaster sink` arguments into a sink configuration.
+pub fn sink_config(a: &SinkArgs, usable: &[usize]) -> Result<(SinkConfig, Option<Duration>), PlanError> {
+    let listen = resolve("listen", &a.listen)?;
+    let cores = parse_cores("cores", &a.cores, usable)?;
+    let mode: SinkMode = a.mode.parse().map_err(|m: String| err("mode", m))?;
+    let delay = a.delay.as_deref().map(|d| parse_duration("delay", d)).transpose()?;
+    let stall = match (&a.stall, &a.every) {
+        (Some(s), Some(e)) => {
+            let s = parse_duration("stall", s)?;
+            let e = parse_duration("every", e)?;
+            if e.is_zero() || s >= e {
+                return Err(err("stall", "must be shorter than --every, and --every above 0"));
+            }
+            Some((s, e))
+        }
+        _ => None,
+    };
+    if a.max_connections == 0 || a.max_connections > CONNECTIONS_MAX {
+        return Err(err(
+            "max-connections",
+            format!("must be between 1 and {CONNECTIONS_MAX}, got {}", a.max_connections),
+        ));
+    }
+    let duration = a.duration.as_deref().map(|d| parse_duration("duration", d)).transpose()?;
+    Ok((
+        SinkConfig {
+            listen,
+            cores,
+            mode,
+            request_size: a.request_size,
+            delay,
+            stall,
+            max_connections_per_core: a.max_connections,
+        },
+        duration,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_lists_parse() {
+        let usable: Vec<usize> = (0..16).collect();
+        assert_eq!(parse_cores("cores", "3", &usable).unwrap(), vec![3]);
+        assert_eq!(parse_cores("cores", "4-6", &usable).unwrap(), vec![4, 5, 6]);
+        assert_eq!(parse_cores("cores", "0,2,4-6", &usable).unwrap(), vec![0, 2, 4, 5, 6]);
+        let e = parse_cores("cores", "99", &usable).unwrap_err();
+        assert_eq!(e.to_string(), "--cores: unknown core 99: this process may use cores 0-15");
+        assert!(parse_cores("cores", "3-1", &usable).is_err());
+        assert!(parse_cores("cores", "a", &usable).is_err());
+        assert!(parse_cores("cores", "1,1", &usable).is_err());
+        assert_eq!(list_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+    }
+
+    #[test]
+    fn escapes_decode() {
+        assert_eq!(unescape("payload", r"GET\r\n\x41\\").unwrap(), b"GET\r\nA\\");
+        assert!(unescape("payload", r"\q").is_err());
+        assert!(unescape("payload", r"\x4").is_err());
+    }
+
+    #[test]
+    fn durations_are_checked() {
+        assert_eq!(duration_ns("duration", "10s", DURATION_NS_MAX).unwrap(), 10_000_000_000);
+        assert_eq!(duration_ns("max-lag", "250us", DURATION_NS_MAX).unwrap(), 250_000);
+        assert!(duration_ns("duration", "10x", DURATION_NS_MAX).is_err());
+        assert!(duration_ns("duration", "0s", DURATION_NS_MAX).is_err());
+    }
+
+    #[test]
+    fn rate_and_split() {
+        assert!(check_rate("rate", 0.0).is_err());
+        assert!(check_rate("rate", f64::NAN).is_err());
+        assert!(check_rate("rate", -5.0).is_err());
+        let args = RunArgs {
+            target: Some("127.0.0.1:9".into()),
+            cores: Some("0-2".into()),
+            connections: 64,
+            rate: Some(9000.0),
+            duration: "1s".into(),
+            pipeline: 1,
+            payload_size: None,
+            payload: None,
+            payload_file: None,
+            framing: "echo".into(),
+            timeout: "5s".into(),
+            max_lag: "1ms".into(),
+            json: None,
+            progress: false,
+            quiet: true,
+            step_duration: "2s".into(),
+            start_rate: 20_000.0,
+        };
+        let plan = RunPlan::from_args(&args, &[0, 1, 2]).unwrap();
+        let ws = plan.worker_plans(plan.target.unwrap(), 9000.0, plan.duration_ns);
+        assert_eq!(ws.iter().map(|w| w.connections).collect::<Vec<_>>(), [22, 21, 21]);
+        assert!(ws.iter().all(|w| w.rate_rps == 9000.0 && w.workers == 3));
+        let mut bad = args.clone();
+        bad.connections = 0;
+        assert_eq!(
+            RunPlan::from_args(&bad, &[0, 1, 2]).unwrap_err().to_string(),
+            "--connections: must be between 1 and 1048576, got 0"
+        );
+        bad = args.clone();
+        bad.pipeline = 0;
+        assert!(RunPlan::from_args(&bad, &[0, 1, 2]).is_err());
+        bad = args.clone();
+        bad.rate = None;
+        assert!(RunPlan::from_args(&bad, &[0, 1, 2]).is_err());
+    }
+}

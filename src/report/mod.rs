@@ -1,0 +1,197 @@
+//! The report: one serialisable structure built from merged histograms and counters,
+//! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in the
+//! README; `schema_version` changes when a key changes meaning or goes away.
+pub mod json;
+pub mod text;
+
+use crate::metrics::{Counters, ErrorKind, Histograms};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Percentiles of one histogram, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub p9999: u64,
+    pub max: u64,
+    pub mean: f64,
+    pub count: u64,
+}
+
+impl Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            p9999: h.value_at_quantile(0.9999),
+            max: h.max(),
+            mean: h.mean(),
+            count: h.len(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub cores: Vec<usize>,
+    pub connections: usize,
+    pub pipeline: usize,
+    pub payload_bytes: usize,
+    pub duration_ns: u64,
+    pub timeout_ns: u64,
+    pub max_lag_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Rate {
+    pub intended_rps: f64,
+    /// Responses completed per second of schedule.
+    pub achieved_rps: f64,
+    /// Requests put on the wire per second of schedule.
+    pub sent_rps: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Requests {
+    pub dispatched: u64,
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+    pub cut_off: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Connections {
+    pub requested: usize,
+    pub opened: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Bytes {
+    pub sent: u64,
+    pub received: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    pub core: Option<usize>,
+    pub cpu_ns: u64,
+    pub spin_ns: u64,
+    /// CPU time minus time spent spinning for a due instant, per completed request.
+    pub busy_cpu_ns_per_request: f64,
+    /// Share of the worker's wall time it was busy (not spinning or sleeping).
+    pub busy_ratio: f64,
+    pub backlog_peak: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Interval {
+    /// Interval number: second `second` .. `second + 1` of the schedule.
+    pub second: u64,
+    pub duration_s: f64,
+    pub intended_rps: f64,
+    pub achieved_rps: f64,
+    pub latency_p50_ns: u64,
+    pub latency_p99_ns: u64,
+    pub dispatch_lag_p99_ns: u64,
+    pub errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    pub target: String,
+    pub protocol: &'static str,
+    pub framer: String,
+    pub config: Config,
+    /// Seconds the schedule ran (shorter than configured after Ctrl-C).
+    pub duration_s: f64,
+    pub rate: Rate,
+    pub requests: Requests,
+    pub bytes: Bytes,
+    pub errors_by_kind: BTreeMap<&'static str, u64>,
+    pub connections: Connections,
+    pub latency_ns: Percentiles,
+    pub service_time_ns: Percentiles,
+    pub dispatch_lag_ns: Percentiles,
+    pub connection_wait_ns: Percentiles,
+    pub workers: Vec<WorkerReport>,
+    pub io_uring_features: Vec<&'static str>,
+    /// Observations with their remedy, e.g. connection wait dominating latency.
+    pub diagnosis: Vec<String>,
+    pub interrupted: bool,
+    pub intervals: Vec<Interval>,
+    #[serde(skip)]
+    pub histograms: Histograms,
+}
+
+impl Report {
+    pub fn errors_map(c: &Counters) -> BTreeMap<&'static str, u64> {
+        ErrorKind::ALL
+            .iter()
+            .map(|&k| (k.name(), c.errors_of(k)))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
+}
+
+/// Human form of a nanosecond count: `850 ns`, `12.3 us`, `4.56 ms`, `1.20 s`.
+pub fn fmt_ns(ns: u64) -> String {
+    let v = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", v / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", v / 1e6)
+    } else {
+        format!("{:.2} s", v / 1e9)
+    }
+}
+
+/// Human form of a rate: `20000`, `183.4k`, `1.20M`.
+pub fn fmt_rate(r: f64) -> String {
+    if r < 10_000.0 {
+        format!("{r:.0}")
+    } else if r < 1_000_000.0 {
+        format!("{:.1}k", r / 1e3)
+    } else {
+        format!("{:.2}M", r / 1e6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_units() {
+        assert_eq!(fmt_ns(850), "850 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 us");
+        assert_eq!(fmt_ns(4_560_000), "4.56 ms");
+        assert_eq!(fmt_ns(1_200_000_000), "1.20 s");
+        assert_eq!(fmt_rate(20_000.0), "20.0k");
+        assert_eq!(fmt_rate(1_200_000.0), "1.20M");
+    }
+
+    #[test]
+    fn percentiles_of_empty_are_zero() {
+        let h = Histogram::<u64>::new_with_bounds(1, 1000, 3).unwrap();
+        assert_eq!(Percentiles::of(&h).count, 0);
+    }
+}

@@ -1,0 +1,153 @@
+//! The text report and the live line.
+
+use super::{Percentiles, Report, fmt_ns, fmt_rate};
+use std::fmt::Write;
+
+/// The final report as text.
+pub fn render(r: &Report) -> String {
+    let mut s = String::new();
+    let w = &mut s;
+    if !r.valid {
+        let _ = writeln!(w, "{}", "=".repeat(78));
+        let _ = writeln!(w, "INVALID RUN: the generator, not the target, limited this measurement.");
+        for reason in &r.invalid_reasons {
+            let _ = writeln!(w, "  - {reason}");
+        }
+        let _ = writeln!(w, "{}", "=".repeat(78));
+    }
+    let _ = writeln!(
+        w,
+        "blaster: {} {} framer={} cores={} connections={} pipeline={} payload={}B{}",
+        r.protocol,
+        r.target,
+        r.framer,
+        crate::plan::list_cores(&r.config.cores),
+        r.config.connections,
+        r.config.pipeline,
+        r.config.payload_bytes,
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
+    let _ = writeln!(
+        w,
+        "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s; sent {}/s",
+        fmt_rate(r.rate.achieved_rps),
+        fmt_rate(r.rate.intended_rps),
+        100.0 * r.rate.achieved_rps / r.rate.intended_rps.max(1e-9),
+        r.duration_s,
+        fmt_rate(r.rate.sent_rps),
+    );
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "{:<10} {:>12} {:>14}",
+        "", "latency", "service time"
+    );
+    let _ = writeln!(
+        w,
+        "{:<10} {:>12} {:>14}",
+        "", "(intended)", "(closed-loop)"
+    );
+    let rows: [(&str, fn(&Percentiles) -> u64); 6] = [
+        ("p50", |p| p.p50),
+        ("p90", |p| p.p90),
+        ("p99", |p| p.p99),
+        ("p99.9", |p| p.p999),
+        ("p99.99", |p| p.p9999),
+        ("max", |p| p.max),
+    ];
+    for (name, f) in rows {
+        let _ = writeln!(
+            w,
+            "{:<10} {:>12} {:>14}",
+            name,
+            fmt_ns(f(&r.latency_ns)),
+            fmt_ns(f(&r.service_time_ns))
+        );
+    }
+    let _ = writeln!(
+        w,
+        "latency counts from each request's intended send time (coordinated-omission free);\n\
+         service time counts from the actual send, as closed-loop tools such as wrk report it."
+    );
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "dispatch lag     p99 {:>10}  max {:>10}   (generator health; gate: p99 < {})",
+        fmt_ns(r.dispatch_lag_ns.p99),
+        fmt_ns(r.dispatch_lag_ns.max),
+        fmt_ns(r.config.max_lag_ns)
+    );
+    let _ = writeln!(
+        w,
+        "connection wait  p99 {:>10}  max {:>10}   (due request waiting for a free connection)",
+        fmt_ns(r.connection_wait_ns.p99),
+        fmt_ns(r.connection_wait_ns.max)
+    );
+    let _ = writeln!(w);
+    let q = &r.requests;
+    let _ = writeln!(
+        w,
+        "requests: {} due, {} sent, {} completed, {} errors ({} timeouts), {} cut off by the end",
+        q.dispatched, q.sent, q.completed, q.errors, q.timeouts, q.cut_off
+    );
+    if !r.errors_by_kind.is_empty() {
+        let kinds: Vec<String> = r
+            .errors_by_kind
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(w, "errors by kind: {}", kinds.join(" "));
+    }
+    let _ = writeln!(
+        w,
+        "bytes: {} sent, {} received",
+        r.bytes.sent, r.bytes.received
+    );
+    let _ = writeln!(
+        w,
+        "connections: {} requested, {} opened, {} failed",
+        r.connections.requested, r.connections.opened, r.connections.failed
+    );
+    for (i, wk) in r.workers.iter().enumerate() {
+        let _ = writeln!(
+            w,
+            "worker {i} (core {}): cpu {:.2} s, busy {:.0}%, {:.0} ns busy CPU per request, backlog peak {}",
+            wk.core.map_or("-".to_string(), |c| c.to_string()),
+            wk.cpu_ns as f64 / 1e9,
+            wk.busy_ratio * 100.0,
+            wk.busy_cpu_ns_per_request,
+            wk.backlog_peak
+        );
+    }
+    let _ = writeln!(w, "io_uring: {}", r.io_uring_features.join(", "));
+    for d in &r.diagnosis {
+        let _ = writeln!(w, "note: {d}");
+    }
+    if r.valid {
+        let _ = writeln!(w, "run: VALID");
+    } else {
+        let _ = writeln!(w, "run: INVALID (exit code 3)");
+    }
+    s
+}
+
+/// The once-a-second line on stderr.
+pub fn live_line(
+    second: u64,
+    achieved_rps: f64,
+    intended_rps: f64,
+    latency: &Percentiles,
+    errors: u64,
+    lag_p99: u64,
+) -> String {
+    format!(
+        "[{:>4}s] rate {:>8}/s of {:>8}/s | latency p50 {:>9} p99 {:>9} | errors {} | lag p99 {}",
+        second + 1,
+        fmt_rate(achieved_rps),
+        fmt_rate(intended_rps),
+        fmt_ns(latency.p50),
+        fmt_ns(latency.p99),
+        errors,
+        fmt_ns(lag_p99)
+    )
+}

@@ -1,0 +1,127 @@
+//! Shared test helpers: start the sink as a process on a free loopback port, run the
+//! blaster binary, parse its JSON. Tests that put load on the machine take
+//! [`load_lock`] so they run one at a time (two cores: parallel load tests would
+//! measure each other).
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_blaster")
+}
+
+static LOAD: Mutex<()> = Mutex::new(());
+
+pub fn load_lock() -> MutexGuard<'static, ()> {
+    LOAD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The second core when there is one (the sink's), else core 0.
+pub fn sink_core() -> &'static str {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+pub struct Sink {
+    child: Child,
+    pub addr: String,
+}
+
+impl Sink {
+    /// Starts `blaster sink` with extra args and waits until it accepts connections.
+    pub fn start(extra: &[&str]) -> Sink {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(bin())
+            .args(["sink", "--listen", &addr, "--cores", sink_core()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sink");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "sink did not start on {addr}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Sink { child, addr }
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn tmp_json() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("report.json");
+    (dir, p)
+}
+
+/// Runs blaster with args; returns the output (bounded by `limit`).
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start blaster");
+    wait_bounded(child, limit)
+}
+
+/// Waits for a child at most `limit`, killing it (and failing) past that.
+pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "blaster did not finish within {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn read_json(p: &PathBuf) -> serde_json::Value {
+    let text = std::fs::read_to_string(p).expect("JSON report written");
+    serde_json::from_str(&text).expect("JSON report parses")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn f(v: &serde_json::Value, path: &str) -> f64 {
+    let mut cur = v;
+    for k in path.split('.') {
+        cur = &cur[k];
+    }
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("{path} is not a number in {v}"))
+}

@@ -1,0 +1,212 @@
+//! End-to-end tests with real sockets on loopback: the sink and blaster run as
+//! processes, the JSON report is parsed and checked. Each test takes the load lock.
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn run_json(target: &str, extra: &[&str], limit: Duration) -> (std::process::Output, serde_json::Value) {
+    let (_dir, path) = tmp_json();
+    let p = path.to_str().unwrap();
+    let mut args = vec!["run", "--target", target, "--cores", "0", "--json", p];
+    args.extend_from_slice(extra);
+    let out = run(&args, limit);
+    assert!(path.exists(), "no JSON; stderr: {}", stderr(&out));
+    let v = read_json(&path);
+    (out, v)
+}
+
+#[test]
+fn end_to_end_report_has_the_documented_keys() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "echo"]);
+    let (out, v) = run_json(
+        &sink.addr,
+        &["--rate", "2000", "--duration", "2s", "--connections", "16", "--payload-size", "100"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["valid"], true);
+    assert!(v["invalid_reasons"].as_array().unwrap().is_empty());
+    assert_eq!(f(&v, "rate.intended_rps"), 2000.0);
+    assert_eq!(f(&v, "requests.sent"), 4000.0);
+    assert_eq!(f(&v, "requests.completed"), 4000.0);
+    assert_eq!(f(&v, "requests.errors"), 0.0);
+    assert_eq!(f(&v, "requests.timeouts"), 0.0);
+    assert_eq!(f(&v, "bytes.received"), 400_000.0);
+    for h in ["latency_ns", "service_time_ns", "dispatch_lag_ns", "connection_wait_ns"] {
+        for k in ["p50", "p90", "p99", "p999", "p9999", "max", "mean", "count"] {
+            assert!(v[h][k].is_number(), "{h}.{k} missing");
+        }
+    }
+    assert_eq!(f(&v, "latency_ns.count"), 4000.0);
+    // Latency counts from the intended instant, so it is never below service time.
+    assert!(f(&v, "latency_ns.p50") >= f(&v, "service_time_ns.p50"));
+    let iv = v["intervals"].as_array().unwrap();
+    assert!(iv.len() >= 2, "{iv:?}");
+    for k in ["achieved_rps", "latency_p50_ns", "latency_p99_ns", "errors"] {
+        assert!(iv[0][k].is_number(), "intervals[].{k}");
+    }
+    assert!((f(&iv[0], "achieved_rps") - 2000.0).abs() < 100.0, "{:?}", iv[0]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("service time") && text.contains("run: VALID"), "{text}");
+}
+
+#[test]
+fn fixed_framing_and_pipelining_against_the_sink() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "fixed:200", "--request-size", "10"]);
+    let (out, v) = run_json(
+        &sink.addr,
+        &[
+            "--rate", "5000", "--duration", "2s", "--connections", "4", "--pipeline", "8",
+            "--payload", "ping\\r\\nabcd", "--framing", "fixed:200",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(f(&v, "requests.completed"), 10_000.0);
+    assert_eq!(f(&v, "bytes.received"), 2_000_000.0);
+    assert_eq!(f(&v, "bytes.sent"), 100_000.0);
+}
+
+#[test]
+fn rate_accuracy_within_one_percent() {
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    for rate in [1_000.0, 10_000.0, 50_000.0] {
+        let r = rate.to_string();
+        let (out, v) = run_json(
+            &sink.addr,
+            &["--rate", &r, "--duration", "5s", "--connections", "64"],
+            Duration::from_secs(40),
+        );
+        assert_eq!(out.status.code(), Some(0), "rate {rate}: {}", stderr(&out));
+        let achieved = f(&v, "rate.achieved_rps");
+        assert!(
+            (achieved - rate).abs() <= rate * 0.01,
+            "rate {rate}: achieved {achieved}"
+        );
+        // Per second too: every full interval within 1%.
+        for iv in v["intervals"].as_array().unwrap().iter().take(5) {
+            let a = f(iv, "achieved_rps");
+            assert!((a - rate).abs() <= rate * 0.01, "rate {rate}: interval {iv}");
+        }
+    }
+}
+
+#[test]
+fn coordinated_omission_target_stall_shows_in_latency_not_service_time() {
+    let _g = load_lock();
+    // A freeze of S = 1 s every T = 10 s: a request arriving t into the freeze waits
+    // S - t, so S/T = 10% of requests are delayed uniformly on (0, S] and
+    // p99 = S (1 - 0.01 T / S) = 0.9 s.
+    let sink = Sink::start(&["--stall", "1s", "--every", "10s"]);
+    let (out, v) = run_json(
+        &sink.addr,
+        &["--rate", "2000", "--duration", "10s", "--connections", "64"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "a target stall must not invalidate: {}", stderr(&out));
+    assert_eq!(v["valid"], true);
+    let p99 = f(&v, "latency_ns.p99") / 1e9;
+    assert!((0.81..=0.99).contains(&p99), "latency p99 {p99} s, expected 0.9 s +- 10%");
+    let svc = f(&v, "service_time_ns.p99") / 1e9;
+    assert!(svc < 0.1, "service time p99 {svc} s should stay far below latency");
+    assert!(f(&v, "connection_wait_ns.max") > 0.5e9, "the stall shows as connection wait");
+    assert_eq!(f(&v, "requests.errors"), 0.0);
+}
+
+#[test]
+fn generator_pause_makes_the_run_invalid() {
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    let (_dir, path) = tmp_json();
+    let child = Command::new(bin())
+        .args([
+            "run", "--target", &sink.addr, "--cores", "0", "--rate", "5000", "--duration", "4s",
+            "--json", path.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    std::thread::sleep(Duration::from_millis(1500));
+    Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    Command::new("kill").args(["-CONT", &pid]).status().unwrap();
+    let out = wait_bounded(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let v = read_json(&path);
+    assert_eq!(v["valid"], false);
+    let reasons = v["invalid_reasons"].to_string();
+    assert!(reasons.contains("dispatch lag"), "{reasons}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("INVALID RUN"));
+}
+
+#[test]
+fn ctrl_c_stops_and_still_reports() {
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    let (_dir, path) = tmp_json();
+    let child = Command::new(bin())
+        .args([
+            "run", "--target", &sink.addr, "--cores", "0", "--rate", "5000", "--duration", "30s",
+            "--json", path.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let out = wait_bounded(child, Duration::from_secs(10));
+    assert!(t.elapsed() < Duration::from_secs(3), "stop took {:?}", t.elapsed());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = read_json(&path);
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(f(&v, "requests.errors"), 0.0, "cut-off requests are not errors");
+    let secs = f(&v, "duration_s");
+    assert!(secs > 1.0 && secs < 3.0, "schedule ran {secs} s");
+    assert!((f(&v, "rate.achieved_rps") - 5000.0).abs() < 100.0);
+}
+
+#[test]
+fn timeouts_are_errors_recorded_at_the_timeout() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "discard"]);
+    let (out, v) = run_json(
+        &sink.addr,
+        &["--rate", "200", "--duration", "2s", "--connections", "8", "--timeout", "300ms"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let timeouts = f(&v, "requests.timeouts");
+    assert!(timeouts > 300.0, "timeouts {timeouts}");
+    assert_eq!(f(&v, "requests.completed"), 0.0);
+    // A dead target cannot make the histogram look better: latency sits at the timeout.
+    let p50 = f(&v, "latency_ns.p50");
+    assert!((0.29e9..=0.31e9).contains(&p50), "latency p50 {p50}");
+    assert_eq!(v["errors_by_kind"]["timeout"], timeouts as u64);
+}
+
+#[test]
+fn loopback_baseline_reports_a_ceiling() {
+    let _g = load_lock();
+    let (_dir, path) = tmp_json();
+    let out = run(
+        &["--cores", "0", "--start-rate", "40000", "--step-duration", "1s", "--json", path.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = read_json(&path);
+    assert_eq!(v["mode"], "baseline");
+    assert!(f(&v, "ceiling_rps") >= 40_000.0, "{v}");
+    assert!(!v["steps"].as_array().unwrap().is_empty());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("generator ceiling"), "{text}");
+}
