@@ -42,7 +42,7 @@ impl Constant {
 impl Schedule for Constant {
     #[inline]
     fn due_ns(&self, k: u64) -> Nanos {
-        (self.global_seq(k) as f64 * self.period_ns) as Nanos
+        (self.global_seq(k) as f64 * self.period_ns).round() as Nanos
     }
 
     #[inline]

@@ -13,10 +13,11 @@
 //!
 //! Modes: echo (send back exactly what was read), discard (never reply), fixed:N (N
 //! bytes of b'x' per `request_size` bytes received, or per read; the replies owed by
-//! one read leave as one send). A service delay is an `IORING_OP_TIMEOUT` hard-linked
+//! one read leave as one send, or as 64 KiB pieces if larger). A service delay is an `IORING_OP_TIMEOUT` hard-linked
 //! in front of the reply's first send, so the thread keeps serving other connections
 //! meanwhile. A stall freezes every thread for S once every P, starting P/2 after the
-//! first request byte (see [`stall`]); a frozen thread sleeps and answers nothing.
+//! first request byte (see `stall.rs`); a frozen thread sleeps and answers nothing
+//! (a delayed reply whose timer was already running in the kernel is the exception).
 //!
 //! Stopping: [`SinkHandle::stop`] (or dropping the handle) sets a shared flag; every
 //! thread waits for completions at most 10 ms at a time, then cancels its in-flight
@@ -98,6 +99,7 @@ pub struct SinkConfig {
     pub listen: SocketAddr,
     /// One server thread per entry, pinned to that core (unpinned if pinning fails).
     pub cores: Vec<usize>,
+    /// What to send back.
     pub mode: SinkMode,
     /// Fixed mode: one reply per this many bytes received; 0 = one reply per read.
     pub request_size: usize,
@@ -113,9 +115,13 @@ pub struct SinkConfig {
 /// Counters summed over all sink threads.
 #[derive(Debug, Default, Clone)]
 pub struct SinkStats {
+    /// Connections given a slot in a connection table.
     pub connections_accepted: u64,
+    /// Connections closed at once because the table was full.
     pub connections_rejected: u64,
+    /// Request bytes read.
     pub bytes_received: u64,
+    /// Reply bytes written.
     pub bytes_sent: u64,
     /// Replies fully sent (echo: one per read echoed).
     pub replies: u64,
@@ -134,29 +140,48 @@ impl SinkStats {
 /// Why a sink could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
+    /// A [`SinkConfig`] field is out of range; the message names it and the bound.
     #[error("invalid sink configuration: {0}")]
     Config(String),
+    /// Creating, binding or listening on a socket failed (e.g. the port is taken).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address asked for (port already resolved for the second listener on).
         addr: SocketAddr,
+        /// What the kernel said.
         source: std::io::Error,
     },
+    /// `io_uring_setup` failed (ENOMEM, EPERM under seccomp or sysctl, ENOSYS).
     #[error("cannot create an io_uring of {entries} entries for the sink on core {core}: {source}")]
     Ring {
+        /// The core whose thread failed.
         core: usize,
+        /// Submission queue entries asked for.
         entries: u32,
+        /// What the kernel said.
         source: std::io::Error,
     },
+    /// The kernel's io_uring is too old for the sink.
     #[error(
         "the kernel's io_uring lacks {feature}, which the sink needs (Linux {kernel} or newer)"
     )]
     Unsupported {
+        /// The core whose thread found out.
         core: usize,
+        /// The missing feature, named as in the kernel headers.
         feature: &'static str,
+        /// The first Linux version that has it.
         kernel: &'static str,
     },
+    /// The OS refused to create a thread.
     #[error("cannot start the sink thread for core {core}: {source}")]
-    Spawn { core: usize, source: std::io::Error },
+    Spawn {
+        /// The core the thread was for.
+        core: usize,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A thread died before reporting that it was ready (a bug: it should not panic).
     #[error("a sink thread exited during start-up")]
     ThreadExited,
 }
@@ -219,19 +244,19 @@ fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
             cfg.max_connections_per_core
         ));
     }
-    if let SinkMode::Fixed(n) = cfg.mode {
-        if !(1..=FIXED_REPLY_BYTES_MAX).contains(&n) {
-            return bad(format!(
-                "mode fixed:N: N must be between 1 and {FIXED_REPLY_BYTES_MAX}, got {n}"
-            ));
-        }
+    if let SinkMode::Fixed(n) = cfg.mode
+        && !(1..=FIXED_REPLY_BYTES_MAX).contains(&n)
+    {
+        return bad(format!(
+            "mode fixed:N: N must be between 1 and {FIXED_REPLY_BYTES_MAX}, got {n}"
+        ));
     }
-    if let Some((freeze, period)) = cfg.stall {
-        if period.is_zero() || freeze >= period {
-            return bad(format!(
-                "stall: the freeze ({freeze:?}) must be shorter than its period ({period:?})"
-            ));
-        }
+    if let Some((freeze, period)) = cfg.stall
+        && (period.is_zero() || freeze >= period)
+    {
+        return bad(format!(
+            "stall: the freeze ({freeze:?}) must be shorter than its period ({period:?})"
+        ));
     }
     Ok(())
 }
@@ -240,6 +265,13 @@ fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
 /// returns once every thread has its ring. Clients may connect as soon as this
 /// returns (in fact as soon as the listeners exist).
 pub fn start(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
+    start_with_sq_entries(cfg, server::SQ_ENTRIES)
+}
+
+/// [`start`] with a chosen submission queue depth; tests use a tiny one to force the
+/// "queue full: submit, then retry" path.
+fn start_with_sq_entries(cfg: &SinkConfig, sq_entries: u32) -> Result<SinkHandle, SinkError> {
+    assert!(sq_entries >= server::SQ_ENTRIES_MIN);
     validate(cfg)?;
     let reply = match cfg.mode {
         SinkMode::Fixed(n) => vec![b'x'; n * (REPLY_BUFFER_BYTES / n).max(1)].into_boxed_slice(),
@@ -255,6 +287,7 @@ pub fn start(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
         stop: AtomicBool::new(false),
         reply,
         connections_max: cfg.max_connections_per_core,
+        sq_entries,
     });
 
     // The first bind resolves port 0; the others join the port it got.

@@ -27,6 +27,9 @@ use super::{SinkError, SinkMode, SinkStats};
 /// Submission queue depth: large enough that a full batch of completions (each
 /// queueing at most two entries) rarely has to flush mid-dispatch.
 pub(crate) const SQ_ENTRIES: u32 = 4096;
+/// The smallest submission queue that works: a delay timer and its send must be
+/// queued together.
+pub(crate) const SQ_ENTRIES_MIN: u32 = 2;
 /// The kernel's ceiling on completion queue entries (2 × IORING_MAX_ENTRIES).
 const CQ_ENTRIES_MAX: usize = 65536;
 /// Per-connection receive buffer; echo replies are sent straight out of it.
@@ -54,6 +57,8 @@ pub(crate) struct Shared {
     /// Fixed mode: a whole number of replies of b'x'; empty otherwise.
     pub reply: Box<[u8]>,
     pub connections_max: usize,
+    /// [`SQ_ENTRIES`] except in tests that force the full-queue path.
+    pub sq_entries: u32,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -114,33 +119,33 @@ fn close_fd(fd: RawFd) {
     }
 }
 
-fn build_ring(core: usize, connections_max: usize) -> Result<IoUring, SinkError> {
+fn build_ring(core: usize, connections_max: usize, sq_entries: u32) -> Result<IoUring, SinkError> {
     // Room for every connection's recv/send plus its delay timer, the accept and the
     // cancel, so the completion queue does not overflow at the configured maximum.
     let cq_entries = connections_max
         .saturating_mul(2)
         .saturating_add(64)
-        .clamp(2 * SQ_ENTRIES as usize, CQ_ENTRIES_MAX) as u32;
+        .clamp(2 * sq_entries as usize, CQ_ENTRIES_MAX) as u32;
     let ring = match IoUring::builder()
         .setup_cqsize(cq_entries)
         .setup_single_issuer()
         .setup_defer_taskrun()
-        .build(SQ_ENTRIES)
+        .build(sq_entries)
     {
         Ok(ring) => ring,
         // Kernels before 6.1 reject DEFER_TASKRUN; it is an optimisation only.
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::builder()
             .setup_cqsize(cq_entries)
-            .build(SQ_ENTRIES)
+            .build(sq_entries)
             .map_err(|source| SinkError::Ring {
                 core,
-                entries: SQ_ENTRIES,
+                entries: sq_entries,
                 source,
             })?,
         Err(source) => {
             return Err(SinkError::Ring {
                 core,
-                entries: SQ_ENTRIES,
+                entries: sq_entries,
                 source,
             });
         }
@@ -169,7 +174,7 @@ pub(crate) fn spawn(
         .spawn(move || {
             // Pinning is best-effort: an unpinned sink serves correctly, with more jitter.
             let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
-            let ring = match build_ring(core, shared.connections_max) {
+            let ring = match build_ring(core, shared.connections_max, shared.sq_entries) {
                 Ok(ring) => ring,
                 Err(e) => {
                     let _ = ready.send(Err(e));
@@ -249,11 +254,11 @@ impl Worker {
             self.arm_accept_if_due();
             let ts = types::Timespec::from(self.wait_budget());
             let args = types::SubmitArgs::new().timespec(&ts);
-            if let Err(e) = self.ring.submitter().submit_with_args(1, &args) {
-                if !is_benign_enter_error(&e) {
-                    self.fatal = Some(e);
-                    break;
-                }
+            if let Err(e) = self.ring.submitter().submit_with_args(1, &args)
+                && !is_benign_enter_error(&e)
+            {
+                self.fatal = Some(e);
+                break;
             }
             // A window may have opened while we waited: nothing is answered inside it.
             if self.sleep_if_frozen() {
@@ -314,6 +319,10 @@ impl Worker {
     /// Every buffer or timespec the entries point to must stay valid and unmoved
     /// until the operation's completion has been reaped.
     unsafe fn push(&mut self, entries: &[squeue::Entry]) {
+        assert!(
+            entries.len() <= SQ_ENTRIES_MIN as usize,
+            "a group of entries must fit an empty submission queue"
+        );
         loop {
             {
                 let mut sq = self.ring.submission();
@@ -627,11 +636,11 @@ impl Worker {
             }
             let ts = types::Timespec::from((deadline - now).min(Duration::from_millis(5)));
             let args = types::SubmitArgs::new().timespec(&ts);
-            if let Err(e) = self.ring.submitter().submit_with_args(1, &args) {
-                if !is_benign_enter_error(&e) {
-                    self.fatal = Some(e);
-                    break;
-                }
+            if let Err(e) = self.ring.submitter().submit_with_args(1, &args)
+                && !is_benign_enter_error(&e)
+            {
+                self.fatal = Some(e);
+                break;
             }
             let n = self.drain(batch);
             for c in &batch[..n] {
