@@ -63,7 +63,9 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
             // clap's first line is the message; the rest is a usage hint.
             let rendered = e.render().to_string();
             let line = rendered.lines().next().unwrap_or("invalid arguments");
-            return Err(AppError::Usage(line.trim_start_matches("error: ").to_string()));
+            return Err(AppError::Usage(
+                line.trim_start_matches("error: ").to_string(),
+            ));
         }
     };
     let stop = Arc::new(AtomicBool::new(false));

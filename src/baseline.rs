@@ -56,7 +56,11 @@ pub struct Baseline {
 }
 
 fn step_of(r: &Report) -> Step {
-    let busy: u64 = r.workers.iter().map(|w| w.cpu_ns.saturating_sub(w.spin_ns)).sum();
+    let busy: u64 = r
+        .workers
+        .iter()
+        .map(|w| w.cpu_ns.saturating_sub(w.spin_ns))
+        .sum();
     let saturated = !r.valid
         || r.rate.achieved_rps < ACHIEVED_MIN_RATIO * r.rate.intended_rps
         || r.requests.errors > 0;
@@ -104,7 +108,11 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         "baseline: generator on cores {}, built-in sink on core {} at {addr}{}",
         crate::plan::list_cores(&plan.cores),
         crate::plan::list_cores(&sink_cores),
-        if shared_core { " (sharing a core: the ceiling is a lower bound)" } else { "" }
+        if shared_core {
+            " (sharing a core: the ceiling is a lower bound)"
+        } else {
+            ""
+        }
     );
     let mut steps: Vec<Step> = Vec::new();
     let mut rate = plan.start_rate_rps;

@@ -175,7 +175,10 @@ mod tests {
     fn default_subcommand_is_run() {
         let a = |v: &[&str]| with_default_subcommand(v.iter().map(|s| s.to_string()).collect());
         assert_eq!(a(&["blaster"]), ["blaster", "run"]);
-        assert_eq!(a(&["blaster", "--cores", "1"]), ["blaster", "run", "--cores", "1"]);
+        assert_eq!(
+            a(&["blaster", "--cores", "1"]),
+            ["blaster", "run", "--cores", "1"]
+        );
         assert_eq!(a(&["blaster", "sink"]), ["blaster", "sink"]);
         assert_eq!(a(&["blaster", "--help"]), ["blaster", "--help"]);
     }

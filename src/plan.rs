@@ -49,8 +49,12 @@ pub struct RunPlan {
 
 /// Parses a duration such as `10s`, `500ms`, `1m`, `250us`.
 pub fn parse_duration(flag: &'static str, s: &str) -> Result<Duration, PlanError> {
-    humantime::parse_duration(s.trim())
-        .map_err(|_| err(flag, format!("expected a duration such as 10s or 500ms, got {s:?}")))
+    humantime::parse_duration(s.trim()).map_err(|_| {
+        err(
+            flag,
+            format!("expected a duration such as 10s or 500ms, got {s:?}"),
+        )
+    })
 }
 
 fn duration_ns(flag: &'static str, s: &str, max_ns: u64) -> Result<u64, PlanError> {
@@ -62,7 +66,10 @@ fn duration_ns(flag: &'static str, s: &str, max_ns: u64) -> Result<u64, PlanErro
     if ns > max_ns as u128 {
         return Err(err(
             flag,
-            format!("must be at most {}, got {s:?}", crate::report::fmt_ns(max_ns)),
+            format!(
+                "must be at most {}, got {s:?}",
+                crate::report::fmt_ns(max_ns)
+            ),
         ));
     }
     Ok(ns as u64)
@@ -73,7 +80,12 @@ pub fn parse_cores(flag: &'static str, s: &str, usable: &[usize]) -> Result<Vec<
     let mut cores = Vec::new();
     for part in s.split(',') {
         let part = part.trim();
-        let bad = || err(flag, format!("expected a core list such as 3, 4-11 or 0,2,4-6, got {s:?}"));
+        let bad = || {
+            err(
+                flag,
+                format!("expected a core list such as 3, 4-11 or 0,2,4-6, got {s:?}"),
+            )
+        };
         let (lo, hi) = match part.split_once('-') {
             Some((a, b)) => (
                 a.trim().parse::<usize>().map_err(|_| bad())?,
@@ -91,7 +103,10 @@ pub fn parse_cores(flag: &'static str, s: &str, usable: &[usize]) -> Result<Vec<
             if !usable.contains(&c) {
                 return Err(err(
                     flag,
-                    format!("unknown core {c}: this process may use cores {}", list_cores(usable)),
+                    format!(
+                        "unknown core {c}: this process may use cores {}",
+                        list_cores(usable)
+                    ),
                 ));
             }
             if cores.contains(&c) {
@@ -180,12 +195,19 @@ fn resolve(flag: &'static str, s: &str) -> Result<SocketAddr, PlanError> {
 
 impl RunPlan {
     pub fn from_args(a: &RunArgs, usable: &[usize]) -> Result<RunPlan, PlanError> {
-        let target = a.target.as_deref().map(|t| resolve("target", t)).transpose()?;
+        let target = a
+            .target
+            .as_deref()
+            .map(|t| resolve("target", t))
+            .transpose()?;
         let cores = parse_cores("cores", a.cores.as_deref().unwrap_or("0"), usable)?;
         if a.connections == 0 || a.connections > CONNECTIONS_MAX {
             return Err(err(
                 "connections",
-                format!("must be between 1 and {CONNECTIONS_MAX}, got {}", a.connections),
+                format!(
+                    "must be between 1 and {CONNECTIONS_MAX}, got {}",
+                    a.connections
+                ),
             ));
         }
         if a.connections < cores.len() {
@@ -207,7 +229,10 @@ impl RunPlan {
         let rate_rps = match a.rate {
             Some(r) => Some(check_rate("rate", r)?),
             None if target.is_some() => {
-                return Err(err("rate", "is required with --target (requests per second)"));
+                return Err(err(
+                    "rate",
+                    "is required with --target (requests per second)",
+                ));
             }
             None => None,
         };
@@ -275,17 +300,23 @@ impl RunPlan {
 
     /// Splits connections and rate over the workers; the rate is split by
     /// interleaving one global sequence (see `schedule`).
-    pub fn worker_plans(&self, target: SocketAddr, rate_rps: f64, duration_ns: u64) -> Vec<WorkerPlan> {
+    pub fn worker_plans(
+        &self,
+        target: SocketAddr,
+        rate_rps: f64,
+        duration_ns: u64,
+    ) -> Vec<WorkerPlan> {
         let w = self.cores.len();
-        let recv_buffer_bytes = (self.response_len() * self.pipeline).clamp(4096, RECV_BUFFER_BYTES_MAX);
+        let recv_buffer_bytes =
+            (self.response_len() * self.pipeline).clamp(4096, RECV_BUFFER_BYTES_MAX);
         let timeout_s = self.timeout_ns as f64 / 1e9;
         self.cores
             .iter()
             .enumerate()
             .map(|(i, &core)| {
                 let connections = self.connections / w + usize::from(i < self.connections % w);
-                let backlog = (rate_rps / w as f64 * timeout_s * 1.1) as usize
-                    + connections * self.pipeline;
+                let backlog =
+                    (rate_rps / w as f64 * timeout_s * 1.1) as usize + connections * self.pipeline;
                 WorkerPlan {
                     index: i,
                     workers: w,
@@ -308,27 +339,43 @@ impl RunPlan {
 }
 
 fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
-    if !(r > 0.0) || !r.is_finite() {
-        return Err(err(flag, format!("must be greater than 0 requests/s, got {r}")));
+    if r.is_nan() || r <= 0.0 || !r.is_finite() {
+        return Err(err(
+            flag,
+            format!("must be greater than 0 requests/s, got {r}"),
+        ));
     }
     if r > RATE_RPS_MAX {
-        return Err(err(flag, format!("must be at most {RATE_RPS_MAX} requests/s, got {r}")));
+        return Err(err(
+            flag,
+            format!("must be at most {RATE_RPS_MAX} requests/s, got {r}"),
+        ));
     }
     Ok(r)
 }
 
 /// Validates `blaster sink` arguments into a sink configuration.
-pub fn sink_config(a: &SinkArgs, usable: &[usize]) -> Result<(SinkConfig, Option<Duration>), PlanError> {
+pub fn sink_config(
+    a: &SinkArgs,
+    usable: &[usize],
+) -> Result<(SinkConfig, Option<Duration>), PlanError> {
     let listen = resolve("listen", &a.listen)?;
     let cores = parse_cores("cores", &a.cores, usable)?;
     let mode: SinkMode = a.mode.parse().map_err(|m: String| err("mode", m))?;
-    let delay = a.delay.as_deref().map(|d| parse_duration("delay", d)).transpose()?;
+    let delay = a
+        .delay
+        .as_deref()
+        .map(|d| parse_duration("delay", d))
+        .transpose()?;
     let stall = match (&a.stall, &a.every) {
         (Some(s), Some(e)) => {
             let s = parse_duration("stall", s)?;
             let e = parse_duration("every", e)?;
             if e.is_zero() || s >= e {
-                return Err(err("stall", "must be shorter than --every, and --every above 0"));
+                return Err(err(
+                    "stall",
+                    "must be shorter than --every, and --every above 0",
+                ));
             }
             Some((s, e))
         }
@@ -337,10 +384,17 @@ pub fn sink_config(a: &SinkArgs, usable: &[usize]) -> Result<(SinkConfig, Option
     if a.max_connections == 0 || a.max_connections > CONNECTIONS_MAX {
         return Err(err(
             "max-connections",
-            format!("must be between 1 and {CONNECTIONS_MAX}, got {}", a.max_connections),
+            format!(
+                "must be between 1 and {CONNECTIONS_MAX}, got {}",
+                a.max_connections
+            ),
         ));
     }
-    let duration = a.duration.as_deref().map(|d| parse_duration("duration", d)).transpose()?;
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| parse_duration("duration", d))
+        .transpose()?;
     Ok((
         SinkConfig {
             listen,
@@ -364,9 +418,15 @@ mod tests {
         let usable: Vec<usize> = (0..16).collect();
         assert_eq!(parse_cores("cores", "3", &usable).unwrap(), vec![3]);
         assert_eq!(parse_cores("cores", "4-6", &usable).unwrap(), vec![4, 5, 6]);
-        assert_eq!(parse_cores("cores", "0,2,4-6", &usable).unwrap(), vec![0, 2, 4, 5, 6]);
+        assert_eq!(
+            parse_cores("cores", "0,2,4-6", &usable).unwrap(),
+            vec![0, 2, 4, 5, 6]
+        );
         let e = parse_cores("cores", "99", &usable).unwrap_err();
-        assert_eq!(e.to_string(), "--cores: unknown core 99: this process may use cores 0-15");
+        assert_eq!(
+            e.to_string(),
+            "--cores: unknown core 99: this process may use cores 0-15"
+        );
         assert!(parse_cores("cores", "3-1", &usable).is_err());
         assert!(parse_cores("cores", "a", &usable).is_err());
         assert!(parse_cores("cores", "1,1", &usable).is_err());
@@ -375,15 +435,24 @@ mod tests {
 
     #[test]
     fn escapes_decode() {
-        assert_eq!(unescape("payload", r"GET\r\n\x41\\").unwrap(), b"GET\r\nA\\");
+        assert_eq!(
+            unescape("payload", r"GET\r\n\x41\\").unwrap(),
+            b"GET\r\nA\\"
+        );
         assert!(unescape("payload", r"\q").is_err());
         assert!(unescape("payload", r"\x4").is_err());
     }
 
     #[test]
     fn durations_are_checked() {
-        assert_eq!(duration_ns("duration", "10s", DURATION_NS_MAX).unwrap(), 10_000_000_000);
-        assert_eq!(duration_ns("max-lag", "250us", DURATION_NS_MAX).unwrap(), 250_000);
+        assert_eq!(
+            duration_ns("duration", "10s", DURATION_NS_MAX).unwrap(),
+            10_000_000_000
+        );
+        assert_eq!(
+            duration_ns("max-lag", "250us", DURATION_NS_MAX).unwrap(),
+            250_000
+        );
         assert!(duration_ns("duration", "10x", DURATION_NS_MAX).is_err());
         assert!(duration_ns("duration", "0s", DURATION_NS_MAX).is_err());
     }
@@ -414,12 +483,17 @@ mod tests {
         };
         let plan = RunPlan::from_args(&args, &[0, 1, 2]).unwrap();
         let ws = plan.worker_plans(plan.target.unwrap(), 9000.0, plan.duration_ns);
-        assert_eq!(ws.iter().map(|w| w.connections).collect::<Vec<_>>(), [22, 21, 21]);
+        assert_eq!(
+            ws.iter().map(|w| w.connections).collect::<Vec<_>>(),
+            [22, 21, 21]
+        );
         assert!(ws.iter().all(|w| w.rate_rps == 9000.0 && w.workers == 3));
         let mut bad = args.clone();
         bad.connections = 0;
         assert_eq!(
-            RunPlan::from_args(&bad, &[0, 1, 2]).unwrap_err().to_string(),
+            RunPlan::from_args(&bad, &[0, 1, 2])
+                .unwrap_err()
+                .to_string(),
             "--connections: must be between 1 and 1048576, got 0"
         );
         bad = args.clone();

@@ -216,7 +216,12 @@ fn build_report(
         .min(duration_ns)
         .max(1);
     let secs = stopped_ns as f64 / 1e9;
-    let wall_ns = c.totals.iter().map(|t| t.wall_ns).max().unwrap_or(duration_ns);
+    let wall_ns = c
+        .totals
+        .iter()
+        .map(|t| t.wall_ns)
+        .max()
+        .unwrap_or(duration_ns);
     let verdict = Gate {
         max_lag_ns: plan.max_lag_ns,
     }
@@ -228,7 +233,11 @@ fn build_report(
         .enumerate()
         .map(|(i, (h, ctr, _))| {
             let start = i as u64 * 1_000_000_000;
-            let end = if i + 1 == n { wall_ns.max(start + 1) } else { start + 1_000_000_000 };
+            let end = if i + 1 == n {
+                wall_ns.max(start + 1)
+            } else {
+                start + 1_000_000_000
+            };
             let len_s = (end - start) as f64 / 1e9;
             let scheduled = (stopped_ns.min(end).saturating_sub(start)) as f64 / 1e9;
             Interval {

@@ -8,7 +8,10 @@ fn expect(args: &[&str], code: i32, needle: &str) {
     let out = run(args, Duration::from_secs(20));
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(code), "args {args:?}: stderr {err}");
-    assert!(err.contains(needle), "args {args:?}: expected {needle:?} in {err:?}");
+    assert!(
+        err.contains(needle),
+        "args {args:?}: expected {needle:?} in {err:?}"
+    );
     assert_eq!(err.trim_end().lines().count(), 1, "one line, got {err:?}");
     assert!(!err.contains("panicked"), "{err}");
 }
@@ -17,22 +20,46 @@ const T: &str = "127.0.0.1:9";
 
 #[test]
 fn unknown_core_is_usage_error() {
-    expect(&["run", "--target", T, "--rate", "10", "--cores", "4096"], 2, "--cores: unknown core 4096");
-    expect(&["run", "--target", T, "--rate", "10", "--cores", "x-y"], 2, "--cores");
+    expect(
+        &["run", "--target", T, "--rate", "10", "--cores", "4096"],
+        2,
+        "--cores: unknown core 4096",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--cores", "x-y"],
+        2,
+        "--cores",
+    );
 }
 
 #[test]
 fn zero_rate_is_usage_error() {
-    expect(&["run", "--target", T, "--rate", "0"], 2, "--rate: must be greater than 0");
+    expect(
+        &["run", "--target", T, "--rate", "0"],
+        2,
+        "--rate: must be greater than 0",
+    );
     expect(&["run", "--target", T, "--rate", "abc"], 2, "--rate");
     expect(&["run", "--target", T], 2, "--rate: is required");
 }
 
 #[test]
 fn bad_duration_is_usage_error() {
-    expect(&["run", "--target", T, "--rate", "10", "--duration", "10x"], 2, "--duration");
-    expect(&["run", "--target", T, "--rate", "10", "--timeout", "0s"], 2, "--timeout");
-    expect(&["run", "--target", T, "--rate", "10", "--max-lag", "soon"], 2, "--max-lag");
+    expect(
+        &["run", "--target", T, "--rate", "10", "--duration", "10x"],
+        2,
+        "--duration",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--timeout", "0s"],
+        2,
+        "--timeout",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--max-lag", "soon"],
+        2,
+        "--max-lag",
+    );
 }
 
 #[test]
@@ -42,15 +69,31 @@ fn zero_connections_or_pipeline_is_usage_error() {
         2,
         "--connections: must be between 1 and",
     );
-    expect(&["run", "--target", T, "--rate", "10", "--pipeline", "0"], 2, "--pipeline");
+    expect(
+        &["run", "--target", T, "--rate", "10", "--pipeline", "0"],
+        2,
+        "--pipeline",
+    );
 }
 
 #[test]
 fn bad_framing_target_and_flags_are_usage_errors() {
-    expect(&["run", "--target", T, "--rate", "10", "--framing", "fixed:0"], 2, "--framing");
-    expect(&["run", "--target", "nohost", "--rate", "10"], 2, "--target");
+    expect(
+        &["run", "--target", T, "--rate", "10", "--framing", "fixed:0"],
+        2,
+        "--framing",
+    );
+    expect(
+        &["run", "--target", "nohost", "--rate", "10"],
+        2,
+        "--target",
+    );
     expect(&["run", "--bogus-flag"], 2, "--bogus-flag");
-    expect(&["run", "--target", T, "--rate", "10", "--payload", "\\q"], 2, "--payload");
+    expect(
+        &["run", "--target", T, "--rate", "10", "--payload", "\\q"],
+        2,
+        "--payload",
+    );
     expect(&["sink", "--mode", "loud"], 2, "--mode");
 }
 
@@ -59,7 +102,17 @@ fn refused_target_names_the_address() {
     let port = free_port();
     let target = format!("127.0.0.1:{port}");
     expect(
-        &["run", "--target", &target, "--rate", "100", "--duration", "1s", "--connections", "4"],
+        &[
+            "run",
+            "--target",
+            &target,
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "4",
+        ],
         1,
         &format!("cannot connect to {target}: Connection refused"),
     );
@@ -72,10 +125,16 @@ fn fd_limit_too_low_names_both_limits_and_the_fix() {
         "ulimit -Sn 100 && ulimit -Hn 200 && exec {} run --target 127.0.0.1:9 --rate 10 --connections 1000",
         bin()
     );
-    let out = std::process::Command::new("sh").args(["-c", &cmd]).output().unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", &cmd])
+        .output()
+        .unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("needs 1064") && err.contains("hard 200") && err.contains("ulimit -Hn"), "{err}");
+    assert!(
+        err.contains("needs 1064") && err.contains("hard 200") && err.contains("ulimit -Hn"),
+        "{err}"
+    );
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 

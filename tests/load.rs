@@ -5,7 +5,11 @@ use common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn run_json(target: &str, extra: &[&str], limit: Duration) -> (std::process::Output, serde_json::Value) {
+fn run_json(
+    target: &str,
+    extra: &[&str],
+    limit: Duration,
+) -> (std::process::Output, serde_json::Value) {
     let (_dir, path) = tmp_json();
     let p = path.to_str().unwrap();
     let mut args = vec!["run", "--target", target, "--cores", "0", "--json", p];
@@ -22,7 +26,16 @@ fn end_to_end_report_has_the_documented_keys() {
     let sink = Sink::start(&["--mode", "echo"]);
     let (out, v) = run_json(
         &sink.addr,
-        &["--rate", "2000", "--duration", "2s", "--connections", "16", "--payload-size", "100"],
+        &[
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "16",
+            "--payload-size",
+            "100",
+        ],
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -35,7 +48,12 @@ fn end_to_end_report_has_the_documented_keys() {
     assert_eq!(f(&v, "requests.errors"), 0.0);
     assert_eq!(f(&v, "requests.timeouts"), 0.0);
     assert_eq!(f(&v, "bytes.received"), 400_000.0);
-    for h in ["latency_ns", "service_time_ns", "dispatch_lag_ns", "connection_wait_ns"] {
+    for h in [
+        "latency_ns",
+        "service_time_ns",
+        "dispatch_lag_ns",
+        "connection_wait_ns",
+    ] {
         for k in ["p50", "p90", "p99", "p999", "p9999", "max", "mean", "count"] {
             assert!(v[h][k].is_number(), "{h}.{k} missing");
         }
@@ -48,9 +66,16 @@ fn end_to_end_report_has_the_documented_keys() {
     for k in ["achieved_rps", "latency_p50_ns", "latency_p99_ns", "errors"] {
         assert!(iv[0][k].is_number(), "intervals[].{k}");
     }
-    assert!((f(&iv[0], "achieved_rps") - 2000.0).abs() < 100.0, "{:?}", iv[0]);
+    assert!(
+        (f(&iv[0], "achieved_rps") - 2000.0).abs() < 100.0,
+        "{:?}",
+        iv[0]
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("service time") && text.contains("run: VALID"), "{text}");
+    assert!(
+        text.contains("service time") && text.contains("run: VALID"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -60,8 +85,18 @@ fn fixed_framing_and_pipelining_against_the_sink() {
     let (out, v) = run_json(
         &sink.addr,
         &[
-            "--rate", "5000", "--duration", "2s", "--connections", "4", "--pipeline", "8",
-            "--payload", "ping\\r\\nabcd", "--framing", "fixed:200",
+            "--rate",
+            "5000",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--pipeline",
+            "8",
+            "--payload",
+            "ping\\r\\nabcd",
+            "--framing",
+            "fixed:200",
         ],
         Duration::from_secs(30),
     );
@@ -91,7 +126,10 @@ fn rate_accuracy_within_one_percent() {
         // Per second too: every full interval within 1%.
         for iv in v["intervals"].as_array().unwrap().iter().take(5) {
             let a = f(iv, "achieved_rps");
-            assert!((a - rate).abs() <= rate * 0.01, "rate {rate}: interval {iv}");
+            assert!(
+                (a - rate).abs() <= rate * 0.01,
+                "rate {rate}: interval {iv}"
+            );
         }
     }
 }
@@ -108,13 +146,27 @@ fn coordinated_omission_target_stall_shows_in_latency_not_service_time() {
         &["--rate", "2000", "--duration", "10s", "--connections", "64"],
         Duration::from_secs(60),
     );
-    assert_eq!(out.status.code(), Some(0), "a target stall must not invalidate: {}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a target stall must not invalidate: {}",
+        stderr(&out)
+    );
     assert_eq!(v["valid"], true);
     let p99 = f(&v, "latency_ns.p99") / 1e9;
-    assert!((0.81..=0.99).contains(&p99), "latency p99 {p99} s, expected 0.9 s +- 10%");
+    assert!(
+        (0.81..=0.99).contains(&p99),
+        "latency p99 {p99} s, expected 0.9 s +- 10%"
+    );
     let svc = f(&v, "service_time_ns.p99") / 1e9;
-    assert!(svc < 0.1, "service time p99 {svc} s should stay far below latency");
-    assert!(f(&v, "connection_wait_ns.max") > 0.5e9, "the stall shows as connection wait");
+    assert!(
+        svc < 0.1,
+        "service time p99 {svc} s should stay far below latency"
+    );
+    assert!(
+        f(&v, "connection_wait_ns.max") > 0.5e9,
+        "the stall shows as connection wait"
+    );
     assert_eq!(f(&v, "requests.errors"), 0.0);
 }
 
@@ -125,8 +177,17 @@ fn generator_pause_makes_the_run_invalid() {
     let (_dir, path) = tmp_json();
     let child = Command::new(bin())
         .args([
-            "run", "--target", &sink.addr, "--cores", "0", "--rate", "5000", "--duration", "4s",
-            "--json", path.to_str().unwrap(),
+            "run",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--rate",
+            "5000",
+            "--duration",
+            "4s",
+            "--json",
+            path.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -153,8 +214,17 @@ fn ctrl_c_stops_and_still_reports() {
     let (_dir, path) = tmp_json();
     let child = Command::new(bin())
         .args([
-            "run", "--target", &sink.addr, "--cores", "0", "--rate", "5000", "--duration", "30s",
-            "--json", path.to_str().unwrap(),
+            "run",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--rate",
+            "5000",
+            "--duration",
+            "30s",
+            "--json",
+            path.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -165,11 +235,19 @@ fn ctrl_c_stops_and_still_reports() {
     let t = Instant::now();
     Command::new("kill").args(["-INT", &pid]).status().unwrap();
     let out = wait_bounded(child, Duration::from_secs(10));
-    assert!(t.elapsed() < Duration::from_secs(3), "stop took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "stop took {:?}",
+        t.elapsed()
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = read_json(&path);
     assert_eq!(v["interrupted"], true);
-    assert_eq!(f(&v, "requests.errors"), 0.0, "cut-off requests are not errors");
+    assert_eq!(
+        f(&v, "requests.errors"),
+        0.0,
+        "cut-off requests are not errors"
+    );
     let secs = f(&v, "duration_s");
     assert!(secs > 1.0 && secs < 3.0, "schedule ran {secs} s");
     assert!((f(&v, "rate.achieved_rps") - 5000.0).abs() < 100.0);
@@ -181,7 +259,16 @@ fn timeouts_are_errors_recorded_at_the_timeout() {
     let sink = Sink::start(&["--mode", "discard"]);
     let (out, v) = run_json(
         &sink.addr,
-        &["--rate", "200", "--duration", "2s", "--connections", "8", "--timeout", "300ms"],
+        &[
+            "--rate",
+            "200",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+            "--timeout",
+            "300ms",
+        ],
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -199,7 +286,16 @@ fn loopback_baseline_reports_a_ceiling() {
     let _g = load_lock();
     let (_dir, path) = tmp_json();
     let out = run(
-        &["--cores", "0", "--start-rate", "40000", "--step-duration", "1s", "--json", path.to_str().unwrap()],
+        &[
+            "--cores",
+            "0",
+            "--start-rate",
+            "40000",
+            "--step-duration",
+            "1s",
+            "--json",
+            path.to_str().unwrap(),
+        ],
         Duration::from_secs(60),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -67,7 +67,10 @@ impl IndexQueue {
     }
     #[inline]
     pub fn push(&mut self, v: u32) {
-        assert!(self.len < self.buf.len(), "index queue sized for every connection");
+        assert!(
+            self.len < self.buf.len(),
+            "index queue sized for every connection"
+        );
         let i = (self.head + self.len) % self.buf.len();
         self.buf[i] = v;
         self.len += 1;
@@ -259,7 +262,10 @@ mod tests {
         let mut b = Backlog::with_capacity(2);
         assert!(b.push((1, 1)));
         assert!(b.push((2, 2)));
-        assert!(!b.push((3, 3)), "full backlog refuses, caller counts overflow");
+        assert!(
+            !b.push((3, 3)),
+            "full backlog refuses, caller counts overflow"
+        );
         assert_eq!(b.pop(), Some((1, 1)));
         assert!(b.push((3, 3)));
         assert_eq!(b.pop(), Some((2, 2)));
@@ -275,6 +281,9 @@ mod tests {
         assert_eq!(q.pop(), Some(0));
         q.push(2);
         q.push(0);
-        assert_eq!((q.pop(), q.pop(), q.pop(), q.pop()), (Some(1), Some(2), Some(0), None));
+        assert_eq!(
+            (q.pop(), q.pop(), q.pop(), q.pop()),
+            (Some(1), Some(2), Some(0), None)
+        );
     }
 }

@@ -29,8 +29,7 @@ impl Ring {
             (&[], |_| {}),
         ];
         let mut last_err = None;
-        let skip = std::env::var("BLASTER_RING_SKIP").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
-        for (names, apply) in attempts.into_iter().skip(skip) {
+        for (names, apply) in attempts {
             let mut b = IoUring::builder();
             b.setup_cqsize(entries * 2);
             apply(&mut b);

@@ -9,7 +9,11 @@ use std::os::fd::{IntoRawFd, RawFd};
 
 /// A TCP socket for `target`, TCP_NODELAY set; the connect itself goes through the ring.
 pub fn tcp_socket(target: &SocketAddr) -> io::Result<RawFd> {
-    let s = Socket::new(Domain::for_address(*target), Type::STREAM, Some(Protocol::TCP))?;
+    let s = Socket::new(
+        Domain::for_address(*target),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
     s.set_tcp_nodelay(true)?;
     Ok(s.into_raw_fd())
 }
@@ -56,8 +60,14 @@ mod tests {
 
     #[test]
     fn errno_maps_to_kinds() {
-        assert_eq!(connect_error_kind(libc::ECONNREFUSED), ErrorKind::ConnectRefused);
-        assert_eq!(connect_error_kind(libc::ETIMEDOUT), ErrorKind::ConnectFailed);
+        assert_eq!(
+            connect_error_kind(libc::ECONNREFUSED),
+            ErrorKind::ConnectRefused
+        );
+        assert_eq!(
+            connect_error_kind(libc::ETIMEDOUT),
+            ErrorKind::ConnectFailed
+        );
         assert_eq!(io_error_kind(libc::EPIPE), ErrorKind::Reset);
         assert_eq!(io_error_kind(libc::EIO), ErrorKind::Io);
         assert!(errno_text(libc::ECONNREFUSED).contains("refused"));

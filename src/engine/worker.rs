@@ -272,7 +272,11 @@ impl<'p> Worker<'p> {
             self.open(c);
         }
         let deadline = self.clock.now_ns() + self.plan.timeout_ns;
-        while self.table.conns.iter().any(|c| c.state == ConnState::Connecting)
+        while self
+            .table
+            .conns
+            .iter()
+            .any(|c| c.state == ConnState::Connecting)
             && self.clock.now_ns() < deadline
             && !stop.load(Ordering::Relaxed)
         {
@@ -448,8 +452,7 @@ impl<'p> Worker<'p> {
             return;
         }
         if keep > 0 && pos > 0 {
-            self.recv_buf
-                .copy_within(base + pos..base + end, base);
+            self.recv_buf.copy_within(base + pos..base + end, base);
         }
         self.table.conns[c as usize].recv_keep = keep;
         self.arm_recv(c);
@@ -557,11 +560,11 @@ impl<'p> Worker<'p> {
             n += 1;
             self.counters.dispatched += 1;
             self.hist.dispatch_lag.saturating_record(now_ns - intended);
-            if self.backlog.is_empty() {
-                if let Some(c) = self.free_conn() {
-                    self.assign(c, intended, now_t);
-                    continue;
-                }
+            if self.backlog.is_empty()
+                && let Some(c) = self.free_conn()
+            {
+                self.assign(c, intended, now_t);
+                continue;
             }
             if !self.backlog.push((intended, now_t)) {
                 self.counters.error(ErrorKind::BacklogOverflow);
@@ -605,7 +608,10 @@ impl<'p> Worker<'p> {
                 let i = self.table.slot_index(c, nth);
                 let req = &mut self.table.slots[i];
                 req.sent = t;
-                let wait = self.clock.ns(t).saturating_sub(self.clock.ns(req.dispatched));
+                let wait = self
+                    .clock
+                    .ns(t)
+                    .saturating_sub(self.clock.ns(req.dispatched));
                 self.hist.connection_wait.saturating_record(wait);
             }
             self.counters.sent += k as u64;
@@ -628,7 +634,9 @@ impl<'p> Worker<'p> {
             let state = self.table.conns[c as usize].state;
             match state {
                 ConnState::Ready => {
-                    let Some(front) = self.table.front(c) else { continue };
+                    let Some(front) = self.table.front(c) else {
+                        continue;
+                    };
                     if front.intended_ns + timeout > now_ns {
                         continue;
                     }

@@ -63,6 +63,9 @@ mod tests {
     fn small_plans_fit_and_huge_ones_explain() {
         assert!(ensure_fds(10, 64).is_ok());
         let e = ensure_fds(u64::MAX / 4, 64).unwrap_err().to_string();
-        assert!(e.contains("RLIMIT_NOFILE") && e.contains("ulimit -Hn"), "{e}");
+        assert!(
+            e.contains("RLIMIT_NOFILE") && e.contains("ulimit -Hn"),
+            "{e}"
+        );
     }
 }

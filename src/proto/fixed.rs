@@ -89,7 +89,11 @@ pub(crate) mod tests {
         let stream = [7u8; 12];
         for chunk in 1..=12 {
             let mut f = FixedLength::new(4);
-            assert_eq!(frame_ends(&mut f, &stream, chunk), vec![4, 8, 12], "chunk {chunk}");
+            assert_eq!(
+                frame_ends(&mut f, &stream, chunk),
+                vec![4, 8, 12],
+                "chunk {chunk}"
+            );
         }
     }
 

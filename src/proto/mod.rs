@@ -73,7 +73,9 @@ impl FromStr for Framing {
                 .map_err(|_| format!("expected fixed:N with N a byte count, got {s:?}"))?;
             let max = crate::limits::RESPONSE_BYTES_MAX;
             if n == 0 || n > max {
-                return Err(format!("fixed:N must be between 1 and {max} bytes, got {n}"));
+                return Err(format!(
+                    "fixed:N must be between 1 and {max} bytes, got {n}"
+                ));
             }
             return Ok(Framing::Fixed(n));
         }

@@ -9,7 +9,10 @@ pub fn render(r: &Report) -> String {
     let w = &mut s;
     if !r.valid {
         let _ = writeln!(w, "{}", "=".repeat(78));
-        let _ = writeln!(w, "INVALID RUN: the generator, not the target, limited this measurement.");
+        let _ = writeln!(
+            w,
+            "INVALID RUN: the generator, not the target, limited this measurement."
+        );
         for reason in &r.invalid_reasons {
             let _ = writeln!(w, "  - {reason}");
         }
@@ -37,17 +40,10 @@ pub fn render(r: &Report) -> String {
         fmt_rate(r.rate.sent_rps),
     );
     let _ = writeln!(w);
-    let _ = writeln!(
-        w,
-        "{:<10} {:>12} {:>14}",
-        "", "latency", "service time"
-    );
-    let _ = writeln!(
-        w,
-        "{:<10} {:>12} {:>14}",
-        "", "(intended)", "(closed-loop)"
-    );
-    let rows: [(&str, fn(&Percentiles) -> u64); 6] = [
+    let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "latency", "service time");
+    let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "(intended)", "(closed-loop)");
+    type Pick = fn(&Percentiles) -> u64;
+    let rows: [(&str, Pick); 6] = [
         ("p50", |p| p.p50),
         ("p90", |p| p.p90),
         ("p99", |p| p.p99),
