@@ -3,7 +3,7 @@
 //! histograms, printing the live line), and build the report.
 
 use crate::clock::Clock;
-use crate::engine::{Control, Ready, run_worker};
+use crate::engine::{Channels, Control, Ready, run_worker};
 use crate::metrics::recorder::WorkerTotals;
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
@@ -58,15 +58,24 @@ pub fn execute(
     let (ready_tx, ready_rx) = unbounded::<Ready>();
     let (snap_tx, snap_rx) = unbounded::<Snapshot>();
     let mut controls = Vec::with_capacity(n);
+    let mut recycle = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
     for wp in workers.iter().cloned() {
-        let (ctl_tx, ctl_rx) = bounded::<Control>(1);
+        let (ctl_tx, control_rx) = bounded::<Control>(1);
         controls.push(ctl_tx);
-        let (stop, ready_tx, snap_tx) = (stop.clone(), ready_tx.clone(), snap_tx.clone());
+        let (recycle_tx, recycle_rx) = bounded::<Histograms>(2);
+        recycle.push(recycle_tx);
+        let ch = Channels {
+            ready_tx: ready_tx.clone(),
+            control_rx,
+            snap_tx: snap_tx.clone(),
+            recycle_rx,
+        };
+        let stop = stop.clone();
         let name = format!("blaster-w{}", wp.index);
         let h = std::thread::Builder::new()
             .name(name)
-            .spawn(move || run_worker(wp, stop, ready_tx, ctl_rx, snap_tx))
+            .spawn(move || run_worker(wp, stop, ch))
             .map_err(|e| RunError::Worker(format!("cannot start a worker thread: {e}")))?;
         handles.push(h);
     }
@@ -106,7 +115,7 @@ pub fn execute(
         let _ = c.send(Control::Start(clock.clone()));
     }
 
-    let collected = collect(&snap_rx, n, rate_rps, duration_ns, live);
+    let collected = collect(&snap_rx, &recycle, rate_rps, duration_ns, live);
     for h in handles {
         if h.join().is_err() {
             return Err(RunError::Worker("a worker thread panicked".into()));
@@ -139,11 +148,12 @@ struct Collected {
 /// an interval has been reported by every worker.
 fn collect(
     rx: &crossbeam_channel::Receiver<Snapshot>,
-    workers: usize,
+    recycle: &[crossbeam_channel::Sender<Histograms>],
     rate_rps: f64,
     duration_ns: u64,
     live: bool,
 ) -> Collected {
+    let workers = recycle.len();
     let mut c = Collected {
         total: Histograms::new(),
         counters: Counters::default(),
@@ -169,6 +179,9 @@ fn collect(
         slot.2 += 1;
         c.total.add(&snap.histograms);
         c.counters.add(&snap.counters);
+        let mut used = snap.histograms;
+        used.reset();
+        let _ = recycle[snap.worker].try_send(used);
         if let Some(t) = snap.last {
             c.totals[snap.worker] = t;
             finished += 1;

@@ -12,4 +12,4 @@ pub mod socket;
 pub mod token;
 pub mod worker;
 
-pub use worker::{Control, Ready, WorkerPlan, run_worker};
+pub use worker::{Channels, Control, Ready, WorkerPlan, run_worker};

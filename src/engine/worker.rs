@@ -68,19 +68,29 @@ pub enum Control {
     Abort,
 }
 
+/// A worker's channels to the main thread and the collector.
+pub struct Channels {
+    pub ready_tx: Sender<Ready>,
+    pub control_rx: Receiver<Control>,
+    pub snap_tx: Sender<Snapshot>,
+    /// Histograms the collector has merged and reset, handed back for reuse so the
+    /// worker does not allocate at interval boundaries once the run is warm.
+    pub recycle_rx: Receiver<Histograms>,
+}
+
 /// Runs one worker to completion. Every outcome, including setup failure, is reported
 /// on the channels, so the main thread never waits forever.
-pub fn run_worker(
-    plan: WorkerPlan,
-    stop: Arc<AtomicBool>,
-    ready_tx: Sender<Ready>,
-    control_rx: Receiver<Control>,
-    snap_tx: Sender<Snapshot>,
-) {
+pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
+    let Channels {
+        ready_tx,
+        control_rx,
+        snap_tx,
+        recycle_rx,
+    } = ch;
     if let Some(core) = plan.core {
         core_affinity::set_for_current(core_affinity::CoreId { id: core });
     }
-    let mut w = match Worker::new(&plan, snap_tx) {
+    let mut w = match Worker::new(&plan, snap_tx, recycle_rx) {
         Ok(w) => w,
         Err(e) => {
             let _ = ready_tx.send(Ready {
@@ -125,6 +135,7 @@ struct Worker<'p> {
     counters: Counters,
     cqes: Box<[(u64, i32)]>,
     snap_tx: Sender<Snapshot>,
+    recycle_rx: Receiver<Histograms>,
     schedule: Constant,
     /// This worker's next request number in the schedule.
     next_k: u64,
@@ -140,7 +151,11 @@ struct Worker<'p> {
 }
 
 impl<'p> Worker<'p> {
-    fn new(plan: &'p WorkerPlan, snap_tx: Sender<Snapshot>) -> std::io::Result<Self> {
+    fn new(
+        plan: &'p WorkerPlan,
+        snap_tx: Sender<Snapshot>,
+        recycle_rx: Receiver<Histograms>,
+    ) -> std::io::Result<Self> {
         let entries = (plan.connections * 2 + 64) as u32;
         let ring = Ring::new(entries)?;
         let framer = plan.framing.framer(plan.payload.len());
@@ -162,6 +177,7 @@ impl<'p> Worker<'p> {
             counters: Counters::default(),
             cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
             snap_tx,
+            recycle_rx,
             schedule,
             next_k: 0,
             total_k,
@@ -662,14 +678,14 @@ impl<'p> Worker<'p> {
     }
 
     fn send_snapshot(&mut self, interval: u64, last: Option<WorkerTotals>) {
+        let fresh = self.recycle_rx.try_recv().unwrap_or_default();
         let snap = Snapshot {
             worker: self.plan.index,
             interval,
-            histograms: self.hist.clone(),
+            histograms: std::mem::replace(&mut self.hist, fresh),
             counters: self.counters,
             last,
         };
-        self.hist.reset();
         self.counters = Counters::default();
         let _ = self.snap_tx.send(snap);
     }
