@@ -20,6 +20,8 @@ const STEP_FACTOR: f64 = 1.5;
 const STEPS_MAX: usize = 16;
 /// Bisection steps between the last good and the first saturated rate.
 const BISECT_STEPS: usize = 2;
+/// The baseline does not step below this rate.
+const RATE_MIN_RPS: f64 = 1_000.0;
 /// A step counts as saturated below this share of its intended rate.
 const ACHIEVED_MIN_RATIO: f64 = 0.97;
 
@@ -148,6 +150,10 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         steps.push(step);
         rate = match (good, bad) {
             (_, None) if steps.len() < STEPS_MAX => rate * STEP_FACTOR,
+            // Even the first step saturated: step down until one holds.
+            (None, Some(_)) if steps.len() < STEPS_MAX && rate / STEP_FACTOR >= RATE_MIN_RPS => {
+                rate / STEP_FACTOR
+            }
             (Some(g), Some(b)) if bisections < BISECT_STEPS && b > g * 1.05 => {
                 bisections += 1;
                 (g + b) / 2.0

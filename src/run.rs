@@ -80,6 +80,8 @@ pub fn execute(
         handles.push(h);
     }
     drop(snap_tx);
+    // Only the workers hold senders now: a worker that dies before Ready ends the wait.
+    drop(ready_tx);
 
     let mut readies: Vec<Ready> = Vec::with_capacity(n);
     while readies.len() < n {
@@ -115,7 +117,7 @@ pub fn execute(
         let _ = c.send(Control::Start(clock.clone()));
     }
 
-    let collected = collect(&snap_rx, &recycle, rate_rps, duration_ns, live);
+    let collected = collect(&snap_rx, &recycle, rate_rps, live);
     for h in handles {
         if h.join().is_err() {
             return Err(RunError::Worker("a worker thread panicked".into()));
@@ -140,71 +142,100 @@ pub fn execute(
 struct Collected {
     total: Histograms,
     counters: Counters,
-    intervals: Vec<(Histograms, Counters, usize)>,
+    /// One summary row per interval, filled as intervals complete.
+    rows: Vec<Row>,
     totals: Vec<WorkerTotals>,
 }
 
-/// Receives snapshots until every worker sent its last one; prints the live line when
-/// an interval has been reported by every worker.
+/// An interval reduced to the figures the report keeps, so a day-long run holds a few
+/// numbers per second rather than four histograms per second.
+#[derive(Debug, Clone, Copy, Default)]
+struct Row {
+    completed: u64,
+    errors: u64,
+    latency: Percentiles,
+    lag_p99: u64,
+}
+
+/// An interval some workers have not reported yet.
+struct Pending {
+    histograms: Histograms,
+    counters: Counters,
+}
+
+/// Receives snapshots until every worker sent its last one. An interval is complete
+/// when every worker has reported it (or finished); it is then reduced to a [`Row`]
+/// and, when `live`, printed as the live line.
 fn collect(
     rx: &crossbeam_channel::Receiver<Snapshot>,
     recycle: &[crossbeam_channel::Sender<Histograms>],
     rate_rps: f64,
-    duration_ns: u64,
     live: bool,
 ) -> Collected {
     let workers = recycle.len();
     let mut c = Collected {
         total: Histograms::new(),
         counters: Counters::default(),
-        intervals: Vec::new(),
+        rows: Vec::new(),
         totals: vec![WorkerTotals::default(); workers],
     };
-    let mut finished = 0;
-    let mut printed = 0usize;
-    while finished < workers {
+    let mut pending: std::collections::BTreeMap<usize, Pending> = Default::default();
+    // Per worker: intervals reported so far (they arrive in order) and whether done.
+    let mut reported = vec![0usize; workers];
+    let mut finished = vec![false; workers];
+    while finished.iter().any(|f| !f) {
         let snap = match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(s) => s,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let i = snap.interval as usize;
-        while c.intervals.len() <= i {
-            c.intervals
-                .push((Histograms::new(), Counters::default(), 0));
-        }
-        let slot = &mut c.intervals[i];
-        slot.0.add(&snap.histograms);
-        slot.1.add(&snap.counters);
-        slot.2 += 1;
+        let p = pending.entry(i).or_insert_with(|| Pending {
+            histograms: Histograms::new(),
+            counters: Counters::default(),
+        });
+        p.histograms.add(&snap.histograms);
+        p.counters.add(&snap.counters);
         c.total.add(&snap.histograms);
         c.counters.add(&snap.counters);
+        reported[snap.worker] = reported[snap.worker].max(i + 1);
+        if let Some(t) = snap.last {
+            c.totals[snap.worker] = t;
+            finished[snap.worker] = true;
+        }
         let mut used = snap.histograms;
         used.reset();
         let _ = recycle[snap.worker].try_send(used);
-        if let Some(t) = snap.last {
-            c.totals[snap.worker] = t;
-            finished += 1;
-        }
-        // Live line for every interval all workers have reported, in order.
-        while live && printed < c.intervals.len() && c.intervals[printed].2 >= workers {
-            let (_, ctr, _) = &c.intervals[printed];
-            if (printed as u64) * 1_000_000_000 < duration_ns {
-                let lat = Percentiles::of(&c.total.latency);
-                let lag = c.total.dispatch_lag.value_at_quantile(0.99);
+        // Complete every interval that all workers have reported or finished past.
+        while let Some((&first, _)) = pending.first_key_value() {
+            let done = (0..workers).all(|w| finished[w] || reported[w] > first);
+            if !done {
+                break;
+            }
+            let p = pending.remove(&first).expect("present");
+            while c.rows.len() < first {
+                c.rows.push(Row::default());
+            }
+            let row = Row {
+                completed: p.counters.completed,
+                errors: p.counters.request_errors(),
+                latency: Percentiles::of(&p.histograms.latency),
+                lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
+            };
+            if live {
                 eprintln!(
                     "{}",
                     text::live_line(
-                        printed as u64,
-                        ctr.completed as f64,
+                        first as u64,
+                        row.completed as f64,
                         rate_rps,
-                        &lat,
-                        c.counters.request_errors(),
-                        lag
+                        &row.latency,
+                        row.errors,
+                        row.lag_p99
                     )
                 );
             }
-            printed += 1;
+            c.rows.push(row);
         }
     }
     c
@@ -229,39 +260,28 @@ fn build_report(
         .min(duration_ns)
         .max(1);
     let secs = stopped_ns as f64 / 1e9;
-    let wall_ns = c
-        .totals
-        .iter()
-        .map(|t| t.wall_ns)
-        .max()
-        .unwrap_or(duration_ns);
     let verdict = Gate {
         max_lag_ns: plan.max_lag_ns,
     }
     .judge(&c.total.dispatch_lag);
-    let n = c.intervals.len();
     let intervals: Vec<Interval> = c
-        .intervals
+        .rows
         .iter()
         .enumerate()
-        .map(|(i, (h, ctr, _))| {
+        .map(|(i, row)| {
             let start = i as u64 * 1_000_000_000;
-            let end = if i + 1 == n {
-                wall_ns.max(start + 1)
-            } else {
-                start + 1_000_000_000
-            };
+            // The last interval ends where the schedule stopped (its drain is folded in).
+            let end = (start + 1_000_000_000).min(stopped_ns.max(start + 1));
             let len_s = (end - start) as f64 / 1e9;
-            let scheduled = (stopped_ns.min(end).saturating_sub(start)) as f64 / 1e9;
             Interval {
                 second: i as u64,
                 duration_s: len_s,
-                intended_rps: rate_rps * scheduled / len_s,
-                achieved_rps: ctr.completed as f64 / len_s,
-                latency_p50_ns: Percentiles::of(&h.latency).p50,
-                latency_p99_ns: Percentiles::of(&h.latency).p99,
-                dispatch_lag_p99_ns: Percentiles::of(&h.dispatch_lag).p99,
-                errors: ctr.request_errors(),
+                intended_rps: rate_rps,
+                achieved_rps: row.completed as f64 / len_s,
+                latency_p50_ns: row.latency.p50,
+                latency_p99_ns: row.latency.p99,
+                dispatch_lag_p99_ns: row.lag_p99,
+                errors: row.errors,
             }
         })
         .collect();

@@ -14,6 +14,10 @@ pub enum ConnState {
     Connecting,
     /// Connected and usable.
     Ready,
+    /// A request on it timed out: responses can no longer be matched to requests, so
+    /// it takes no new requests, ignores what it receives, and each request still in
+    /// flight times out at its own deadline; then it is closed and reopened.
+    Expiring,
 }
 
 /// The instants of one request in flight. `intended` comes from the schedule (ns since

@@ -89,8 +89,8 @@ pub enum ErrorKind {
     ConnectFailed,
     /// A response that does not parse (or is larger than the receive buffer).
     Protocol,
-    /// In flight on a connection that was closed because an older request timed out.
-    Aborted,
+    /// Response bytes arrived with no request in flight (a connection-level event).
+    Unsolicited,
     /// Another send or receive error.
     Io,
 }
@@ -104,7 +104,7 @@ impl ErrorKind {
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectFailed,
         ErrorKind::Protocol,
-        ErrorKind::Aborted,
+        ErrorKind::Unsolicited,
         ErrorKind::Io,
     ];
 
@@ -117,14 +117,17 @@ impl ErrorKind {
             ErrorKind::ConnectRefused => "connect_refused",
             ErrorKind::ConnectFailed => "connect_failed",
             ErrorKind::Protocol => "protocol",
-            ErrorKind::Aborted => "aborted",
+            ErrorKind::Unsolicited => "unsolicited",
             ErrorKind::Io => "io",
         }
     }
 
     /// Whether the error is about a request (as opposed to a connection attempt).
     pub fn is_request_error(self) -> bool {
-        !matches!(self, ErrorKind::ConnectRefused | ErrorKind::ConnectFailed)
+        !matches!(
+            self,
+            ErrorKind::ConnectRefused | ErrorKind::ConnectFailed | ErrorKind::Unsolicited
+        )
     }
 }
 
