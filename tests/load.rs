@@ -5,6 +5,35 @@ use common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every dispatched request ends as exactly one of completed, an error, or cut off.
+fn assert_accounted(v: &serde_json::Value) {
+    let total = f(v, "requests.completed") + f(v, "requests.errors") + f(v, "requests.cut_off");
+    assert_eq!(
+        f(v, "requests.dispatched"),
+        total,
+        "requests do not add up: {}",
+        v["requests"]
+    );
+}
+
+/// Starts a 5000 requests/s run of `duration` against `target` writing JSON to
+/// `path`; returns the child and its pid for signals.
+fn spawn_run(
+    target: &str,
+    duration: &str,
+    path: &std::path::Path,
+) -> (std::process::Child, String) {
+    let child = Command::new(bin())
+        .args(["run", "--target", target, "--cores", "0", "--rate", "5000"])
+        .args(["--duration", duration, "--json", path.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    (child, pid)
+}
+
 fn run_json(
     target: &str,
     extra: &[&str],
@@ -17,6 +46,7 @@ fn run_json(
     let out = run(&args, limit);
     assert!(path.exists(), "no JSON; stderr: {}", stderr(&out));
     let v = read_json(&path);
+    assert_accounted(&v);
     (out, v)
 }
 
@@ -175,25 +205,7 @@ fn generator_pause_makes_the_run_invalid() {
     let _g = load_lock();
     let sink = Sink::start(&[]);
     let (_dir, path) = tmp_json();
-    let child = Command::new(bin())
-        .args([
-            "run",
-            "--target",
-            &sink.addr,
-            "--cores",
-            "0",
-            "--rate",
-            "5000",
-            "--duration",
-            "4s",
-            "--json",
-            path.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id().to_string();
+    let (child, pid) = spawn_run(&sink.addr, "4s", &path);
     std::thread::sleep(Duration::from_millis(1500));
     Command::new("kill").args(["-STOP", &pid]).status().unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -212,25 +224,7 @@ fn ctrl_c_stops_and_still_reports() {
     let _g = load_lock();
     let sink = Sink::start(&[]);
     let (_dir, path) = tmp_json();
-    let child = Command::new(bin())
-        .args([
-            "run",
-            "--target",
-            &sink.addr,
-            "--cores",
-            "0",
-            "--rate",
-            "5000",
-            "--duration",
-            "30s",
-            "--json",
-            path.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id().to_string();
+    let (child, pid) = spawn_run(&sink.addr, "30s", &path);
     std::thread::sleep(Duration::from_millis(1500));
     let t = Instant::now();
     Command::new("kill").args(["-INT", &pid]).status().unwrap();
@@ -242,6 +236,7 @@ fn ctrl_c_stops_and_still_reports() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = read_json(&path);
+    assert_accounted(&v);
     assert_eq!(v["interrupted"], true);
     assert_eq!(
         f(&v, "requests.errors"),

@@ -53,69 +53,26 @@ pub struct Conn {
     pub framer: AnyFramer,
 }
 
-/// A fixed-capacity FIFO of indices (connections), never reallocated.
+/// A fixed-capacity FIFO ring, allocated once and never grown.
 #[derive(Debug)]
-pub struct IndexQueue {
-    buf: Box<[u32]>,
+pub struct Fifo<T> {
+    buf: Box<[T]>,
     head: usize,
     len: usize,
 }
 
-impl IndexQueue {
+impl<T: Copy + Default> Fifo<T> {
     pub fn with_capacity(cap: usize) -> Self {
-        IndexQueue {
-            buf: vec![0; cap.max(1)].into_boxed_slice(),
-            head: 0,
-            len: 0,
-        }
-    }
-    #[inline]
-    pub fn push(&mut self, v: u32) {
-        assert!(
-            self.len < self.buf.len(),
-            "index queue sized for every connection"
-        );
-        let i = (self.head + self.len) % self.buf.len();
-        self.buf[i] = v;
-        self.len += 1;
-    }
-    #[inline]
-    pub fn pop(&mut self) -> Option<u32> {
-        if self.len == 0 {
-            return None;
-        }
-        let v = self.buf[self.head];
-        self.head = (self.head + 1) % self.buf.len();
-        self.len -= 1;
-        Some(v)
-    }
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-/// A fixed-capacity FIFO of waiting requests: (intended ns, dispatched ticks).
-#[derive(Debug)]
-pub struct Backlog {
-    buf: Box<[(Nanos, Ticks)]>,
-    head: usize,
-    len: usize,
-}
-
-impl Backlog {
-    pub fn with_capacity(cap: usize) -> Self {
-        Backlog {
-            buf: vec![(0, 0); cap.max(1)].into_boxed_slice(),
+        Fifo {
+            buf: vec![T::default(); cap.max(1)].into_boxed_slice(),
             head: 0,
             len: 0,
         }
     }
     /// False (and nothing stored) when full: the caller counts the overflow.
     #[inline]
-    pub fn push(&mut self, v: (Nanos, Ticks)) -> bool {
+    #[must_use]
+    pub fn push(&mut self, v: T) -> bool {
         if self.len == self.buf.len() {
             return false;
         }
@@ -125,11 +82,11 @@ impl Backlog {
         true
     }
     #[inline]
-    pub fn front(&self) -> Option<(Nanos, Ticks)> {
+    pub fn front(&self) -> Option<T> {
         (self.len > 0).then(|| self.buf[self.head])
     }
     #[inline]
-    pub fn pop(&mut self) -> Option<(Nanos, Ticks)> {
+    pub fn pop(&mut self) -> Option<T> {
         let v = self.front()?;
         self.head = (self.head + 1) % self.buf.len();
         self.len -= 1;
@@ -142,6 +99,12 @@ impl Backlog {
         self.len == 0
     }
 }
+
+/// Connection indices (the ready and flush queues): each connection is queued at most
+/// once, so capacity = connections never overflows.
+pub type IndexQueue = Fifo<u32>;
+/// Requests waiting for a free connection slot: (intended ns, dispatched ticks).
+pub type Backlog = Fifo<(Nanos, Ticks)>;
 
 /// Connections plus their request slots (connections x pipeline).
 pub struct ConnTable {
@@ -280,11 +243,9 @@ mod tests {
     #[test]
     fn index_queue_round_robins() {
         let mut q = IndexQueue::with_capacity(3);
-        q.push(0);
-        q.push(1);
+        assert!(q.push(0) && q.push(1));
         assert_eq!(q.pop(), Some(0));
-        q.push(2);
-        q.push(0);
+        assert!(q.push(2) && q.push(0));
         assert_eq!(
             (q.pop(), q.pop(), q.pop(), q.pop()),
             (Some(1), Some(2), Some(0), None)

@@ -551,7 +551,8 @@ impl<'p> Worker<'p> {
         let conn = &mut self.table.conns[c as usize];
         if !conn.in_ready_queue {
             conn.in_ready_queue = true;
-            self.ready_q.push(c);
+            let queued = self.ready_q.push(c);
+            debug_assert!(queued, "each connection is queued at most once");
         }
     }
 
@@ -560,7 +561,8 @@ impl<'p> Worker<'p> {
         let conn = &mut self.table.conns[c as usize];
         if !conn.in_flush_queue {
             conn.in_flush_queue = true;
-            self.flush_q.push(c);
+            let queued = self.flush_q.push(c);
+            debug_assert!(queued, "each connection is queued at most once");
         }
     }
 
