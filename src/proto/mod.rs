@@ -8,6 +8,7 @@
 //! engine then keeps the rest and feeds it again with the next bytes appended.
 mod echo;
 mod fixed;
+pub mod udp_header;
 
 pub use echo::echo;
 pub use fixed::FixedLength;
