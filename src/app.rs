@@ -148,6 +148,18 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let stats = sink.stop();
+    if cfg.udp {
+        let v = crate::sink::udp_report_json(&stats);
+        eprintln!(
+            "sink: udp {} received, {} lost, {} reordered, {} duplicates, {} foreign, {} dropped; {:.0} packets/s",
+            v["received"], v["lost"], v["reordered"], v["duplicates"], v["foreign"], v["dropped"],
+            v["received_pps"].as_f64().unwrap_or(0.0)
+        );
+        if let Some(p) = &a.json {
+            json::write(p, &v).map_err(|e| output_error(p, e))?;
+        }
+        return Ok(Outcome::Ok);
+    }
     eprintln!(
         "sink: {} connections accepted, {} rejected, {} bytes received, {} bytes sent, {} replies",
         stats.connections_accepted,

@@ -92,9 +92,10 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     } else {
         vec![spare[0]]
     };
+    // The plan allows only echo and fixed:N without a target.
     let mode = match plan.framing {
-        Framing::Echo => SinkMode::Echo,
         Framing::Fixed(n) => SinkMode::Fixed(n),
+        _ => SinkMode::Echo,
     };
     let sink = sink::start(&SinkConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -104,6 +105,7 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         delay: None,
         stall: None,
         max_connections_per_core: plan.connections + 16,
+        ..SinkConfig::default()
     })?;
     let addr = sink.local_addr();
     eprintln!(

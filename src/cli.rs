@@ -45,9 +45,29 @@ pub struct RunArgs {
     pub connections: usize,
 
     /// Intended request rate in requests per second, in total across workers. Required
-    /// with --target; the baseline steps its own rate.
+    /// with --target; the baseline steps its own rate. `max` (UDP blast only): as fast
+    /// as the send buffers allow.
     #[arg(long)]
-    pub rate: Option<f64>,
+    pub rate: Option<String>,
+
+    /// Transport: `tcp` (persistent connections) or `udp` (connected UDP sockets, one
+    /// datagram per request, matched by sequence). Default: tcp.
+    #[arg(long, default_value = "tcp")]
+    pub proto: String,
+
+    /// UDP only: fire and forget; report packets/s and bits/s sent.
+    #[arg(long)]
+    pub no_response: bool,
+
+    /// A response larger than this is a protocol error, e.g. `1MiB`, `64k`, `4096`.
+    /// Default: 1MiB.
+    #[arg(long, default_value = "1MiB")]
+    pub max_response: String,
+
+    /// Seed of the generator for templates and request mixes; printed in the report.
+    /// Default: 1.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 
     /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s.
     #[arg(long, default_value = "10s")]
@@ -69,10 +89,33 @@ pub struct RunArgs {
     #[arg(long)]
     pub payload_file: Option<PathBuf>,
 
-    /// How a response ends: `echo` (as many bytes as the request) or `fixed:N`
-    /// (exactly N bytes). Default: echo.
-    #[arg(long, default_value = "echo")]
-    pub framing: String,
+    /// How a response ends: `echo` (as many bytes as the request), `fixed:N`,
+    /// `delimiter:BYTES` (e.g. `delimiter:\r\n`), `length-prefixed:u16be|u32be|u32le
+    /// [,offset=N][,adjust=N]`, `http1` or `resp` (Redis). Default: echo, or http1
+    /// with --http.
+    #[arg(long)]
+    pub framing: Option<String>,
+
+    /// An HTTP/1.1 request instead of a raw payload: `--http 'GET /path'`. Host and
+    /// Content-Length are filled in; the framer defaults to http1.
+    #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "mix"])]
+    pub http: Option<String>,
+
+    /// HTTP header `Name: value`, repeatable (with --http or http1 entries of --mix).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+
+    /// HTTP request body (with --http); `{rand:N}` placeholders allowed.
+    #[arg(long, requires = "http", conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// HTTP request body read from a file (with --http).
+    #[arg(long, requires = "http")]
+    pub body_file: Option<PathBuf>,
+
+    /// A weighted request mix: one `name weight framer request` per line (see README).
+    #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "framing"])]
+    pub mix: Option<PathBuf>,
 
     /// A request with no response after this long is an error, its latency recorded
     /// at the timeout. Default: 5s.
@@ -145,6 +188,25 @@ pub struct SinkArgs {
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long)]
     pub duration: Option<String>,
+
+    /// Serve UDP instead of TCP: `--mode echo` answers every datagram, `--mode count`
+    /// only counts (packets/s, bits/s, loss and reordering from blaster's sequence
+    /// numbers, per second and at the end).
+    #[arg(long)]
+    pub udp: bool,
+
+    /// UDP: drop this fraction of received datagrams (0..1), chosen by the seeded
+    /// generator, for loss tests. Default: 0.
+    #[arg(long, default_value_t = 0.0)]
+    pub drop: f64,
+
+    /// Seed for --drop. Default: 1.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// UDP: write the sink's counts as JSON to FILE when it stops (`-` for stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// Inserts `run` when the first argument is not a subcommand, so `blaster` and

@@ -35,6 +35,7 @@ pub mod plan;
 pub mod preflight;
 pub mod proto;
 pub mod report;
+pub mod request;
 pub mod run;
 pub mod schedule;
 pub mod sink;

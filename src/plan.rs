@@ -3,9 +3,10 @@
 //! name the flag and the bound.
 
 use crate::cli::{RunArgs, SinkArgs};
-use crate::engine::WorkerPlan;
+use crate::engine::{Transport, WorkerPlan};
 use crate::limits::*;
 use crate::proto::Framing;
+use crate::request::{RequestSet, Template};
 use crate::sink::{SinkConfig, SinkMode};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -33,11 +34,17 @@ pub struct RunPlan {
     pub target: Option<SocketAddr>,
     pub cores: Vec<usize>,
     pub connections: usize,
-    /// `None` only for the baseline, which steps its own rate.
+    /// `None` only for the baseline, which steps its own rate; infinite for `max`.
     pub rate_rps: Option<f64>,
+    pub transport: Transport,
+    pub max_response: usize,
+    pub seed: u64,
     pub duration_ns: u64,
     pub pipeline: usize,
+    /// The request when it is one static payload (else empty; see `requests`).
     pub payload: Arc<[u8]>,
+    pub requests: Arc<RequestSet>,
+    /// The framing when every request uses the same one (else that of the first).
     pub framing: Framing,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
@@ -226,49 +233,142 @@ impl RunPlan {
                 format!("must be between 1 and {PIPELINE_MAX}, got {}", a.pipeline),
             ));
         }
-        let rate_rps = match a.rate {
-            Some(r) => Some(check_rate("rate", r)?),
+        let transport = match (a.proto.as_str(), a.no_response) {
+            ("tcp", false) => Transport::Tcp,
+            ("tcp", true) => return Err(err("no-response", "needs --proto udp")),
+            ("udp", false) => Transport::Udp,
+            ("udp", true) => Transport::UdpBlast,
+            (p, _) => return Err(err("proto", format!("expected tcp or udp, got {p:?}"))),
+        };
+        if transport != Transport::Tcp && target.is_none() {
+            return Err(err("proto", "udp needs --target (the baseline is TCP)"));
+        }
+        let rate_rps = match a.rate.as_deref() {
+            Some("max") if transport == Transport::UdpBlast => Some(f64::INFINITY),
+            Some("max") => {
+                return Err(err("rate", "max is only for --proto udp --no-response"));
+            }
+            Some(r) => {
+                let v: f64 = r.parse().map_err(|_| {
+                    err("rate", format!("expected requests per second or max, got {r:?}"))
+                })?;
+                Some(check_rate("rate", v)?)
+            }
             None if target.is_some() => {
-                return Err(err(
-                    "rate",
-                    "is required with --target (requests per second)",
-                ));
+                return Err(err("rate", "is required with --target (requests per second)"));
             }
             None => None,
         };
-        let payload: Vec<u8> = if let Some(p) = &a.payload {
-            unescape("payload", p)?
-        } else if let Some(f) = &a.payload_file {
-            std::fs::read(f)
-                .map_err(|e| err("payload-file", format!("cannot read {}: {e}", f.display())))?
-        } else {
-            vec![b'x'; a.payload_size.unwrap_or(64)]
+        let host = a.target.clone().unwrap_or_default();
+        let http_of = |spec: &str, body: Option<&[u8]>| {
+            crate::request::http::request(spec, &a.headers, body, &host)
         };
-        let payload_flag = if a.payload.is_some() {
-            "payload"
-        } else if a.payload_file.is_some() {
-            "payload-file"
-        } else {
-            "payload-size"
-        };
-        if payload.is_empty() || payload.len() > PAYLOAD_BYTES_MAX {
-            return Err(err(
-                payload_flag,
-                format!(
-                    "the payload must be between 1 and {PAYLOAD_BYTES_MAX} bytes, got {}",
-                    payload.len()
+        let requests = if let Some(spec) = &a.http {
+            let body = match (&a.body, &a.body_file) {
+                (Some(b), _) => Some(unescape("body", b)?),
+                (None, Some(f)) => Some(
+                    std::fs::read(f)
+                        .map_err(|e| err("body-file", format!("cannot read {}: {e}", f.display())))?,
                 ),
+                _ => None,
+            };
+            let framing: Framing = a
+                .framing
+                .as_deref()
+                .unwrap_or("http1")
+                .parse()
+                .map_err(|m| err("framing", m))?;
+            let t = http_of(spec, body.as_deref()).map_err(|m| err("http", m))?;
+            RequestSet::single(t, framing)
+        } else if let Some(f) = &a.mix {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| err("mix", format!("cannot read {}: {e}", f.display())))?;
+            let entries = crate::request::mix::parse(
+                &text,
+                |s| unescape("mix", s).map_err(|e| e.message),
+                |s| http_of(s, None),
+            )
+            .map_err(|m| err("mix", format!("{}: {m}", f.display())))?;
+            RequestSet::new(entries, true)
+        } else {
+            let (flag, bytes) = if let Some(p) = &a.payload {
+                ("payload", unescape("payload", p)?)
+            } else if let Some(f) = &a.payload_file {
+                (
+                    "payload-file",
+                    std::fs::read(f).map_err(|e| {
+                        err("payload-file", format!("cannot read {}: {e}", f.display()))
+                    })?,
+                )
+            } else {
+                ("payload-size", vec![b'x'; a.payload_size.unwrap_or(64)])
+            };
+            if bytes.is_empty() || bytes.len() > PAYLOAD_BYTES_MAX {
+                return Err(err(
+                    flag,
+                    format!(
+                        "the payload must be between 1 and {PAYLOAD_BYTES_MAX} bytes, got {}",
+                        bytes.len()
+                    ),
+                ));
+            }
+            // A payload from a file is sent byte for byte; text may hold placeholders.
+            let t = if flag == "payload" {
+                Template::parse(&bytes).map_err(|m| err("payload", m))?
+            } else {
+                Template::literal(&bytes)
+            };
+            let framing: Framing = a
+                .framing
+                .as_deref()
+                .unwrap_or("echo")
+                .parse()
+                .map_err(|m| err("framing", m))?;
+            RequestSet::single(t, framing)
+        };
+        if requests.max_len() > PAYLOAD_BYTES_MAX {
+            return Err(err(
+                "payload",
+                format!("a request may render to at most {PAYLOAD_BYTES_MAX} bytes"),
             ));
         }
-        let framing: Framing = a.framing.parse().map_err(|m| err("framing", m))?;
+        let framing = requests.framing();
+        if requests.entries.iter().any(|e| e.framing == Framing::Echo) && requests.static_bytes().is_none() {
+            return Err(err(
+                "framing",
+                "echo needs one request of fixed bytes: with placeholders or a mix, use fixed:N or a protocol framer",
+            ));
+        }
+        let payload: Vec<u8> = requests.static_bytes().map(<[u8]>::to_vec).unwrap_or_default();
+        if transport != Transport::Tcp && payload.is_empty() {
+            return Err(err(
+                "proto",
+                "udp sends one static payload: placeholders, --http and --mix are TCP-only",
+            ));
+        }
+        let payload_flag = "payload";
+        let max_response = parse_size("max-response", &a.max_response)?;
+        if target.is_none() && !matches!(framing, Framing::Echo | Framing::Fixed(_)) {
+            return Err(err(
+                "framing",
+                "the loopback baseline (no --target) uses echo or fixed:N",
+            ));
+        }
+        if transport != Transport::Tcp && payload.len() + crate::proto::udp_header::HEADER_LEN > 65_000 {
+            return Err(err(payload_flag, "a UDP payload must fit one datagram (at most 64976 bytes)"));
+        }
         Ok(RunPlan {
             target,
             cores,
             connections: a.connections,
             rate_rps,
+            transport,
+            max_response,
+            seed: a.seed,
             duration_ns: duration_ns("duration", &a.duration, DURATION_NS_MAX)?,
             pipeline: a.pipeline,
             payload: payload.into(),
+            requests: Arc::new(requests),
             framing,
             timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
             max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
@@ -290,6 +390,9 @@ impl RunPlan {
         match self.framing {
             Framing::Echo => self.payload.len(),
             Framing::Fixed(n) => n,
+            // Framers stream what they can; at most 8 KiB (a header line) must be kept
+            // contiguous, so twice that leaves room for the next read.
+            _ => 16 << 10,
         }
     }
 
@@ -319,6 +422,11 @@ impl RunPlan {
                     (rate_rps / w as f64 * timeout_s * 1.1) as usize + connections * self.pipeline;
                 WorkerPlan {
                     index: i,
+                    transport: self.transport,
+                    conn_offset: (0..i)
+                        .map(|j| self.connections / w + usize::from(j < self.connections % w))
+                        .sum(),
+                    max_response: self.max_response,
                     workers: w,
                     core: Some(core),
                     target,
@@ -328,7 +436,9 @@ impl RunPlan {
                     duration_ns,
                     timeout_ns: self.timeout_ns,
                     payload: self.payload.clone(),
-                    framing: self.framing,
+                    requests: self.requests.clone(),
+                    seed: self.seed,
+                    framing: self.framing.clone(),
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: 1_000_000_000,
@@ -336,6 +446,27 @@ impl RunPlan {
             })
             .collect()
     }
+}
+
+/// Parses a byte size: `4096`, `64k`, `64KiB`, `1M`, `1MiB` (k and M are 1024-based).
+pub fn parse_size(flag: &'static str, s: &str) -> Result<usize, PlanError> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: usize = match unit.trim() {
+        "" | "B" => 1,
+        "k" | "K" | "KiB" | "kB" => 1 << 10,
+        "M" | "MiB" | "MB" => 1 << 20,
+        _ => return Err(err(flag, format!("expected a size such as 4096, 64KiB or 1MiB, got {s:?}"))),
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| err(flag, format!("expected a size such as 4096, 64KiB or 1MiB, got {s:?}")))?;
+    let v = n.saturating_mul(mult);
+    if v == 0 || v > 1 << 30 {
+        return Err(err(flag, format!("must be between 1 byte and 1GiB, got {s:?}")));
+    }
+    Ok(v)
 }
 
 fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
@@ -404,6 +535,9 @@ pub fn sink_config(
             delay,
             stall,
             max_connections_per_core: a.max_connections,
+            udp: a.udp,
+            drop_ratio: a.drop,
+            seed: a.seed,
         },
         duration,
     ))
@@ -466,13 +600,22 @@ mod tests {
             target: Some("127.0.0.1:9".into()),
             cores: Some("0-2".into()),
             connections: 64,
-            rate: Some(9000.0),
+            rate: Some("9000".into()),
+            proto: "tcp".into(),
+            no_response: false,
+            max_response: "1MiB".into(),
+            seed: 1,
             duration: "1s".into(),
             pipeline: 1,
             payload_size: None,
             payload: None,
             payload_file: None,
-            framing: "echo".into(),
+            framing: None,
+            http: None,
+            headers: vec![],
+            body: None,
+            body_file: None,
+            mix: None,
             timeout: "5s".into(),
             max_lag: "1ms".into(),
             json: None,

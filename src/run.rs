@@ -3,13 +3,14 @@
 //! histograms, printing the live line), and build the report.
 
 use crate::clock::Clock;
-use crate::engine::{Channels, Control, Ready, run_worker};
+use crate::engine::udp::run_udp_worker;
+use crate::engine::{Channels, Control, Ready, Transport, run_worker};
 use crate::metrics::recorder::WorkerTotals;
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
-    Bytes, Config, Connections, Interval, Percentiles, Rate, Report, Requests, SCHEMA_VERSION,
-    WorkerReport, fmt_ns, text,
+    Bytes, Config, Connections, HttpReport, Interval, Percentiles, Rate, Report, Requests,
+    MixEntryReport, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
 };
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -75,7 +76,10 @@ pub fn execute(
         let name = format!("blaster-w{}", wp.index);
         let h = std::thread::Builder::new()
             .name(name)
-            .spawn(move || run_worker(wp, stop, ch))
+            .spawn(move || match wp.transport {
+                Transport::Tcp => run_worker(wp, stop, ch),
+                Transport::Udp | Transport::UdpBlast => run_udp_worker(wp, stop, ch),
+            })
             .map_err(|e| RunError::Worker(format!("cannot start a worker thread: {e}")))?;
         handles.push(h);
     }
@@ -320,18 +324,100 @@ fn build_report(
             plan.connections * plan.pipeline
         ));
     }
+    let blast = plan.transport == Transport::UdpBlast;
+    let udp = (plan.transport != Transport::Tcp).then(|| {
+        let failed = ctr.errors_of(ErrorKind::Io);
+        let sent = if blast { ctr.sent.saturating_sub(failed) } else { ctr.sent };
+        let lost = ctr.errors_of(ErrorKind::Lost);
+        UdpReport {
+            sent,
+            received: ctr.completed,
+            lost,
+            duplicates: ctr.duplicates,
+            reordered: ctr.reordered,
+            foreign: ctr.foreign,
+            late: ctr.late,
+            loss_ratio: if blast {
+                0.0
+            } else {
+                lost as f64 / (ctr.completed + lost).max(1) as f64
+            },
+            sent_pps: sent as f64 / secs,
+            sent_bps: ctr.bytes_sent as f64 * 8.0 / secs,
+            gso: c.totals.iter().any(|t| t.ring_features.contains(&"udp_gso")),
+        }
+    });
+    let http = (plan.requests.entries.iter())
+        .any(|e| e.framing == crate::proto::Framing::Http1)
+        .then(|| HttpReport {
+        status_classes: ["other", "1xx", "2xx", "3xx", "4xx", "5xx"]
+            .iter()
+            .zip(ctr.http_status)
+            .filter(|&(_, n)| n > 0)
+            .map(|(&k, n)| (k, n))
+            .collect(),
+    });
+    let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
+    let mix = plan.requests.is_mix.then(|| {
+        plan.requests
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let mut sum = crate::metrics::recorder::EntryTotals::new();
+                for t in &c.totals {
+                    if let Some(x) = t.entries.get(i) {
+                        sum.add(x);
+                    }
+                }
+                MixEntryReport {
+                    name: e.name.clone(),
+                    weight: e.weight,
+                    framer: e.framing.to_string(),
+                    completed: sum.completed,
+                    errors: sum.errors,
+                    latency_ns: Percentiles::of(&sum.latency),
+                }
+            })
+            .collect()
+    });
+    let achieved_rps = if blast {
+        udp.as_ref().map_or(0.0, |u| u.sent_pps)
+    } else {
+        ctr.completed as f64 / secs
+    };
+    let features = {
+        let mut f = features;
+        for t in &c.totals {
+            for x in &t.ring_features {
+                if !f.contains(x) {
+                    f.push(x);
+                }
+            }
+        }
+        f
+    };
     Report {
         schema_version: SCHEMA_VERSION,
         valid: verdict.valid,
         invalid_reasons: verdict.reasons,
         target: target.to_string(),
-        protocol: "tcp",
-        framer: plan.framing.to_string(),
+        protocol: match plan.transport {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+            Transport::UdpBlast => "udp-blast",
+        },
+        seed: plan.seed,
+        framer: if plan.requests.mixed_framing() {
+            "mixed".to_string()
+        } else {
+            plan.framing.to_string()
+        },
         config: Config {
             cores: plan.cores.clone(),
             connections: plan.connections,
             pipeline: plan.pipeline,
-            payload_bytes: plan.payload.len(),
+            payload_bytes: plan.requests.max_len(),
             duration_ns,
             timeout_ns: plan.timeout_ns,
             max_lag_ns: plan.max_lag_ns,
@@ -339,7 +425,7 @@ fn build_report(
         duration_s: secs,
         rate: Rate {
             intended_rps: rate_rps,
-            achieved_rps: ctr.completed as f64 / secs,
+            achieved_rps,
             sent_rps: ctr.sent as f64 / secs,
         },
         requests: Requests {
@@ -369,6 +455,10 @@ fn build_report(
         diagnosis,
         interrupted,
         intervals,
+        udp,
+        http,
+        mix,
+        first_protocol_error,
         histograms: c.total,
     }
 }

@@ -27,6 +27,10 @@ pub struct Req {
     pub intended_ns: Nanos,
     pub dispatched: Ticks,
     pub sent: Ticks,
+    /// Global sequence number (`{seq}`).
+    pub seq: u64,
+    /// Index of its entry in the request set (a `--mix` entry; 0 otherwise).
+    pub entry: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +55,10 @@ pub struct Conn {
     pub in_ready_queue: bool,
     pub in_flush_queue: bool,
     pub framer: AnyFramer,
+    /// The request-set entry `framer` is configured for (mixes with several framers).
+    pub framer_entry: u16,
+    /// The framer is between responses (may be switched to another entry's framer).
+    pub at_boundary: bool,
 }
 
 /// A fixed-capacity FIFO ring, allocated once and never grown.
@@ -103,8 +111,8 @@ impl<T: Copy + Default> Fifo<T> {
 /// Connection indices (the ready and flush queues): each connection is queued at most
 /// once, so capacity = connections never overflows.
 pub type IndexQueue = Fifo<u32>;
-/// Requests waiting for a free connection slot: (intended ns, dispatched ticks).
-pub type Backlog = Fifo<(Nanos, Ticks)>;
+/// Requests waiting for a free connection slot (`sent` not yet set).
+pub type Backlog = Fifo<Req>;
 
 /// Connections plus their request slots (connections x pipeline).
 pub struct ConnTable {
@@ -131,6 +139,8 @@ impl ConnTable {
                 in_ready_queue: false,
                 in_flush_queue: false,
                 framer: framer.clone(),
+                framer_entry: 0,
+                at_boundary: true,
             })
             .collect();
         ConnTable {
@@ -198,7 +208,7 @@ mod tests {
 
     #[test]
     fn fifo_keeps_order_across_wraparound() {
-        let mut t = ConnTable::new(2, 3, Framing::Echo.framer(8));
+        let mut t = ConnTable::new(2, 3, Framing::Echo.framer(8, 1 << 20));
         t.conns[1].state = ConnState::Ready;
         for round in 0..5u64 {
             for i in 0..3 {
@@ -226,7 +236,7 @@ mod tests {
 
     #[test]
     fn backlog_is_bounded_fifo() {
-        let mut b = Backlog::with_capacity(2);
+        let mut b = Fifo::<(u64, u64)>::with_capacity(2);
         assert!(b.push((1, 1)));
         assert!(b.push((2, 2)));
         assert!(

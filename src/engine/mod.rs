@@ -5,11 +5,13 @@
 //! - [`ring`]: ring setup with feature probing and fallback; push with a full-SQ path.
 //! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
-//! - [`worker`]: the loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
+//! - [`worker`]: the TCP loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
+//! - [`udp`]: the UDP loop: request/response matched by sequence, or blast.
 pub mod conn_table;
 pub mod ring;
 pub mod socket;
 pub mod token;
+pub mod udp;
 pub mod worker;
 
-pub use worker::{Channels, Control, Ready, WorkerPlan, run_worker};
+pub use worker::{Channels, Control, Ready, Transport, WorkerPlan, run_worker};

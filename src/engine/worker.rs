@@ -17,9 +17,10 @@ use super::socket;
 use super::token::{Op, Token, next_generation};
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, RECONNECT_DELAY_NS, SPIN_NS, WAIT_NS_MAX};
-use crate::metrics::recorder::WorkerTotals;
+use crate::metrics::recorder::{EntryTotals, WorkerTotals};
+use crate::request::{Ctx, RequestSet};
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
-use crate::proto::{Framer, Framing, Parsed};
+use crate::proto::{AnyFramer, Framer, Framing, Parsed};
 use crate::schedule::{Constant, Schedule};
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, types};
@@ -28,19 +29,40 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// What goes over the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Persistent TCP connections, requests and framed responses.
+    Tcp,
+    /// Connected UDP sockets, one datagram per request, responses matched by sequence.
+    Udp,
+    /// Connected UDP sockets, fire and forget (`--no-response`).
+    UdpBlast,
+}
+
 /// Everything one worker needs, fixed before it starts.
 #[derive(Debug, Clone)]
 pub struct WorkerPlan {
     pub index: usize,
+    pub transport: Transport,
+    /// Global index of this worker's first connection (flow ids, `{conn}`).
+    pub conn_offset: usize,
+    /// Largest response accepted (`--max-response`).
+    pub max_response: usize,
     pub workers: usize,
     pub core: Option<usize>,
     pub target: SocketAddr,
     pub connections: usize,
     pub pipeline: usize,
+    /// Intended rate in total; infinite for `--rate max` (UDP blast only).
     pub rate_rps: f64,
     pub duration_ns: u64,
     pub timeout_ns: u64,
+    /// The request when it is one static payload (else empty).
     pub payload: Arc<[u8]>,
+    pub requests: Arc<RequestSet>,
+    /// Seed of the request choice and `{rand:N}` (per-worker streams derive from it).
+    pub seed: u64,
     pub framing: Framing,
     pub recv_buffer_bytes: usize,
     pub backlog_capacity: usize,
@@ -108,6 +130,10 @@ pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
     let fatal = ready.fatal.is_some();
     let _ = ready_tx.send(ready);
     if !fatal && let Ok(Control::Start(clock)) = control_rx.recv() {
+        let unix_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        w.unix_at_start_ns = unix_now + clock.until_start_ns();
         w.clock = clock;
         w.run(&stop);
     }
@@ -123,7 +149,23 @@ struct Worker<'p> {
     backlog: Backlog,
     recv_buf: Box<[u8]>,
     /// The payload repeated `pipeline` times: a send of k requests is its first k copies.
+    /// Empty when requests are rendered (`staging` instead).
     send_buf: Box<[u8]>,
+    /// Rendered requests: per connection, room for `pipeline` requests of the longest
+    /// rendering; a send covers the unsent requests rendered back to back.
+    staging: Box<[u8]>,
+    /// Bytes of `staging` per connection.
+    staging_len: usize,
+    /// Requests are rendered per request (templates or a mix).
+    render: bool,
+    /// The framer of each request-set entry (cloned into a connection when the next
+    /// response belongs to another entry).
+    entry_framers: Vec<AnyFramer>,
+    mixed_framing: bool,
+    /// Per `--mix` entry figures (empty without a mix).
+    entries: Vec<EntryTotals>,
+    rng: fastrand::Rng,
+    unix_at_start_ns: u64,
     /// Boxed so a connect still in the ring at exit can be leaked with it.
     addr: Box<SockAddr>,
     clock: Clock,
@@ -144,6 +186,8 @@ struct Worker<'p> {
     backlog_peak: u64,
     completed_total: u64,
     stopped_ns: Nanos,
+    /// The first response that did not parse, escaped and truncated.
+    first_bad: Option<String>,
     /// Operations submitted whose completion has not been reaped: buffers they point
     /// into must stay alive until this is zero.
     ops_in_ring: u64,
@@ -157,10 +201,26 @@ impl<'p> Worker<'p> {
     ) -> std::io::Result<Self> {
         let entries = (plan.connections * 2 + 64) as u32;
         let ring = Ring::new(entries)?;
-        let framer = plan.framing.framer(plan.payload.len());
+        let entry_framers: Vec<AnyFramer> = plan
+            .requests
+            .entries
+            .iter()
+            .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
+            .collect();
+        let framer = entry_framers[0].clone();
         let schedule = Constant::new(plan.rate_rps, plan.workers, plan.index);
         let total_k = schedule.count_before(plan.duration_ns);
-        let send_buf = plan.payload.repeat(plan.pipeline).into_boxed_slice();
+        let render = plan.requests.static_bytes().is_none();
+        let send_buf = if render {
+            Box::default()
+        } else {
+            plan.payload.repeat(plan.pipeline).into_boxed_slice()
+        };
+        let staging_len = if render {
+            plan.requests.max_len() * plan.pipeline
+        } else {
+            0
+        };
         Ok(Worker {
             plan,
             ring,
@@ -170,6 +230,21 @@ impl<'p> Worker<'p> {
             backlog: Backlog::with_capacity(plan.backlog_capacity),
             recv_buf: vec![0u8; plan.connections * plan.recv_buffer_bytes].into_boxed_slice(),
             send_buf,
+            staging: vec![0u8; staging_len * plan.connections].into_boxed_slice(),
+            staging_len,
+            render,
+            entry_framers,
+            mixed_framing: plan.requests.mixed_framing(),
+            entries: if plan.requests.is_mix {
+                vec![EntryTotals::new(); plan.requests.entries.len()]
+            } else {
+                Vec::new()
+            },
+            // Per-worker streams derived from the one seed, so runs repeat.
+            rng: fastrand::Rng::with_seed(
+                plan.seed ^ (plan.index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            ),
+            unix_at_start_ns: 0,
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
             hist: Histograms::new(),
@@ -187,6 +262,7 @@ impl<'p> Worker<'p> {
             backlog_peak: 0,
             completed_total: 0,
             stopped_ns: 0,
+            first_bad: None,
             ops_in_ring: 0,
         })
     }
@@ -243,12 +319,12 @@ impl<'p> Worker<'p> {
     /// Closes connection `c`; requests in flight on it become errors of `kind` (or are
     /// cut off when the run is stopping). It reopens after a delay unless stopping.
     fn close_conn(&mut self, c: u32, kind: Option<ErrorKind>) {
-        while let Some(_req) = self.table.pop_front(c) {
+        while let Some(req) = self.table.pop_front(c) {
             self.inflight -= 1;
-            match kind {
-                _ if self.stopping => self.counters.cut_off += 1,
-                Some(k) => self.counters.error(k),
-                None => self.counters.error(ErrorKind::Io),
+            if self.stopping {
+                self.counters.cut_off += 1;
+            } else {
+                self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);
             }
         }
         let reopen_at_ns = if self.stopping {
@@ -272,6 +348,7 @@ impl<'p> Worker<'p> {
         conn.recv_armed = false;
         conn.recv_keep = 0;
         conn.framer.reset();
+        conn.at_boundary = true;
     }
 
     /// Closes every connection and waits (at most a second) until the kernel has
@@ -396,7 +473,12 @@ impl<'p> Worker<'p> {
             op: Op::Send,
             generation: conn.generation,
         };
-        let rest = &self.send_buf[conn.send_done..conn.send_len];
+        let rest = if self.render {
+            let base = c as usize * self.staging_len;
+            &self.staging[base + conn.send_done..base + conn.send_len]
+        } else {
+            &self.send_buf[conn.send_done..conn.send_len]
+        };
         let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
             .build()
             .user_data(token.encode());
@@ -474,13 +556,36 @@ impl<'p> Worker<'p> {
         let end = self.table.conns[c as usize].recv_keep + res as usize;
         let mut pos = 0;
         while pos < end {
+            if self.mixed_framing && self.table.conns[c as usize].at_boundary {
+                self.select_framer(c);
+            }
             let input = &self.recv_buf[base + pos..base + end];
-            match self.table.conns[c as usize].framer.feed(input) {
+            let parsed = self.table.conns[c as usize].framer.feed(input);
+            self.table.conns[c as usize].at_boundary = matches!(parsed, Parsed::Complete { .. });
+            match parsed {
                 Parsed::Complete { consumed } => {
-                    pos += consumed;
                     if !self.complete_one(c, now_t) {
                         // A response nobody asked for: the stream is out of step.
-                        self.protocol_error(c);
+                        self.protocol_error(c, "response with no request in flight", base + pos, base + end);
+                        return;
+                    }
+                    pos += consumed;
+                    let framer = &self.table.conns[c as usize].framer;
+                    if self.plan.framing == Framing::Http1
+                        && let Some(status) = framer.status()
+                    {
+                        let class = (status / 100) as usize;
+                        self.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;
+                    }
+                    if framer.close_after() {
+                        // `Connection: close`: requests pipelined behind this response
+                        // will not be answered on this connection.
+                        self.close_conn(c, Some(ErrorKind::ClosedByPeer));
+                        if let ConnState::Closed { reopen_at_ns } = &mut self.table.conns[c as usize].state
+                            && *reopen_at_ns != u64::MAX
+                        {
+                            *reopen_at_ns = 0; // an orderly close: reopen at once
+                        }
                         return;
                     }
                 }
@@ -488,16 +593,15 @@ impl<'p> Worker<'p> {
                     pos += consumed;
                     break;
                 }
-                Parsed::Invalid { .. } => {
-                    self.protocol_error(c);
+                Parsed::Invalid { reason } => {
+                    self.protocol_error(c, reason, base + pos, base + end);
                     return;
                 }
             }
         }
         let keep = end - pos;
         if keep == len {
-            // A single response larger than the receive buffer.
-            self.protocol_error(c);
+            self.protocol_error(c, "response larger than the receive buffer", base + pos, base + end);
             return;
         }
         if keep > 0 && pos > 0 {
@@ -510,9 +614,44 @@ impl<'p> Worker<'p> {
         }
     }
 
+    /// Points the connection's framer at the entry of its oldest request in flight
+    /// (mixes whose entries use different framers).
+    fn select_framer(&mut self, c: u32) {
+        let Some(front) = self.table.front(c) else { return };
+        let conn = &mut self.table.conns[c as usize];
+        if conn.framer_entry != front.entry {
+            conn.framer = self.entry_framers[front.entry as usize].clone();
+            conn.framer_entry = front.entry;
+        }
+    }
+
+    /// Counts a failed request of `kind` (per mix entry too); `latency_ns` is recorded
+    /// when given (timeouts are recorded at the timeout).
+    #[inline]
+    fn request_error(&mut self, req: &Req, kind: ErrorKind, latency_ns: Option<u64>) {
+        self.counters.error(kind);
+        if let Some(e) = self.entries.get_mut(req.entry as usize) {
+            e.errors += 1;
+            if let Some(l) = latency_ns {
+                e.latency.saturating_record(l);
+            }
+        }
+        if let Some(l) = latency_ns {
+            self.hist.latency.saturating_record(l);
+        }
+    }
+
     /// A response that cannot be parsed: the requests in flight are protocol errors and
     /// the connection is reopened; with nothing in flight the bytes were unsolicited.
-    fn protocol_error(&mut self, c: u32) {
+    /// The first such event keeps its reason and first bytes (escaped) for the report.
+    fn protocol_error(&mut self, c: u32, reason: &str, from: usize, to: usize) {
+        if self.first_bad.is_none() {
+            let bytes = &self.recv_buf[from..to];
+            self.first_bad = Some(format!(
+                "{reason}: \"{}\"",
+                crate::proto::escape_prefix(bytes, 64)
+            ));
+        }
         if self.table.conns[c as usize].inflight == 0 {
             self.counters.error(ErrorKind::Unsolicited);
         }
@@ -535,12 +674,15 @@ impl<'p> Worker<'p> {
         self.completed_total += 1;
         let done_ns = self.clock.ns(done);
         let sent_ns = self.clock.ns(req.sent);
-        self.hist
-            .latency
-            .saturating_record(done_ns.saturating_sub(req.intended_ns));
+        let latency = done_ns.saturating_sub(req.intended_ns);
+        self.hist.latency.saturating_record(latency);
         self.hist
             .service
             .saturating_record(done_ns.saturating_sub(sent_ns));
+        if let Some(e) = self.entries.get_mut(req.entry as usize) {
+            e.completed += 1;
+            e.latency.saturating_record(latency);
+        }
         true
     }
 
@@ -579,15 +721,8 @@ impl<'p> Worker<'p> {
     }
 
     #[inline]
-    fn assign(&mut self, c: u32, intended_ns: Nanos, dispatched: Ticks) {
-        self.table.push_req(
-            c,
-            Req {
-                intended_ns,
-                dispatched,
-                sent: 0,
-            },
-        );
+    fn assign(&mut self, c: u32, req: Req) {
+        self.table.push_req(c, req);
         self.inflight += 1;
         if self.table.has_free_slot(c) {
             self.mark_ready(c);
@@ -607,6 +742,13 @@ impl<'p> Worker<'p> {
             if intended > now_ns {
                 break;
             }
+            let req = Req {
+                intended_ns: intended,
+                dispatched: now_t,
+                sent: 0,
+                seq: self.schedule.global_seq(self.next_k),
+                entry: self.plan.requests.choose(&mut self.rng),
+            };
             self.next_k += 1;
             n += 1;
             self.counters.dispatched += 1;
@@ -614,12 +756,11 @@ impl<'p> Worker<'p> {
             if self.backlog.is_empty()
                 && let Some(c) = self.free_conn()
             {
-                self.assign(c, intended, now_t);
+                self.assign(c, req);
                 continue;
             }
-            if !self.backlog.push((intended, now_t)) {
-                self.counters.error(ErrorKind::BacklogOverflow);
-                self.hist.latency.saturating_record(self.plan.timeout_ns);
+            if !self.backlog.push(req) {
+                self.request_error(&req, ErrorKind::BacklogOverflow, Some(self.plan.timeout_ns));
             }
         }
         self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
@@ -631,17 +772,19 @@ impl<'p> Worker<'p> {
     fn serve_backlog(&mut self) {
         while !self.backlog.is_empty() {
             let Some(c) = self.free_conn() else { break };
-            let (intended, dispatched) = self.backlog.pop().expect("not empty");
-            self.assign(c, intended, dispatched);
+            let req = self.backlog.pop().expect("not empty");
+            self.assign(c, req);
         }
     }
 
-    /// Queues one send per connection covering all its unsent requests.
+    /// Queues one send per connection covering all its unsent requests (rendering
+    /// them first when requests are templated or mixed).
     fn flush_sends(&mut self) {
         if self.flush_q.is_empty() {
             return;
         }
         let t = self.clock.ticks();
+        let t_ns = self.clock.ns(t);
         let payload_len = self.plan.payload.len();
         while let Some(c) = self.flush_q.pop() {
             let conn = &mut self.table.conns[c as usize];
@@ -653,18 +796,29 @@ impl<'p> Worker<'p> {
             let first = conn.inflight - k;
             conn.sending = k;
             conn.send_done = 0;
-            conn.send_len = k as usize * payload_len;
             conn.unsent = 0;
+            let base = c as usize * self.staging_len;
+            let mut len = 0;
             for nth in first..first + k {
                 let i = self.table.slot_index(c, nth);
                 let req = &mut self.table.slots[i];
                 req.sent = t;
-                let wait = self
-                    .clock
-                    .ns(t)
-                    .saturating_sub(self.clock.ns(req.dispatched));
+                let wait = t_ns.saturating_sub(self.clock.ns(req.dispatched));
                 self.hist.connection_wait.saturating_record(wait);
+                if self.render {
+                    let ctx = Ctx {
+                        seq: req.seq,
+                        conn: (self.plan.conn_offset + c as usize) as u64,
+                        worker: self.plan.index as u64,
+                        time_ns: self.unix_at_start_ns + req.intended_ns,
+                    };
+                    let template = &self.plan.requests.entries[req.entry as usize].template;
+                    len += template.render(&ctx, &mut self.rng, &mut self.staging[base + len..]);
+                } else {
+                    len += payload_len;
+                }
             }
+            self.table.conns[c as usize].send_len = len;
             self.counters.sent += k as u64;
             self.push_send(c);
         }
@@ -673,13 +827,12 @@ impl<'p> Worker<'p> {
     /// Timeouts (in flight and in the backlog) and reconnects; run about once a ms.
     fn scan(&mut self, now_ns: Nanos) {
         let timeout = self.plan.timeout_ns;
-        while let Some((intended, _)) = self.backlog.front() {
-            if intended + timeout > now_ns {
+        while let Some(req) = self.backlog.front() {
+            if req.intended_ns + timeout > now_ns {
                 break;
             }
             self.backlog.pop();
-            self.counters.error(ErrorKind::Timeout);
-            self.hist.latency.saturating_record(timeout);
+            self.request_error(&req, ErrorKind::Timeout, Some(timeout));
         }
         for c in 0..self.table.conns.len() as u32 {
             let state = self.table.conns[c as usize].state;
@@ -692,8 +845,7 @@ impl<'p> Worker<'p> {
                         }
                         self.table.pop_front(c);
                         self.inflight -= 1;
-                        self.counters.error(ErrorKind::Timeout);
-                        self.hist.latency.saturating_record(timeout);
+                        self.request_error(&r, ErrorKind::Timeout, Some(timeout));
                         expired = true;
                     }
                     let conn = &mut self.table.conns[c as usize];
@@ -729,17 +881,6 @@ impl<'p> Worker<'p> {
         let _ = self.snap_tx.send(snap);
     }
 
-    /// Sleeps, then spins, until the schedule's start instant.
-    fn wait_for_start(&self) {
-        let until = self.clock.until_start_ns();
-        if until > SPIN_NS {
-            std::thread::sleep(std::time::Duration::from_nanos(until - SPIN_NS));
-        }
-        while self.clock.until_start_ns() > 0 {
-            std::hint::spin_loop();
-        }
-    }
-
     // ---- the loop -------------------------------------------------------------------
 
     fn run(&mut self, stop: &AtomicBool) {
@@ -749,7 +890,7 @@ impl<'p> Worker<'p> {
                 *reopen_at_ns = RECONNECT_DELAY_NS;
             }
         }
-        self.wait_for_start();
+        wait_for_start(&self.clock);
         let cpu_start = thread_cpu_ns();
         let interval_ns = self.plan.interval_ns;
         let timeout = self.plan.timeout_ns;
@@ -861,8 +1002,21 @@ impl<'p> Worker<'p> {
             completed: self.completed_total,
             backlog_peak: self.backlog_peak,
             ring_features: self.ring.features.clone(),
+            first_protocol_error: self.first_bad.take(),
+            entries: std::mem::take(&mut self.entries),
         };
         self.send_snapshot(interval_idx, Some(totals));
+    }
+}
+
+/// Sleeps, then spins, until the schedule's start instant.
+pub fn wait_for_start(clock: &Clock) {
+    let until = clock.until_start_ns();
+    if until > SPIN_NS {
+        std::thread::sleep(std::time::Duration::from_nanos(until - SPIN_NS));
+    }
+    while clock.until_start_ns() > 0 {
+        std::hint::spin_loop();
     }
 }
 

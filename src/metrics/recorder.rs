@@ -91,12 +91,14 @@ pub enum ErrorKind {
     Protocol,
     /// Response bytes arrived with no request in flight (a connection-level event).
     Unsolicited,
+    /// A UDP datagram with no response within the timeout (latency recorded there).
+    Lost,
     /// Another send or receive error.
     Io,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Timeout,
         ErrorKind::BacklogOverflow,
         ErrorKind::ClosedByPeer,
@@ -105,6 +107,7 @@ impl ErrorKind {
         ErrorKind::ConnectFailed,
         ErrorKind::Protocol,
         ErrorKind::Unsolicited,
+        ErrorKind::Lost,
         ErrorKind::Io,
     ];
 
@@ -118,6 +121,7 @@ impl ErrorKind {
             ErrorKind::ConnectFailed => "connect_failed",
             ErrorKind::Protocol => "protocol",
             ErrorKind::Unsolicited => "unsolicited",
+            ErrorKind::Lost => "lost",
             ErrorKind::Io => "io",
         }
     }
@@ -147,6 +151,16 @@ pub struct Counters {
     pub connections_opened: u64,
     pub connections_failed: u64,
     pub errors: [u64; ErrorKind::ALL.len()],
+    /// UDP: responses received twice.
+    pub duplicates: u64,
+    /// UDP: responses that arrived after one with a higher sequence number.
+    pub reordered: u64,
+    /// UDP: datagrams without blaster's header, or for a flow or sequence not sent.
+    pub foreign: u64,
+    /// UDP: responses that arrived after their request was already counted lost.
+    pub late: u64,
+    /// HTTP: responses by status class; index 1..=5 for 1xx..5xx, 0 for anything else.
+    pub http_status: [u64; 6],
 }
 
 impl Counters {
@@ -178,6 +192,13 @@ impl Counters {
         self.connections_opened += o.connections_opened;
         self.connections_failed += o.connections_failed;
         for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+        self.duplicates += o.duplicates;
+        self.reordered += o.reordered;
+        self.foreign += o.foreign;
+        self.late += o.late;
+        for (a, b) in self.http_status.iter_mut().zip(o.http_status) {
             *a += b;
         }
     }
@@ -212,6 +233,40 @@ pub struct WorkerTotals {
     /// Peak number of requests waiting in the backlog.
     pub backlog_peak: u64,
     pub ring_features: Vec<&'static str>,
+    /// The first response that did not parse, escaped and truncated.
+    pub first_protocol_error: Option<String>,
+    /// Per `--mix` entry (empty without a mix).
+    pub entries: Vec<EntryTotals>,
+}
+
+/// One `--mix` entry's figures over the whole run.
+#[derive(Clone, Debug)]
+pub struct EntryTotals {
+    pub latency: Histogram<u64>,
+    pub completed: u64,
+    pub errors: u64,
+}
+
+impl EntryTotals {
+    pub fn new() -> Self {
+        EntryTotals {
+            latency: histogram(),
+            completed: 0,
+            errors: 0,
+        }
+    }
+
+    pub fn add(&mut self, o: &EntryTotals) {
+        self.latency.add(&o.latency).expect("histograms share bounds");
+        self.completed += o.completed;
+        self.errors += o.errors;
+    }
+}
+
+impl Default for EntryTotals {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 #[cfg(test)]

@@ -5,21 +5,17 @@
 use super::FixedLength;
 
 /// The framer for an echo server answering requests of `request_len` bytes.
-pub fn echo(request_len: usize) -> FixedLength {
-    FixedLength::new(request_len)
+pub fn echo(request_len: usize, max_response: usize) -> FixedLength {
+    FixedLength::new(request_len, max_response)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::fixed::tests::frame_ends;
+    use crate::proto::testkit;
 
     #[test]
     fn echo_frames_by_request_length_at_every_split() {
-        let stream = b"ping-ping-ping-";
-        for chunk in 1..=stream.len() {
-            let mut f = echo(5);
-            assert_eq!(frame_ends(&mut f, stream, chunk), vec![5, 10, 15]);
-        }
+        testkit::check_splits(|| echo(5, 1 << 20), b"ping-ping-ping-", &[5, 10, 15]);
     }
 }

@@ -6,20 +6,64 @@
 //! `consumed` bytes, more bytes are needed (having consumed some), or the stream is
 //! invalid. A framer may consume fewer bytes than it was given on `Incomplete`; the
 //! engine then keeps the rest and feeds it again with the next bytes appended.
+//!
+//! Streaming: every framer consumes all it can on `Incomplete`, so a response larger
+//! than the engine's receive buffer still parses (a 1 MiB HTTP body or RESP bulk string
+//! goes through a 4 KiB buffer). The only bytes a framer leaves un-consumed are a piece
+//! it must see whole — an HTTP status or header line, a chunk-size line, a RESP length
+//! line — and those are capped at [`LINE_BYTES_MAX`]; a longer one is `Invalid`.
+//!
+//! Bounds: every framer is built with `max_response` (`--max-response`); a response
+//! longer than that is `Invalid` ("response exceeds --max-response"), detected as soon
+//! as a length field announces it or the bytes seen pass it.
+//!
+//! | `--framing`                       | framer                    | file                 |
+//! |-----------------------------------|---------------------------|----------------------|
+//! | `echo`                            | as many bytes as sent     | `echo.rs`            |
+//! | `fixed:N`                         | N bytes                   | `fixed.rs`           |
+//! | `delimiter:BYTES`                 | up to a byte sequence     | `delimiter.rs`       |
+//! | `length-prefixed:u32be,offset=N`… | a length field            | `length_prefixed.rs` |
+//! | `http1`                           | HTTP/1.x responses        | `http1.rs`           |
+//! | `resp`                            | Redis RESP2 replies       | `resp.rs`            |
+mod delimiter;
 mod echo;
 mod fixed;
+mod http1;
+mod length_prefixed;
+mod resp;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod udp_header;
 
+pub use delimiter::{Delimited, DelimiterSpec};
 pub use echo::echo;
 pub use fixed::FixedLength;
+pub use http1::Http1;
+pub use length_prefixed::{LengthField, LengthPrefixSpec, LengthPrefixed};
+pub use resp::Resp;
 
 use std::fmt;
 use std::str::FromStr;
 
+/// Longest piece a framer needs contiguous (an HTTP header line, a chunk-size line, a
+/// RESP length line). Real header lines are well under 1 KiB; nginx's default limit for
+/// one is 8 KiB (`large_client_header_buffers`), and a peer sending more is broken or
+/// hostile, so the line is `Invalid` rather than a reason to grow the receive buffer.
+pub const LINE_BYTES_MAX: usize = 8 << 10;
+
+/// Longest `delimiter:` sequence; the partial-match table is a fixed array of this size.
+pub const DELIMITER_BYTES_MAX: usize = 64;
+
+/// Deepest nesting of RESP arrays; the framer keeps a fixed stack of this many counts.
+pub const RESP_DEPTH_MAX: usize = 8;
+
+/// The reason every framer gives for a response longer than `max_response`.
+pub const OVERSIZE: &str = "response exceeds --max-response";
+
 /// Outcome of feeding bytes to a framer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parsed {
-    /// One response ended after `consumed` bytes of the input.
+    /// One response ended after `consumed` bytes of the input (`consumed >= 1`).
     Complete { consumed: usize },
     /// No response ended; `consumed` bytes were used and need not be fed again.
     Incomplete { consumed: usize },
@@ -30,8 +74,36 @@ pub enum Parsed {
 /// One response framer per connection; state carries across receive completions.
 pub trait Framer {
     fn feed(&mut self, input: &[u8]) -> Parsed;
+
     /// Forget any partial response (the connection was reopened).
     fn reset(&mut self);
+
+    /// The status of the response that last completed (`None` before the first one,
+    /// and always for framers without a notion of status). HTTP: the status code of
+    /// the final response (1xx interim responses are skipped). RESP: `Some(0)` for a
+    /// reply without an error, `Some(1)` when the reply is an error or an array that
+    /// holds one at any depth.
+    fn status(&self) -> Option<u16> {
+        None
+    }
+
+    /// True when the response that last completed ends the connection: the server
+    /// said `Connection: close`, or spoke HTTP/1.0 without `Connection: keep-alive`, or
+    /// the body ran until the close. The engine closes and reopens the connection
+    /// after recording it; requests pipelined behind it will not be answered.
+    fn close_after(&self) -> bool {
+        false
+    }
+
+    /// The peer closed the connection (a receive returned 0). True when that ended the
+    /// response in progress: an HTTP response with neither Content-Length nor chunked
+    /// encoding, whose body runs until the close. The engine then records one
+    /// response as complete (`status()` and `close_after()` describe it) before
+    /// reopening; otherwise the close is the usual error. Bytes the engine still keeps
+    /// un-consumed are not part of such a body (the framer consumes all of it).
+    fn eof(&mut self) -> bool {
+        false
+    }
 }
 
 /// The `--framing` choice, validated.
@@ -41,14 +113,33 @@ pub enum Framing {
     Echo,
     /// The response has exactly N bytes.
     Fixed(usize),
+    /// The response ends right after the first occurrence of a byte sequence.
+    Delimiter(DelimiterSpec),
+    /// The response carries its length in a binary field.
+    LengthPrefixed(LengthPrefixSpec),
+    /// HTTP/1.x responses.
+    Http1,
+    /// Redis RESP2 replies.
+    Resp,
 }
 
+/// The forms `--framing` accepts, for error messages.
+const FRAMING_FORMS: &str = "echo, fixed:N, delimiter:BYTES, \
+     length-prefixed:u16be|u32be|u32le[,offset=N][,adjust=N], http1 or resp";
+
 impl Framing {
-    /// The framer for one connection, given the request payload length.
-    pub fn framer(&self, request_len: usize) -> AnyFramer {
+    /// The framer for one connection, given the request payload length and the
+    /// `--max-response` bound.
+    pub fn framer(&self, request_len: usize, max_response: usize) -> AnyFramer {
         match *self {
-            Framing::Echo => AnyFramer::Fixed(echo(request_len)),
-            Framing::Fixed(n) => AnyFramer::Fixed(FixedLength::new(n)),
+            Framing::Echo => AnyFramer::Fixed(echo(request_len, max_response)),
+            Framing::Fixed(n) => AnyFramer::Fixed(FixedLength::new(n, max_response)),
+            Framing::Delimiter(spec) => AnyFramer::Delimited(Delimited::new(&spec, max_response)),
+            Framing::LengthPrefixed(spec) => {
+                AnyFramer::LengthPrefixed(LengthPrefixed::new(spec, max_response))
+            }
+            Framing::Http1 => AnyFramer::Http1(Http1::new(max_response)),
+            Framing::Resp => AnyFramer::Resp(Resp::new(max_response)),
         }
     }
 }
@@ -58,6 +149,10 @@ impl fmt::Display for Framing {
         match self {
             Framing::Echo => write!(f, "echo"),
             Framing::Fixed(n) => write!(f, "fixed:{n}"),
+            Framing::Delimiter(spec) => write!(f, "delimiter:{spec}"),
+            Framing::LengthPrefixed(spec) => write!(f, "length-prefixed:{spec}"),
+            Framing::Http1 => write!(f, "http1"),
+            Framing::Resp => write!(f, "resp"),
         }
     }
 }
@@ -65,8 +160,11 @@ impl fmt::Display for Framing {
 impl FromStr for Framing {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        if s == "echo" {
-            return Ok(Framing::Echo);
+        match s {
+            "echo" => return Ok(Framing::Echo),
+            "http1" => return Ok(Framing::Http1),
+            "resp" => return Ok(Framing::Resp),
+            _ => {}
         }
         if let Some(n) = s.strip_prefix("fixed:") {
             let n: usize = n
@@ -80,27 +178,98 @@ impl FromStr for Framing {
             }
             return Ok(Framing::Fixed(n));
         }
-        Err(format!("expected echo or fixed:N, got {s:?}"))
+        if let Some(rest) = s.strip_prefix("delimiter:") {
+            return rest.parse().map(Framing::Delimiter);
+        }
+        if let Some(rest) = s.strip_prefix("length-prefixed:") {
+            return rest.parse().map(Framing::LengthPrefixed);
+        }
+        Err(format!("expected {FRAMING_FORMS}, got {s:?}"))
     }
 }
 
-/// Static dispatch over the framers, so the hot path makes no virtual calls.
+/// Static dispatch over the framers, so the hot path makes no virtual calls. One per
+/// connection: the variants stay small (the delimiter's match table is shared).
 #[derive(Debug, Clone)]
 pub enum AnyFramer {
     Fixed(FixedLength),
+    Delimited(Delimited),
+    LengthPrefixed(LengthPrefixed),
+    Http1(Http1),
+    Resp(Resp),
+}
+
+macro_rules! dispatch {
+    ($self:expr, $f:ident => $e:expr) => {
+        match $self {
+            AnyFramer::Fixed($f) => $e,
+            AnyFramer::Delimited($f) => $e,
+            AnyFramer::LengthPrefixed($f) => $e,
+            AnyFramer::Http1($f) => $e,
+            AnyFramer::Resp($f) => $e,
+        }
+    };
 }
 
 impl Framer for AnyFramer {
     #[inline]
     fn feed(&mut self, input: &[u8]) -> Parsed {
-        match self {
-            AnyFramer::Fixed(f) => f.feed(input),
-        }
+        dispatch!(self, f => f.feed(input))
     }
     fn reset(&mut self) {
-        match self {
-            AnyFramer::Fixed(f) => f.reset(),
+        dispatch!(self, f => f.reset())
+    }
+    #[inline]
+    fn status(&self) -> Option<u16> {
+        dispatch!(self, f => f.status())
+    }
+    #[inline]
+    fn close_after(&self) -> bool {
+        dispatch!(self, f => f.close_after())
+    }
+    fn eof(&mut self) -> bool {
+        dispatch!(self, f => f.eof())
+    }
+}
+
+/// The first `max` bytes of `bytes`, printable: `\r \n \t \\` and `\xHH` for every
+/// other byte outside printable ASCII, then `...` when bytes were left out. For error
+/// messages that show what a peer sent; also the `Display` form of a delimiter, which
+/// `delimiter:` parses back.
+pub fn escape_prefix(bytes: &[u8], max: usize) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(max.min(bytes.len()) + 3);
+    for &b in bytes.iter().take(max) {
+        match b {
+            b'\r' => out.push_str("\\r"),
+            b'\n' => out.push_str("\\n"),
+            b'\t' => out.push_str("\\t"),
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(b as char),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
         }
+    }
+    if bytes.len() > max {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The end of a line that must be seen whole, `input` starting at the line: the index
+/// just past its `\n`, searching from `from` (bytes before it are known to hold no
+/// `\n`); `Ok(None)` when the line is not complete yet but may still fit, `Err` when
+/// it cannot fit in [`LINE_BYTES_MAX`] bytes, `\n` included.
+#[inline]
+pub(crate) fn find_line_end(input: &[u8], from: usize) -> Result<Option<usize>, ()> {
+    // Only the first LINE_BYTES_MAX bytes can hold the end of a line short enough.
+    let end = input.len().min(LINE_BYTES_MAX);
+    let from = from.min(end);
+    match input[from..end].iter().position(|&b| b == b'\n') {
+        Some(i) => Ok(Some(from + i + 1)),
+        None if input.len() >= LINE_BYTES_MAX => Err(()),
+        None => Ok(None),
     }
 }
 
@@ -112,9 +281,100 @@ mod tests {
     fn framing_parses_and_rejects() {
         assert_eq!("echo".parse::<Framing>(), Ok(Framing::Echo));
         assert_eq!("fixed:128".parse::<Framing>(), Ok(Framing::Fixed(128)));
+        assert_eq!("http1".parse::<Framing>(), Ok(Framing::Http1));
+        assert_eq!("resp".parse::<Framing>(), Ok(Framing::Resp));
         assert!("fixed:0".parse::<Framing>().is_err());
         assert!("fixed:x".parse::<Framing>().is_err());
         assert!("http".parse::<Framing>().is_err());
         assert_eq!(Framing::Fixed(7).to_string(), "fixed:7");
+    }
+
+    #[test]
+    fn unknown_framing_names_every_form_on_one_line() {
+        let e = "http2".parse::<Framing>().unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+        for form in [
+            "echo",
+            "fixed:N",
+            "delimiter:BYTES",
+            "length-prefixed:u16be|u32be|u32le",
+            "http1",
+            "resp",
+        ] {
+            assert!(e.contains(form), "{e} lacks {form}");
+        }
+        assert!(e.ends_with("got \"http2\""), "{e}");
+    }
+
+    #[test]
+    fn every_framing_round_trips_through_display() {
+        for s in [
+            "echo",
+            "fixed:9",
+            "delimiter:\\r\\n",
+            "delimiter:END\\r\\n",
+            "delimiter:\\x00\\xff\\\\x",
+            "length-prefixed:u16be",
+            "length-prefixed:u32le,offset=4,adjust=-2",
+            "http1",
+            "resp",
+        ] {
+            let f: Framing = s.parse().unwrap();
+            assert_eq!(f.to_string(), s);
+            assert_eq!(f.to_string().parse::<Framing>(), Ok(f));
+        }
+    }
+
+    #[test]
+    fn every_framing_builds_its_framer() {
+        for s in [
+            "echo",
+            "fixed:3",
+            "delimiter:\\n",
+            "length-prefixed:u16be",
+            "http1",
+            "resp",
+        ] {
+            let mut f = s.parse::<Framing>().unwrap().framer(3, 1 << 20);
+            assert!(
+                matches!(f.feed(b""), Parsed::Incomplete { consumed: 0 }),
+                "{s}"
+            );
+            assert_eq!(f.status(), None, "{s}");
+            assert!(!f.close_after(), "{s}");
+        }
+    }
+
+    #[test]
+    fn one_framer_per_connection_stays_small() {
+        // A million connections each hold one (beside a receive buffer of 4 KiB or
+        // more): keep one variant from bloating them all, as an inline delimiter
+        // table would (130 bytes).
+        let size = std::mem::size_of::<AnyFramer>();
+        assert!(size <= 80, "{size}");
+    }
+
+    #[test]
+    fn escape_prefix_shows_control_bytes_and_truncates() {
+        assert_eq!(escape_prefix(b"HTTP/1.1 200\r\n", 64), "HTTP/1.1 200\\r\\n");
+        assert_eq!(
+            escape_prefix(b"a\tb\\c\x00\x7f\xff", 64),
+            "a\\tb\\\\c\\x00\\x7f\\xff"
+        );
+        assert_eq!(escape_prefix(b"abcdef", 3), "abc...");
+        assert_eq!(escape_prefix(b"abc", 3), "abc");
+        assert_eq!(escape_prefix(b"", 3), "");
+    }
+
+    #[test]
+    fn line_end_is_capped() {
+        assert_eq!(find_line_end(b"ab\r\ncd", 0), Ok(Some(4)));
+        assert_eq!(find_line_end(b"ab\r\ncd", 4), Ok(None));
+        let long = vec![b'a'; LINE_BYTES_MAX];
+        assert_eq!(find_line_end(&long, 0), Err(()));
+        let mut fits = vec![b'a'; LINE_BYTES_MAX - 1];
+        assert_eq!(find_line_end(&fits, 0), Ok(None));
+        fits[LINE_BYTES_MAX - 2] = b'\n';
+        assert_eq!(find_line_end(&fits, 0), Ok(Some(LINE_BYTES_MAX - 1)));
     }
 }

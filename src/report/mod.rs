@@ -110,6 +110,47 @@ pub struct Interval {
     pub errors: u64,
 }
 
+/// UDP figures (`--proto udp`).
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpReport {
+    /// Datagrams sent (blast: accepted by the kernel).
+    pub sent: u64,
+    /// Responses matched to a request (0 in blast mode).
+    pub received: u64,
+    /// Requests with no response within the timeout.
+    pub lost: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    pub foreign: u64,
+    /// Responses that came after their request was counted lost.
+    pub late: u64,
+    /// lost / (received + lost).
+    pub loss_ratio: f64,
+    pub sent_pps: f64,
+    /// UDP payload bits (blaster header included) per second.
+    pub sent_bps: f64,
+    /// Whether UDP GSO batched the sends.
+    pub gso: bool,
+}
+
+/// One `--mix` entry's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct MixEntryReport {
+    pub name: String,
+    pub weight: u32,
+    pub framer: String,
+    pub completed: u64,
+    pub errors: u64,
+    pub latency_ns: Percentiles,
+}
+
+/// HTTP figures (`--framing http1`).
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpReport {
+    /// `"2xx"` -> count, ...; `"other"` for status codes outside 100-599.
+    pub status_classes: BTreeMap<&'static str, u64>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub schema_version: u32,
@@ -118,6 +159,7 @@ pub struct Report {
     pub target: String,
     pub protocol: &'static str,
     pub framer: String,
+    pub seed: u64,
     pub config: Config,
     /// Seconds the schedule ran (shorter than configured after Ctrl-C).
     pub duration_s: f64,
@@ -136,6 +178,15 @@ pub struct Report {
     pub diagnosis: Vec<String>,
     pub interrupted: bool,
     pub intervals: Vec<Interval>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpReport>,
+    /// Per `--mix` entry; the totals above cover all entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mix: Option<Vec<MixEntryReport>>,
+    /// The first response that did not parse, escaped and truncated.
+    pub first_protocol_error: Option<String>,
     #[serde(skip)]
     pub histograms: Histograms,
 }

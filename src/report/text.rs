@@ -20,25 +20,35 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(
         w,
-        "blaster: {} {} framer={} cores={} connections={} pipeline={} payload={}B{}",
+        "blaster: {} {} framer={} seed={} cores={} connections={} pipeline={} payload={}B{}",
         r.protocol,
         r.target,
         r.framer,
+        r.seed,
         crate::plan::list_cores(&r.config.cores),
         r.config.connections,
         r.config.pipeline,
         r.config.payload_bytes,
         if r.interrupted { " (interrupted)" } else { "" }
     );
-    let _ = writeln!(
-        w,
-        "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s; sent {}/s",
-        fmt_rate(r.rate.achieved_rps),
-        fmt_rate(r.rate.intended_rps),
-        100.0 * r.rate.achieved_rps / r.rate.intended_rps.max(1e-9),
-        r.duration_s,
-        fmt_rate(r.rate.sent_rps),
-    );
+    if r.rate.intended_rps.is_finite() {
+        let _ = writeln!(
+            w,
+            "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s; sent {}/s",
+            fmt_rate(r.rate.achieved_rps),
+            fmt_rate(r.rate.intended_rps),
+            100.0 * r.rate.achieved_rps / r.rate.intended_rps.max(1e-9),
+            r.duration_s,
+            fmt_rate(r.rate.sent_rps),
+        );
+    } else {
+        let _ = writeln!(
+            w,
+            "rate: max (as fast as the send buffers allow): {}/s over {:.2} s; no timetable, so no dispatch lag",
+            fmt_rate(r.rate.achieved_rps),
+            r.duration_s,
+        );
+    }
     let _ = writeln!(w);
     let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "latency", "service time");
     let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "(intended)", "(closed-loop)");
@@ -114,6 +124,54 @@ pub fn render(r: &Report) -> String {
             wk.busy_cpu_ns_per_request,
             wk.backlog_peak
         );
+    }
+    if let Some(u) = &r.udp {
+        let _ = writeln!(
+            w,
+            "udp: {} sent, {} received, {} lost ({:.3}%), {} duplicates, {} reordered, {} late, {} foreign; sent {}/s = {:.1} Mbit/s{}",
+            u.sent,
+            u.received,
+            u.lost,
+            u.loss_ratio * 100.0,
+            u.duplicates,
+            u.reordered,
+            u.late,
+            u.foreign,
+            fmt_rate(u.sent_pps),
+            u.sent_bps / 1e6,
+            if u.gso { " (GSO)" } else { "" }
+        );
+    }
+    if let Some(h) = &r.http {
+        let classes: Vec<String> = h
+            .status_classes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(w, "http status: {}", classes.join(" "));
+    }
+    if let Some(mix) = &r.mix {
+        let _ = writeln!(
+            w,
+            "{:<16} {:>6} {:>10} {:>8} {:>12} {:>12}  framer",
+            "mix entry", "weight", "completed", "errors", "lat p50", "lat p99"
+        );
+        for e in mix {
+            let _ = writeln!(
+                w,
+                "{:<16} {:>6} {:>10} {:>8} {:>12} {:>12}  {}",
+                e.name,
+                e.weight,
+                e.completed,
+                e.errors,
+                fmt_ns(e.latency_ns.p50),
+                fmt_ns(e.latency_ns.p99),
+                e.framer
+            );
+        }
+    }
+    if let Some(bad) = &r.first_protocol_error {
+        let _ = writeln!(w, "first protocol error: {bad}");
     }
     let _ = writeln!(w, "io_uring: {}", r.io_uring_features.join(", "));
     for d in &r.diagnosis {

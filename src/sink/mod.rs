@@ -22,28 +22,61 @@
 //! Stopping: [`SinkHandle::stop`] (or dropping the handle) sets a shared flag; every
 //! thread waits for completions at most 10 ms at a time, then cancels its in-flight
 //! operations, closes its sockets and returns its counters, which are summed.
+//! [`SinkHandle::snapshot`] reads the counters each thread publishes after every
+//! pass of its loop, without stopping anything.
+//!
+//! UDP (`SinkConfig::udp`; see `udp.rs` and `flows.rs`): one pinned thread per core,
+//! each with its own UDP socket on the shared port (SO_REUSEPORT: the kernel hashes
+//! each source address to one socket, so a flow is always seen by one thread and
+//! per-thread flow tables need no sharing), an 8 MiB receive buffer if the kernel
+//! grants it, and `recvmmsg`/`sendmmsg` batches of 64 datagrams into 64 buffers of
+//! 64 KiB (no datagram can be truncated; nothing allocated per datagram). Modes:
+//! - `echo`: every datagram goes back unchanged to its source;
+//! - `fixed:N` (24 ≤ N ≤ 65507): a reply of N bytes per datagram whose first 24
+//!   bytes are the request's first 24 (its blaster header, so replies can be
+//!   matched to requests), then b'x';
+//! - `count` and `discard`: never reply (they behave the same: every UDP mode
+//!   counts).
+//!
+//! Every mode counts datagrams carrying blaster's header per flow (source address,
+//! flow id): received, lost, reordered, duplicates, plus foreign datagrams (no
+//! header); see `flows.rs` for the definitions. `drop_ratio` drops that fraction of
+//! datagrams (a seeded splitmix64 draw per datagram, before anything else): they are
+//! counted in `dropped`, neither received nor answered, so they show up in `lost`
+//! exactly as they do in the client's loss. A per-second series starts at the first
+//! datagram. Delay and stalls are TCP-only; `request_size` and
+//! `max_connections_per_core` are ignored for UDP.
 
+mod flows;
+mod prng;
 mod server;
 mod socket;
 mod stall;
 mod token;
+mod udp;
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use server::Shared;
 use stall::Stall;
+use udp::{Published, UdpShared};
 
 /// Largest reply of `fixed:N`, in bytes.
 pub const FIXED_REPLY_BYTES_MAX: usize = 1_048_576;
 /// Largest connection table per core (bounds the up-front allocation).
 pub const CONNECTIONS_PER_CORE_MAX: usize = 1_048_576;
+/// Largest `fixed:N` reply of the UDP sink (the IPv4 UDP payload limit).
+pub const UDP_FIXED_REPLY_BYTES_MAX: usize = udp::UDP_REPLY_BYTES_MAX;
+/// Smallest `fixed:N` reply of the UDP sink: the request's header is copied into it.
+pub const UDP_FIXED_REPLY_BYTES_MIN: usize = crate::proto::udp_header::HEADER_LEN;
+/// [`SinkConfig::default`]'s connection table size per core.
+pub const DEFAULT_CONNECTIONS_PER_CORE: usize = 1024;
 /// Fixed mode keeps one reply buffer of about this size (a whole number of replies,
 /// at least one), so a read that completes many requests is answered in one send.
 const REPLY_BUFFER_BYTES: usize = 64 * 1024;
@@ -57,6 +90,8 @@ pub enum SinkMode {
     Discard,
     /// Reply this many bytes per request.
     Fixed(usize),
+    /// UDP only: never reply, count (sequence, loss, reordering); TCP refuses it.
+    Count,
 }
 
 impl FromStr for SinkMode {
@@ -66,6 +101,7 @@ impl FromStr for SinkMode {
         match s {
             "echo" => Ok(SinkMode::Echo),
             "discard" => Ok(SinkMode::Discard),
+            "count" => Ok(SinkMode::Count),
             _ => match s.strip_prefix("fixed:") {
                 Some(n) => match n.parse::<usize>() {
                     Ok(n) if (1..=FIXED_REPLY_BYTES_MAX).contains(&n) => Ok(SinkMode::Fixed(n)),
@@ -75,7 +111,7 @@ impl FromStr for SinkMode {
                     )),
                 },
                 None => Err(format!(
-                    "unknown sink mode {s:?}: expected echo, discard or fixed:N"
+                    "unknown sink mode {s:?}: expected echo, discard or fixed:N (or count, UDP only)"
                 )),
             },
         }
@@ -88,6 +124,7 @@ impl fmt::Display for SinkMode {
             SinkMode::Echo => f.write_str("echo"),
             SinkMode::Discard => f.write_str("discard"),
             SinkMode::Fixed(n) => write!(f, "fixed:{n}"),
+            SinkMode::Count => f.write_str("count"),
         }
     }
 }
@@ -110,21 +147,147 @@ pub struct SinkConfig {
     pub stall: Option<(Duration, Duration)>,
     /// Connection table size per core; accepts beyond it are closed and counted.
     pub max_connections_per_core: usize,
+    /// Serve UDP instead of TCP (see the module documentation). Default false.
+    pub udp: bool,
+    /// UDP only: the fraction (0.0 to 1.0) of datagrams dropped unanswered, chosen by
+    /// a PRNG seeded with `seed`; counted in `dropped`, not `received`. Default 0.
+    pub drop_ratio: f64,
+    /// Seed of the drop draw; thread i of the sink (i-th entry of `cores`) uses
+    /// stream i of it, so one thread fed the same datagrams drops the same ones.
+    /// Default 0.
+    pub seed: u64,
 }
 
-/// Counters summed over all sink threads.
-#[derive(Debug, Default, Clone)]
+impl SinkConfig {
+    /// A configuration listening on `listen` with one thread per entry of `cores`,
+    /// serving `mode`; every other field as in [`SinkConfig::default`] (TCP).
+    pub fn new(listen: SocketAddr, cores: Vec<usize>, mode: SinkMode) -> SinkConfig {
+        SinkConfig {
+            listen,
+            cores,
+            mode,
+            ..SinkConfig::default()
+        }
+    }
+}
+
+impl Default for SinkConfig {
+    /// TCP echo on 127.0.0.1 (kernel-chosen port), core 0, one reply per read, no
+    /// delay or stall, [`DEFAULT_CONNECTIONS_PER_CORE`] connections per core; not
+    /// UDP, no drops, seed 0.
+    fn default() -> SinkConfig {
+        SinkConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            cores: vec![0],
+            mode: SinkMode::Echo,
+            request_size: 0,
+            delay: None,
+            stall: None,
+            max_connections_per_core: DEFAULT_CONNECTIONS_PER_CORE,
+            udp: false,
+            drop_ratio: 0.0,
+            seed: 0,
+        }
+    }
+}
+
+/// One second of the UDP sink's series: what arrived in `[second, second + 1)`
+/// seconds after the first datagram (summed over threads).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SecondStats {
+    /// Seconds since the first datagram reached the sink.
+    pub second: u64,
+    /// Datagrams with blaster's header (not dropped on purpose).
+    pub received: u64,
+    /// `received` per second of this interval (= `received`: intervals are 1 s).
+    pub received_pps: f64,
+    /// Bits per second of those datagrams (UDP payload incl. the header, no IP/UDP
+    /// headers).
+    pub received_bps: f64,
+    /// Bytes of those datagrams.
+    pub bytes: u64,
+    /// Change in the lost count during this second: holes opened minus holes filled
+    /// by late (reordered) arrivals, so it can be negative; the entries sum to the
+    /// total `lost`.
+    pub lost: i64,
+    /// Reordered arrivals.
+    pub reordered: u64,
+    /// Duplicate arrivals.
+    pub duplicates: u64,
+    /// Datagrams dropped on purpose (`drop_ratio`).
+    pub dropped: u64,
+    /// Datagrams without blaster's header.
+    pub foreign: u64,
+    /// The last interval: traffic (or the snapshot) ended inside it, so its rates are
+    /// those of a whole second and understate the rate if it is only partly filled.
+    pub partial: bool,
+}
+
+impl SecondStats {
+    fn add(&mut self, other: &SecondStats) {
+        self.received += other.received;
+        self.bytes += other.bytes;
+        self.lost += other.lost;
+        self.reordered += other.reordered;
+        self.duplicates += other.duplicates;
+        self.dropped += other.dropped;
+        self.foreign += other.foreign;
+    }
+}
+
+/// Counters summed over all sink threads. The UDP fields are zero for a TCP sink.
+#[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct SinkStats {
     /// Connections given a slot in a connection table.
     pub connections_accepted: u64,
     /// Connections closed at once because the table was full.
     pub connections_rejected: u64,
-    /// Request bytes read.
+    /// Request bytes read. UDP: bytes of the `received` datagrams (UDP payload, i.e.
+    /// blaster header + payload; no IP/UDP headers).
     pub bytes_received: u64,
     /// Reply bytes written.
     pub bytes_sent: u64,
-    /// Replies fully sent (echo: one per read echoed).
+    /// Replies fully sent (echo: one per read echoed; UDP: datagrams sent).
     pub replies: u64,
+    /// UDP: datagrams with blaster's header (excluding those dropped on purpose).
+    pub received: u64,
+    /// UDP: datagrams without blaster's header (or shorter than it).
+    pub foreign: u64,
+    /// UDP: arrivals of a sequence number already seen in its flow.
+    pub duplicates: u64,
+    /// UDP: arrivals below the highest sequence number seen in their flow, not seen
+    /// before (includes `late`).
+    pub reordered: u64,
+    /// UDP: arrivals more than 1023 below the highest of their flow, where
+    /// duplicates cannot be told apart: taken as reordered originals.
+    pub late: u64,
+    /// UDP: per flow, highest sequence + 1 minus the distinct numbers received,
+    /// summed (includes the datagrams dropped on purpose).
+    pub lost: u64,
+    /// UDP: datagrams dropped on purpose (`drop_ratio`): neither received nor
+    /// answered.
+    pub dropped: u64,
+    /// UDP: received datagrams of flows that found the flow table full (65536 flows
+    /// per thread); not in the loss, reordering or duplicate counts.
+    pub untracked: u64,
+    /// UDP: flows tracked.
+    pub flows: u64,
+    /// UDP: replies the kernel refused or that waited out the 10 ms send timeout.
+    pub send_failed: u64,
+    /// UDP: datagrams the kernel dropped before the sink read them (receive buffer
+    /// full), from SO_RXQ_OVFL; 0 if none or unsupported.
+    pub kernel_drops: u64,
+    /// UDP: the receive buffer the kernel granted per socket (SO_RCVBUF as read back).
+    pub rcvbuf_bytes: u64,
+    /// UDP: when the first datagram arrived, ns since the sink started.
+    pub first_datagram_ns: Option<u64>,
+    /// UDP: when the last datagram arrived, ns since the sink started.
+    pub last_datagram_ns: Option<u64>,
+    /// UDP: seconds from the first datagram to the last.
+    pub elapsed_s: f64,
+    /// UDP: one entry per second from the first datagram to the last (or to the
+    /// snapshot), gaps filled with zeros.
+    pub series: Vec<SecondStats>,
 }
 
 impl SinkStats {
@@ -134,7 +297,121 @@ impl SinkStats {
         self.bytes_received += other.bytes_received;
         self.bytes_sent += other.bytes_sent;
         self.replies += other.replies;
+        self.received += other.received;
+        self.foreign += other.foreign;
+        self.duplicates += other.duplicates;
+        self.reordered += other.reordered;
+        self.late += other.late;
+        self.lost += other.lost;
+        self.dropped += other.dropped;
+        self.untracked += other.untracked;
+        self.flows += other.flows;
+        self.send_failed += other.send_failed;
+        self.kernel_drops += other.kernel_drops;
+        self.rcvbuf_bytes = self.rcvbuf_bytes.max(other.rcvbuf_bytes);
+        self.first_datagram_ns = match (self.first_datagram_ns, other.first_datagram_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_datagram_ns = self.last_datagram_ns.max(other.last_datagram_ns);
+        if !other.series.is_empty() {
+            self.series.extend_from_slice(&other.series);
+            self.series.sort_by_key(|s| s.second);
+            let mut merged: Vec<SecondStats> = Vec::with_capacity(self.series.len());
+            for s in self.series.drain(..) {
+                match merged.last_mut() {
+                    Some(last) if last.second == s.second => last.add(&s),
+                    _ => merged.push(s),
+                }
+            }
+            self.series = merged;
+        }
     }
+
+    /// After the threads' parts are added up: the elapsed time, a gap-free series
+    /// with its rates, the last interval marked partial.
+    fn finish_udp(&mut self) {
+        self.elapsed_s = match (self.first_datagram_ns, self.last_datagram_ns) {
+            (Some(first), Some(last)) => last.saturating_sub(first) as f64 / 1e9,
+            _ => 0.0,
+        };
+        if let (Some(first), Some(last)) = (self.series.first(), self.series.last()) {
+            let (first, last) = (first.second, last.second);
+            if (last - first + 1) as usize != self.series.len() {
+                let mut dense: Vec<SecondStats> = (first..=last)
+                    .map(|second| SecondStats {
+                        second,
+                        ..SecondStats::default()
+                    })
+                    .collect();
+                for s in self.series.drain(..) {
+                    let at = (s.second - first) as usize;
+                    dense[at] = s;
+                }
+                self.series = dense;
+            }
+        }
+        for s in &mut self.series {
+            s.received_pps = s.received as f64;
+            s.received_bps = s.bytes as f64 * 8.0;
+            s.partial = false;
+        }
+        if let Some(last) = self.series.last_mut() {
+            last.partial = true;
+        }
+    }
+}
+
+/// The UDP report as JSON: totals, rates and the per-second series. Keys:
+/// `received`, `lost`, `reordered` (includes `late`), `late`, `duplicates`,
+/// `foreign`, `dropped`, `untracked`, `flows`, `kernel_drops`, `bytes_received`,
+/// `replies`, `bytes_sent`, `send_failed`, `rcvbuf_bytes`, `elapsed_s` (first to last
+/// datagram), `loss_ratio` (lost / (received - duplicates - untracked + lost): the
+/// fraction of the datagrams sent — as the sequence numbers tell — that never
+/// arrived; 0 with no traffic), `received_pps` (received / elapsed_s; 0 when
+/// elapsed_s is 0), `received_bps` (bits per second of the received datagrams: UDP
+/// payload incl. blaster's header, excluding IP and UDP headers; 0 when elapsed_s is
+/// 0) and `intervals` (the series: objects with the fields of [`SecondStats`]).
+pub fn udp_report_json(stats: &SinkStats) -> serde_json::Value {
+    let distinct = stats
+        .received
+        .saturating_sub(stats.duplicates)
+        .saturating_sub(stats.untracked);
+    let sent = distinct + stats.lost;
+    let loss_ratio = if sent == 0 {
+        0.0
+    } else {
+        stats.lost as f64 / sent as f64
+    };
+    let per_s = |n: u64| {
+        if stats.elapsed_s > 0.0 {
+            n as f64 / stats.elapsed_s
+        } else {
+            0.0
+        }
+    };
+    serde_json::json!({
+        "received": stats.received,
+        "lost": stats.lost,
+        "reordered": stats.reordered,
+        "late": stats.late,
+        "duplicates": stats.duplicates,
+        "foreign": stats.foreign,
+        "dropped": stats.dropped,
+        "untracked": stats.untracked,
+        "flows": stats.flows,
+        "kernel_drops": stats.kernel_drops,
+        "bytes_received": stats.bytes_received,
+        "replies": stats.replies,
+        "bytes_sent": stats.bytes_sent,
+        "send_failed": stats.send_failed,
+        "rcvbuf_bytes": stats.rcvbuf_bytes,
+        "elapsed_s": stats.elapsed_s,
+        "loss_ratio": loss_ratio,
+        "received_pps": per_s(stats.received),
+        "received_bps": per_s(stats.bytes_received) * 8.0,
+        "intervals": stats.series,
+    })
 }
 
 /// Why a sink could not start.
@@ -189,14 +466,27 @@ pub enum SinkError {
 /// A running sink. Dropping it stops it, like [`SinkHandle::stop`].
 pub struct SinkHandle {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    backend: Backend,
     threads: Vec<JoinHandle<SinkStats>>,
+}
+
+/// What the threads share, and where each publishes its counters.
+enum Backend {
+    Tcp {
+        shared: Arc<Shared>,
+        live: Vec<Arc<server::Live>>,
+    },
+    Udp {
+        shared: Arc<UdpShared>,
+        live: Vec<Arc<Mutex<Published>>>,
+    },
 }
 
 impl fmt::Debug for SinkHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SinkHandle")
             .field("addr", &self.addr)
+            .field("udp", &matches!(self.backend, Backend::Udp { .. }))
             .field("threads", &self.threads.len())
             .finish()
     }
@@ -209,13 +499,35 @@ impl SinkHandle {
     }
 
     /// Stops every thread and returns their summed counters. Returns within about
-    /// 10 ms plus the time to cancel in-flight operations (bounded at 50 ms).
+    /// 10 ms plus the time to cancel in-flight operations (bounded at 50 ms); a UDP
+    /// sink within about 10 ms (its receive timeout) plus one batch of sends.
     pub fn stop(mut self) -> SinkStats {
         self.stop_and_join()
     }
 
+    /// The counters so far, summed over threads, without stopping anything. Each
+    /// thread publishes after every pass of its loop (TCP: at most 10 ms apart while
+    /// idle; UDP: after every batch), so this lags by at most one pass. For UDP the
+    /// series ends with the second under way, marked partial.
+    pub fn snapshot(&self) -> SinkStats {
+        match &self.backend {
+            Backend::Tcp { live, .. } => {
+                let mut total = SinkStats::default();
+                for l in live {
+                    total.add(&l.load());
+                }
+                total
+            }
+            Backend::Udp { live, .. } => udp_total(live),
+        }
+    }
+
     fn stop_and_join(&mut self) -> SinkStats {
-        self.shared.stop.store(true, Ordering::Release);
+        let stop = match &self.backend {
+            Backend::Tcp { shared, .. } => &shared.stop,
+            Backend::Udp { shared, .. } => &shared.stop,
+        };
+        stop.store(true, Ordering::Release);
         let mut total = SinkStats::default();
         for thread in self.threads.drain(..) {
             // A thread that panicked has no counters to report; the others still do.
@@ -223,8 +535,23 @@ impl SinkHandle {
                 total.add(&stats);
             }
         }
-        total
+        match &self.backend {
+            Backend::Tcp { .. } => total,
+            // Every thread published its final counters before returning (and a
+            // panicked one its last batch), so the published state is complete.
+            Backend::Udp { live, .. } => udp_total(live),
+        }
     }
+}
+
+fn udp_total(live: &[Arc<Mutex<Published>>]) -> SinkStats {
+    let mut total = SinkStats::default();
+    for l in live {
+        let part = udp::lock(l).to_stats();
+        total.add(&part);
+    }
+    total.finish_udp();
+    total
 }
 
 impl Drop for SinkHandle {
@@ -237,6 +564,18 @@ fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
     let bad = |msg: String| Err(SinkError::Config(msg));
     if cfg.cores.is_empty() {
         return bad("cores: must name at least one core".into());
+    }
+    if cfg.udp {
+        return validate_udp(cfg);
+    }
+    if cfg.mode == SinkMode::Count {
+        return bad("mode count: only the UDP sink counts datagrams (set udp)".into());
+    }
+    if cfg.drop_ratio != 0.0 {
+        return bad(format!(
+            "drop_ratio: only the UDP sink drops datagrams, got {} for TCP",
+            cfg.drop_ratio
+        ));
     }
     if !(1..=CONNECTIONS_PER_CORE_MAX).contains(&cfg.max_connections_per_core) {
         return bad(format!(
@@ -261,11 +600,75 @@ fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
     Ok(())
 }
 
-/// Starts a sink: binds one SO_REUSEPORT listener per core, spawns the threads and
-/// returns once every thread has its ring. Clients may connect as soon as this
-/// returns (in fact as soon as the listeners exist).
+fn validate_udp(cfg: &SinkConfig) -> Result<(), SinkError> {
+    let bad = |msg: String| Err(SinkError::Config(msg));
+    if let SinkMode::Fixed(n) = cfg.mode
+        && !(UDP_FIXED_REPLY_BYTES_MIN..=UDP_FIXED_REPLY_BYTES_MAX).contains(&n)
+    {
+        return bad(format!(
+            "mode fixed:N with udp: N must be between {UDP_FIXED_REPLY_BYTES_MIN} (the \
+             header copied from the request) and {UDP_FIXED_REPLY_BYTES_MAX} (the largest \
+             UDP payload), got {n}"
+        ));
+    }
+    if !(0.0..=1.0).contains(&cfg.drop_ratio) {
+        return bad(format!(
+            "drop_ratio: must be between 0 and 1, got {}",
+            cfg.drop_ratio
+        ));
+    }
+    if cfg.delay.is_some() {
+        return bad("delay: not supported by the UDP sink".into());
+    }
+    if cfg.stall.is_some() {
+        return bad("stall: not supported by the UDP sink".into());
+    }
+    Ok(())
+}
+
+/// Starts a sink: binds one SO_REUSEPORT listener (UDP: socket) per core, spawns the
+/// threads and returns once every TCP thread has its ring (UDP threads need none).
+/// Clients may connect or send as soon as this returns (in fact as soon as the
+/// sockets exist: datagrams sent before a thread runs wait in its socket).
 pub fn start(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
+    if cfg.udp {
+        return start_udp(cfg);
+    }
     start_with_sq_entries(cfg, server::SQ_ENTRIES)
+}
+
+fn start_udp(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
+    validate(cfg)?;
+    let shared = Arc::new(UdpShared::new(cfg.mode, cfg.drop_ratio, cfg.seed));
+    // The first bind resolves port 0; the others join the port it got.
+    let first = socket::reuseport_udp(cfg.listen, udp::IO_TIMEOUT)?;
+    let addr = socket::bound_addr(&first, cfg.listen)?;
+    let mut sockets = vec![first];
+    for _ in 1..cfg.cores.len() {
+        sockets.push(socket::reuseport_udp(addr, udp::IO_TIMEOUT)?);
+    }
+    let live: Vec<Arc<Mutex<Published>>> = sockets
+        .iter()
+        .map(|s| {
+            let rcvbuf = s.recv_buffer_size().unwrap_or(0) as u64;
+            Arc::new(Mutex::new(Published::new(rcvbuf)))
+        })
+        .collect();
+    let mut handle = SinkHandle {
+        addr,
+        backend: Backend::Udp {
+            shared: Arc::clone(&shared),
+            live: live.clone(),
+        },
+        threads: Vec::with_capacity(cfg.cores.len()),
+    };
+    for (index, ((&core, socket), live)) in cfg.cores.iter().zip(sockets).zip(live).enumerate() {
+        // On an early return, dropping `handle` stops the threads already started.
+        let thread = udp::spawn(core, index, socket, Arc::clone(&shared), live)
+            .map_err(|source| SinkError::Spawn { core, source })?;
+        handle.threads.push(thread);
+    }
+    Ok(handle)
 }
 
 /// [`start`] with a chosen submission queue depth; tests use a tiny one to force the
@@ -275,7 +678,7 @@ fn start_with_sq_entries(cfg: &SinkConfig, sq_entries: u32) -> Result<SinkHandle
     validate(cfg)?;
     let reply = match cfg.mode {
         SinkMode::Fixed(n) => vec![b'x'; n * (REPLY_BUFFER_BYTES / n).max(1)].into_boxed_slice(),
-        SinkMode::Echo | SinkMode::Discard => Box::default(),
+        SinkMode::Echo | SinkMode::Discard | SinkMode::Count => Box::default(),
     };
     let shared = Arc::new(Shared {
         mode: cfg.mode,
@@ -298,15 +701,19 @@ fn start_with_sq_entries(cfg: &SinkConfig, sq_entries: u32) -> Result<SinkHandle
         listeners.push(socket::reuseport_listener(addr)?);
     }
 
+    let live: Vec<Arc<server::Live>> = cfg.cores.iter().map(|_| Arc::default()).collect();
     let mut handle = SinkHandle {
         addr,
-        shared: Arc::clone(&shared),
+        backend: Backend::Tcp {
+            shared: Arc::clone(&shared),
+            live: live.clone(),
+        },
         threads: Vec::with_capacity(cfg.cores.len()),
     };
     let (ready_tx, ready_rx) = mpsc::channel();
-    for (&core, listener) in cfg.cores.iter().zip(listeners) {
+    for ((&core, listener), live) in cfg.cores.iter().zip(listeners).zip(live) {
         // On any early return, dropping `handle` stops the threads already started.
-        let thread = server::spawn(core, listener, Arc::clone(&shared), ready_tx.clone())
+        let thread = server::spawn(core, listener, Arc::clone(&shared), live, ready_tx.clone())
             .map_err(|source| SinkError::Spawn { core, source })?;
         handle.threads.push(thread);
     }
@@ -323,3 +730,5 @@ fn start_with_sq_entries(cfg: &SinkConfig, sq_entries: u32) -> Result<SinkHandle
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod udp_tests;

@@ -11,7 +11,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,6 +59,41 @@ pub(crate) struct Shared {
     pub connections_max: usize,
     /// [`SQ_ENTRIES`] except in tests that force the full-queue path.
     pub sq_entries: u32,
+}
+
+/// A thread's counters as last published (after every pass of its loop), for
+/// [`super::SinkHandle::snapshot`]; written by the thread only.
+#[derive(Debug, Default)]
+pub(crate) struct Live {
+    connections_accepted: AtomicU64,
+    connections_rejected: AtomicU64,
+    bytes_received: AtomicU64,
+    bytes_sent: AtomicU64,
+    replies: AtomicU64,
+}
+
+impl Live {
+    fn store(&self, s: &SinkStats) {
+        self.connections_accepted
+            .store(s.connections_accepted, Ordering::Relaxed);
+        self.connections_rejected
+            .store(s.connections_rejected, Ordering::Relaxed);
+        self.bytes_received
+            .store(s.bytes_received, Ordering::Relaxed);
+        self.bytes_sent.store(s.bytes_sent, Ordering::Relaxed);
+        self.replies.store(s.replies, Ordering::Relaxed);
+    }
+
+    pub(crate) fn load(&self) -> SinkStats {
+        SinkStats {
+            connections_accepted: self.connections_accepted.load(Ordering::Relaxed),
+            connections_rejected: self.connections_rejected.load(Ordering::Relaxed),
+            bytes_received: self.bytes_received.load(Ordering::Relaxed),
+            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
+            replies: self.replies.load(Ordering::Relaxed),
+            ..SinkStats::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -167,6 +202,7 @@ pub(crate) fn spawn(
     core: usize,
     listener: Socket,
     shared: Arc<Shared>,
+    live: Arc<Live>,
     ready: mpsc::Sender<Result<(), SinkError>>,
 ) -> io::Result<JoinHandle<SinkStats>> {
     std::thread::Builder::new()
@@ -181,10 +217,11 @@ pub(crate) fn spawn(
                     return SinkStats::default();
                 }
             };
-            let mut worker = Worker::new(core, ring, listener, shared);
+            let mut worker = Worker::new(core, ring, listener, shared, live);
             let _ = ready.send(Ok(()));
             drop(ready);
             worker.run();
+            worker.live.store(&worker.stats);
             if let Some(e) = &worker.fatal {
                 eprintln!("blaster: sink thread on core {core} stopped early: io_uring: {e}");
             }
@@ -197,6 +234,8 @@ struct Worker {
     ring: IoUring,
     listener: Socket,
     shared: Arc<Shared>,
+    /// Where `stats` is published for snapshots.
+    live: Arc<Live>,
     conns: Vec<Conn>,
     /// Free slot indices; a stack, so recently used (warm) buffers are reused first.
     free: Vec<u32>,
@@ -214,7 +253,13 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(core: usize, ring: IoUring, listener: Socket, shared: Arc<Shared>) -> Worker {
+    fn new(
+        core: usize,
+        ring: IoUring,
+        listener: Socket,
+        shared: Arc<Shared>,
+        live: Arc<Live>,
+    ) -> Worker {
         let n = shared.connections_max;
         let mut conns = Vec::with_capacity(n);
         conns.resize_with(n, Conn::free);
@@ -228,6 +273,7 @@ impl Worker {
             ring,
             listener,
             shared,
+            live,
             conns,
             free,
             delay_ts,
@@ -273,6 +319,7 @@ impl Worker {
                     break;
                 }
             }
+            self.live.store(&self.stats);
         }
         self.shutdown(&mut batch);
     }
@@ -405,7 +452,9 @@ impl Worker {
                 self.shared.reply.as_ptr(),
                 left.min(self.shared.reply.len()),
             ),
-            SinkMode::Echo | SinkMode::Discard => (conn.buf[conn.send_off..].as_ptr(), left),
+            SinkMode::Echo | SinkMode::Discard | SinkMode::Count => {
+                (conn.buf[conn.send_off..].as_ptr(), left)
+            }
         };
         let send = opcode::Send::new(types::Fd(conn.fd), ptr, len as u32)
             .flags(libc::MSG_NOSIGNAL)
@@ -551,7 +600,7 @@ impl Worker {
         }
         let conn = &mut self.conns[index];
         let replies = match self.shared.mode {
-            SinkMode::Discard => 0,
+            SinkMode::Discard | SinkMode::Count => 0,
             SinkMode::Echo => {
                 conn.send_len = n;
                 1

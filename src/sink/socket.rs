@@ -1,9 +1,10 @@
-//! Listening sockets (one per sink thread, all on one port via `SO_REUSEPORT`) and the
-//! per-connection socket options.
+//! Listening sockets (one per sink thread, all on one port via `SO_REUSEPORT`), the
+//! per-connection socket options, and the UDP sink's sockets.
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -12,16 +13,27 @@ use super::SinkError;
 /// Deep enough that a burst of connects during start-up is never refused.
 pub(crate) const LISTEN_BACKLOG: i32 = 4096;
 
+/// Receive buffer asked for on each UDP socket (the kernel may grant less).
+pub(crate) const UDP_RCVBUF_BYTES: usize = 8 << 20;
+
 fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: `one` is a live c_int for the duration of the call and the length passed
-    // is its size; setsockopt only reads it.
+    set_int_value(fd, level, name, 1)
+}
+
+fn set_int_value(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: `value` is a live c_int for the duration of the call and the length
+    // passed is its size; setsockopt only reads it.
     let rc = unsafe {
         libc::setsockopt(
             fd,
             level,
             name,
-            (&one as *const libc::c_int).cast(),
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
@@ -49,6 +61,29 @@ pub(crate) fn reuseport_listener(addr: SocketAddr) -> Result<Socket, SinkError> 
     set_int_option(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT).map_err(bind_err)?;
     socket.bind(&addr.into()).map_err(bind_err)?;
     socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
+    Ok(socket)
+}
+
+/// A UDP socket bound to `addr` with SO_REUSEPORT (so every sink thread owns one on
+/// the same port and the kernel hashes each source to one of them), a receive buffer
+/// of [`UDP_RCVBUF_BYTES`] if the kernel allows it (SO_RCVBUFFORCE, which needs
+/// CAP_NET_ADMIN, then SO_RCVBUF, capped by net.core.rmem_max; failure is ignored),
+/// SO_RXQ_OVFL (the kernel's drop count arrives with each datagram, if supported),
+/// and `timeout` on receives and sends so the thread sees the stop flag.
+pub(crate) fn reuseport_udp(addr: SocketAddr, timeout: Duration) -> Result<Socket, SinkError> {
+    let bind_err = |source: io::Error| SinkError::Bind { addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(bind_err)?;
+    let fd = socket.as_raw_fd();
+    set_int_option(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT).map_err(bind_err)?;
+    let want = UDP_RCVBUF_BYTES as libc::c_int;
+    if set_int_value(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, want).is_err() {
+        let _ = socket.set_recv_buffer_size(UDP_RCVBUF_BYTES);
+    }
+    let _ = set_int_option(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL);
+    socket.set_read_timeout(Some(timeout)).map_err(bind_err)?;
+    socket.set_write_timeout(Some(timeout)).map_err(bind_err)?;
+    socket.bind(&addr.into()).map_err(bind_err)?;
     Ok(socket)
 }
 

@@ -15,6 +15,9 @@ fn config(mode: SinkMode) -> SinkConfig {
         delay: None,
         stall: None,
         max_connections_per_core: 64,
+        udp: false,
+        drop_ratio: 0.0,
+        seed: 0,
     }
 }
 
@@ -351,7 +354,12 @@ fn mode_parses_and_rejects_with_one_line_messages() {
         assert!(err.contains(needle), "{input}: {err}");
         assert!(!err.contains('\n'), "{err}");
     }
-    for mode in [SinkMode::Echo, SinkMode::Discard, SinkMode::Fixed(64)] {
+    for mode in [
+        SinkMode::Echo,
+        SinkMode::Discard,
+        SinkMode::Fixed(64),
+        SinkMode::Count,
+    ] {
         assert_eq!(mode.to_string().parse::<SinkMode>(), Ok(mode));
     }
 }

@@ -64,6 +64,40 @@ impl Sink {
     }
 }
 
+impl Sink {
+    /// Starts `blaster sink --udp` with extra args; UDP cannot be probed with a
+    /// connect, so it waits for the process to report that it listens.
+    pub fn start_udp(extra: &[&str]) -> Sink {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut child = Command::new(bin())
+            .args(["sink", "--udp", "--listen", &addr, "--cores", sink_core()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sink");
+        // The sink prints its "sink: ... on ADDR" line once it is bound.
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(line.contains(&addr), "sink did not start: {line}");
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Sink { child, addr }
+    }
+
+    /// Stops the sink with SIGINT (so it writes its report) and waits for it.
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "sink did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for Sink {
     fn drop(&mut self) {
         let _ = self.child.kill();

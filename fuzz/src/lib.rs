@@ -1,0 +1,128 @@
+//! The engine stand-in every fuzz target drives a framer with.
+//!
+//! A target's input is split into a few parameter bytes (read with [`Input::byte`]:
+//! the framer's options, its `--max-response`, the seed of the chunk sizes) and the
+//! stream. [`drive`] feeds the stream the way the worker does — in chunks, keeping the
+//! bytes a framer did not consume and feeding them again with the next chunk — and
+//! asserts the contract on every call:
+//!
+//! - `consumed` never exceeds the input, and a `Complete` consumes at least one byte;
+//! - the bytes kept un-consumed stay under `LINE_BYTES_MAX` (a framer streams);
+//! - chunking changes nothing: the response ends and the verdict (invalid or not) are
+//!   those of the same stream fed whole.
+//!
+//! After `Invalid` the stand-in does what the engine does — `reset()` and go on as on a
+//! fresh connection — so the rest of the input exercises `reset` too. At the end it
+//! reports the close (`eof`) and reads `status` / `close_after`.
+
+use blaster::proto::{Framer, LINE_BYTES_MAX, Parsed};
+
+/// Parameter bytes taken from the front of the fuzz input; missing ones read as 0.
+pub struct Input<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Input<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        Input { data }
+    }
+
+    pub fn byte(&mut self) -> u8 {
+        match self.data.split_first() {
+            Some((&b, rest)) => {
+                self.data = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    /// A `--max-response` bound: small ones make the oversize paths reachable.
+    pub fn max_response(&mut self) -> usize {
+        [7, 64, 300, 4096, 1 << 20][self.byte() as usize % 5]
+    }
+
+    /// What remains: the stream.
+    pub fn rest(self) -> &'a [u8] {
+        self.data
+    }
+}
+
+/// What a run saw up to its first `Invalid` (after it, runs restart at different
+/// offsets and are not comparable).
+#[derive(Debug, PartialEq, Eq)]
+struct Trace {
+    /// Stream offsets at which responses ended, before the first `Invalid`.
+    ends: Vec<usize>,
+    /// The first `Invalid`'s reason.
+    invalid: Option<&'static str>,
+}
+
+/// Feeds `stream` to framers from `make` in chunks drawn from `seed`, checking the
+/// contract, then again whole, and compares the two.
+pub fn drive<F: Framer>(make: impl Fn() -> F, stream: &[u8], seed: u8) {
+    let mut state = seed as u32 | 0x100; // never zero: xorshift would stick
+    let chunked = run(&mut make(), stream, || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        match state % 8 {
+            0 => usize::MAX,
+            1..=4 => 1 + (state >> 8) as usize % 4,
+            _ => 1 + (state >> 8) as usize % 300,
+        }
+    });
+    let whole = run(&mut make(), stream, || usize::MAX);
+    assert_eq!(chunked, whole, "chunking changed the framing");
+}
+
+fn run<F: Framer>(f: &mut F, stream: &[u8], mut next: impl FnMut() -> usize) -> Trace {
+    let mut trace = Trace {
+        ends: Vec::new(),
+        invalid: None,
+    };
+    let mut pending: Vec<u8> = Vec::new();
+    let mut base = 0; // stream offset of pending[0]
+    let mut pos = 0;
+    while pos < stream.len() {
+        let take = next().min(stream.len() - pos);
+        pending.extend_from_slice(&stream[pos..pos + take]);
+        pos += take;
+        while !pending.is_empty() {
+            match f.feed(&pending) {
+                Parsed::Complete { consumed } => {
+                    assert!(consumed >= 1, "Complete consumed nothing");
+                    assert!(consumed <= pending.len(), "consumed past the input");
+                    let _ = (f.status(), f.close_after());
+                    pending.drain(..consumed);
+                    base += consumed;
+                    if trace.invalid.is_none() {
+                        trace.ends.push(base);
+                    }
+                }
+                Parsed::Incomplete { consumed } => {
+                    assert!(consumed <= pending.len(), "consumed past the input");
+                    pending.drain(..consumed);
+                    base += consumed;
+                    assert!(
+                        pending.len() < LINE_BYTES_MAX,
+                        "{} bytes kept un-consumed",
+                        pending.len()
+                    );
+                    break;
+                }
+                Parsed::Invalid { reason } => {
+                    // The engine closes the connection, drops what it holds, reopens.
+                    trace.invalid.get_or_insert(reason);
+                    base += pending.len();
+                    pending.clear();
+                    f.reset();
+                }
+            }
+        }
+    }
+    if f.eof() {
+        let _ = (f.status(), f.close_after());
+    }
+    trace
+}

@@ -1,0 +1,762 @@
+//! The UDP worker: connected UDP sockets ("flows"), one datagram per request, each
+//! starting with blaster's header (magic, flow, sequence, intended instant; see
+//! `proto::udp_header`).
+//!
+//! Request/response: a response is matched to its request by (flow, sequence) through
+//! a pre-sized window per flow (slot = seq mod W). A request whose response has not
+//! come within `--timeout` is lost: an error, its latency recorded at the timeout. A
+//! response for a slot already answered is a duplicate; one whose sequence is below the
+//! highest already answered on its flow is reordered; one that arrives after its
+//! request was counted lost is late; anything without our header, or for a flow or
+//! sequence we never sent, is foreign.
+//!
+//! Blast (`--no-response`): fire and forget, at the timetable's rate or as fast as the
+//! send buffers allow (`--rate max`). With UDP GSO (`UDP_SEGMENT`, probed per socket)
+//! one send carries up to 64 datagrams of the same flow; without it, one send per
+//! datagram, all submitted in one batch per loop iteration.
+//!
+//! Send buffers come from a fixed pool whose payload bytes are written once at start;
+//! only the 24-byte header is written per datagram. Nothing allocates per request.
+
+use super::conn_table::Fifo;
+use super::ring::Ring;
+use super::token::{Op, Token};
+use super::worker::{Channels, Control, Ready, Transport, WorkerPlan, thread_cpu_ns, wait_for_start};
+use crate::clock::{Clock, Nanos, Ticks};
+use crate::limits::{CQE_BATCH_MAX, SPIN_NS, WAIT_NS_MAX};
+use crate::metrics::recorder::WorkerTotals;
+use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
+use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
+use crate::schedule::{Constant, Schedule};
+use crossbeam_channel::{Receiver, Sender};
+use io_uring::{opcode, types};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::os::fd::{IntoRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Most datagrams one GSO send may carry (the kernel's UDP_MAX_SEGMENTS).
+const GSO_SEGMENTS_MAX: usize = 64;
+/// Largest GSO send, bytes (a UDP datagram's maximum payload, with margin).
+const GSO_BYTES_MAX: usize = 65_000;
+/// Send buffers per worker in request/response mode.
+const SEND_BUFFERS_RR: usize = 1024;
+/// Send buffers per worker in blast mode (each holds up to a GSO batch).
+const SEND_BUFFERS_BLAST: usize = 256;
+/// Window slots per flow, at least and at most (power of two).
+const WINDOW_MIN: usize = 64;
+const WINDOW_MAX: usize = 1 << 20;
+/// Receive buffer per flow: a response larger than this is truncated (only the header
+/// is needed to match it).
+const RECV_BYTES: usize = 2048;
+
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum SlotState {
+    #[default]
+    Empty,
+    InFlight,
+    Done,
+    Lost,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    seq: u64,
+    intended_ns: Nanos,
+    sent: Ticks,
+    state: SlotState,
+}
+
+struct Flow {
+    fd: RawFd,
+    /// Global flow id carried in the header.
+    id: u32,
+    next_seq: u64,
+    /// Lowest sequence that may still be in flight.
+    oldest: u64,
+    /// One past the highest sequence answered so far.
+    highest_rx: u64,
+    recv_armed: bool,
+}
+
+/// Runs one UDP worker to completion (see [`super::worker::run_worker`] for the
+/// protocol with the main thread).
+pub fn run_udp_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
+    let Channels {
+        ready_tx,
+        control_rx,
+        snap_tx,
+        recycle_rx,
+    } = ch;
+    if let Some(core) = plan.core {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    }
+    let mut w = match UdpWorker::new(&plan, snap_tx, recycle_rx) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = ready_tx.send(Ready {
+                worker: plan.index,
+                established: 0,
+                failed: plan.connections,
+                first_errno: e.raw_os_error(),
+                fatal: Some(format!("worker {}: UDP setup failed: {e}", plan.index)),
+                features: Vec::new(),
+            });
+            return;
+        }
+    };
+    let _ = ready_tx.send(Ready {
+        worker: plan.index,
+        established: w.flows.len(),
+        failed: 0,
+        first_errno: None,
+        fatal: None,
+        features: w.features.clone(),
+    });
+    if let Ok(Control::Start(clock)) = control_rx.recv() {
+        w.clock = clock;
+        w.run(&stop);
+    }
+    w.quiesce();
+}
+
+struct UdpWorker<'p> {
+    plan: &'p WorkerPlan,
+    ring: Ring,
+    features: Vec<&'static str>,
+    flows: Vec<Flow>,
+    window: Box<[Slot]>,
+    window_len: usize,
+    send_bufs: Box<[u8]>,
+    send_buf_len: usize,
+    free_bufs: Fifo<u32>,
+    /// Per send buffer: flow index and how many datagrams it carries.
+    buf_use: Box<[(u32, u32)]>,
+    recv_bufs: Box<[u8]>,
+    backlog: Fifo<(Nanos, Ticks)>,
+    dgram_len: usize,
+    /// Datagrams per send (GSO segments; 1 without GSO).
+    batch: usize,
+    blast: bool,
+    clock: Clock,
+    hist: Histograms,
+    counters: Counters,
+    cqes: Box<[(u64, i32)]>,
+    snap_tx: Sender<Snapshot>,
+    recycle_rx: Receiver<Histograms>,
+    schedule: Option<Constant>,
+    next_k: u64,
+    total_k: u64,
+    next_flow: usize,
+    inflight: u64,
+    ops_in_ring: u64,
+    completed_total: u64,
+    stopping: bool,
+    stopped_ns: Nanos,
+    backlog_peak: u64,
+}
+
+fn udp_socket(plan: &WorkerPlan, gso_len: Option<usize>) -> std::io::Result<(RawFd, bool)> {
+    let s = Socket::new(
+        Domain::for_address(plan.target),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
+    let _ = s.set_send_buffer_size(4 << 20);
+    let _ = s.set_recv_buffer_size(4 << 20);
+    s.connect(&SockAddr::from(plan.target))?;
+    let fd = s.into_raw_fd();
+    let mut gso = false;
+    if let Some(len) = gso_len {
+        let v = len as libc::c_int;
+        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live local.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_UDP,
+                libc::UDP_SEGMENT,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        gso = rc == 0;
+    }
+    Ok((fd, gso))
+}
+
+impl<'p> UdpWorker<'p> {
+    fn new(
+        plan: &'p WorkerPlan,
+        snap_tx: Sender<Snapshot>,
+        recycle_rx: Receiver<Histograms>,
+    ) -> std::io::Result<Self> {
+        let blast = plan.transport == Transport::UdpBlast;
+        let dgram_len = HEADER_LEN + plan.payload.len();
+        let want_batch = if blast {
+            (GSO_BYTES_MAX / dgram_len).clamp(1, GSO_SEGMENTS_MAX)
+        } else {
+            1
+        };
+        let mut flows = Vec::with_capacity(plan.connections);
+        let mut gso_all = want_batch > 1;
+        for i in 0..plan.connections {
+            let (fd, gso) = udp_socket(plan, (want_batch > 1).then_some(dgram_len))?;
+            gso_all &= gso;
+            flows.push(Flow {
+                fd,
+                id: (plan.conn_offset + i) as u32,
+                next_seq: 0,
+                oldest: 0,
+                highest_rx: 0,
+                recv_armed: false,
+            });
+        }
+        let mut features = Vec::new();
+        let batch = if gso_all { want_batch } else { 1 };
+        if blast {
+            features.push(if gso_all { "udp_gso" } else { "udp_gso_unavailable" });
+        }
+        let buffers = if blast {
+            SEND_BUFFERS_BLAST
+        } else {
+            SEND_BUFFERS_RR
+        };
+        let send_buf_len = dgram_len * batch;
+        let mut send_bufs = vec![0u8; buffers * send_buf_len].into_boxed_slice();
+        for d in send_bufs.chunks_mut(dgram_len) {
+            d[HEADER_LEN..].copy_from_slice(&plan.payload);
+        }
+        let mut free_bufs = Fifo::with_capacity(buffers);
+        for b in 0..buffers as u32 {
+            let _ = free_bufs.push(b);
+        }
+        // Window per flow: the flow's share of rate x timeout, with a margin.
+        let per_flow_rate = if plan.rate_rps.is_finite() {
+            plan.rate_rps / plan.workers as f64 / plan.connections as f64
+        } else {
+            0.0
+        };
+        let window_len = if blast {
+            1
+        } else {
+            ((per_flow_rate * plan.timeout_ns as f64 / 1e9 * 1.25) as usize)
+                .clamp(WINDOW_MIN, WINDOW_MAX)
+                .next_power_of_two()
+        };
+        let ring = Ring::new((buffers + plan.connections + 64) as u32)?;
+        features.extend(ring.features.iter().copied());
+        let schedule = plan
+            .rate_rps
+            .is_finite()
+            .then(|| Constant::new(plan.rate_rps, plan.workers, plan.index));
+        let total_k = schedule.map_or(u64::MAX, |s| s.count_before(plan.duration_ns));
+        Ok(UdpWorker {
+            plan,
+            ring,
+            features,
+            window: vec![Slot::default(); if blast { 0 } else { flows.len() * window_len }]
+                .into_boxed_slice(),
+            window_len,
+            flows,
+            send_bufs,
+            send_buf_len,
+            free_bufs,
+            buf_use: vec![(0, 0); buffers].into_boxed_slice(),
+            recv_bufs: vec![0u8; if blast { 0 } else { plan.connections * RECV_BYTES }]
+                .into_boxed_slice(),
+            backlog: Fifo::with_capacity(plan.backlog_capacity),
+            dgram_len,
+            batch,
+            blast,
+            clock: Clock::new(),
+            hist: Histograms::new(),
+            counters: Counters::default(),
+            cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
+            snap_tx,
+            recycle_rx,
+            schedule,
+            next_k: 0,
+            total_k,
+            next_flow: 0,
+            inflight: 0,
+            ops_in_ring: 0,
+            completed_total: 0,
+            stopping: false,
+            stopped_ns: 0,
+            backlog_peak: 0,
+        })
+    }
+
+    #[inline]
+    fn push(&mut self, entry: &io_uring::squeue::Entry) {
+        // SAFETY: entries point into `send_bufs` and `recv_bufs`, allocated once and
+        // kept alive until every operation has completed (`quiesce`).
+        if let Err(e) = unsafe { self.ring.push(entry) } {
+            panic!("io_uring submit failed: {e}");
+        }
+        self.ops_in_ring += 1;
+    }
+
+    fn arm_recv(&mut self, f: usize) {
+        let flow = &mut self.flows[f];
+        flow.recv_armed = true;
+        let token = Token {
+            conn: f as u32,
+            op: Op::Recv,
+            generation: 0,
+        };
+        let buf = &mut self.recv_bufs[f * RECV_BYTES..(f + 1) * RECV_BYTES];
+        let entry = opcode::Recv::new(types::Fd(flow.fd), buf.as_mut_ptr(), RECV_BYTES as u32)
+            .build()
+            .user_data(token.encode());
+        self.push(&entry);
+    }
+
+    /// Sends up to `count` datagrams on one flow from one buffer. Returns how many.
+    fn send_batch(&mut self, count: usize, intended: &[(Nanos, Ticks)], now_t: Ticks) -> usize {
+        let Some(b) = self.free_bufs.pop() else {
+            return 0;
+        };
+        let f = self.next_flow;
+        self.next_flow = (self.next_flow + 1) % self.flows.len();
+        let n = count.min(self.batch);
+        let base = b as usize * self.send_buf_len;
+        let sent_ns = self.clock.ns(now_t);
+        for (i, &(intended_ns, dispatched)) in intended.iter().take(n).enumerate() {
+            let flow = &mut self.flows[f];
+            let seq = flow.next_seq;
+            flow.next_seq += 1;
+            UdpHeader {
+                flow: flow.id,
+                seq,
+                intended_ns,
+            }
+            .write(&mut self.send_bufs[base + i * self.dgram_len..]);
+            if !self.blast {
+                let slot = &mut self.window[f * self.window_len + (seq as usize % self.window_len)];
+                *slot = Slot {
+                    seq,
+                    intended_ns,
+                    sent: now_t,
+                    state: SlotState::InFlight,
+                };
+                self.inflight += 1;
+            }
+            let wait = sent_ns.saturating_sub(self.clock.ns(dispatched));
+            self.hist.connection_wait.saturating_record(wait);
+        }
+        self.buf_use[b as usize] = (f as u32, n as u32);
+        self.counters.sent += n as u64;
+        let token = Token {
+            conn: b,
+            op: Op::Send,
+            generation: 0,
+        };
+        let buf = &self.send_bufs[base..base + n * self.dgram_len];
+        let entry = opcode::Send::new(types::Fd(self.flows[f].fd), buf.as_ptr(), buf.len() as u32)
+            .build()
+            .user_data(token.encode());
+        self.push(&entry);
+        n
+    }
+
+    /// Whether flow `next_flow`'s window has room for its next sequence.
+    #[inline]
+    fn window_free(&self) -> bool {
+        if self.blast {
+            return true;
+        }
+        let f = self.next_flow;
+        let seq = self.flows[f].next_seq;
+        self.window[f * self.window_len + (seq as usize % self.window_len)].state
+            != SlotState::InFlight
+    }
+
+    /// One request: sent at once when a buffer and a window slot are free, else it
+    /// waits in the backlog (its wait is connection wait).
+    #[inline]
+    fn dispatch_one(&mut self, intended: Nanos, now_t: Ticks) {
+        if self.backlog.is_empty()
+            && !self.free_bufs.is_empty()
+            && self.window_free()
+            && self.send_batch(1, &[(intended, now_t)], now_t) == 1
+        {
+            return;
+        }
+        if !self.backlog.push((intended, now_t)) {
+            self.counters.error(ErrorKind::BacklogOverflow);
+            self.hist.latency.saturating_record(self.plan.timeout_ns);
+        }
+    }
+
+    /// Sends waiting requests while buffers and window slots allow; in blast mode
+    /// packs up to a GSO batch per send.
+    fn serve_backlog(&mut self, now_t: Ticks) {
+        let mut group = [(0u64, 0u64); GSO_SEGMENTS_MAX];
+        while !self.backlog.is_empty() && !self.free_bufs.is_empty() && self.window_free() {
+            let n = self.backlog.len().min(self.batch);
+            for g in group.iter_mut().take(n) {
+                *g = self.backlog.pop().expect("not empty");
+            }
+            let sent = self.send_batch(n, &group[..n], now_t);
+            debug_assert_eq!(sent, n);
+        }
+        self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
+    }
+
+    /// `--rate max`: fill every free buffer with a full batch.
+    fn blast_max(&mut self, now_t: Ticks, now_ns: Nanos) -> u64 {
+        let mut n = 0;
+        let group = [(now_ns, now_t); GSO_SEGMENTS_MAX];
+        while !self.free_bufs.is_empty() {
+            let sent = self.send_batch(self.batch, &group[..self.batch], now_t) as u64;
+            self.counters.dispatched += sent;
+            n += sent;
+        }
+        n
+    }
+
+    fn dispatch_due(&mut self, now_t: Ticks, now_ns: Nanos) -> u64 {
+        let Some(schedule) = self.schedule else {
+            return self.blast_max(now_t, now_ns);
+        };
+        let mut n = 0;
+        if self.blast {
+            // Due datagrams go through the backlog so they can share GSO sends.
+            while self.next_k < self.total_k {
+                let intended = schedule.due_ns(self.next_k);
+                if intended > now_ns {
+                    break;
+                }
+                self.next_k += 1;
+                n += 1;
+                self.counters.dispatched += 1;
+                self.hist.dispatch_lag.saturating_record(now_ns - intended);
+                if !self.backlog.push((intended, now_t)) {
+                    self.counters.error(ErrorKind::BacklogOverflow);
+                }
+            }
+            self.serve_backlog(now_t);
+            return n;
+        }
+        while self.next_k < self.total_k {
+            let intended = schedule.due_ns(self.next_k);
+            if intended > now_ns {
+                break;
+            }
+            self.next_k += 1;
+            n += 1;
+            self.counters.dispatched += 1;
+            self.hist.dispatch_lag.saturating_record(now_ns - intended);
+            self.dispatch_one(intended, now_t);
+        }
+        self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
+        n
+    }
+
+    fn reap(&mut self) -> usize {
+        let mut n = 0;
+        for cqe in self.ring.uring.completion() {
+            self.cqes[n] = (cqe.user_data(), cqe.result());
+            n += 1;
+            if n == self.cqes.len() {
+                break;
+            }
+        }
+        self.ops_in_ring -= n as u64;
+        let now_t = self.clock.ticks();
+        for i in 0..n {
+            let (data, res) = self.cqes[i];
+            let Some(token) = Token::decode(data) else {
+                continue;
+            };
+            match token.op {
+                Op::Send => self.on_send(token.conn, res),
+                Op::Recv => self.on_recv(token.conn as usize, res, now_t),
+                Op::Connect => {}
+            }
+        }
+        n
+    }
+
+    fn on_send(&mut self, b: u32, res: i32) {
+        let (_, n) = self.buf_use[b as usize];
+        let _ = self.free_bufs.push(b);
+        if res >= 0 {
+            self.counters.bytes_sent += res as u64;
+            return;
+        }
+        // Not sent: ECONNREFUSED (an ICMP port unreachable came back) is a connection
+        // event; ENOBUFS and the like are transient. In request/response mode the
+        // datagrams stay in their window slots and are counted lost at their timeout;
+        // in blast mode each is an error.
+        if -res == libc::ECONNREFUSED {
+            self.counters.error(ErrorKind::ConnectRefused);
+        }
+        if self.blast {
+            for _ in 0..n {
+                self.counters.error(ErrorKind::Io);
+            }
+        }
+    }
+
+    fn on_recv(&mut self, f: usize, res: i32, done: Ticks) {
+        self.flows[f].recv_armed = false;
+        if res > 0 {
+            self.counters.bytes_received += res as u64;
+            let buf = &self.recv_bufs[f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES)];
+            self.on_datagram(f, UdpHeader::read(buf), done);
+        }
+        // Errors on a connected UDP socket (ECONNREFUSED from an ICMP unreachable) are
+        // transient: the request they concern is lost at its timeout.
+        if !(self.stopping && self.inflight == 0) {
+            self.arm_recv(f);
+        }
+    }
+
+    fn on_datagram(&mut self, f: usize, header: Option<UdpHeader>, done: Ticks) {
+        let flow = &self.flows[f];
+        let Some(h) = header.filter(|h| h.flow == flow.id && h.seq < flow.next_seq) else {
+            self.counters.foreign += 1;
+            return;
+        };
+        let slot = &mut self.window[f * self.window_len + (h.seq as usize % self.window_len)];
+        if slot.seq != h.seq {
+            self.counters.late += 1; // the slot was reused: long since counted lost
+            return;
+        }
+        match slot.state {
+            SlotState::InFlight => {
+                slot.state = SlotState::Done;
+                let (intended, sent) = (slot.intended_ns, slot.sent);
+                self.inflight -= 1;
+                self.counters.completed += 1;
+                self.completed_total += 1;
+                let done_ns = self.clock.ns(done);
+                self.hist
+                    .latency
+                    .saturating_record(done_ns.saturating_sub(intended));
+                self.hist
+                    .service
+                    .saturating_record(done_ns.saturating_sub(self.clock.ns(sent)));
+                let flow = &mut self.flows[f];
+                if h.seq + 1 < flow.highest_rx {
+                    self.counters.reordered += 1;
+                }
+                flow.highest_rx = flow.highest_rx.max(h.seq + 1);
+            }
+            SlotState::Done => self.counters.duplicates += 1,
+            SlotState::Lost => self.counters.late += 1,
+            SlotState::Empty => self.counters.foreign += 1,
+        }
+    }
+
+    /// Requests past their timeout are lost; their latency is recorded at the timeout.
+    fn scan(&mut self, now_ns: Nanos) {
+        let timeout = self.plan.timeout_ns;
+        while let Some((intended, _)) = self.backlog.front() {
+            if intended + timeout > now_ns {
+                break;
+            }
+            self.backlog.pop();
+            self.counters.error(ErrorKind::Timeout);
+            self.hist.latency.saturating_record(timeout);
+        }
+        if self.blast {
+            return;
+        }
+        for f in 0..self.flows.len() {
+            loop {
+                let flow = &self.flows[f];
+                if flow.oldest >= flow.next_seq {
+                    break;
+                }
+                let seq = flow.oldest;
+                let slot = &mut self.window[f * self.window_len + (seq as usize % self.window_len)];
+                if slot.seq == seq && slot.state == SlotState::InFlight {
+                    if slot.intended_ns + timeout > now_ns {
+                        break;
+                    }
+                    slot.state = SlotState::Lost;
+                    self.inflight -= 1;
+                    self.counters.error(ErrorKind::Lost);
+                    self.hist.latency.saturating_record(timeout);
+                }
+                self.flows[f].oldest += 1;
+            }
+        }
+    }
+
+    fn send_snapshot(&mut self, interval: u64, last: Option<WorkerTotals>) {
+        let fresh = self.recycle_rx.try_recv().unwrap_or_default();
+        let snap = Snapshot {
+            worker: self.plan.index,
+            interval,
+            histograms: std::mem::replace(&mut self.hist, fresh),
+            counters: self.counters,
+            last,
+        };
+        self.counters = Counters::default();
+        let _ = self.snap_tx.send(snap);
+    }
+
+    fn run(&mut self, stop: &AtomicBool) {
+        if !self.blast {
+            for f in 0..self.flows.len() {
+                self.arm_recv(f);
+            }
+        }
+        wait_for_start(&self.clock);
+        let cpu_start = thread_cpu_ns();
+        let interval_ns = self.plan.interval_ns;
+        let timeout = self.plan.timeout_ns;
+        let scan_every = (timeout / 100).clamp(1_000_000, 50_000_000);
+        let mut next_interval = interval_ns;
+        let mut interval_idx = 0u64;
+        let mut next_scan = 0u64;
+        let mut drain_deadline = u64::MAX;
+        let mut spin_ns = 0u64;
+        let mut idle_since: Option<Nanos> = None;
+        loop {
+            let now_t = self.clock.ticks();
+            let now = self.clock.ns(now_t);
+            if let Some(t) = idle_since.take() {
+                spin_ns += now.saturating_sub(t);
+            }
+            if !self.stopping {
+                let at_end = now >= self.plan.duration_ns
+                    && (self.schedule.is_none() || self.next_k >= self.total_k);
+                if stop.load(Ordering::Relaxed) || at_end {
+                    self.stopping = true;
+                    self.stopped_ns = now.min(self.plan.duration_ns);
+                    drain_deadline = if at_end && !self.blast {
+                        now + timeout + scan_every
+                    } else {
+                        now + timeout.min(crate::limits::DRAIN_NS_MAX)
+                    };
+                    if !at_end || self.blast {
+                        while self.backlog.pop().is_some() {
+                            self.counters.cut_off += 1;
+                        }
+                    }
+                }
+            }
+            let mut work = 0;
+            if !self.stopping {
+                work += self.dispatch_due(now_t, now);
+            }
+            work += self.reap() as u64;
+            if !self.blast {
+                self.serve_backlog(now_t);
+            }
+            if now >= next_scan {
+                self.scan(now);
+                next_scan = now + scan_every;
+            }
+            while !self.stopping && now >= next_interval {
+                self.send_snapshot(interval_idx, None);
+                interval_idx += 1;
+                next_interval += interval_ns;
+            }
+            let sends_pending = self.free_bufs.len() < self.buf_use.len();
+            if self.stopping
+                && ((self.inflight == 0 && self.backlog.is_empty() && !sends_pending)
+                    || now >= drain_deadline)
+            {
+                break;
+            }
+            let mut wake = drain_deadline;
+            if !self.stopping {
+                wake = wake.min(next_interval);
+            }
+            if self.inflight > 0 || !self.backlog.is_empty() {
+                wake = wake.min(next_scan);
+            }
+            let mut due_soon = false;
+            if !self.stopping {
+                match self.schedule {
+                    Some(s) if self.next_k < self.total_k => {
+                        let due = s.due_ns(self.next_k);
+                        if due.saturating_sub(SPIN_NS) <= wake {
+                            wake = due.saturating_sub(SPIN_NS);
+                            due_soon = true;
+                        }
+                    }
+                    None => due_soon = true, // --rate max: never sleep long
+                    _ => {}
+                }
+            }
+            let now2 = self.clock.now_ns();
+            let pending_cqes = !self.ring.uring.completion().is_empty();
+            let may_sleep = self.schedule.is_some() || self.free_bufs.is_empty() || self.stopping;
+            if work == 0 && !pending_cqes && may_sleep && (wake > now2 + 1_000 || !due_soon) {
+                let wait = if self.schedule.is_none() && !self.stopping {
+                    1_000_000 // buffers all in flight: wait for a send to complete
+                } else {
+                    wake.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX)
+                };
+                let _ = self.ring.submit_and_wait_ns(wait);
+            } else {
+                if self.ring.needs_enter() || (work == 0 && !due_soon) {
+                    let _ = self.ring.submit();
+                }
+                if work == 0 && !pending_cqes {
+                    idle_since = Some(now);
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        while self.backlog.pop().is_some() {
+            self.counters.cut_off += 1;
+        }
+        self.counters.cut_off += self.inflight;
+        self.inflight = 0;
+        let end = self.clock.now_ns();
+        let totals = WorkerTotals {
+            core: self.plan.core,
+            cpu_ns: thread_cpu_ns().saturating_sub(cpu_start),
+            spin_ns,
+            wall_ns: end,
+            stopped_ns: self.stopped_ns,
+            completed: if self.blast {
+                self.counters.sent
+            } else {
+                self.completed_total
+            },
+            backlog_peak: self.backlog_peak,
+            ring_features: self.features.clone(),
+            first_protocol_error: None,
+            entries: Vec::new(),
+        };
+        self.send_snapshot(interval_idx, Some(totals));
+    }
+
+    /// Closes the sockets and waits (at most a second) for every operation in the ring,
+    /// leaking the buffers if some never finish.
+    fn quiesce(&mut self) {
+        for flow in &self.flows {
+            // SAFETY: plain syscalls on descriptors this worker owns.
+            unsafe {
+                libc::shutdown(flow.fd, libc::SHUT_RDWR);
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while self.ops_in_ring > 0 && std::time::Instant::now() < deadline {
+            if self.ring.submit_and_wait_ns(10_000_000).is_err() {
+                break;
+            }
+            let n = self.ring.uring.completion().count() as u64;
+            self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
+        }
+        for flow in &self.flows {
+            // SAFETY: as above; the descriptor is not used after this.
+            unsafe {
+                libc::close(flow.fd);
+            }
+        }
+        if self.ops_in_ring > 0 {
+            std::mem::forget(std::mem::take(&mut self.send_bufs));
+            std::mem::forget(std::mem::take(&mut self.recv_bufs));
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! HTTP/1.1 requests from `--http 'GET /path'`, `-H 'Name: value'` and `--body`:
+//! rendered once at start into a template (placeholders allowed in the path and the
+//! headers; the body must keep one length so Content-Length is right).
+
+use super::template::Template;
+
+/// Builds the request template. `host` fills the Host header unless `headers` has one.
+pub fn request(
+    spec: &str,
+    headers: &[String],
+    body: Option<&[u8]>,
+    host: &str,
+) -> Result<Template, String> {
+    let mut parts = spec.split_whitespace();
+    let (method, path) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(m), Some(p), None) => (m, p),
+        _ => return Err(format!("expected 'METHOD /path', got {spec:?}")),
+    };
+    if !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(format!("method must be upper-case letters, got {method:?}"));
+    }
+    if !path.starts_with('/') && path != "*" && !path.starts_with("http") {
+        return Err(format!("path must start with /, got {path:?}"));
+    }
+    let mut text = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+    let mut has_host = false;
+    for h in headers {
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| format!("header must be 'Name: value', got {h:?}"))?;
+        let name = name.trim();
+        if name.is_empty() || name.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(format!("bad header name in {h:?}"));
+        }
+        if name.eq_ignore_ascii_case("content-length") {
+            return Err("Content-Length is filled in from the body; do not set it".into());
+        }
+        has_host |= name.eq_ignore_ascii_case("host");
+        text.extend_from_slice(format!("{name}: {}\r\n", value.trim()).as_bytes());
+    }
+    if !has_host {
+        text.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+    }
+    if let Some(body) = body {
+        let t = Template::parse(body).map_err(|e| format!("body: {e}"))?;
+        if !t.is_fixed_len() {
+            return Err(
+                "body placeholders {seq}, {conn}, {worker} and {time_ns} change its length; \
+                 use {rand:N} in the body, or put them in the path or a header"
+                    .into(),
+            );
+        }
+        text.extend_from_slice(format!("Content-Length: {}\r\n\r\n", t.max_len()).as_bytes());
+        text.extend_from_slice(body);
+    } else {
+        text.extend_from_slice(b"\r\n");
+    }
+    // Headers were checked as text; placeholders in path and headers are honoured too.
+    Template::parse(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_with_host_and_headers() {
+        let t = request("GET /index.html", &["Accept: */*".into()], None, "127.0.0.1:8080").unwrap();
+        assert_eq!(
+            t.static_bytes(),
+            b"GET /index.html HTTP/1.1\r\nAccept: */*\r\nHost: 127.0.0.1:8080\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn post_fills_content_length_and_keeps_a_given_host() {
+        let t = request("POST /api", &["host: example".into()], Some(b"{{\"a\":1}}"), "h").unwrap();
+        let s = String::from_utf8(t.static_bytes().to_vec()).unwrap();
+        assert!(s.contains("host: example\r\n") && !s.contains("Host: h"), "{s}");
+        assert!(s.ends_with("Content-Length: 7\r\n\r\n{\"a\":1}"), "{s}");
+    }
+
+    #[test]
+    fn bad_specs_are_rejected() {
+        assert!(request("GET", &[], None, "h").is_err());
+        assert!(request("get /", &[], None, "h").is_err());
+        assert!(request("GET nopath", &[], None, "h").is_err());
+        assert!(request("GET /", &["NoColon".into()], None, "h").is_err());
+        assert!(request("GET /", &["Content-Length: 3".into()], None, "h").is_err());
+        assert!(request("POST /", &[], Some(b"{seq}"), "h").is_err());
+    }
+
+    #[test]
+    fn path_placeholders_render() {
+        let t = request("GET /item/{seq}", &[], None, "h").unwrap();
+        assert!(!t.is_static());
+    }
+}
