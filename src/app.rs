@@ -144,15 +144,38 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         crate::plan::list_cores(&cfg.cores)
     );
     let started = std::time::Instant::now();
+    let live = cfg.udp && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut next_line = std::time::Duration::from_secs(1);
+    let mut last = crate::sink::SinkStats::default();
     while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
         std::thread::sleep(std::time::Duration::from_millis(20));
+        if live && started.elapsed() >= next_line {
+            // UDP live line: what arrived in the last second.
+            let now = sink.snapshot();
+            eprintln!(
+                "[{:>4}s] received {:>9}/s {:>8.1} Mbit/s | lost {} reordered {} duplicates {}",
+                next_line.as_secs(),
+                now.received - last.received,
+                (now.bytes_received - last.bytes_received) as f64 * 8.0 / 1e6,
+                now.lost.saturating_sub(last.lost),
+                now.reordered - last.reordered,
+                now.duplicates - last.duplicates
+            );
+            last = now;
+            next_line += std::time::Duration::from_secs(1);
+        }
     }
     let stats = sink.stop();
     if cfg.udp {
         let v = crate::sink::udp_report_json(&stats);
         eprintln!(
             "sink: udp {} received, {} lost, {} reordered, {} duplicates, {} foreign, {} dropped; {:.0} packets/s",
-            v["received"], v["lost"], v["reordered"], v["duplicates"], v["foreign"], v["dropped"],
+            v["received"],
+            v["lost"],
+            v["reordered"],
+            v["duplicates"],
+            v["foreign"],
+            v["dropped"],
             v["received_pps"].as_f64().unwrap_or(0.0)
         );
         if let Some(p) = &a.json {

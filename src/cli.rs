@@ -21,6 +21,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; size is irrelevant
 pub enum Command {
     /// Run a load test against --target, or without --target the loopback baseline.
     Run(RunArgs),

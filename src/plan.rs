@@ -250,12 +250,18 @@ impl RunPlan {
             }
             Some(r) => {
                 let v: f64 = r.parse().map_err(|_| {
-                    err("rate", format!("expected requests per second or max, got {r:?}"))
+                    err(
+                        "rate",
+                        format!("expected requests per second or max, got {r:?}"),
+                    )
                 })?;
                 Some(check_rate("rate", v)?)
             }
             None if target.is_some() => {
-                return Err(err("rate", "is required with --target (requests per second)"));
+                return Err(err(
+                    "rate",
+                    "is required with --target (requests per second)",
+                ));
             }
             None => None,
         };
@@ -264,14 +270,14 @@ impl RunPlan {
             crate::request::http::request(spec, &a.headers, body, &host)
         };
         let requests = if let Some(spec) = &a.http {
-            let body = match (&a.body, &a.body_file) {
-                (Some(b), _) => Some(unescape("body", b)?),
-                (None, Some(f)) => Some(
-                    std::fs::read(f)
-                        .map_err(|e| err("body-file", format!("cannot read {}: {e}", f.display())))?,
-                ),
-                _ => None,
-            };
+            let body =
+                match (&a.body, &a.body_file) {
+                    (Some(b), _) => Some(unescape("body", b)?),
+                    (None, Some(f)) => Some(std::fs::read(f).map_err(|e| {
+                        err("body-file", format!("cannot read {}: {e}", f.display()))
+                    })?),
+                    _ => None,
+                };
             let framing: Framing = a
                 .framing
                 .as_deref()
@@ -333,13 +339,18 @@ impl RunPlan {
             ));
         }
         let framing = requests.framing();
-        if requests.entries.iter().any(|e| e.framing == Framing::Echo) && requests.static_bytes().is_none() {
+        if requests.entries.iter().any(|e| e.framing == Framing::Echo)
+            && requests.static_bytes().is_none()
+        {
             return Err(err(
                 "framing",
                 "echo needs one request of fixed bytes: with placeholders or a mix, use fixed:N or a protocol framer",
             ));
         }
-        let payload: Vec<u8> = requests.static_bytes().map(<[u8]>::to_vec).unwrap_or_default();
+        let payload: Vec<u8> = requests
+            .static_bytes()
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
         if transport != Transport::Tcp && payload.is_empty() {
             return Err(err(
                 "proto",
@@ -354,8 +365,13 @@ impl RunPlan {
                 "the loopback baseline (no --target) uses echo or fixed:N",
             ));
         }
-        if transport != Transport::Tcp && payload.len() + crate::proto::udp_header::HEADER_LEN > 65_000 {
-            return Err(err(payload_flag, "a UDP payload must fit one datagram (at most 64976 bytes)"));
+        if transport != Transport::Tcp
+            && payload.len() + crate::proto::udp_header::HEADER_LEN > 65_000
+        {
+            return Err(err(
+                payload_flag,
+                "a UDP payload must fit one datagram (at most 64976 bytes)",
+            ));
         }
         Ok(RunPlan {
             target,
@@ -438,7 +454,7 @@ impl RunPlan {
                     payload: self.payload.clone(),
                     requests: self.requests.clone(),
                     seed: self.seed,
-                    framing: self.framing.clone(),
+                    framing: self.framing,
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: 1_000_000_000,
@@ -457,14 +473,25 @@ pub fn parse_size(flag: &'static str, s: &str) -> Result<usize, PlanError> {
         "" | "B" => 1,
         "k" | "K" | "KiB" | "kB" => 1 << 10,
         "M" | "MiB" | "MB" => 1 << 20,
-        _ => return Err(err(flag, format!("expected a size such as 4096, 64KiB or 1MiB, got {s:?}"))),
+        _ => {
+            return Err(err(
+                flag,
+                format!("expected a size such as 4096, 64KiB or 1MiB, got {s:?}"),
+            ));
+        }
     };
-    let n: usize = num
-        .parse()
-        .map_err(|_| err(flag, format!("expected a size such as 4096, 64KiB or 1MiB, got {s:?}")))?;
+    let n: usize = num.parse().map_err(|_| {
+        err(
+            flag,
+            format!("expected a size such as 4096, 64KiB or 1MiB, got {s:?}"),
+        )
+    })?;
     let v = n.saturating_mul(mult);
     if v == 0 || v > 1 << 30 {
-        return Err(err(flag, format!("must be between 1 byte and 1GiB, got {s:?}")));
+        return Err(err(
+            flag,
+            format!("must be between 1 byte and 1GiB, got {s:?}"),
+        ));
     }
     Ok(v)
 }

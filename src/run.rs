@@ -9,8 +9,8 @@ use crate::metrics::recorder::WorkerTotals;
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
-    Bytes, Config, Connections, HttpReport, Interval, Percentiles, Rate, Report, Requests,
-    MixEntryReport, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
+    Bytes, Config, Connections, HttpReport, Interval, MixEntryReport, Percentiles, Rate, Report,
+    Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
 };
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -327,7 +327,11 @@ fn build_report(
     let blast = plan.transport == Transport::UdpBlast;
     let udp = (plan.transport != Transport::Tcp).then(|| {
         let failed = ctr.errors_of(ErrorKind::Io);
-        let sent = if blast { ctr.sent.saturating_sub(failed) } else { ctr.sent };
+        let sent = if blast {
+            ctr.sent.saturating_sub(failed)
+        } else {
+            ctr.sent
+        };
         let lost = ctr.errors_of(ErrorKind::Lost);
         UdpReport {
             sent,
@@ -344,19 +348,22 @@ fn build_report(
             },
             sent_pps: sent as f64 / secs,
             sent_bps: ctr.bytes_sent as f64 * 8.0 / secs,
-            gso: c.totals.iter().any(|t| t.ring_features.contains(&"udp_gso")),
+            gso: c
+                .totals
+                .iter()
+                .any(|t| t.ring_features.contains(&"udp_gso")),
         }
     });
     let http = (plan.requests.entries.iter())
         .any(|e| e.framing == crate::proto::Framing::Http1)
         .then(|| HttpReport {
-        status_classes: ["other", "1xx", "2xx", "3xx", "4xx", "5xx"]
-            .iter()
-            .zip(ctr.http_status)
-            .filter(|&(_, n)| n > 0)
-            .map(|(&k, n)| (k, n))
-            .collect(),
-    });
+            status_classes: ["other", "1xx", "2xx", "3xx", "4xx", "5xx"]
+                .iter()
+                .zip(ctr.http_status)
+                .filter(|&(_, n)| n > 0)
+                .map(|(&k, n)| (k, n))
+                .collect(),
+        });
     let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
     let mix = plan.requests.is_mix.then(|| {
         plan.requests

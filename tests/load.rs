@@ -312,14 +312,25 @@ fn udp_loss_from_a_dropping_sink_is_reported() {
     let (out, v) = run_json(
         &sink.addr,
         &[
-            "--proto", "udp", "--rate", "10000", "--duration", "3s", "--connections", "4",
-            "--timeout", "200ms",
+            "--proto",
+            "udp",
+            "--rate",
+            "10000",
+            "--duration",
+            "3s",
+            "--connections",
+            "4",
+            "--timeout",
+            "200ms",
         ],
         Duration::from_secs(30),
     );
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let loss = f(&v, "udp.loss_ratio");
-    assert!((0.007..=0.013).contains(&loss), "loss ratio {loss}, expected about 1%");
+    assert!(
+        (0.007..=0.013).contains(&loss),
+        "loss ratio {loss}, expected about 1%"
+    );
     assert_eq!(f(&v, "udp.lost"), f(&v, "requests.errors"));
     assert_eq!(f(&v, "udp.duplicates"), 0.0);
     // Lost datagrams are recorded at the timeout: p99.9 sits there.
@@ -334,8 +345,17 @@ fn udp_blast_counted_by_the_sink() {
     let (out, v) = run_json(
         &sink.addr,
         &[
-            "--proto", "udp", "--no-response", "--rate", "50000", "--duration", "2s",
-            "--connections", "2", "--payload-size", "64",
+            "--proto",
+            "udp",
+            "--no-response",
+            "--rate",
+            "50000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--payload-size",
+            "64",
         ],
         Duration::from_secs(30),
     );
@@ -344,7 +364,10 @@ fn udp_blast_counted_by_the_sink() {
     assert_eq!(f(&v, "udp.sent"), 100_000.0);
     assert!((f(&v, "udp.sent_pps") - 50_000.0).abs() < 500.0);
     let bps = f(&v, "udp.sent_bps");
-    assert!((bps - f(&v, "udp.sent_pps") * 88.0 * 8.0).abs() < 1.0, "{bps}");
+    assert!(
+        (bps - f(&v, "udp.sent_pps") * 88.0 * 8.0).abs() < 1.0,
+        "{bps}"
+    );
     sink.stop();
     let s = read_json(&sink_json);
     let received = f(&s, "received");
@@ -359,10 +382,23 @@ fn udp_blast_at_max_rate() {
     let sink = Sink::start_udp(&["--mode", "count"]);
     let (out, v) = run_json(
         &sink.addr,
-        &["--proto", "udp", "--no-response", "--rate", "max", "--duration", "1s", "--connections", "2"],
+        &[
+            "--proto",
+            "udp",
+            "--no-response",
+            "--rate",
+            "max",
+            "--duration",
+            "1s",
+            "--connections",
+            "2",
+        ],
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(f(&v, "udp.sent_pps") > 50_000.0, "{}", v["udp"]);
-    assert!(v["rate"]["intended_rps"].is_null(), "max has no intended rate");
+    assert!(
+        v["rate"]["intended_rps"].is_null(),
+        "max has no intended rate"
+    );
 }

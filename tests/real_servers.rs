@@ -30,7 +30,10 @@ fn require(bin: &str, package: &str) -> String {
 fn wait_tcp(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "server on port {port} did not start");
+        assert!(
+            Instant::now() < deadline,
+            "server on port {port} did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -56,13 +59,34 @@ fn check_run(target: &str, args: &[&str], expect_completed: u64) -> serde_json::
     // may mark the run invalid (exit 3) without changing what is checked here.
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let v = read_json(&path);
-    assert_eq!(f(&v, "requests.sent"), expect_completed as f64, "{}", v["requests"]);
-    assert_eq!(f(&v, "requests.completed"), expect_completed as f64, "{}", v["requests"]);
+    assert_eq!(
+        f(&v, "requests.sent"),
+        expect_completed as f64,
+        "{}",
+        v["requests"]
+    );
+    assert_eq!(
+        f(&v, "requests.completed"),
+        expect_completed as f64,
+        "{}",
+        v["requests"]
+    );
     assert_eq!(f(&v, "requests.errors"), 0.0, "{}", v["errors_by_kind"]);
-    assert!(v["errors_by_kind"].get("protocol").is_none(), "{}", v["errors_by_kind"]);
-    assert!(v["first_protocol_error"].is_null(), "{}", v["first_protocol_error"]);
+    assert!(
+        v["errors_by_kind"].get("protocol").is_none(),
+        "{}",
+        v["errors_by_kind"]
+    );
+    assert!(
+        v["first_protocol_error"].is_null(),
+        "{}",
+        v["first_protocol_error"]
+    );
     let p50 = f(&v, "latency_ns.p50");
-    assert!(p50 > 1_000.0 && p50 < 50_000_000.0, "implausible latency p50 {p50} ns");
+    assert!(
+        p50 > 1_000.0 && p50 < 50_000_000.0,
+        "implausible latency p50 {p50} ns"
+    );
     v
 }
 
@@ -82,7 +106,11 @@ fn nginx() -> (Server, u16, tempfile::TempDir) {
     );
     let conf_path = dir.path().join("nginx.conf");
     std::fs::write(&conf_path, conf).unwrap();
-    let s = spawn(Command::new(bin).args(["-c", conf_path.to_str().unwrap(), "-p"]).arg(dir.path()));
+    let s = spawn(
+        Command::new(bin)
+            .args(["-c", conf_path.to_str().unwrap(), "-p"])
+            .arg(dir.path()),
+    );
     wait_tcp(port);
     (s, port, dir)
 }
@@ -94,7 +122,18 @@ fn nginx_http1_keepalive() {
     let target = format!("127.0.0.1:{port}");
     let v = check_run(
         &target,
-        &["--http", "GET /", "-H", "Accept: */*", "--rate", "2000", "--duration", "2s", "--connections", "8"],
+        &[
+            "--http",
+            "GET /",
+            "-H",
+            "Accept: */*",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+        ],
         4000,
     );
     assert_eq!(v["protocol"], "tcp");
@@ -109,11 +148,33 @@ fn nginx_http1_pipelined_and_status_classes() {
     let target = format!("127.0.0.1:{port}");
     let v = check_run(
         &target,
-        &["--http", "GET /", "--rate", "4000", "--duration", "2s", "--connections", "4", "--pipeline", "4"],
+        &[
+            "--http",
+            "GET /",
+            "--rate",
+            "4000",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--pipeline",
+            "4",
+        ],
         8000,
     );
     assert_eq!(v["http"]["status_classes"]["2xx"], 8000);
-    let v = check_run(&target, &["--http", "GET /missing", "--rate", "500", "--duration", "1s"], 500);
+    let v = check_run(
+        &target,
+        &[
+            "--http",
+            "GET /missing",
+            "--rate",
+            "500",
+            "--duration",
+            "1s",
+        ],
+        500,
+    );
     assert_eq!(v["http"]["status_classes"]["4xx"], 500);
 }
 
@@ -143,15 +204,36 @@ fn redis_ping_and_get_via_resp() {
     let target = format!("127.0.0.1:{port}");
     check_run(
         &target,
-        &["--payload", "PING\\r\\n", "--framing", "resp", "--rate", "3000", "--duration", "2s", "--connections", "8"],
+        &[
+            "--payload",
+            "PING\\r\\n",
+            "--framing",
+            "resp",
+            "--rate",
+            "3000",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+        ],
         6000,
     );
     // GET of a missing key answers a null bulk string ($-1); pipelined 8 deep.
     check_run(
         &target,
         &[
-            "--payload", "*2\\r\\n$3\\r\\nGET\\r\\n$5\\r\\nk{seq}\\r\\n", "--framing", "resp",
-            "--rate", "3000", "--duration", "2s", "--connections", "2", "--pipeline", "8",
+            "--payload",
+            "*2\\r\\n$3\\r\\nGET\\r\\n$5\\r\\nk{seq}\\r\\n",
+            "--framing",
+            "resp",
+            "--rate",
+            "3000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--pipeline",
+            "8",
         ],
         6000,
     );
@@ -162,7 +244,16 @@ fn memcached_mix_of_set_and_get_with_two_framers() {
     let _g = load_lock();
     let bin = require("memcached", "memcached");
     let port = free_port();
-    let _s = spawn(Command::new(bin).args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1", "-u", "root"]));
+    let _s = spawn(Command::new(bin).args([
+        "-p",
+        &port.to_string(),
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+        "-u",
+        "root",
+    ]));
     wait_tcp(port);
     let dir = tempfile::tempdir().unwrap();
     let mix = dir.path().join("mix.txt");
@@ -176,7 +267,18 @@ fn memcached_mix_of_set_and_get_with_two_framers() {
     let target = format!("127.0.0.1:{port}");
     let v = check_run(
         &target,
-        &["--mix", mix.to_str().unwrap(), "--rate", "3000", "--duration", "2s", "--connections", "8", "--pipeline", "2"],
+        &[
+            "--mix",
+            mix.to_str().unwrap(),
+            "--rate",
+            "3000",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+            "--pipeline",
+            "2",
+        ],
         6000,
     );
     let entries = v["mix"].as_array().unwrap();
@@ -184,7 +286,10 @@ fn memcached_mix_of_set_and_get_with_two_framers() {
     let done: f64 = entries.iter().map(|e| f(e, "completed")).sum();
     assert_eq!(done, 6000.0);
     let set = f(&entries[0], "completed");
-    assert!((1500.0..2100.0).contains(&set), "set share {set} of 6000 at weight 30%");
+    assert!(
+        (1500.0..2100.0).contains(&set),
+        "set share {set} of 6000 at weight 30%"
+    );
     assert_eq!(v["framer"], "mixed");
 }
 
@@ -204,8 +309,21 @@ fn socat_udp_echo() {
     let (_dir, path) = tmp_json();
     let out = run(
         &[
-            "run", "--proto", "udp", "--target", &target, "--cores", "0", "--rate", "1000", "--duration", "2s",
-            "--connections", "2", "--json", path.to_str().unwrap(),
+            "run",
+            "--proto",
+            "udp",
+            "--target",
+            &target,
+            "--cores",
+            "0",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--json",
+            path.to_str().unwrap(),
         ],
         Duration::from_secs(30),
     );

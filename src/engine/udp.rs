@@ -21,7 +21,9 @@
 use super::conn_table::Fifo;
 use super::ring::Ring;
 use super::token::{Op, Token};
-use super::worker::{Channels, Control, Ready, Transport, WorkerPlan, thread_cpu_ns, wait_for_start};
+use super::worker::{
+    Channels, Control, Ready, Transport, WorkerPlan, thread_cpu_ns, wait_for_start,
+};
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, SPIN_NS, WAIT_NS_MAX};
 use crate::metrics::recorder::WorkerTotals;
@@ -214,7 +216,11 @@ impl<'p> UdpWorker<'p> {
         let mut features = Vec::new();
         let batch = if gso_all { want_batch } else { 1 };
         if blast {
-            features.push(if gso_all { "udp_gso" } else { "udp_gso_unavailable" });
+            features.push(if gso_all {
+                "udp_gso"
+            } else {
+                "udp_gso_unavailable"
+            });
         }
         let buffers = if blast {
             SEND_BUFFERS_BLAST
@@ -262,8 +268,15 @@ impl<'p> UdpWorker<'p> {
             send_buf_len,
             free_bufs,
             buf_use: vec![(0, 0); buffers].into_boxed_slice(),
-            recv_bufs: vec![0u8; if blast { 0 } else { plan.connections * RECV_BYTES }]
-                .into_boxed_slice(),
+            recv_bufs: vec![
+                0u8;
+                if blast {
+                    0
+                } else {
+                    plan.connections * RECV_BYTES
+                }
+            ]
+            .into_boxed_slice(),
             backlog: Fifo::with_capacity(plan.backlog_capacity),
             dgram_len,
             batch,
@@ -504,7 +517,8 @@ impl<'p> UdpWorker<'p> {
         self.flows[f].recv_armed = false;
         if res > 0 {
             self.counters.bytes_received += res as u64;
-            let buf = &self.recv_bufs[f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES)];
+            let buf =
+                &self.recv_bufs[f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES)];
             self.on_datagram(f, UdpHeader::read(buf), done);
         }
         // Errors on a connected UDP socket (ECONNREFUSED from an ICMP unreachable) are

@@ -18,9 +18,9 @@ use super::token::{Op, Token, next_generation};
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, RECONNECT_DELAY_NS, SPIN_NS, WAIT_NS_MAX};
 use crate::metrics::recorder::{EntryTotals, WorkerTotals};
-use crate::request::{Ctx, RequestSet};
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
 use crate::proto::{AnyFramer, Framer, Framing, Parsed};
+use crate::request::{Ctx, RequestSet};
 use crate::schedule::{Constant, Schedule};
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, types};
@@ -566,7 +566,12 @@ impl<'p> Worker<'p> {
                 Parsed::Complete { consumed } => {
                     if !self.complete_one(c, now_t) {
                         // A response nobody asked for: the stream is out of step.
-                        self.protocol_error(c, "response with no request in flight", base + pos, base + end);
+                        self.protocol_error(
+                            c,
+                            "response with no request in flight",
+                            base + pos,
+                            base + end,
+                        );
                         return;
                     }
                     pos += consumed;
@@ -575,13 +580,15 @@ impl<'p> Worker<'p> {
                         && let Some(status) = framer.status()
                     {
                         let class = (status / 100) as usize;
-                        self.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;
+                        self.counters.http_status
+                            [if (1..=5).contains(&class) { class } else { 0 }] += 1;
                     }
                     if framer.close_after() {
                         // `Connection: close`: requests pipelined behind this response
                         // will not be answered on this connection.
                         self.close_conn(c, Some(ErrorKind::ClosedByPeer));
-                        if let ConnState::Closed { reopen_at_ns } = &mut self.table.conns[c as usize].state
+                        if let ConnState::Closed { reopen_at_ns } =
+                            &mut self.table.conns[c as usize].state
                             && *reopen_at_ns != u64::MAX
                         {
                             *reopen_at_ns = 0; // an orderly close: reopen at once
@@ -601,7 +608,12 @@ impl<'p> Worker<'p> {
         }
         let keep = end - pos;
         if keep == len {
-            self.protocol_error(c, "response larger than the receive buffer", base + pos, base + end);
+            self.protocol_error(
+                c,
+                "response larger than the receive buffer",
+                base + pos,
+                base + end,
+            );
             return;
         }
         if keep > 0 && pos > 0 {
@@ -617,7 +629,9 @@ impl<'p> Worker<'p> {
     /// Points the connection's framer at the entry of its oldest request in flight
     /// (mixes whose entries use different framers).
     fn select_framer(&mut self, c: u32) {
-        let Some(front) = self.table.front(c) else { return };
+        let Some(front) = self.table.front(c) else {
+            return;
+        };
         let conn = &mut self.table.conns[c as usize];
         if conn.framer_entry != front.entry {
             conn.framer = self.entry_framers[front.entry as usize].clone();

@@ -257,7 +257,9 @@ impl EntryTotals {
     }
 
     pub fn add(&mut self, o: &EntryTotals) {
-        self.latency.add(&o.latency).expect("histograms share bounds");
+        self.latency
+            .add(&o.latency)
+            .expect("histograms share bounds");
         self.completed += o.completed;
         self.errors += o.errors;
     }

@@ -387,10 +387,7 @@ impl Http1 {
                 }
             }
             State::ChunkEnd => {
-                let ok = match rest {
-                    [] | [b'\n', ..] | [b'\r'] | [b'\r', b'\n', ..] => true,
-                    _ => false,
-                };
+                let ok = matches!(rest, [] | [b'\n', ..] | [b'\r'] | [b'\r', b'\n', ..]);
                 if !ok {
                     return Err("chunk data longer than its size");
                 }

@@ -65,7 +65,13 @@ mod tests {
 
     #[test]
     fn get_with_host_and_headers() {
-        let t = request("GET /index.html", &["Accept: */*".into()], None, "127.0.0.1:8080").unwrap();
+        let t = request(
+            "GET /index.html",
+            &["Accept: */*".into()],
+            None,
+            "127.0.0.1:8080",
+        )
+        .unwrap();
         assert_eq!(
             t.static_bytes(),
             b"GET /index.html HTTP/1.1\r\nAccept: */*\r\nHost: 127.0.0.1:8080\r\n\r\n"
@@ -74,9 +80,18 @@ mod tests {
 
     #[test]
     fn post_fills_content_length_and_keeps_a_given_host() {
-        let t = request("POST /api", &["host: example".into()], Some(b"{{\"a\":1}}"), "h").unwrap();
+        let t = request(
+            "POST /api",
+            &["host: example".into()],
+            Some(b"{{\"a\":1}}"),
+            "h",
+        )
+        .unwrap();
         let s = String::from_utf8(t.static_bytes().to_vec()).unwrap();
-        assert!(s.contains("host: example\r\n") && !s.contains("Host: h"), "{s}");
+        assert!(
+            s.contains("host: example\r\n") && !s.contains("Host: h"),
+            "{s}"
+        );
         assert!(s.ends_with("Content-Length: 7\r\n\r\n{\"a\":1}"), "{s}");
     }
 

@@ -47,11 +47,9 @@ pub fn parse(
                 "line {n}: expected 'name weight framer request', got {line:?}"
             ));
         }
-        let weight: u32 = weight
-            .parse()
-            .ok()
-            .filter(|&w| w > 0)
-            .ok_or_else(|| format!("line {n}: weight must be a positive integer, got {weight:?}"))?;
+        let weight: u32 = weight.parse().ok().filter(|&w| w > 0).ok_or_else(|| {
+            format!("line {n}: weight must be a positive integer, got {weight:?}")
+        })?;
         let framing: Framing = framer.parse().map_err(|e| format!("line {n}: {e}"))?;
         let template = if framing == Framing::Http1 {
             http(request).map_err(|e| format!("line {n}: {e}"))?
@@ -73,7 +71,10 @@ pub fn parse(
         return Err("the mix has no entries".into());
     }
     if entries.len() > ENTRIES_MAX {
-        return Err(format!("the mix has {} entries; at most {ENTRIES_MAX}", entries.len()));
+        return Err(format!(
+            "the mix has {} entries; at most {ENTRIES_MAX}",
+            entries.len()
+        ));
     }
     Ok(entries)
 }
@@ -92,12 +93,17 @@ mod tests {
 
     #[test]
     fn parses_entries_with_framers() {
-        let e = p("# comment\n\nget 80 delimiter:\\r\\n get k{rand:2}\\r\\n\nhome 20 http1 GET /\n")
-            .unwrap();
+        let e =
+            p("# comment\n\nget 80 delimiter:\\r\\n get k{rand:2}\\r\\n\nhome 20 http1 GET /\n")
+                .unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!((e[0].name.as_str(), e[0].weight), ("get", 80));
         assert_eq!(e[1].framing, Framing::Http1);
-        assert!(e[1].template.static_bytes().starts_with(b"GET / HTTP/1.1\r\n"));
+        assert!(
+            e[1].template
+                .static_bytes()
+                .starts_with(b"GET / HTTP/1.1\r\n")
+        );
     }
 
     #[test]

@@ -86,11 +86,13 @@ impl RequestSet {
 
     /// The framing when every entry uses the same one.
     pub fn framing(&self) -> Framing {
-        self.entries[0].framing.clone()
+        self.entries[0].framing
     }
 
     pub fn mixed_framing(&self) -> bool {
-        self.entries.iter().any(|e| e.framing != self.entries[0].framing)
+        self.entries
+            .iter()
+            .any(|e| e.framing != self.entries[0].framing)
     }
 }
 

@@ -235,7 +235,11 @@ mod tests {
         let t = Template::parse(b"{{\"a\":1}}").unwrap();
         assert!(t.is_static());
         assert_eq!(t.static_bytes(), b"{\"a\":1}");
-        assert!(Template::parse(b"{nope}").unwrap_err().contains("unknown placeholder {nope}"));
+        assert!(
+            Template::parse(b"{nope}")
+                .unwrap_err()
+                .contains("unknown placeholder {nope}")
+        );
         assert!(Template::parse(b"{seq").unwrap_err().contains("unclosed"));
         assert!(Template::parse(b"{rand:0}").is_err());
     }
