@@ -65,6 +65,12 @@ pub struct RunArgs {
     #[arg(long, default_value = "1MiB")]
     pub max_response: String,
 
+    /// Spin on the TSC for this long before each due send instead of sleeping to it:
+    /// wake-ups from sleep arrive tens of microseconds (quiet host) to milliseconds
+    /// (busy VM host) late. `0` never spins (saves CPU, costs accuracy). Default: 2ms.
+    #[arg(long, default_value = "2ms")]
+    pub spin: String,
+
     /// Seed of the generator for templates and request mixes; printed in the report.
     /// Default: 1.
     #[arg(long, default_value_t = 1)]

@@ -8,7 +8,7 @@
 //!    │      worker = io_uring ring + ConnTable (pre-sized) + schedule shard + framer
 //!    │               + metrics::Histograms + Counters
 //!    │      loop: now = TSC -> dispatch due -> reap completions -> advance connections
-//!    │            -> one submit for the batch -> wait until SPIN_NS before the next due
+//!    │            -> one submit for the batch -> wait until --spin before the next due
 //!    │            send, then spin
 //!    ├── collector (in run): per-second snapshots over crossbeam-channel, merged by
 //!    │      adding histograms, live line on stderr

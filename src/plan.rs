@@ -39,6 +39,7 @@ pub struct RunPlan {
     pub transport: Transport,
     pub max_response: usize,
     pub seed: u64,
+    pub spin_ns: u64,
     pub duration_ns: u64,
     pub pipeline: usize,
     /// The request when it is one static payload (else empty; see `requests`).
@@ -146,12 +147,16 @@ pub fn list_cores(cores: &[usize]) -> String {
     out.join(",")
 }
 
-/// The cores this process may run on (its affinity mask).
+/// The cores this process may run on: its affinity mask as first seen (read once, so
+/// pinning a thread later does not shrink it).
 pub fn usable_cores() -> Vec<usize> {
-    match core_affinity::get_core_ids() {
-        Some(ids) if !ids.is_empty() => ids.into_iter().map(|c| c.id).collect(),
-        _ => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
-    }
+    static USABLE: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    USABLE
+        .get_or_init(|| match core_affinity::get_core_ids() {
+            Some(ids) if !ids.is_empty() => ids.into_iter().map(|c| c.id).collect(),
+            _ => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+        })
+        .clone()
 }
 
 /// Decodes `\r`, `\n`, `\t`, `\0`, `\\` and `\xHH` in a payload given as text.
@@ -359,6 +364,16 @@ impl RunPlan {
         }
         let payload_flag = "payload";
         let max_response = parse_size("max-response", &a.max_response)?;
+        for e in &requests.entries {
+            if let Framing::Fixed(n) = e.framing
+                && n > max_response
+            {
+                return Err(err(
+                    "max-response",
+                    format!("fixed:{n} responses exceed --max-response {max_response}"),
+                ));
+            }
+        }
         if target.is_none() && !matches!(framing, Framing::Echo | Framing::Fixed(_)) {
             return Err(err(
                 "framing",
@@ -381,6 +396,15 @@ impl RunPlan {
             transport,
             max_response,
             seed: a.seed,
+            spin_ns: if a.spin.trim() == "0" {
+                0
+            } else {
+                let d = parse_duration("spin", &a.spin)?.as_nanos();
+                if d > SPIN_NS_MAX as u128 {
+                    return Err(err("spin", format!("must be at most 1s, got {:?}", a.spin)));
+                }
+                d as u64
+            },
             duration_ns: duration_ns("duration", &a.duration, DURATION_NS_MAX)?,
             pipeline: a.pipeline,
             payload: payload.into(),
@@ -458,6 +482,7 @@ impl RunPlan {
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: 1_000_000_000,
+                    spin_ns: self.spin_ns,
                 }
             })
             .collect()
@@ -632,6 +657,7 @@ mod tests {
             no_response: false,
             max_response: "1MiB".into(),
             seed: 1,
+            spin: "2ms".into(),
             duration: "1s".into(),
             pipeline: 1,
             payload_size: None,

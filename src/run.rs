@@ -45,6 +45,23 @@ pub enum RunError {
 /// spinning on the TSC before its first due instant.
 const START_DELAY_NS: u64 = 20_000_000;
 
+/// Keeps the calling (collector) thread off the worker cores when other cores exist,
+/// so merging histograms and printing never preempts a spinning worker.
+fn keep_off_worker_cores(workers: &[usize]) {
+    let others: Vec<usize> = crate::plan::usable_cores()
+        .into_iter()
+        .filter(|c| !workers.contains(c))
+        .collect();
+    if others.is_empty() {
+        return;
+    }
+    let mut set = nix::sched::CpuSet::new();
+    for c in others {
+        let _ = set.set(c);
+    }
+    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+}
+
 /// Runs the plan against `target` at `rate_rps` for `duration_ns`.
 pub fn execute(
     plan: &RunPlan,
@@ -56,6 +73,7 @@ pub fn execute(
 ) -> Result<Report, RunError> {
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     let n = workers.len();
+    keep_off_worker_cores(&plan.cores);
     let (ready_tx, ready_rx) = unbounded::<Ready>();
     let (snap_tx, snap_rx) = unbounded::<Snapshot>();
     let mut controls = Vec::with_capacity(n);
@@ -443,6 +461,7 @@ fn build_report(
             timeouts: ctr.errors_of(ErrorKind::Timeout),
             cut_off: ctr.cut_off,
         },
+        error_replies: ctr.error_replies,
         bytes: Bytes {
             sent: ctr.bytes_sent,
             received: ctr.bytes_received,

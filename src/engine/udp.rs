@@ -25,7 +25,7 @@ use super::worker::{
     Channels, Control, Ready, Transport, WorkerPlan, thread_cpu_ns, wait_for_start,
 };
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::limits::{CQE_BATCH_MAX, SPIN_NS, WAIT_NS_MAX};
+use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
 use crate::metrics::recorder::WorkerTotals;
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
 use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
@@ -620,7 +620,7 @@ impl<'p> UdpWorker<'p> {
                 self.arm_recv(f);
             }
         }
-        wait_for_start(&self.clock);
+        wait_for_start(&self.clock, self.plan.spin_ns);
         let cpu_start = thread_cpu_ns();
         let interval_ns = self.plan.interval_ns;
         let timeout = self.plan.timeout_ns;
@@ -691,8 +691,8 @@ impl<'p> UdpWorker<'p> {
                 match self.schedule {
                     Some(s) if self.next_k < self.total_k => {
                         let due = s.due_ns(self.next_k);
-                        if due.saturating_sub(SPIN_NS) <= wake {
-                            wake = due.saturating_sub(SPIN_NS);
+                        if due.saturating_sub(self.plan.spin_ns) <= wake {
+                            wake = due.saturating_sub(self.plan.spin_ns);
                             due_soon = true;
                         }
                     }

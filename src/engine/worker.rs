@@ -5,7 +5,7 @@
 //! drain completions into a fixed array, then handle them (responses are framed and
 //! their latencies recorded) -> hand freed slots to the backlog -> queue one send per
 //! connection with unsent requests -> one submit for the whole batch. The wait is a
-//! ring wait with a timeout that ends `SPIN_NS` before the next due send; the rest is
+//! ring wait with a timeout that ends `--spin` before the next due send; the rest is
 //! spent spinning on the TSC, because timer wake-ups arrive tens of microseconds late.
 //!
 //! Nothing here allocates per request: the connection table, request slots, backlog,
@@ -16,7 +16,7 @@ use super::ring::Ring;
 use super::socket;
 use super::token::{Op, Token, next_generation};
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, RECONNECT_DELAY_NS, SPIN_NS, WAIT_NS_MAX};
+use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, RECONNECT_DELAY_NS, WAIT_NS_MAX};
 use crate::metrics::recorder::{EntryTotals, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
 use crate::proto::{AnyFramer, Framer, Framing, Parsed};
@@ -67,6 +67,8 @@ pub struct WorkerPlan {
     pub recv_buffer_bytes: usize,
     pub backlog_capacity: usize,
     pub interval_ns: u64,
+    /// Spin on the TSC for this long before a due send instead of sleeping.
+    pub spin_ns: u64,
 }
 
 /// Sent once the worker's connections are open (or failed), before the schedule starts.
@@ -543,6 +545,10 @@ impl<'p> Worker<'p> {
         }
         if res <= 0 {
             let kind = if res == 0 {
+                // A body that runs until the connection closes ends here.
+                if self.table.conns[c as usize].framer.eof() && self.complete_one(c, now_t) {
+                    self.count_status(c);
+                }
                 ErrorKind::ClosedByPeer
             } else {
                 socket::io_error_kind(-res)
@@ -575,15 +581,8 @@ impl<'p> Worker<'p> {
                         return;
                     }
                     pos += consumed;
-                    let framer = &self.table.conns[c as usize].framer;
-                    if self.plan.framing == Framing::Http1
-                        && let Some(status) = framer.status()
-                    {
-                        let class = (status / 100) as usize;
-                        self.counters.http_status
-                            [if (1..=5).contains(&class) { class } else { 0 }] += 1;
-                    }
-                    if framer.close_after() {
+                    self.count_status(c);
+                    if self.table.conns[c as usize].framer.close_after() {
                         // `Connection: close`: requests pipelined behind this response
                         // will not be answered on this connection.
                         self.close_conn(c, Some(ErrorKind::ClosedByPeer));
@@ -623,6 +622,25 @@ impl<'p> Worker<'p> {
         self.arm_recv(c);
         if self.table.has_free_slot(c) {
             self.mark_ready(c);
+        }
+    }
+
+    /// Counts the status of the response that just completed: HTTP status classes, and
+    /// RESP error replies.
+    #[inline]
+    fn count_status(&mut self, c: u32) {
+        let conn = &self.table.conns[c as usize];
+        let Some(status) = conn.framer.status() else {
+            return;
+        };
+        let framing = self.plan.requests.entries[conn.framer_entry as usize].framing;
+        match framing {
+            Framing::Http1 => {
+                let class = (status / 100) as usize;
+                self.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;
+            }
+            Framing::Resp if status != 0 => self.counters.error_replies += 1,
+            _ => {}
         }
     }
 
@@ -904,7 +922,7 @@ impl<'p> Worker<'p> {
                 *reopen_at_ns = RECONNECT_DELAY_NS;
             }
         }
-        wait_for_start(&self.clock);
+        wait_for_start(&self.clock, self.plan.spin_ns);
         let cpu_start = thread_cpu_ns();
         let interval_ns = self.plan.interval_ns;
         let timeout = self.plan.timeout_ns;
@@ -963,7 +981,7 @@ impl<'p> Worker<'p> {
             {
                 break;
             }
-            // Wait: sleep on the ring until SPIN_NS before the next due send (or another
+            // Wait: sleep on the ring until `--spin` before the next due send (or another
             // deadline), then spin on the TSC without entering the kernel needlessly.
             let mut wake = drain_deadline;
             if !self.stopping {
@@ -975,8 +993,8 @@ impl<'p> Worker<'p> {
             let mut due_soon = false;
             if !self.stopping && self.next_k < self.total_k {
                 let due = self.schedule.due_ns(self.next_k);
-                if due.saturating_sub(SPIN_NS) <= wake {
-                    wake = due.saturating_sub(SPIN_NS);
+                if due.saturating_sub(self.plan.spin_ns) <= wake {
+                    wake = due.saturating_sub(self.plan.spin_ns);
                     due_soon = true;
                 }
             }
@@ -1024,10 +1042,10 @@ impl<'p> Worker<'p> {
 }
 
 /// Sleeps, then spins, until the schedule's start instant.
-pub fn wait_for_start(clock: &Clock) {
+pub fn wait_for_start(clock: &Clock, spin_ns: u64) {
     let until = clock.until_start_ns();
-    if until > SPIN_NS {
-        std::thread::sleep(std::time::Duration::from_nanos(until - SPIN_NS));
+    if until > spin_ns {
+        std::thread::sleep(std::time::Duration::from_nanos(until - spin_ns));
     }
     while clock.until_start_ns() > 0 {
         std::hint::spin_loop();

@@ -161,6 +161,8 @@ pub struct Counters {
     pub late: u64,
     /// HTTP: responses by status class; index 1..=5 for 1xx..5xx, 0 for anything else.
     pub http_status: [u64; 6],
+    /// Responses that parsed but report an error (RESP `-ERR ...`).
+    pub error_replies: u64,
 }
 
 impl Counters {
@@ -198,6 +200,7 @@ impl Counters {
         self.reordered += o.reordered;
         self.foreign += o.foreign;
         self.late += o.late;
+        self.error_replies += o.error_replies;
         for (a, b) in self.http_status.iter_mut().zip(o.http_status) {
             *a += b;
         }

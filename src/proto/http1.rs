@@ -266,6 +266,28 @@ impl Http1 {
         Ok(Step::Continue)
     }
 
+    /// Rejects a line from its first bytes when they cannot start it, so garbage is
+    /// `Invalid` at once rather than after a whole line of it.
+    #[inline]
+    fn early_check(&self, rest: &[u8]) -> Result<(), &'static str> {
+        match self.state {
+            State::StatusLine => {
+                let n = rest.len().min(STATUS_PREFIX.len());
+                if rest[..n] != STATUS_PREFIX[..n] {
+                    return Err("expected an HTTP/1.x status line");
+                }
+            }
+            State::ChunkEnd => {
+                let ok = matches!(rest, [] | [b'\n', ..] | [b'\r'] | [b'\r', b'\n', ..]);
+                if !ok {
+                    return Err("chunk data longer than its size");
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// Fails when `len` more bytes would pass `--max-response`.
     fn body_fits(&self, len: u64) -> Result<(), &'static str> {
         if len > (self.max_response - self.seen) as u64 {
@@ -371,30 +393,6 @@ impl Framer for Http1 {
         } else {
             false
         }
-    }
-}
-
-impl Http1 {
-    /// Rejects a line from its first bytes when they cannot start it, so garbage is
-    /// `Invalid` at once rather than after a whole line of it.
-    #[inline]
-    fn early_check(&self, rest: &[u8]) -> Result<(), &'static str> {
-        match self.state {
-            State::StatusLine => {
-                let n = rest.len().min(STATUS_PREFIX.len());
-                if rest[..n] != STATUS_PREFIX[..n] {
-                    return Err("expected an HTTP/1.x status line");
-                }
-            }
-            State::ChunkEnd => {
-                let ok = matches!(rest, [] | [b'\n', ..] | [b'\r'] | [b'\r', b'\n', ..]);
-                if !ok {
-                    return Err("chunk data longer than its size");
-                }
-            }
-            _ => {}
-        }
-        Ok(())
     }
 }
 

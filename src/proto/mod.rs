@@ -51,6 +51,9 @@ use std::str::FromStr;
 /// hostile, so the line is `Invalid` rather than a reason to grow the receive buffer.
 pub const LINE_BYTES_MAX: usize = 8 << 10;
 
+// Framers' messages say "8 KiB" and "deeper than 8": keep them true.
+const _: () = assert!(LINE_BYTES_MAX == 8 << 10 && RESP_DEPTH_MAX == 8);
+
 /// Longest `delimiter:` sequence; the partial-match table is a fixed array of this size.
 pub const DELIMITER_BYTES_MAX: usize = 64;
 

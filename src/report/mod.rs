@@ -165,6 +165,8 @@ pub struct Report {
     pub duration_s: f64,
     pub rate: Rate,
     pub requests: Requests,
+    /// Responses that parsed but carry an error (RESP error replies).
+    pub error_replies: u64,
     pub bytes: Bytes,
     pub errors_by_kind: BTreeMap<&'static str, u64>,
     pub connections: Connections,

@@ -96,6 +96,13 @@ pub fn render(r: &Report) -> String {
         "requests: {} due, {} sent, {} completed, {} errors ({} timeouts), {} cut off by the end",
         q.dispatched, q.sent, q.completed, q.errors, q.timeouts, q.cut_off
     );
+    if r.error_replies > 0 {
+        let _ = writeln!(
+            w,
+            "error replies (parsed, but an error such as RESP -ERR): {}",
+            r.error_replies
+        );
+    }
     if !r.errors_by_kind.is_empty() {
         let kinds: Vec<String> = r
             .errors_by_kind
