@@ -37,8 +37,9 @@ use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Most datagrams one GSO send may carry (the kernel's UDP_MAX_SEGMENTS).
-const GSO_SEGMENTS_MAX: usize = 64;
+/// Most datagrams one GSO send may carry (the kernel's UDP_MAX_SEGMENTS: 128 since
+/// Linux 6.9; an older kernel refuses larger sends, and the probe falls back).
+const GSO_SEGMENTS_MAX: usize = 128;
 /// Largest GSO send, bytes (a UDP datagram's maximum payload, with margin).
 const GSO_BYTES_MAX: usize = 65_000;
 /// Send buffers per worker in request/response mode.
