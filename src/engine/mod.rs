@@ -7,6 +7,7 @@
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
 //! - [`worker`]: the TCP loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
 //! - [`udp`]: the UDP loop: request/response matched by sequence, or blast.
+pub mod buf_ring;
 pub mod conn_table;
 pub mod ring;
 pub mod socket;

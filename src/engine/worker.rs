@@ -11,6 +11,7 @@
 //! Nothing here allocates per request: the connection table, request slots, backlog,
 //! receive buffers and the completion array are sized before the first send.
 
+use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnState, ConnTable, IndexQueue, Req};
 use super::ring::Ring;
 use super::socket;
@@ -39,6 +40,9 @@ pub enum Transport {
     /// Connected UDP sockets, fire and forget (`--no-response`).
     UdpBlast,
 }
+
+/// Size of each provided receive buffer: one completion carries at most this much.
+const RECV_CHUNK_BYTES: usize = 4096;
 
 /// Everything one worker needs, fixed before it starts.
 #[derive(Debug, Clone)]
@@ -173,7 +177,10 @@ struct Worker<'p> {
     clock: Clock,
     hist: Histograms,
     counters: Counters,
-    cqes: Box<[(u64, i32)]>,
+    cqes: Box<[(u64, i32, u32)]>,
+    /// Multishot receives pick buffers from here (None: kernel without provided-buffer
+    /// rings; each receive is then re-armed into the connection's region).
+    buf_ring: Option<BufRing>,
     snap_tx: Sender<Snapshot>,
     recycle_rx: Receiver<Histograms>,
     schedule: Constant,
@@ -202,7 +209,17 @@ impl<'p> Worker<'p> {
         recycle_rx: Receiver<Histograms>,
     ) -> std::io::Result<Self> {
         let entries = (plan.connections * 2 + 64) as u32;
-        let ring = Ring::new(entries)?;
+        let mut ring = Ring::new(entries)?;
+        // Two receive buffers per connection (at least 64), 4 KiB each.
+        let buf_count = (plan.connections * 2).clamp(64, 32768).next_power_of_two() as u16;
+        let buf_ring = match BufRing::new(&ring, buf_count, RECV_CHUNK_BYTES, 0) {
+            Ok(b) => {
+                ring.features.push("multishot_recv");
+                ring.features.push("provided_buffer_ring");
+                Some(b)
+            }
+            Err(_) => None,
+        };
         let entry_framers: Vec<AnyFramer> = plan
             .requests
             .entries
@@ -251,7 +268,8 @@ impl<'p> Worker<'p> {
             clock: Clock::new(),
             hist: Histograms::new(),
             counters: Counters::default(),
-            cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
+            cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
+            buf_ring,
             snap_tx,
             recycle_rx,
             schedule,
@@ -458,13 +476,20 @@ impl<'p> Worker<'p> {
             op: Op::Recv,
             generation: conn.generation,
         };
-        let start = c as usize * len + keep;
-        // SAFETY (pointer arithmetic): `start..start + len - keep` lies inside this
-        // connection's region of `recv_buf`, which outlives the operation.
-        let ptr = self.recv_buf[start..].as_mut_ptr();
-        let entry = opcode::Recv::new(types::Fd(conn.fd), ptr, (len - keep) as u32)
-            .build()
-            .user_data(token.encode());
+        let entry = if let Some(br) = &self.buf_ring {
+            // One multishot receive per connection: it stays armed across responses.
+            opcode::RecvMulti::new(types::Fd(conn.fd), br.bgid)
+                .build()
+                .user_data(token.encode())
+        } else {
+            let start = c as usize * len + keep;
+            // `start..start + len - keep` lies inside this connection's region of
+            // `recv_buf`, which outlives the operation.
+            let ptr = self.recv_buf[start..].as_mut_ptr();
+            opcode::Recv::new(types::Fd(conn.fd), ptr, (len - keep) as u32)
+                .build()
+                .user_data(token.encode())
+        };
         self.push(&entry);
     }
 
@@ -490,29 +515,43 @@ impl<'p> Worker<'p> {
     /// Drains up to `CQE_BATCH_MAX` completions into the fixed array, then handles them.
     fn reap(&mut self) -> usize {
         let mut n = 0;
+        let mut finished = 0;
         for cqe in self.ring.uring.completion() {
-            self.cqes[n] = (cqe.user_data(), cqe.result());
+            self.cqes[n] = (cqe.user_data(), cqe.result(), cqe.flags());
+            // A multishot operation ends with its last completion (no MORE flag).
+            finished += u64::from(!io_uring::cqueue::more(cqe.flags()));
             n += 1;
             if n == self.cqes.len() {
                 break;
             }
         }
-        self.ops_in_ring -= n as u64;
+        self.ops_in_ring -= finished;
         let now_t = self.clock.ticks();
         for i in 0..n {
-            let (data, res) = self.cqes[i];
+            let (data, res, flags) = self.cqes[i];
             let Some(token) = Token::decode(data) else {
                 continue;
             };
             let conn = &self.table.conns[token.conn as usize];
             if conn.generation != token.generation {
-                continue; // completion for a connection since closed
+                // A completion for a connection since closed; its buffer goes back.
+                if let (Some(bid), Some(br)) =
+                    (io_uring::cqueue::buffer_select(flags), &mut self.buf_ring)
+                {
+                    br.recycle(bid);
+                }
+                continue;
             }
             match token.op {
                 Op::Connect => self.on_connect(token.conn, res),
                 Op::Send => self.on_send(token.conn, res),
-                Op::Recv => self.on_recv(token.conn, res, now_t),
+                Op::Recv => self.on_recv(token.conn, res, flags, now_t),
             }
+        }
+        if n > 0
+            && let Some(br) = &self.buf_ring
+        {
+            br.publish();
         }
         n
     }
@@ -538,12 +577,26 @@ impl<'p> Worker<'p> {
         }
     }
 
-    fn on_recv(&mut self, c: u32, res: i32, now_t: Ticks) {
-        self.table.conns[c as usize].recv_armed = false;
-        if self.table.conns[c as usize].state == ConnState::Expiring {
-            return; // unmatched bytes; the scan closes it once its requests expired
+    fn on_recv(&mut self, c: u32, res: i32, flags: u32, now_t: Ticks) {
+        let bid = io_uring::cqueue::buffer_select(flags);
+        if !io_uring::cqueue::more(flags) {
+            self.table.conns[c as usize].recv_armed = false;
         }
-        if res <= 0 {
+        let expiring = self.table.conns[c as usize].state == ConnState::Expiring;
+        if res <= 0 || expiring {
+            if let (Some(bid), Some(br)) = (bid, &mut self.buf_ring) {
+                br.recycle(bid);
+            }
+            if expiring {
+                return; // unmatched bytes; the scan closes it once its requests expired
+            }
+            if res == -libc::ENOBUFS {
+                // Every provided buffer was in use: receive again once some are back.
+                if !self.table.conns[c as usize].recv_armed {
+                    self.arm_recv(c);
+                }
+                return;
+            }
             let kind = if res == 0 {
                 // A body that runs until the connection closes ends here.
                 if self.table.conns[c as usize].framer.eof() && self.complete_one(c, now_t) {
@@ -557,9 +610,50 @@ impl<'p> Worker<'p> {
             return;
         }
         self.counters.bytes_received += res as u64;
+        let total = res as usize;
+        let open = match bid {
+            // Single-shot receive: the bytes already sit after the kept ones.
+            None => self.parse_received(c, total, now_t),
+            Some(bid) => {
+                // Multishot: copy the provided buffer after the kept bytes, in pieces
+                // when it does not fit at once, and give the buffer back.
+                let len = self.plan.recv_buffer_bytes;
+                let base = c as usize * len;
+                let mut off = 0;
+                let mut open = true;
+                while open && off < total {
+                    let keep = self.table.conns[c as usize].recv_keep;
+                    let n = (len - keep).min(total - off);
+                    let br = self.buf_ring.as_ref().expect("buffer id implies a ring");
+                    let src = &br.buf(bid, total)[off..off + n];
+                    self.recv_buf[base + keep..base + keep + n].copy_from_slice(src);
+                    off += n;
+                    open = self.parse_received(c, n, now_t);
+                }
+                if let Some(br) = &mut self.buf_ring {
+                    br.recycle(bid);
+                }
+                open
+            }
+        };
+        if !open {
+            return;
+        }
+        if !self.table.conns[c as usize].recv_armed {
+            self.arm_recv(c);
+        }
+        if self.table.has_free_slot(c) {
+            self.mark_ready(c);
+        }
+    }
+
+    /// Frames the `n` bytes just placed after the kept ones in connection `c`'s region,
+    /// completing requests; keeps an unfinished tail for the next bytes. Returns false
+    /// when the connection was closed (protocol error, `Connection: close`).
+    fn parse_received(&mut self, c: u32, n: usize, now_t: Ticks) -> bool {
         let len = self.plan.recv_buffer_bytes;
         let base = c as usize * len;
-        let end = self.table.conns[c as usize].recv_keep + res as usize;
+        let end = self.table.conns[c as usize].recv_keep + n;
         let mut pos = 0;
         while pos < end {
             if self.mixed_framing && self.table.conns[c as usize].at_boundary {
@@ -578,7 +672,7 @@ impl<'p> Worker<'p> {
                             base + pos,
                             base + end,
                         );
-                        return;
+                        return false;
                     }
                     pos += consumed;
                     self.count_status(c);
@@ -592,7 +686,7 @@ impl<'p> Worker<'p> {
                         {
                             *reopen_at_ns = 0; // an orderly close: reopen at once
                         }
-                        return;
+                        return false;
                     }
                 }
                 Parsed::Incomplete { consumed } => {
@@ -601,7 +695,7 @@ impl<'p> Worker<'p> {
                 }
                 Parsed::Invalid { reason } => {
                     self.protocol_error(c, reason, base + pos, base + end);
-                    return;
+                    return false;
                 }
             }
         }
@@ -613,16 +707,13 @@ impl<'p> Worker<'p> {
                 base + pos,
                 base + end,
             );
-            return;
+            return false;
         }
         if keep > 0 && pos > 0 {
             self.recv_buf.copy_within(base + pos..base + end, base);
         }
         self.table.conns[c as usize].recv_keep = keep;
-        self.arm_recv(c);
-        if self.table.has_free_slot(c) {
-            self.mark_ready(c);
-        }
+        true
     }
 
     /// Counts the status of the response that just completed: HTTP status classes, and
