@@ -184,8 +184,9 @@ struct Worker<'p> {
     snap_tx: Sender<Snapshot>,
     recycle_rx: Receiver<Histograms>,
     schedule: Constant,
-    /// This worker's next request number in the schedule.
+    /// This worker's next request number in the schedule, and when it is due.
     next_k: u64,
+    next_due: Nanos,
     /// Number of this worker's requests due before the end of the run.
     total_k: u64,
     inflight: u64,
@@ -195,6 +196,8 @@ struct Worker<'p> {
     backlog_peak: u64,
     completed_total: u64,
     stopped_ns: Nanos,
+    /// The latest TSC reading of the current loop iteration.
+    last_ticks: Ticks,
     /// The first response that did not parse, escaped and truncated.
     first_bad: Option<String>,
     /// Operations submitted whose completion has not been reaped: buffers they point
@@ -274,6 +277,7 @@ impl<'p> Worker<'p> {
             recycle_rx,
             schedule,
             next_k: 0,
+            next_due: schedule.due_ns(0),
             total_k,
             inflight: 0,
             closed: plan.connections,
@@ -282,6 +286,7 @@ impl<'p> Worker<'p> {
             backlog_peak: 0,
             completed_total: 0,
             stopped_ns: 0,
+            last_ticks: 0,
             first_bad: None,
             ops_in_ring: 0,
         })
@@ -526,7 +531,11 @@ impl<'p> Worker<'p> {
             }
         }
         self.ops_in_ring -= finished;
+        if n == 0 {
+            return 0; // no clock read on an empty poll (the spinning path)
+        }
         let now_t = self.clock.ticks();
+        self.last_ticks = now_t;
         for i in 0..n {
             let (data, res, flags) = self.cqes[i];
             let Some(token) = Token::decode(data) else {
@@ -861,7 +870,7 @@ impl<'p> Worker<'p> {
     fn dispatch_due(&mut self, now_t: Ticks, now_ns: Nanos) -> u64 {
         let mut n = 0;
         while self.next_k < self.total_k {
-            let intended = self.schedule.due_ns(self.next_k);
+            let intended = self.next_due;
             if intended > now_ns {
                 break;
             }
@@ -873,6 +882,7 @@ impl<'p> Worker<'p> {
                 entry: self.plan.requests.choose(&mut self.rng),
             };
             self.next_k += 1;
+            self.next_due = self.schedule.due_ns(self.next_k);
             n += 1;
             self.counters.dispatched += 1;
             self.hist.dispatch_lag.saturating_record(now_ns - intended);
@@ -906,7 +916,9 @@ impl<'p> Worker<'p> {
         if self.flush_q.is_empty() {
             return;
         }
-        let t = self.clock.ticks();
+        // The send instant: the latest clock read of this iteration (its start, or the
+        // reap just before); the submit follows within the same iteration.
+        let t = self.last_ticks;
         let t_ns = self.clock.ns(t);
         let payload_len = self.plan.payload.len();
         while let Some(c) = self.flush_q.pop() {
@@ -1028,6 +1040,7 @@ impl<'p> Worker<'p> {
         let mut idle_since: Option<Nanos> = None;
         loop {
             let now_t = self.clock.ticks();
+            self.last_ticks = now_t;
             let now = self.clock.ns(now_t);
             if let Some(t) = idle_since.take() {
                 spin_ns += now.saturating_sub(t);
@@ -1083,14 +1096,18 @@ impl<'p> Worker<'p> {
             }
             let mut due_soon = false;
             if !self.stopping && self.next_k < self.total_k {
-                let due = self.schedule.due_ns(self.next_k);
+                let due = self.next_due;
                 if due.saturating_sub(self.plan.spin_ns) <= wake {
                     wake = due.saturating_sub(self.plan.spin_ns);
                     due_soon = true;
                 }
             }
-            let now2 = self.clock.now_ns();
             let pending_cqes = !self.ring.uring.completion().is_empty();
+            let now2 = if work == 0 && !pending_cqes && wake > now + 1_000 {
+                self.clock.now_ns() // only a sleep needs a fresh reading
+            } else {
+                now
+            };
             if work == 0 && !pending_cqes && wake > now2 + 1_000 {
                 let _ = self.ring.submit_and_wait_ns((wake - now2).min(WAIT_NS_MAX));
             } else {
