@@ -22,7 +22,7 @@ use super::conn_table::Fifo;
 use super::ring::Ring;
 use super::token::{Op, Token};
 use super::worker::{
-    Channels, Control, Ready, Transport, WorkerPlan, thread_cpu_ns, wait_for_start,
+    Channels, Control, Ready, Transport, WorkerPlan, setup_failed, thread_cpu_ns, wait_for_start,
 };
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
@@ -96,17 +96,7 @@ pub fn run_udp_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
     }
     let mut w = match UdpWorker::new(&plan, snap_tx, recycle_rx) {
         Ok(w) => w,
-        Err(e) => {
-            let _ = ready_tx.send(Ready {
-                worker: plan.index,
-                established: 0,
-                failed: plan.connections,
-                first_errno: e.raw_os_error(),
-                fatal: Some(format!("worker {}: UDP setup failed: {e}", plan.index)),
-                features: Vec::new(),
-            });
-            return;
-        }
+        Err(e) => return setup_failed(&ready_tx, &plan, "UDP setup", &e),
     };
     let _ = ready_tx.send(Ready {
         worker: plan.index,
@@ -435,24 +425,6 @@ impl<'p> UdpWorker<'p> {
             return self.blast_max(now_t, now_ns);
         };
         let mut n = 0;
-        if self.blast {
-            // Due datagrams go through the backlog so they can share GSO sends.
-            while self.next_k < self.total_k {
-                let intended = schedule.due_ns(self.next_k);
-                if intended > now_ns {
-                    break;
-                }
-                self.next_k += 1;
-                n += 1;
-                self.counters.dispatched += 1;
-                self.hist.dispatch_lag.saturating_record(now_ns - intended);
-                if !self.backlog.push((intended, now_t)) {
-                    self.counters.error(ErrorKind::BacklogOverflow);
-                }
-            }
-            self.serve_backlog(now_t);
-            return n;
-        }
         while self.next_k < self.total_k {
             let intended = schedule.due_ns(self.next_k);
             if intended > now_ns {
@@ -462,7 +434,15 @@ impl<'p> UdpWorker<'p> {
             n += 1;
             self.counters.dispatched += 1;
             self.hist.dispatch_lag.saturating_record(now_ns - intended);
-            self.dispatch_one(intended, now_t);
+            if !self.blast {
+                self.dispatch_one(intended, now_t);
+            } else if !self.backlog.push((intended, now_t)) {
+                // Blast: due datagrams go through the backlog to share GSO sends.
+                self.counters.error(ErrorKind::BacklogOverflow);
+            }
+        }
+        if self.blast {
+            self.serve_backlog(now_t);
         }
         self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
         n

@@ -120,17 +120,7 @@ pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
     }
     let mut w = match Worker::new(&plan, snap_tx, recycle_rx) {
         Ok(w) => w,
-        Err(e) => {
-            let _ = ready_tx.send(Ready {
-                worker: plan.index,
-                established: 0,
-                failed: plan.connections,
-                first_errno: None,
-                fatal: Some(format!("worker {}: io_uring setup failed: {e}", plan.index)),
-                features: Vec::new(),
-            });
-            return;
-        }
+        Err(e) => return setup_failed(&ready_tx, &plan, "io_uring setup", &e),
     };
     let ready = w.connect_all(&stop);
     let fatal = ready.fatal.is_some();
@@ -144,6 +134,18 @@ pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
         w.run(&stop);
     }
     w.quiesce();
+}
+
+/// Tells the main thread that worker `plan.index` could not start.
+pub fn setup_failed(ready_tx: &Sender<Ready>, plan: &WorkerPlan, what: &str, e: &std::io::Error) {
+    let _ = ready_tx.send(Ready {
+        worker: plan.index,
+        established: 0,
+        failed: plan.connections,
+        first_errno: e.raw_os_error(),
+        fatal: Some(format!("worker {}: {what} failed: {e}", plan.index)),
+        features: Vec::new(),
+    });
 }
 
 struct Worker<'p> {
