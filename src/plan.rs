@@ -245,6 +245,14 @@ impl RunPlan {
             ("udp", true) => Transport::UdpBlast,
             (p, _) => return Err(err("proto", format!("expected tcp or udp, got {p:?}"))),
         };
+        if transport != Transport::Tcp
+            && (a.http.is_some() || a.mix.is_some() || a.framing.is_some())
+        {
+            return Err(err(
+                "proto",
+                "udp matches responses by sequence: --http, --mix and --framing are TCP-only",
+            ));
+        }
         if transport != Transport::Tcp && target.is_none() {
             return Err(err("proto", "udp needs --target (the baseline is TCP)"));
         }
@@ -578,6 +586,18 @@ pub fn sink_config(
         .as_deref()
         .map(|d| parse_duration("duration", d))
         .transpose()?;
+    if !(0.0..1.0).contains(&a.drop) {
+        return Err(err(
+            "drop",
+            format!("must be at least 0 and below 1, got {}", a.drop),
+        ));
+    }
+    if a.drop > 0.0 && !a.udp {
+        return Err(err("drop", "needs --udp"));
+    }
+    if a.json.is_some() && !a.udp {
+        return Err(err("json", "the sink writes JSON for --udp"));
+    }
     Ok((
         SinkConfig {
             listen,

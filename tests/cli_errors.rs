@@ -146,3 +146,136 @@ fn help_and_version_exit_zero() {
     let out = run(&["run", "--help"], Duration::from_secs(10));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--max-lag"));
 }
+
+#[test]
+fn protocol_and_udp_flags_are_checked() {
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--framing",
+            "length-prefixed:u64",
+        ],
+        2,
+        "--framing",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--framing",
+            "delimiter:",
+        ],
+        2,
+        "--framing",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--http", "GET"],
+        2,
+        "--http",
+    );
+    expect(
+        &[
+            "run", "--target", T, "--rate", "10", "--http", "GET /", "-H", "NoColon",
+        ],
+        2,
+        "--http",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--payload", "{nope}"],
+        2,
+        "unknown placeholder {nope}",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--mix",
+            "/nonexistent/mix",
+        ],
+        2,
+        "--mix: cannot read",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--proto", "sctp"],
+        2,
+        "--proto",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "max"],
+        2,
+        "--rate: max is only for",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--no-response"],
+        2,
+        "--no-response",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--max-response",
+            "lots",
+        ],
+        2,
+        "--max-response",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--framing",
+            "fixed:4096",
+            "--max-response",
+            "1024",
+        ],
+        2,
+        "--max-response",
+    );
+    expect(
+        &[
+            "run", "--target", T, "--rate", "10", "--proto", "udp", "--http", "GET /",
+        ],
+        2,
+        "--proto",
+    );
+    expect(&["sink", "--udp", "--drop", "2"], 2, "--drop");
+    expect(&["sink", "--drop", "0.1"], 2, "--drop: needs --udp");
+    expect(&["sink", "--mode", "count"], 1, "count");
+}
+
+#[test]
+fn a_bad_mix_file_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.txt");
+    std::fs::write(&mix, "get 1 echo x\nset zero echo y\n").unwrap();
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--mix",
+            mix.to_str().unwrap(),
+        ],
+        2,
+        "line 2: weight must be a positive integer",
+    );
+}
