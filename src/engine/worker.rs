@@ -41,6 +41,20 @@ pub enum Transport {
     UdpBlast,
 }
 
+/// Builds an operation on connection `$c`'s socket: through its registered-file slot
+/// when the ring has a file table (no per-operation fd lookup), else by descriptor.
+macro_rules! on_socket {
+    ($w:expr, $c:expr, $fd:expr, |$t:ident| $build:expr) => {
+        if $w.fixed_files {
+            let $t = types::Fixed($c);
+            $build
+        } else {
+            let $t = types::Fd($fd);
+            $build
+        }
+    };
+}
+
 /// Size of each provided receive buffer: one completion carries at most this much.
 const RECV_CHUNK_BYTES: usize = 4096;
 
@@ -183,6 +197,8 @@ struct Worker<'p> {
     /// Multishot receives pick buffers from here (None: kernel without provided-buffer
     /// rings; each receive is then re-armed into the connection's region).
     buf_ring: Option<BufRing>,
+    /// Sockets are registered in the ring's file table at their connection's index.
+    fixed_files: bool,
     snap_tx: Sender<Snapshot>,
     recycle_rx: Receiver<Histograms>,
     schedule: Constant,
@@ -217,6 +233,14 @@ impl<'p> Worker<'p> {
         let mut ring = Ring::new(entries)?;
         // Two receive buffers per connection (at least 64), 4 KiB each.
         let buf_count = (plan.connections * 2).clamp(64, 32768).next_power_of_two() as u16;
+        let fixed_files = ring
+            .uring
+            .submitter()
+            .register_files_sparse(plan.connections as u32)
+            .is_ok();
+        if fixed_files {
+            ring.features.push("registered_files");
+        }
         let buf_ring = match BufRing::new(&ring, buf_count, RECV_CHUNK_BYTES, 0) {
             Ok(b) => {
                 ring.features.push("multishot_recv");
@@ -275,6 +299,7 @@ impl<'p> Worker<'p> {
             counters: Counters::default(),
             cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
             buf_ring,
+            fixed_files,
             snap_tx,
             recycle_rx,
             schedule,
@@ -320,9 +345,21 @@ impl<'p> Worker<'p> {
             op: Op::Connect,
             generation: conn.generation,
         };
-        let entry = opcode::Connect::new(types::Fd(fd), self.addr.as_ptr().cast(), self.addr.len())
-            .build()
-            .user_data(token.encode());
+        if self.fixed_files
+            && self
+                .ring
+                .uring
+                .submitter()
+                .register_files_update(c, &[fd])
+                .is_err()
+        {
+            self.fixed_files = false; // fall back to descriptors for the whole run
+        }
+        let addr = self.addr.as_ptr().cast();
+        let addr_len = self.addr.len();
+        let entry = on_socket!(self, c, fd, |t| opcode::Connect::new(t, addr, addr_len)
+            .build())
+        .user_data(token.encode());
         // SAFETY: `self.addr` lives in the worker, which outlives every operation it
         // queued (the worker drains or closes all connections before it returns).
         self.push(&entry);
@@ -363,7 +400,12 @@ impl<'p> Worker<'p> {
         if conn.fd >= 0 {
             socket::close(conn.fd);
             conn.fd = -1;
+            if self.fixed_files {
+                // Drop the ring's reference too, so the socket is really released.
+                let _ = self.ring.uring.submitter().register_files_update(c, &[-1]);
+            }
         }
+        let conn = &mut self.table.conns[c as usize];
         if !matches!(conn.state, ConnState::Closed { .. }) {
             self.closed += 1;
         }
@@ -485,16 +527,17 @@ impl<'p> Worker<'p> {
         };
         let entry = if let Some(br) = &self.buf_ring {
             // One multishot receive per connection: it stays armed across responses.
-            opcode::RecvMulti::new(types::Fd(conn.fd), br.bgid)
-                .build()
-                .user_data(token.encode())
+            let bgid = br.bgid;
+            on_socket!(self, c, conn.fd, |t| opcode::RecvMulti::new(t, bgid)
+                .build())
+            .user_data(token.encode())
         } else {
             let start = c as usize * len + keep;
             // `start..start + len - keep` lies inside this connection's region of
             // `recv_buf`, which outlives the operation.
             let ptr = self.recv_buf[start..].as_mut_ptr();
-            opcode::Recv::new(types::Fd(conn.fd), ptr, (len - keep) as u32)
-                .build()
+            let n = (len - keep) as u32;
+            on_socket!(self, c, conn.fd, |t| opcode::Recv::new(t, ptr, n).build())
                 .user_data(token.encode())
         };
         self.push(&entry);
@@ -513,8 +556,8 @@ impl<'p> Worker<'p> {
         } else {
             &self.send_buf[conn.send_done..conn.send_len]
         };
-        let entry = opcode::Send::new(types::Fd(conn.fd), rest.as_ptr(), rest.len() as u32)
-            .build()
+        let (ptr, n) = (rest.as_ptr(), rest.len() as u32);
+        let entry = on_socket!(self, c, conn.fd, |t| opcode::Send::new(t, ptr, n).build())
             .user_data(token.encode());
         self.push(&entry);
     }
