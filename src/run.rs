@@ -282,10 +282,25 @@ fn build_report(
         .min(duration_ns)
         .max(1);
     let secs = stopped_ns as f64 / 1e9;
+    // Rates count over the whole time it took: a schedule whose requests waited in the
+    // backlog and completed during the drain did not achieve its rate.
+    let wall_ns = c.totals.iter().map(|t| t.wall_ns).max().unwrap_or(0);
+    let elapsed = wall_ns.max(stopped_ns) as f64 / 1e9;
+    let busiest = c
+        .totals
+        .iter()
+        .map(|t| {
+            let busy = t.cpu_ns.saturating_sub(t.spin_ns) as f64 / t.wall_ns.max(1) as f64;
+            (t.core, busy)
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1));
     let verdict = Gate {
         max_lag_ns: plan.max_lag_ns,
     }
-    .judge(&c.total.dispatch_lag);
+    .judge(
+        &c.total.dispatch_lag,
+        busiest.filter(|_| rate_rps.is_finite()),
+    );
     let intervals: Vec<Interval> = c
         .rows
         .iter()
@@ -364,8 +379,8 @@ fn build_report(
             } else {
                 lost as f64 / (ctr.completed + lost).max(1) as f64
             },
-            sent_pps: sent as f64 / secs,
-            sent_bps: ctr.bytes_sent as f64 * 8.0 / secs,
+            sent_pps: sent as f64 / if blast { secs } else { elapsed },
+            sent_bps: ctr.bytes_sent as f64 * 8.0 / if blast { secs } else { elapsed },
             gso: c
                 .totals
                 .iter()
@@ -409,7 +424,7 @@ fn build_report(
     let achieved_rps = if blast {
         udp.as_ref().map_or(0.0, |u| u.sent_pps)
     } else {
-        ctr.completed as f64 / secs
+        ctr.completed as f64 / elapsed
     };
     let features = {
         let mut f = features;
@@ -448,10 +463,11 @@ fn build_report(
             max_lag_ns: plan.max_lag_ns,
         },
         duration_s: secs,
+        elapsed_s: elapsed,
         rate: Rate {
             intended_rps: rate_rps,
             achieved_rps,
-            sent_rps: ctr.sent as f64 / secs,
+            sent_rps: ctr.sent as f64 / if blast { secs } else { elapsed },
         },
         requests: Requests {
             dispatched: ctr.dispatched,

@@ -1,11 +1,21 @@
 //! The validity gate: a run whose generator fell behind its own timetable is invalid,
 //! because its latencies then describe the generator, not the target.
 //!
-//! Rule: dispatch lag (dispatched - intended) p99 must stay below `--max-lag`. A stall
-//! of the *target* does not move dispatch lag (the schedule keeps dispatching into the
-//! backlog), so it shows as connection wait and latency instead and leaves the run valid.
+//! Rules:
+//! - dispatch lag (dispatched - intended) p99 must stay below `--max-lag`. A stall of
+//!   the *target* does not move dispatch lag (the schedule keeps dispatching into the
+//!   backlog), so it shows as connection wait and latency instead and leaves the run
+//!   valid.
+//! - no worker may be busy (CPU time minus spinning for a due instant) more than
+//!   `BUSY_RATIO_MAX` of the run. Dispatching into the backlog is cheap, so a worker
+//!   that cannot keep up with *sending* and *receiving* shows low dispatch lag but a
+//!   growing backlog: its connection wait and latency would then be the generator's
+//!   own queueing, blamed on the target. A worker without idle time cannot tell.
 
 use hdrhistogram::Histogram;
+
+/// Largest share of its time a worker may be busy for the run to count as valid.
+pub const BUSY_RATIO_MAX: f64 = 0.95;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Gate {
@@ -19,8 +29,26 @@ pub struct Verdict {
 }
 
 impl Gate {
-    pub fn judge(&self, dispatch_lag: &Histogram<u64>) -> Verdict {
+    /// `busiest`: the busiest worker's core and busy ratio (None when no timetable
+    /// applies, as with `--rate max`).
+    pub fn judge(
+        &self,
+        dispatch_lag: &Histogram<u64>,
+        busiest: Option<(Option<usize>, f64)>,
+    ) -> Verdict {
         let mut reasons = Vec::new();
+        if let Some((core, ratio)) = busiest
+            && ratio > BUSY_RATIO_MAX
+        {
+            reasons.push(format!(
+                "the worker on core {} was busy {:.0}% of the run (gate: {:.0}%): the generator \
+                 had no headroom, so connection wait and latency include its own queueing; \
+                 use more cores or a lower rate",
+                core.map_or("-".to_string(), |c| c.to_string()),
+                ratio * 100.0,
+                BUSY_RATIO_MAX * 100.0
+            ));
+        }
         if !dispatch_lag.is_empty() {
             let p99 = dispatch_lag.value_at_quantile(0.99);
             if p99 > self.max_lag_ns {
@@ -55,7 +83,10 @@ mod tests {
         let g = Gate {
             max_lag_ns: 1_000_000,
         };
-        assert!(g.judge(&lag_with(1000, 5, 50_000_000)).valid);
+        assert!(
+            g.judge(&lag_with(1000, 5, 50_000_000), Some((Some(0), 0.5)))
+                .valid
+        );
     }
 
     #[test]
@@ -63,15 +94,29 @@ mod tests {
         let g = Gate {
             max_lag_ns: 1_000_000,
         };
-        let v = g.judge(&lag_with(980, 20, 300_000_000));
+        let v = g.judge(&lag_with(980, 20, 300_000_000), None);
         assert!(!v.valid);
         assert!(v.reasons[0].contains("dispatch lag p99"), "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn a_worker_without_headroom_is_invalid() {
+        let g = Gate {
+            max_lag_ns: 1_000_000,
+        };
+        let v = g.judge(&lag_with(1000, 0, 1), Some((Some(3), 0.99)));
+        assert!(!v.valid);
+        assert!(
+            v.reasons[0].contains("core 3 was busy 99%"),
+            "{:?}",
+            v.reasons
+        );
     }
 
     #[test]
     fn empty_histogram_is_valid() {
         let g = Gate { max_lag_ns: 1 };
         let h = Histogram::<u64>::new_with_bounds(1, 1000, 3).unwrap();
-        assert!(g.judge(&h).valid);
+        assert!(g.judge(&h, None).valid);
     }
 }

@@ -56,9 +56,9 @@ pub struct Config {
 #[derive(Debug, Clone, Serialize)]
 pub struct Rate {
     pub intended_rps: f64,
-    /// Responses completed per second of schedule.
+    /// Responses completed per second of `elapsed_s` (blast: datagrams sent per second).
     pub achieved_rps: f64,
-    /// Requests put on the wire per second of schedule.
+    /// Requests put on the wire per second of `elapsed_s`.
     pub sent_rps: f64,
 }
 
@@ -163,6 +163,9 @@ pub struct Report {
     pub config: Config,
     /// Seconds the schedule ran (shorter than configured after Ctrl-C).
     pub duration_s: f64,
+    /// Seconds from the start until the last request ended (the schedule plus the
+    /// drain); rates achieved are counted over this.
+    pub elapsed_s: f64,
     pub rate: Rate,
     pub requests: Requests,
     /// Responses that parsed but carry an error (RESP error replies).

@@ -34,10 +34,11 @@ pub fn render(r: &Report) -> String {
     if r.rate.intended_rps.is_finite() {
         let _ = writeln!(
             w,
-            "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s; sent {}/s",
+            "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
             fmt_rate(r.rate.achieved_rps),
             fmt_rate(r.rate.intended_rps),
             100.0 * r.rate.achieved_rps / r.rate.intended_rps.max(1e-9),
+            r.elapsed_s,
             r.duration_s,
             fmt_rate(r.rate.sent_rps),
         );
