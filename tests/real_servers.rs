@@ -91,13 +91,17 @@ fn check_run(target: &str, args: &[&str], expect_completed: u64) -> serde_json::
 }
 
 fn nginx() -> (Server, u16, tempfile::TempDir) {
+    nginx_with(1_000_000)
+}
+
+fn nginx_with(keepalive_requests: u64) -> (Server, u16, tempfile::TempDir) {
     let bin = require("nginx", "nginx-light");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let conf = format!(
         "daemon off; master_process off; worker_processes 1; pid {d}/nginx.pid; \
          error_log {d}/error.log; events {{ worker_connections 1024; }} \
-         http {{ access_log off; keepalive_requests 1000000; \
+         http {{ access_log off; keepalive_requests {keepalive_requests}; \
          client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
          uwsgi_temp_path {d}; scgi_temp_path {d}; \
          server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"hello from nginx\\n\"; }} \
@@ -139,6 +143,29 @@ fn nginx_http1_keepalive() {
     assert_eq!(v["protocol"], "tcp");
     assert_eq!(v["framer"], "http1");
     assert_eq!(v["http"]["status_classes"]["2xx"], 4000);
+}
+
+#[test]
+fn nginx_connection_close_reopens_without_errors() {
+    let _g = load_lock();
+    // nginx answers every 100th request on a connection with `Connection: close`.
+    let (_s, port, _d) = nginx_with(100);
+    let target = format!("127.0.0.1:{port}");
+    let v = check_run(
+        &target,
+        &[
+            "--http",
+            "GET /",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+        ],
+        4000,
+    );
+    assert!(f(&v, "connections.opened") >= 40.0, "{}", v["connections"]);
 }
 
 #[test]
