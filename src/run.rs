@@ -41,6 +41,9 @@ pub enum RunError {
     },
 }
 
+/// Shortest schedule the busy-worker gate judges (startup noise dominates below).
+const BUSY_WINDOW_MIN_NS: u64 = 500_000_000;
+
 /// Delay between "all connected" and the schedule's time zero, so every worker is
 /// spinning on the TSC before its first due instant.
 const START_DELAY_NS: u64 = 20_000_000;
@@ -284,16 +287,17 @@ fn build_report(
     let secs = stopped_ns as f64 / 1e9;
     // Rates count over the whole time it took: a schedule whose requests waited in the
     // backlog and completed during the drain did not achieve its rate.
-    let wall_ns = c.totals.iter().map(|t| t.wall_ns).max().unwrap_or(0);
-    let elapsed = wall_ns.max(stopped_ns) as f64 / 1e9;
+    // Until the last response: timeouts at the end do not stretch it.
+    let last_done_ns = c.totals.iter().map(|t| t.last_done_ns).max().unwrap_or(0);
+    let elapsed = last_done_ns.max(stopped_ns) as f64 / 1e9;
+    // Busy share while the schedule ran (the drain is mostly sleeping); judged only on
+    // windows long enough to mean something.
     let busiest = c
         .totals
         .iter()
-        .map(|t| {
-            let busy = t.cpu_ns.saturating_sub(t.spin_ns) as f64 / t.wall_ns.max(1) as f64;
-            (t.core, busy)
-        })
-        .max_by(|a, b| a.1.total_cmp(&b.1));
+        .map(|t| (t.core, t.busy_at_stop))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|_| stopped_ns >= BUSY_WINDOW_MIN_NS);
     let verdict = Gate {
         max_lag_ns: plan.max_lag_ns,
     }

@@ -147,6 +147,10 @@ struct UdpWorker<'p> {
     stopping: bool,
     stopped_ns: Nanos,
     backlog_peak: u64,
+    /// When the last response completed.
+    last_done: Ticks,
+    /// (CPU ns, spin ns) when the schedule stopped: the busy gate's window.
+    at_stop: Option<(u64, u64)>,
 }
 
 fn udp_socket(plan: &WorkerPlan, gso_len: Option<usize>) -> std::io::Result<(RawFd, bool)> {
@@ -288,6 +292,8 @@ impl<'p> UdpWorker<'p> {
             stopping: false,
             stopped_ns: 0,
             backlog_peak: 0,
+            last_done: 0,
+            at_stop: None,
         })
     }
 
@@ -527,6 +533,7 @@ impl<'p> UdpWorker<'p> {
                 self.inflight -= 1;
                 self.counters.completed += 1;
                 self.completed_total += 1;
+                self.last_done = done;
                 let done_ns = self.clock.ns(done);
                 self.hist
                     .latency
@@ -624,6 +631,7 @@ impl<'p> UdpWorker<'p> {
                 if stop.load(Ordering::Relaxed) || at_end {
                     self.stopping = true;
                     self.stopped_ns = now.min(self.plan.duration_ns);
+                    self.at_stop = Some((thread_cpu_ns().saturating_sub(cpu_start), spin_ns));
                     drain_deadline = if at_end && !self.blast {
                         now + timeout + scan_every
                     } else {
@@ -707,12 +715,17 @@ impl<'p> UdpWorker<'p> {
         self.counters.cut_off += self.inflight;
         self.inflight = 0;
         let end = self.clock.now_ns();
+        let cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
+        let (cpu_at_stop, spin_at_stop) = self.at_stop.unwrap_or((cpu_ns, spin_ns));
         let totals = WorkerTotals {
             core: self.plan.core,
-            cpu_ns: thread_cpu_ns().saturating_sub(cpu_start),
+            cpu_ns,
             spin_ns,
             wall_ns: end,
             stopped_ns: self.stopped_ns,
+            last_done_ns: self.clock.ns(self.last_done),
+            busy_at_stop: cpu_at_stop.saturating_sub(spin_at_stop) as f64
+                / self.stopped_ns.max(1) as f64,
             completed: if self.blast {
                 self.counters.sent
             } else {

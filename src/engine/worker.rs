@@ -199,6 +199,8 @@ struct Worker<'p> {
     buf_ring: Option<BufRing>,
     /// Sockets are registered in the ring's file table at their connection's index.
     fixed_files: bool,
+    /// Receives are multishot (into `buf_ring`); false after the kernel refused one.
+    multishot: bool,
     snap_tx: Sender<Snapshot>,
     recycle_rx: Receiver<Histograms>,
     schedule: Constant,
@@ -214,8 +216,10 @@ struct Worker<'p> {
     backlog_peak: u64,
     completed_total: u64,
     stopped_ns: Nanos,
-    /// The latest TSC reading of the current loop iteration.
-    last_ticks: Ticks,
+    /// When the last response completed.
+    last_done: Ticks,
+    /// (CPU ns, spin ns) when the schedule stopped: the busy gate's window.
+    at_stop: Option<(u64, u64)>,
     /// The first response that did not parse, escaped and truncated.
     first_bad: Option<String>,
     /// Operations submitted whose completion has not been reaped: buffers they point
@@ -298,6 +302,7 @@ impl<'p> Worker<'p> {
             hist: Histograms::new(),
             counters: Counters::default(),
             cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
+            multishot: buf_ring.is_some(),
             buf_ring,
             fixed_files,
             snap_tx,
@@ -313,7 +318,8 @@ impl<'p> Worker<'p> {
             backlog_peak: 0,
             completed_total: 0,
             stopped_ns: 0,
-            last_ticks: 0,
+            last_done: 0,
+            at_stop: None,
             first_bad: None,
             ops_in_ring: 0,
         })
@@ -430,7 +436,13 @@ impl<'p> Worker<'p> {
             if self.ring.submit_and_wait_ns(10_000_000).is_err() {
                 break;
             }
-            let n = self.ring.uring.completion().count() as u64;
+            // Only a completion without MORE ends an operation (multishot receives).
+            let n = self
+                .ring
+                .uring
+                .completion()
+                .filter(|c| !io_uring::cqueue::more(c.flags()))
+                .count() as u64;
             self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
         }
         if self.ops_in_ring > 0 {
@@ -438,6 +450,7 @@ impl<'p> Worker<'p> {
                 "blaster: worker {}: {} io_uring operations did not finish; leaking their buffers",
                 self.plan.index, self.ops_in_ring
             );
+            std::mem::forget(self.buf_ring.take());
             std::mem::forget(std::mem::take(&mut self.recv_buf));
             std::mem::forget(std::mem::take(&mut self.send_buf));
             let addr = Box::new(socket::sock_addr(&self.plan.target));
@@ -525,7 +538,9 @@ impl<'p> Worker<'p> {
             op: Op::Recv,
             generation: conn.generation,
         };
-        let entry = if let Some(br) = &self.buf_ring {
+        let entry = if self.multishot
+            && let Some(br) = &self.buf_ring
+        {
             // One multishot receive per connection: it stays armed across responses.
             let bgid = br.bgid;
             on_socket!(self, c, conn.fd, |t| opcode::RecvMulti::new(t, bgid)
@@ -580,7 +595,6 @@ impl<'p> Worker<'p> {
             return 0; // no clock read on an empty poll (the spinning path)
         }
         let now_t = self.clock.ticks();
-        self.last_ticks = now_t;
         for i in 0..n {
             let (data, res, flags) = self.cqes[i];
             let Some(token) = Token::decode(data) else {
@@ -643,6 +657,13 @@ impl<'p> Worker<'p> {
             }
             if expiring {
                 return; // unmatched bytes; the scan closes it once its requests expired
+            }
+            if res == -libc::EINVAL && bid.is_none() && self.multishot {
+                // A kernel with buffer rings but without multishot receive (5.19):
+                // fall back to single-shot receives for the rest of the run.
+                self.multishot = false;
+                self.arm_recv(c);
+                return;
             }
             if res == -libc::ENOBUFS {
                 // Every provided buffer was in use: receive again once some are back.
@@ -849,6 +870,7 @@ impl<'p> Worker<'p> {
         self.inflight -= 1;
         self.counters.completed += 1;
         self.completed_total += 1;
+        self.last_done = done;
         let done_ns = self.clock.ns(done);
         let sent_ns = self.clock.ns(req.sent);
         let latency = done_ns.saturating_sub(req.intended_ns);
@@ -961,9 +983,9 @@ impl<'p> Worker<'p> {
         if self.flush_q.is_empty() {
             return;
         }
-        // The send instant: the latest clock read of this iteration (its start, or the
-        // reap just before); the submit follows within the same iteration.
-        let t = self.last_ticks;
+        // The send instant: read here, after the completions of this iteration were
+        // handled, so their cost is not charged to the target; the submit follows.
+        let t = self.clock.ticks();
         let t_ns = self.clock.ns(t);
         let payload_len = self.plan.payload.len();
         while let Some(c) = self.flush_q.pop() {
@@ -1085,7 +1107,6 @@ impl<'p> Worker<'p> {
         let mut idle_since: Option<Nanos> = None;
         loop {
             let now_t = self.clock.ticks();
-            self.last_ticks = now_t;
             let now = self.clock.ns(now_t);
             if let Some(t) = idle_since.take() {
                 spin_ns += now.saturating_sub(t);
@@ -1095,6 +1116,7 @@ impl<'p> Worker<'p> {
                     // Ctrl-C: stop now; what waits for a connection was never sent.
                     self.stopping = true;
                     self.stopped_ns = now.min(self.plan.duration_ns);
+                    self.at_stop = Some((thread_cpu_ns().saturating_sub(cpu_start), spin_ns));
                     drain_deadline = now + timeout.min(DRAIN_NS_MAX);
                     while self.backlog.pop().is_some() {
                         self.counters.cut_off += 1;
@@ -1105,6 +1127,7 @@ impl<'p> Worker<'p> {
                     // at the end still shows in the latency.
                     self.stopping = true;
                     self.stopped_ns = self.plan.duration_ns;
+                    self.at_stop = Some((thread_cpu_ns().saturating_sub(cpu_start), spin_ns));
                     drain_deadline = now + timeout + scan_every;
                 }
             }
@@ -1176,14 +1199,19 @@ impl<'p> Worker<'p> {
                 self.counters.cut_off += 1;
             }
         }
-        self.close_all();
         let end = self.clock.now_ns();
+        let cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
+        self.close_all();
+        let (cpu_at_stop, spin_at_stop) = self.at_stop.unwrap_or((cpu_ns, spin_ns));
         let totals = WorkerTotals {
             core: self.plan.core,
-            cpu_ns: thread_cpu_ns().saturating_sub(cpu_start),
+            cpu_ns,
             spin_ns,
             wall_ns: end,
             stopped_ns: self.stopped_ns,
+            last_done_ns: self.clock.ns(self.last_done),
+            busy_at_stop: cpu_at_stop.saturating_sub(spin_at_stop) as f64
+                / self.stopped_ns.max(1) as f64,
             completed: self.completed_total,
             backlog_peak: self.backlog_peak,
             ring_features: self.ring.features.clone(),

@@ -231,6 +231,10 @@ pub struct WorkerTotals {
     pub wall_ns: u64,
     /// When the schedule stopped (its end, or Ctrl-C), ns since start.
     pub stopped_ns: u64,
+    /// When the last response completed, ns since start (0 if none).
+    pub last_done_ns: u64,
+    /// Busy share (CPU minus spinning, over wall time) while the schedule ran.
+    pub busy_at_stop: f64,
     /// Responses completed over the whole run.
     pub completed: u64,
     /// Peak number of requests waiting in the backlog.
