@@ -5,10 +5,12 @@
 //! - [`ring`]: ring setup with feature probing and fallback; push with a full-SQ path.
 //! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
+//! - [`pacing`]: the loops' shared bookkeeping: intervals, scans, stop, spin, wake.
 //! - [`worker`]: the TCP loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
 //! - [`udp`]: the UDP loop: request/response matched by sequence, or blast.
 pub mod buf_ring;
 pub mod conn_table;
+pub mod pacing;
 pub mod ring;
 pub mod socket;
 pub mod token;

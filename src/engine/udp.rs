@@ -19,15 +19,16 @@
 //! only the 24-byte header is written per datagram. Nothing allocates per request.
 
 use super::conn_table::Fifo;
+use super::pacing::Pacer;
 use super::ring::Ring;
 use super::token::{Op, Token};
 use super::worker::{
-    Channels, Control, Ready, Transport, WorkerPlan, setup_failed, thread_cpu_ns, wait_for_start,
+    Channels, Control, Outbox, Ready, Transport, WorkerPlan, setup_failed, wait_for_start,
 };
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
 use crate::metrics::recorder::WorkerTotals;
-use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
+use crate::metrics::{ErrorKind, Histograms, Snapshot};
 use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
 use crate::schedule::{Constant, Schedule};
 use crossbeam_channel::{Receiver, Sender};
@@ -132,11 +133,9 @@ struct UdpWorker<'p> {
     batch: usize,
     blast: bool,
     clock: Clock,
-    hist: Histograms,
-    counters: Counters,
+    /// This interval's histograms and counters, and the channel to the collector.
+    out: Outbox,
     cqes: Box<[(u64, i32)]>,
-    snap_tx: Sender<Snapshot>,
-    recycle_rx: Receiver<Histograms>,
     schedule: Option<Constant>,
     next_k: u64,
     total_k: u64,
@@ -149,8 +148,6 @@ struct UdpWorker<'p> {
     backlog_peak: u64,
     /// When the last response completed.
     last_done: Ticks,
-    /// (CPU ns, spin ns) when the schedule stopped: the busy gate's window.
-    at_stop: Option<(u64, u64)>,
 }
 
 fn udp_socket(plan: &WorkerPlan, gso_len: Option<usize>) -> std::io::Result<(RawFd, bool)> {
@@ -277,11 +274,8 @@ impl<'p> UdpWorker<'p> {
             batch,
             blast,
             clock: Clock::new(),
-            hist: Histograms::new(),
-            counters: Counters::default(),
+            out: Outbox::new(plan.index, snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
-            snap_tx,
-            recycle_rx,
             schedule,
             next_k: 0,
             total_k,
@@ -293,7 +287,6 @@ impl<'p> UdpWorker<'p> {
             stopped_ns: 0,
             backlog_peak: 0,
             last_done: 0,
-            at_stop: None,
         })
     }
 
@@ -353,10 +346,10 @@ impl<'p> UdpWorker<'p> {
                 self.inflight += 1;
             }
             let wait = sent_ns.saturating_sub(self.clock.ns(dispatched));
-            self.hist.connection_wait.saturating_record(wait);
+            self.out.hist.connection_wait.saturating_record(wait);
         }
         self.buf_use[b as usize] = (f as u32, n as u32);
-        self.counters.sent += n as u64;
+        self.out.counters.sent += n as u64;
         let token = Token {
             conn: b,
             op: Op::Send,
@@ -394,8 +387,11 @@ impl<'p> UdpWorker<'p> {
             return;
         }
         if !self.backlog.push((intended, now_t)) {
-            self.counters.error(ErrorKind::BacklogOverflow);
-            self.hist.latency.saturating_record(self.plan.timeout_ns);
+            self.out.counters.error(ErrorKind::BacklogOverflow);
+            self.out
+                .hist
+                .latency
+                .saturating_record(self.plan.timeout_ns);
         }
     }
 
@@ -420,7 +416,7 @@ impl<'p> UdpWorker<'p> {
         let group = [(now_ns, now_t); GSO_SEGMENTS_MAX];
         while !self.free_bufs.is_empty() {
             let sent = self.send_batch(self.batch, &group[..self.batch], now_t) as u64;
-            self.counters.dispatched += sent;
+            self.out.counters.dispatched += sent;
             n += sent;
         }
         n
@@ -438,13 +434,16 @@ impl<'p> UdpWorker<'p> {
             }
             self.next_k += 1;
             n += 1;
-            self.counters.dispatched += 1;
-            self.hist.dispatch_lag.saturating_record(now_ns - intended);
+            self.out.counters.dispatched += 1;
+            self.out
+                .hist
+                .dispatch_lag
+                .saturating_record(now_ns - intended);
             if !self.blast {
                 self.dispatch_one(intended, now_t);
             } else if !self.backlog.push((intended, now_t)) {
                 // Blast: due datagrams go through the backlog to share GSO sends.
-                self.counters.error(ErrorKind::BacklogOverflow);
+                self.out.counters.error(ErrorKind::BacklogOverflow);
             }
         }
         if self.blast {
@@ -483,7 +482,7 @@ impl<'p> UdpWorker<'p> {
         let (_, n) = self.buf_use[b as usize];
         let _ = self.free_bufs.push(b);
         if res >= 0 {
-            self.counters.bytes_sent += res as u64;
+            self.out.counters.bytes_sent += res as u64;
             return;
         }
         // Not sent: ECONNREFUSED (an ICMP port unreachable came back) is a connection
@@ -491,11 +490,11 @@ impl<'p> UdpWorker<'p> {
         // datagrams stay in their window slots and are counted lost at their timeout;
         // in blast mode each is an error.
         if -res == libc::ECONNREFUSED {
-            self.counters.error(ErrorKind::ConnectRefused);
+            self.out.counters.error(ErrorKind::ConnectRefused);
         }
         if self.blast {
             for _ in 0..n {
-                self.counters.error(ErrorKind::Io);
+                self.out.counters.error(ErrorKind::Io);
             }
         }
     }
@@ -503,7 +502,7 @@ impl<'p> UdpWorker<'p> {
     fn on_recv(&mut self, f: usize, res: i32, done: Ticks) {
         self.flows[f].recv_armed = false;
         if res > 0 {
-            self.counters.bytes_received += res as u64;
+            self.out.counters.bytes_received += res as u64;
             let buf =
                 &self.recv_bufs[f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES)];
             self.on_datagram(f, UdpHeader::read(buf), done);
@@ -518,12 +517,12 @@ impl<'p> UdpWorker<'p> {
     fn on_datagram(&mut self, f: usize, header: Option<UdpHeader>, done: Ticks) {
         let flow = &self.flows[f];
         let Some(h) = header.filter(|h| h.flow == flow.id && h.seq < flow.next_seq) else {
-            self.counters.foreign += 1;
+            self.out.counters.foreign += 1;
             return;
         };
         let slot = &mut self.window[f * self.window_len + (h.seq as usize % self.window_len)];
         if slot.seq != h.seq {
-            self.counters.late += 1; // the slot was reused: long since counted lost
+            self.out.counters.late += 1; // the slot was reused: long since counted lost
             return;
         }
         match slot.state {
@@ -531,25 +530,27 @@ impl<'p> UdpWorker<'p> {
                 slot.state = SlotState::Done;
                 let (intended, sent) = (slot.intended_ns, slot.sent);
                 self.inflight -= 1;
-                self.counters.completed += 1;
+                self.out.counters.completed += 1;
                 self.completed_total += 1;
                 self.last_done = done;
                 let done_ns = self.clock.ns(done);
-                self.hist
+                self.out
+                    .hist
                     .latency
                     .saturating_record(done_ns.saturating_sub(intended));
-                self.hist
+                self.out
+                    .hist
                     .service
                     .saturating_record(done_ns.saturating_sub(self.clock.ns(sent)));
                 let flow = &mut self.flows[f];
                 if h.seq + 1 < flow.highest_rx {
-                    self.counters.reordered += 1;
+                    self.out.counters.reordered += 1;
                 }
                 flow.highest_rx = flow.highest_rx.max(h.seq + 1);
             }
-            SlotState::Done => self.counters.duplicates += 1,
-            SlotState::Lost => self.counters.late += 1,
-            SlotState::Empty => self.counters.foreign += 1,
+            SlotState::Done => self.out.counters.duplicates += 1,
+            SlotState::Lost => self.out.counters.late += 1,
+            SlotState::Empty => self.out.counters.foreign += 1,
         }
     }
 
@@ -561,8 +562,8 @@ impl<'p> UdpWorker<'p> {
                 break;
             }
             self.backlog.pop();
-            self.counters.error(ErrorKind::Timeout);
-            self.hist.latency.saturating_record(timeout);
+            self.out.counters.error(ErrorKind::Timeout);
+            self.out.hist.latency.saturating_record(timeout);
         }
         if self.blast {
             return;
@@ -581,25 +582,12 @@ impl<'p> UdpWorker<'p> {
                     }
                     slot.state = SlotState::Lost;
                     self.inflight -= 1;
-                    self.counters.error(ErrorKind::Lost);
-                    self.hist.latency.saturating_record(timeout);
+                    self.out.counters.error(ErrorKind::Lost);
+                    self.out.hist.latency.saturating_record(timeout);
                 }
                 self.flows[f].oldest += 1;
             }
         }
-    }
-
-    fn send_snapshot(&mut self, interval: u64, last: Option<WorkerTotals>) {
-        let fresh = self.recycle_rx.try_recv().unwrap_or_default();
-        let snap = Snapshot {
-            worker: self.plan.index,
-            interval,
-            histograms: std::mem::replace(&mut self.hist, fresh),
-            counters: self.counters,
-            last,
-        };
-        self.counters = Counters::default();
-        let _ = self.snap_tx.send(snap);
     }
 
     fn run(&mut self, stop: &AtomicBool) {
@@ -609,37 +597,25 @@ impl<'p> UdpWorker<'p> {
             }
         }
         wait_for_start(&self.clock, self.plan.spin_ns);
-        let cpu_start = thread_cpu_ns();
-        let interval_ns = self.plan.interval_ns;
         let timeout = self.plan.timeout_ns;
-        let scan_every = (timeout / 100).clamp(1_000_000, 50_000_000);
-        let mut next_interval = interval_ns;
-        let mut interval_idx = 0u64;
-        let mut next_scan = 0u64;
-        let mut drain_deadline = u64::MAX;
-        let mut spin_ns = 0u64;
-        let mut idle_since: Option<Nanos> = None;
+        let mut pace = Pacer::start(self.plan.interval_ns, timeout);
         loop {
             let now_t = self.clock.ticks();
             let now = self.clock.ns(now_t);
-            if let Some(t) = idle_since.take() {
-                spin_ns += now.saturating_sub(t);
-            }
+            pace.begin(now);
             if !self.stopping {
                 let at_end = now >= self.plan.duration_ns
                     && (self.schedule.is_none() || self.next_k >= self.total_k);
                 if stop.load(Ordering::Relaxed) || at_end {
                     self.stopping = true;
                     self.stopped_ns = now.min(self.plan.duration_ns);
-                    self.at_stop = Some((thread_cpu_ns().saturating_sub(cpu_start), spin_ns));
-                    drain_deadline = if at_end && !self.blast {
-                        now + timeout + scan_every
+                    if at_end && !self.blast {
+                        // Requests due before the end are still answered or time out.
+                        pace.stop(now, timeout + pace.scan_every);
                     } else {
-                        now + timeout.min(crate::limits::DRAIN_NS_MAX)
-                    };
-                    if !at_end || self.blast {
+                        pace.stop(now, timeout.min(crate::limits::DRAIN_NS_MAX));
                         while self.backlog.pop().is_some() {
-                            self.counters.cut_off += 1;
+                            self.out.counters.cut_off += 1;
                         }
                     }
                 }
@@ -652,71 +628,58 @@ impl<'p> UdpWorker<'p> {
             if !self.blast {
                 self.serve_backlog(now_t);
             }
-            if now >= next_scan {
+            if pace.scan_due(now) {
                 self.scan(now);
-                next_scan = now + scan_every;
             }
-            while !self.stopping && now >= next_interval {
-                self.send_snapshot(interval_idx, None);
-                interval_idx += 1;
-                next_interval += interval_ns;
+            while !self.stopping
+                && let Some(i) = pace.interval_ended(now)
+            {
+                self.out.send(i, None);
             }
             let sends_pending = self.free_bufs.len() < self.buf_use.len();
             if self.stopping
                 && ((self.inflight == 0 && self.backlog.is_empty() && !sends_pending)
-                    || now >= drain_deadline)
+                    || pace.drain_over(now))
             {
                 break;
             }
-            let mut wake = drain_deadline;
-            if !self.stopping {
-                wake = wake.min(next_interval);
-            }
-            if self.inflight > 0 || !self.backlog.is_empty() {
-                wake = wake.min(next_scan);
-            }
-            let mut due_soon = false;
-            if !self.stopping {
-                match self.schedule {
-                    Some(s) if self.next_k < self.total_k => {
-                        let due = s.due_ns(self.next_k);
-                        if due.saturating_sub(self.plan.spin_ns) <= wake {
-                            wake = due.saturating_sub(self.plan.spin_ns);
-                            due_soon = true;
-                        }
-                    }
-                    None => due_soon = true, // --rate max: never sleep long
-                    _ => {}
-                }
+            let timers = self.inflight > 0 || !self.backlog.is_empty();
+            let next_due = self
+                .schedule
+                .filter(|_| self.next_k < self.total_k)
+                .map(|s| s.due_ns(self.next_k));
+            let mut wake = pace.wake(self.stopping, timers, next_due, self.plan.spin_ns);
+            if self.schedule.is_none() && !self.stopping {
+                wake.due_soon = true; // --rate max: never sleep long
             }
             let now2 = self.clock.now_ns();
             let pending_cqes = !self.ring.uring.completion().is_empty();
             let may_sleep = self.schedule.is_some() || self.free_bufs.is_empty() || self.stopping;
-            if work == 0 && !pending_cqes && may_sleep && (wake > now2 + 1_000 || !due_soon) {
+            if work == 0 && !pending_cqes && may_sleep && (wake.at > now2 + 1_000 || !wake.due_soon)
+            {
                 let wait = if self.schedule.is_none() && !self.stopping {
                     1_000_000 // buffers all in flight: wait for a send to complete
                 } else {
-                    wake.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX)
+                    wake.at.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX)
                 };
                 let _ = self.ring.submit_and_wait_ns(wait);
             } else {
-                if self.ring.needs_enter() || (work == 0 && !due_soon) {
+                if self.ring.needs_enter() || (work == 0 && !wake.due_soon) {
                     let _ = self.ring.submit();
                 }
                 if work == 0 && !pending_cqes {
-                    idle_since = Some(now);
+                    pace.idle(now);
                     std::hint::spin_loop();
                 }
             }
         }
         while self.backlog.pop().is_some() {
-            self.counters.cut_off += 1;
+            self.out.counters.cut_off += 1;
         }
-        self.counters.cut_off += self.inflight;
+        self.out.counters.cut_off += self.inflight;
         self.inflight = 0;
         let end = self.clock.now_ns();
-        let cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
-        let (cpu_at_stop, spin_at_stop) = self.at_stop.unwrap_or((cpu_ns, spin_ns));
+        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.stopped_ns);
         let totals = WorkerTotals {
             core: self.plan.core,
             cpu_ns,
@@ -724,10 +687,9 @@ impl<'p> UdpWorker<'p> {
             wall_ns: end,
             stopped_ns: self.stopped_ns,
             last_done_ns: self.clock.ns(self.last_done),
-            busy_at_stop: cpu_at_stop.saturating_sub(spin_at_stop) as f64
-                / self.stopped_ns.max(1) as f64,
+            busy_at_stop,
             completed: if self.blast {
-                self.counters.sent
+                self.out.counters.sent
             } else {
                 self.completed_total
             },
@@ -736,7 +698,8 @@ impl<'p> UdpWorker<'p> {
             first_protocol_error: None,
             entries: Vec::new(),
         };
-        self.send_snapshot(interval_idx, Some(totals));
+        let interval = pace.interval();
+        self.out.send(interval, Some(totals));
     }
 
     /// Closes the sockets and waits (at most a second) for every operation in the ring,

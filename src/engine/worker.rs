@@ -13,6 +13,7 @@
 
 use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnState, ConnTable, IndexQueue, Req};
+use super::pacing::Pacer;
 use super::ring::Ring;
 use super::socket;
 use super::token::{Op, Token, next_generation};
@@ -150,6 +151,41 @@ pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
     w.quiesce();
 }
 
+/// What a worker records for the current interval, and the channels to the collector.
+pub struct Outbox {
+    worker: usize,
+    pub hist: Histograms,
+    pub counters: Counters,
+    snap_tx: Sender<Snapshot>,
+    recycle_rx: Receiver<Histograms>,
+}
+
+impl Outbox {
+    pub fn new(worker: usize, snap_tx: Sender<Snapshot>, recycle_rx: Receiver<Histograms>) -> Self {
+        Outbox {
+            worker,
+            hist: Histograms::new(),
+            counters: Counters::default(),
+            snap_tx,
+            recycle_rx,
+        }
+    }
+
+    /// Sends this interval's figures and starts the next interval from zero, with
+    /// histograms the collector handed back (allocating only until it has).
+    pub fn send(&mut self, interval: u64, last: Option<WorkerTotals>) {
+        let fresh = self.recycle_rx.try_recv().unwrap_or_default();
+        let snap = Snapshot {
+            worker: self.worker,
+            interval,
+            histograms: std::mem::replace(&mut self.hist, fresh),
+            counters: std::mem::take(&mut self.counters),
+            last,
+        };
+        let _ = self.snap_tx.send(snap);
+    }
+}
+
 /// Tells the main thread that worker `plan.index` could not start.
 pub fn setup_failed(ready_tx: &Sender<Ready>, plan: &WorkerPlan, what: &str, e: &std::io::Error) {
     let _ = ready_tx.send(Ready {
@@ -191,8 +227,8 @@ struct Worker<'p> {
     /// Boxed so a connect still in the ring at exit can be leaked with it.
     addr: Box<SockAddr>,
     clock: Clock,
-    hist: Histograms,
-    counters: Counters,
+    /// This interval's histograms and counters, and the channel to the collector.
+    out: Outbox,
     cqes: Box<[(u64, i32, u32)]>,
     /// Multishot receives pick buffers from here (None: kernel without provided-buffer
     /// rings; each receive is then re-armed into the connection's region).
@@ -201,8 +237,6 @@ struct Worker<'p> {
     fixed_files: bool,
     /// Receives are multishot (into `buf_ring`); false after the kernel refused one.
     multishot: bool,
-    snap_tx: Sender<Snapshot>,
-    recycle_rx: Receiver<Histograms>,
     schedule: Constant,
     /// This worker's next request number in the schedule, and when it is due.
     next_k: u64,
@@ -218,8 +252,6 @@ struct Worker<'p> {
     stopped_ns: Nanos,
     /// When the last response completed.
     last_done: Ticks,
-    /// (CPU ns, spin ns) when the schedule stopped: the busy gate's window.
-    at_stop: Option<(u64, u64)>,
     /// The first response that did not parse, escaped and truncated.
     first_bad: Option<String>,
     /// Operations submitted whose completion has not been reaped: buffers they point
@@ -299,14 +331,11 @@ impl<'p> Worker<'p> {
             unix_at_start_ns: 0,
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
-            hist: Histograms::new(),
-            counters: Counters::default(),
+            out: Outbox::new(plan.index, snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
             multishot: buf_ring.is_some(),
             buf_ring,
             fixed_files,
-            snap_tx,
-            recycle_rx,
             schedule,
             next_k: 0,
             next_due: schedule.due_ns(0),
@@ -319,7 +348,6 @@ impl<'p> Worker<'p> {
             completed_total: 0,
             stopped_ns: 0,
             last_done: 0,
-            at_stop: None,
             first_bad: None,
             ops_in_ring: 0,
         })
@@ -333,8 +361,8 @@ impl<'p> Worker<'p> {
             Err(e) => {
                 let errno = e.raw_os_error().unwrap_or(libc::EIO);
                 self.first_errno.get_or_insert(errno);
-                self.counters.connections_failed += 1;
-                self.counters.error(ErrorKind::ConnectFailed);
+                self.out.counters.connections_failed += 1;
+                self.out.counters.error(ErrorKind::ConnectFailed);
                 let now = self.clock.now_ns();
                 self.table.conns[c as usize].state = ConnState::Closed {
                     reopen_at_ns: now + RECONNECT_DELAY_NS,
@@ -375,12 +403,12 @@ impl<'p> Worker<'p> {
         if res < 0 {
             let errno = -res;
             self.first_errno.get_or_insert(errno);
-            self.counters.connections_failed += 1;
-            self.counters.error(socket::connect_error_kind(errno));
+            self.out.counters.connections_failed += 1;
+            self.out.counters.error(socket::connect_error_kind(errno));
             self.close_conn(c, None);
             return;
         }
-        self.counters.connections_opened += 1;
+        self.out.counters.connections_opened += 1;
         self.table.conns[c as usize].state = ConnState::Ready;
         self.arm_recv(c);
         self.mark_ready(c);
@@ -392,7 +420,7 @@ impl<'p> Worker<'p> {
         while let Some(req) = self.table.pop_front(c) {
             self.inflight -= 1;
             if self.stopping {
-                self.counters.cut_off += 1;
+                self.out.counters.cut_off += 1;
             } else {
                 self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);
             }
@@ -489,8 +517,8 @@ impl<'p> Worker<'p> {
         for c in 0..self.table.conns.len() as u32 {
             if self.table.conns[c as usize].state == ConnState::Connecting {
                 self.first_errno.get_or_insert(libc::ETIMEDOUT);
-                self.counters.connections_failed += 1;
-                self.counters.error(ErrorKind::ConnectFailed);
+                self.out.counters.connections_failed += 1;
+                self.out.counters.error(ErrorKind::ConnectFailed);
                 self.close_conn(c, None);
             }
         }
@@ -632,7 +660,7 @@ impl<'p> Worker<'p> {
             self.close_conn(c, Some(socket::io_error_kind(-res)));
             return;
         }
-        self.counters.bytes_sent += res as u64;
+        self.out.counters.bytes_sent += res as u64;
         let conn = &mut self.table.conns[c as usize];
         conn.send_done += res as usize;
         if conn.send_done < conn.send_len {
@@ -684,7 +712,7 @@ impl<'p> Worker<'p> {
             self.close_conn(c, Some(kind));
             return;
         }
-        self.counters.bytes_received += res as u64;
+        self.out.counters.bytes_received += res as u64;
         let total = res as usize;
         let open = match bid {
             // Single-shot receive: the bytes already sit after the kept ones.
@@ -803,9 +831,10 @@ impl<'p> Worker<'p> {
         match framing {
             Framing::Http1 => {
                 let class = (status / 100) as usize;
-                self.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;
+                self.out.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] +=
+                    1;
             }
-            Framing::Resp if status != 0 => self.counters.error_replies += 1,
+            Framing::Resp if status != 0 => self.out.counters.error_replies += 1,
             _ => {}
         }
     }
@@ -827,7 +856,7 @@ impl<'p> Worker<'p> {
     /// when given (timeouts are recorded at the timeout).
     #[inline]
     fn request_error(&mut self, req: &Req, kind: ErrorKind, latency_ns: Option<u64>) {
-        self.counters.error(kind);
+        self.out.counters.error(kind);
         if let Some(e) = self.entries.get_mut(req.entry as usize) {
             e.errors += 1;
             if let Some(l) = latency_ns {
@@ -835,7 +864,7 @@ impl<'p> Worker<'p> {
             }
         }
         if let Some(l) = latency_ns {
-            self.hist.latency.saturating_record(l);
+            self.out.hist.latency.saturating_record(l);
         }
     }
 
@@ -851,7 +880,7 @@ impl<'p> Worker<'p> {
             ));
         }
         if self.table.conns[c as usize].inflight == 0 {
-            self.counters.error(ErrorKind::Unsolicited);
+            self.out.counters.error(ErrorKind::Unsolicited);
         }
         self.close_conn(c, Some(ErrorKind::Protocol));
     }
@@ -868,14 +897,15 @@ impl<'p> Worker<'p> {
             return false;
         };
         self.inflight -= 1;
-        self.counters.completed += 1;
+        self.out.counters.completed += 1;
         self.completed_total += 1;
         self.last_done = done;
         let done_ns = self.clock.ns(done);
         let sent_ns = self.clock.ns(req.sent);
         let latency = done_ns.saturating_sub(req.intended_ns);
-        self.hist.latency.saturating_record(latency);
-        self.hist
+        self.out.hist.latency.saturating_record(latency);
+        self.out
+            .hist
             .service
             .saturating_record(done_ns.saturating_sub(sent_ns));
         if let Some(e) = self.entries.get_mut(req.entry as usize) {
@@ -951,8 +981,11 @@ impl<'p> Worker<'p> {
             self.next_k += 1;
             self.next_due = self.schedule.due_ns(self.next_k);
             n += 1;
-            self.counters.dispatched += 1;
-            self.hist.dispatch_lag.saturating_record(now_ns - intended);
+            self.out.counters.dispatched += 1;
+            self.out
+                .hist
+                .dispatch_lag
+                .saturating_record(now_ns - intended);
             if self.backlog.is_empty()
                 && let Some(c) = self.free_conn()
             {
@@ -1006,7 +1039,7 @@ impl<'p> Worker<'p> {
                 let req = &mut self.table.slots[i];
                 req.sent = t;
                 let wait = t_ns.saturating_sub(self.clock.ns(req.dispatched));
-                self.hist.connection_wait.saturating_record(wait);
+                self.out.hist.connection_wait.saturating_record(wait);
                 if self.render {
                     let ctx = Ctx {
                         seq: req.seq,
@@ -1021,7 +1054,7 @@ impl<'p> Worker<'p> {
                 }
             }
             self.table.conns[c as usize].send_len = len;
-            self.counters.sent += k as u64;
+            self.out.counters.sent += k as u64;
             self.push_send(c);
         }
     }
@@ -1070,19 +1103,6 @@ impl<'p> Worker<'p> {
         }
     }
 
-    fn send_snapshot(&mut self, interval: u64, last: Option<WorkerTotals>) {
-        let fresh = self.recycle_rx.try_recv().unwrap_or_default();
-        let snap = Snapshot {
-            worker: self.plan.index,
-            interval,
-            histograms: std::mem::replace(&mut self.hist, fresh),
-            counters: self.counters,
-            last,
-        };
-        self.counters = Counters::default();
-        let _ = self.snap_tx.send(snap);
-    }
-
     // ---- the loop -------------------------------------------------------------------
 
     fn run(&mut self, stop: &AtomicBool) {
@@ -1093,33 +1113,20 @@ impl<'p> Worker<'p> {
             }
         }
         wait_for_start(&self.clock, self.plan.spin_ns);
-        let cpu_start = thread_cpu_ns();
-        let interval_ns = self.plan.interval_ns;
         let timeout = self.plan.timeout_ns;
-        // Timeouts are checked every 1% of the timeout (1-50 ms): precise enough, and
-        // a pass over the table stays rare even with many connections.
-        let scan_every = (timeout / 100).clamp(1_000_000, 50_000_000);
-        let mut next_interval = interval_ns;
-        let mut interval_idx = 0u64;
-        let mut next_scan = 0u64;
-        let mut drain_deadline = u64::MAX;
-        let mut spin_ns = 0u64;
-        let mut idle_since: Option<Nanos> = None;
+        let mut pace = Pacer::start(self.plan.interval_ns, timeout);
         loop {
             let now_t = self.clock.ticks();
             let now = self.clock.ns(now_t);
-            if let Some(t) = idle_since.take() {
-                spin_ns += now.saturating_sub(t);
-            }
+            pace.begin(now);
             if !self.stopping {
                 if stop.load(Ordering::Relaxed) {
                     // Ctrl-C: stop now; what waits for a connection was never sent.
                     self.stopping = true;
                     self.stopped_ns = now.min(self.plan.duration_ns);
-                    self.at_stop = Some((thread_cpu_ns().saturating_sub(cpu_start), spin_ns));
-                    drain_deadline = now + timeout.min(DRAIN_NS_MAX);
+                    pace.stop(now, timeout.min(DRAIN_NS_MAX));
                     while self.backlog.pop().is_some() {
-                        self.counters.cut_off += 1;
+                        self.out.counters.cut_off += 1;
                     }
                 } else if self.next_k >= self.total_k && now >= self.plan.duration_ns {
                     // The schedule's natural end: every request due before it is still
@@ -1127,8 +1134,7 @@ impl<'p> Worker<'p> {
                     // at the end still shows in the latency.
                     self.stopping = true;
                     self.stopped_ns = self.plan.duration_ns;
-                    self.at_stop = Some((thread_cpu_ns().saturating_sub(cpu_start), spin_ns));
-                    drain_deadline = now + timeout + scan_every;
+                    pace.stop(now, timeout + pace.scan_every);
                 }
             }
             let mut work = 0;
@@ -1137,72 +1143,60 @@ impl<'p> Worker<'p> {
             }
             work += self.reap() as u64;
             self.serve_backlog();
-            if now >= next_scan {
+            if pace.scan_due(now) {
                 self.scan(now);
-                next_scan = now + scan_every;
             }
             // After the stop, the drain folds into the last interval of the schedule.
-            while !self.stopping && now >= next_interval {
-                self.send_snapshot(interval_idx, None);
-                interval_idx += 1;
-                next_interval += interval_ns;
+            while !self.stopping
+                && let Some(i) = pace.interval_ended(now)
+            {
+                self.out.send(i, None);
             }
             self.flush_sends();
             if self.stopping
-                && ((self.inflight == 0 && self.backlog.is_empty()) || now >= drain_deadline)
+                && ((self.inflight == 0 && self.backlog.is_empty()) || pace.drain_over(now))
             {
                 break;
             }
             // Wait: sleep on the ring until `--spin` before the next due send (or another
             // deadline), then spin on the TSC without entering the kernel needlessly.
-            let mut wake = drain_deadline;
-            if !self.stopping {
-                wake = wake.min(next_interval);
-            }
-            if self.inflight > 0 || self.closed > 0 || !self.backlog.is_empty() {
-                wake = wake.min(next_scan);
-            }
-            let mut due_soon = false;
-            if !self.stopping && self.next_k < self.total_k {
-                let due = self.next_due;
-                if due.saturating_sub(self.plan.spin_ns) <= wake {
-                    wake = due.saturating_sub(self.plan.spin_ns);
-                    due_soon = true;
-                }
-            }
+            let timers = self.inflight > 0 || self.closed > 0 || !self.backlog.is_empty();
+            let next_due = (self.next_k < self.total_k).then_some(self.next_due);
+            let wake = pace.wake(self.stopping, timers, next_due, self.plan.spin_ns);
             let pending_cqes = !self.ring.uring.completion().is_empty();
-            let now2 = if work == 0 && !pending_cqes && wake > now + 1_000 {
+            let now2 = if work == 0 && !pending_cqes && wake.at > now + 1_000 {
                 self.clock.now_ns() // only a sleep needs a fresh reading
             } else {
                 now
             };
-            if work == 0 && !pending_cqes && wake > now2 + 1_000 {
-                let _ = self.ring.submit_and_wait_ns((wake - now2).min(WAIT_NS_MAX));
+            if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
+                let _ = self
+                    .ring
+                    .submit_and_wait_ns((wake.at - now2).min(WAIT_NS_MAX));
             } else {
-                if self.ring.needs_enter() || (work == 0 && !due_soon) {
+                if self.ring.needs_enter() || (work == 0 && !wake.due_soon) {
                     let _ = self.ring.submit();
                 }
                 if work == 0 && !pending_cqes {
                     // The whole iteration did nothing but look: count it as spinning.
-                    idle_since = Some(now);
+                    pace.idle(now);
                     std::hint::spin_loop();
                 }
             }
         }
         // Whatever is still waiting after the drain is cut off, not an error.
         while self.backlog.pop().is_some() {
-            self.counters.cut_off += 1;
+            self.out.counters.cut_off += 1;
         }
         for c in 0..self.table.conns.len() as u32 {
             while self.table.pop_front(c).is_some() {
                 self.inflight -= 1;
-                self.counters.cut_off += 1;
+                self.out.counters.cut_off += 1;
             }
         }
         let end = self.clock.now_ns();
-        let cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
+        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.stopped_ns);
         self.close_all();
-        let (cpu_at_stop, spin_at_stop) = self.at_stop.unwrap_or((cpu_ns, spin_ns));
         let totals = WorkerTotals {
             core: self.plan.core,
             cpu_ns,
@@ -1210,15 +1204,15 @@ impl<'p> Worker<'p> {
             wall_ns: end,
             stopped_ns: self.stopped_ns,
             last_done_ns: self.clock.ns(self.last_done),
-            busy_at_stop: cpu_at_stop.saturating_sub(spin_at_stop) as f64
-                / self.stopped_ns.max(1) as f64,
+            busy_at_stop,
             completed: self.completed_total,
             backlog_peak: self.backlog_peak,
             ring_features: self.ring.features.clone(),
             first_protocol_error: self.first_bad.take(),
             entries: std::mem::take(&mut self.entries),
         };
-        self.send_snapshot(interval_idx, Some(totals));
+        let interval = pace.interval();
+        self.out.send(interval, Some(totals));
     }
 }
 

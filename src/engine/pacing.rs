@@ -1,0 +1,194 @@
+//! The bookkeeping both worker loops share: interval boundaries, the timeout-scan
+//! period, the stop and its drain deadline, the time spent spinning, and when to wake.
+//! Pure arithmetic on instants handed in (ns since the run's start); the loops own the
+//! ring and decide what to do.
+
+use super::worker::thread_cpu_ns;
+use crate::clock::Nanos;
+
+pub struct Pacer {
+    interval_ns: u64,
+    next_interval: Nanos,
+    interval_idx: u64,
+    /// Timeouts are checked every 1% of the timeout (1-50 ms): precise enough, and a
+    /// pass over the table stays rare even with many connections.
+    pub scan_every: u64,
+    next_scan: Nanos,
+    drain_deadline: Nanos,
+    spin_ns: u64,
+    idle_since: Option<Nanos>,
+    cpu_start: u64,
+    /// (CPU ns, spin ns) when the schedule stopped: the busy gate's window.
+    at_stop: Option<(u64, u64)>,
+}
+
+/// What the loop should do once an iteration's work is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wake {
+    /// Instant (ns) to sleep until, at the latest.
+    pub at: Nanos,
+    /// The next due send is what sets `at` (spin from there instead of sleeping).
+    pub due_soon: bool,
+}
+
+impl Pacer {
+    /// Starts the loop's clocks; CPU time counts from here.
+    pub fn start(interval_ns: u64, timeout_ns: u64) -> Pacer {
+        Pacer {
+            interval_ns,
+            next_interval: interval_ns,
+            interval_idx: 0,
+            scan_every: (timeout_ns / 100).clamp(1_000_000, 50_000_000),
+            next_scan: 0,
+            drain_deadline: u64::MAX,
+            spin_ns: 0,
+            idle_since: None,
+            cpu_start: thread_cpu_ns(),
+            at_stop: None,
+        }
+    }
+
+    /// Call first in every iteration: the previous iteration, if idle, was spinning.
+    #[inline]
+    pub fn begin(&mut self, now: Nanos) {
+        if let Some(t) = self.idle_since.take() {
+            self.spin_ns += now.saturating_sub(t);
+        }
+    }
+
+    /// The iteration that started at `now` did nothing but look.
+    #[inline]
+    pub fn idle(&mut self, now: Nanos) {
+        self.idle_since = Some(now);
+    }
+
+    /// The schedule stops now; the drain may last `drain_ns`.
+    pub fn stop(&mut self, now: Nanos, drain_ns: u64) {
+        self.at_stop = Some((self.cpu_ns(), self.spin_ns));
+        self.drain_deadline = now + drain_ns;
+    }
+
+    #[inline]
+    pub fn drain_over(&self, now: Nanos) -> bool {
+        now >= self.drain_deadline
+    }
+
+    /// Whether the timeout scan is due (and if so, schedules the next one).
+    #[inline]
+    pub fn scan_due(&mut self, now: Nanos) -> bool {
+        if now < self.next_scan {
+            return false;
+        }
+        self.next_scan = now + self.scan_every;
+        true
+    }
+
+    /// The next interval that ended by `now`, if any (call until `None`).
+    #[inline]
+    pub fn interval_ended(&mut self, now: Nanos) -> Option<u64> {
+        if now < self.next_interval {
+            return None;
+        }
+        let i = self.interval_idx;
+        self.interval_idx += 1;
+        self.next_interval += self.interval_ns;
+        Some(i)
+    }
+
+    /// The interval the loop is in (the drain folds into it after the stop).
+    pub fn interval(&self) -> u64 {
+        self.interval_idx
+    }
+
+    /// When to wake: the drain deadline, the next interval boundary (while running),
+    /// the next scan (when `timers` are pending), or `spin_ns` before `next_due`.
+    #[inline]
+    pub fn wake(
+        &self,
+        stopping: bool,
+        timers: bool,
+        next_due: Option<Nanos>,
+        spin_ns: u64,
+    ) -> Wake {
+        let mut at = self.drain_deadline;
+        if !stopping {
+            at = at.min(self.next_interval);
+        }
+        if timers {
+            at = at.min(self.next_scan);
+        }
+        let mut due_soon = false;
+        if let Some(due) = next_due.filter(|_| !stopping) {
+            let spin_from = due.saturating_sub(spin_ns);
+            if spin_from <= at {
+                at = spin_from;
+                due_soon = true;
+            }
+        }
+        Wake { at, due_soon }
+    }
+
+    fn cpu_ns(&self) -> u64 {
+        thread_cpu_ns().saturating_sub(self.cpu_start)
+    }
+
+    /// (CPU ns, spin ns, busy share of the schedule's window) at the end of the run.
+    pub fn totals(&self, stopped_ns: Nanos) -> (u64, u64, f64) {
+        let cpu = self.cpu_ns();
+        let (cpu_at_stop, spin_at_stop) = self.at_stop.unwrap_or((cpu, self.spin_ns));
+        let busy = cpu_at_stop.saturating_sub(spin_at_stop) as f64 / stopped_ns.max(1) as f64;
+        (cpu, self.spin_ns, busy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_scans_and_spin_are_counted() {
+        let mut p = Pacer::start(1_000, 500_000_000);
+        assert_eq!(p.scan_every, 5_000_000);
+        assert_eq!(p.interval_ended(999), None);
+        assert_eq!(p.interval_ended(2_500), Some(0));
+        assert_eq!(p.interval_ended(2_500), Some(1));
+        assert_eq!(p.interval_ended(2_500), None);
+        assert_eq!(p.interval(), 2);
+        assert!(p.scan_due(0) && !p.scan_due(1) && p.scan_due(5_000_000));
+        p.idle(100);
+        p.begin(350);
+        p.begin(400); // not idle in between: nothing added
+        assert_eq!(p.totals(1).1, 250);
+    }
+
+    #[test]
+    fn wake_prefers_the_earliest_deadline_and_spins_before_a_due_send() {
+        let mut p = Pacer::start(1_000_000_000, 5_000_000_000);
+        // Running, no timers, a send due at 10 ms with a 2 ms spin: wake at 8 ms.
+        assert_eq!(
+            p.wake(false, false, Some(10_000_000), 2_000_000),
+            Wake {
+                at: 8_000_000,
+                due_soon: true
+            }
+        );
+        // Nothing due: the interval boundary.
+        assert_eq!(
+            p.wake(false, false, None, 2_000_000),
+            Wake {
+                at: 1_000_000_000,
+                due_soon: false
+            }
+        );
+        // Stopping: only the drain deadline (and timers) count.
+        p.stop(0, 300);
+        assert_eq!(
+            p.wake(true, false, Some(5), 0),
+            Wake {
+                at: 300,
+                due_soon: false
+            }
+        );
+        assert!(p.drain_over(300) && !p.drain_over(299));
+    }
+}
