@@ -26,9 +26,17 @@ fn unknown_core_is_usage_error() {
         "--cores: unknown core 4096",
     );
     expect(
-        &["run", "--target", T, "--rate", "10", "--cores", "x-y"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--cores: expected a core list",
+            "x-y",
+        ],
         2,
-        "--cores",
+        "--cores: expected a core list",
     );
 }
 
@@ -39,26 +47,54 @@ fn zero_rate_is_usage_error() {
         2,
         "--rate: must be greater than 0",
     );
-    expect(&["run", "--target", T, "--rate", "abc"], 2, "--rate");
+    expect(
+        &["run", "--target", T, "--rate", "abc"],
+        2,
+        "--rate: expected requests per second or max",
+    );
     expect(&["run", "--target", T], 2, "--rate: is required");
 }
 
 #[test]
 fn bad_duration_is_usage_error() {
     expect(
-        &["run", "--target", T, "--rate", "10", "--duration", "10x"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--duration: expected a duration",
+            "10x",
+        ],
         2,
-        "--duration",
+        "--duration: expected a duration",
     );
     expect(
-        &["run", "--target", T, "--rate", "10", "--timeout", "0s"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--timeout: must be greater than 0",
+            "0s",
+        ],
         2,
-        "--timeout",
+        "--timeout: must be greater than 0",
     );
     expect(
-        &["run", "--target", T, "--rate", "10", "--max-lag", "soon"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--max-lag: expected a duration",
+            "soon",
+        ],
         2,
-        "--max-lag",
+        "--max-lag: expected a duration",
     );
 }
 
@@ -72,29 +108,55 @@ fn zero_connections_or_pipeline_is_usage_error() {
     expect(
         &["run", "--target", T, "--rate", "10", "--pipeline", "0"],
         2,
-        "--pipeline",
+        "--pipeline: must be between 1 and 1024",
     );
 }
 
 #[test]
 fn bad_framing_target_and_flags_are_usage_errors() {
     expect(
-        &["run", "--target", T, "--rate", "10", "--framing", "fixed:0"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--framing: fixed:N must be between 1",
+            "fixed:0",
+        ],
         2,
-        "--framing",
+        "--framing: fixed:N must be between 1",
     );
     expect(
-        &["run", "--target", "nohost", "--rate", "10"],
+        &[
+            "run",
+            "--target: expected HOST:PORT",
+            "nohost",
+            "--rate",
+            "10",
+        ],
         2,
-        "--target",
+        "--target: expected HOST:PORT",
     );
-    expect(&["run", "--bogus-flag"], 2, "--bogus-flag");
     expect(
-        &["run", "--target", T, "--rate", "10", "--payload", "\\q"],
+        &["run", "--bogus-flag"],
         2,
-        "--payload",
+        "unexpected argument '--bogus-flag'",
     );
-    expect(&["sink", "--mode", "loud"], 2, "--mode");
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--payload: unknown escape",
+            "\\q",
+        ],
+        2,
+        "--payload: unknown escape",
+    );
+    expect(&["sink", "--mode", "loud"], 2, "--mode: unknown sink mode");
 }
 
 #[test]
@@ -144,7 +206,12 @@ fn help_and_version_exit_zero() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("coordinated omission"));
     let out = run(&["run", "--help"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--max-lag"));
+    let out = run(&["--version"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0));
+    let version = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(version.contains(env!("CARGO_PKG_VERSION")), "{version}");
 }
 
 #[test]
@@ -156,11 +223,11 @@ fn protocol_and_udp_flags_are_checked() {
             T,
             "--rate",
             "10",
-            "--framing",
+            "--framing: expected length-prefixed:",
             "length-prefixed:u64",
         ],
         2,
-        "--framing",
+        "--framing: expected length-prefixed:",
     );
     expect(
         &[
@@ -169,23 +236,39 @@ fn protocol_and_udp_flags_are_checked() {
             T,
             "--rate",
             "10",
-            "--framing",
+            "--framing: delimiter:BYTES must be 1 to 64 bytes",
             "delimiter:",
         ],
         2,
-        "--framing",
-    );
-    expect(
-        &["run", "--target", T, "--rate", "10", "--http", "GET"],
-        2,
-        "--http",
+        "--framing: delimiter:BYTES must be 1 to 64 bytes",
     );
     expect(
         &[
-            "run", "--target", T, "--rate", "10", "--http", "GET /", "-H", "NoColon",
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--http: expected 'METHOD /path'",
+            "GET",
         ],
         2,
-        "--http",
+        "--http: expected 'METHOD /path'",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--http: header must be 'Name: value'",
+            "GET /",
+            "-H",
+            "NoColon",
+        ],
+        2,
+        "--http: header must be 'Name: value'",
     );
     expect(
         &["run", "--target", T, "--rate", "10", "--payload", "{nope}"],
@@ -206,19 +289,22 @@ fn protocol_and_udp_flags_are_checked() {
         "--mix: cannot read",
     );
     expect(
-        &["run", "--target", T, "--rate", "10", "--proto", "sctp"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--proto: expected tcp or udp",
+            "sctp",
+        ],
         2,
-        "--proto",
+        "--proto: expected tcp or udp",
     );
     expect(
         &["run", "--target", T, "--rate", "max"],
         2,
         "--rate: max is only for",
-    );
-    expect(
-        &["run", "--target", T, "--rate", "10", "--no-response"],
-        2,
-        "--no-response",
     );
     expect(
         &[
@@ -227,11 +313,23 @@ fn protocol_and_udp_flags_are_checked() {
             T,
             "--rate",
             "10",
-            "--max-response",
+            "--no-response: needs --proto udp",
+        ],
+        2,
+        "--no-response: needs --proto udp",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--max-response: expected a size",
             "lots",
         ],
         2,
-        "--max-response",
+        "--max-response: expected a size",
     );
     expect(
         &[
@@ -250,14 +348,26 @@ fn protocol_and_udp_flags_are_checked() {
     );
     expect(
         &[
-            "run", "--target", T, "--rate", "10", "--proto", "udp", "--http", "GET /",
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--proto: udp matches responses by sequence",
+            "udp",
+            "--http",
+            "GET /",
         ],
         2,
-        "--proto",
+        "--proto: udp matches responses by sequence",
     );
-    expect(&["sink", "--udp", "--drop", "2"], 2, "--drop");
+    expect(
+        &["sink", "--udp", "--drop", "2"],
+        2,
+        "--drop: must be at least 0 and below 1",
+    );
     expect(&["sink", "--drop", "0.1"], 2, "--drop: needs --udp");
-    expect(&["sink", "--mode", "count"], 1, "count");
+    expect(&["sink", "--mode", "count"], 1, "only the UDP sink counts");
 }
 
 #[test]

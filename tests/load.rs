@@ -380,7 +380,13 @@ fn udp_blast_counted_by_the_sink() {
     let received = f(&s, "received");
     assert!(received >= 99_000.0, "sink received {received} of 100000");
     assert_eq!(f(&s, "lost") + received, 100_000.0, "{s}");
-    assert!(s["received_pps"].is_number() && s["reordered"].is_number());
+    // One flow over loopback at 50,000/s: in order, at the rate sent.
+    assert_eq!(f(&s, "reordered"), 0.0, "{s}");
+    let pps = f(&s, "received_pps");
+    assert!(
+        (45_000.0..=55_000.0).contains(&pps),
+        "sink received {pps}/s"
+    );
 }
 
 #[test]
@@ -403,7 +409,9 @@ fn udp_blast_at_max_rate() {
         Duration::from_secs(30),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(f(&v, "udp.sent_pps") > 50_000.0, "{}", v["udp"]);
+    // GSO batches send about 2M/s here (bench/udp.sh); a quarter of that still
+    // catches a lost batching path without flaking on a noisy host.
+    assert!(f(&v, "udp.sent_pps") > 500_000.0, "{}", v["udp"]);
     assert!(
         v["rate"]["intended_rps"].is_null(),
         "max has no intended rate"

@@ -34,6 +34,10 @@ fn passes_a_plan_that_fits() {
     let d = fixture("32768\t60999\n", "0-3\n");
     let (code, out) = preflight(d.path(), &["--connections", "100", "--cores", "0-3"]);
     assert_eq!(code, 0, "{out}");
+    // Every check ran and passed (an empty output would not do).
+    for check in ["PASS  fd.limit", "PASS  ports", "PASS  cores.online"] {
+        assert!(out.contains(check), "{check} missing in {out}");
+    }
     assert!(out.lines().all(|l| l.starts_with("PASS")), "{out}");
 }
 

@@ -248,6 +248,11 @@ mod tests {
     #[test]
     fn percentiles_of_empty_are_zero() {
         let h = Histogram::<u64>::new_with_bounds(1, 1000, 3).unwrap();
-        assert_eq!(Percentiles::of(&h).count, 0);
+        // Zeros, not NaN means or a max from an empty range.
+        assert_eq!(Percentiles::of(&h), Percentiles::default());
+        let mut one = h.clone();
+        one.record(700).unwrap();
+        let p = Percentiles::of(&one);
+        assert_eq!((p.count, p.max, p.p50), (1, 700, 700));
     }
 }

@@ -109,5 +109,12 @@ mod tests {
     fn path_placeholders_render() {
         let t = request("GET /item/{seq}", &[], None, "h").unwrap();
         assert!(!t.is_static());
+        let ctx = crate::request::Ctx {
+            seq: 42,
+            ..Default::default()
+        };
+        let mut out = vec![0u8; t.max_len()];
+        let n = t.render(&ctx, &mut fastrand::Rng::with_seed(1), &mut out);
+        assert_eq!(&out[..n], b"GET /item/42 HTTP/1.1\r\nHost: h\r\n\r\n");
     }
 }
