@@ -159,37 +159,9 @@ pub fn usable_cores() -> Vec<usize> {
         .clone()
 }
 
-/// Decodes `\r`, `\n`, `\t`, `\0`, `\\` and `\xHH` in a payload given as text.
+/// Decodes the escapes of a payload given as text (see [`crate::proto::unescape`]).
 pub fn unescape(flag: &'static str, s: &str) -> Result<Vec<u8>, PlanError> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            out.push(b[i]);
-            i += 1;
-            continue;
-        }
-        let next = b.get(i + 1).copied();
-        let (byte, used) = match next {
-            Some(b'r') => (b'\r', 2),
-            Some(b'n') => (b'\n', 2),
-            Some(b't') => (b'\t', 2),
-            Some(b'0') => (0, 2),
-            Some(b'\\') => (b'\\', 2),
-            Some(b'x') => {
-                let hex = s
-                    .get(i + 2..i + 4)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| err(flag, format!("bad \\x escape at byte {i} of {s:?}")))?;
-                (hex, 4)
-            }
-            _ => return Err(err(flag, format!("unknown escape at byte {i} of {s:?}"))),
-        };
-        out.push(byte);
-        i += used;
-    }
-    Ok(out)
+    crate::proto::unescape(s).map_err(|m| err(flag, m))
 }
 
 fn resolve(flag: &'static str, s: &str) -> Result<SocketAddr, PlanError> {

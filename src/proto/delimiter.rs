@@ -72,59 +72,14 @@ impl fmt::Display for DelimiterSpec {
 impl FromStr for DelimiterSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        const ESCAPES: &str = "use \\r \\n \\t \\0 \\\\ or \\xHH";
-        let mut out = [0u8; DELIMITER_BYTES_MAX + 1];
-        let mut len = 0;
-        let mut push = |b: u8| {
-            if len < out.len() {
-                out[len] = b;
-            }
-            len += 1;
-        };
-        let mut chars = s.chars();
-        while let Some(c) = chars.next() {
-            if c != '\\' {
-                let mut utf8 = [0u8; 4];
-                c.encode_utf8(&mut utf8).bytes().for_each(&mut push);
-                continue;
-            }
-            match chars.next() {
-                Some('r') => push(b'\r'),
-                Some('n') => push(b'\n'),
-                Some('t') => push(b'\t'),
-                Some('0') => push(0),
-                Some('\\') => push(b'\\'),
-                Some('x') => {
-                    let hex: String = chars.by_ref().take(2).collect();
-                    match u8::from_str_radix(&hex, 16) {
-                        Ok(b) if hex.len() == 2 && hex.bytes().all(|h| h.is_ascii_hexdigit()) => {
-                            push(b)
-                        }
-                        _ => {
-                            return Err(format!(
-                                "delimiter:BYTES: \\x needs two hex digits, got \\x{hex} in {s:?}"
-                            ));
-                        }
-                    }
-                }
-                Some(other) => {
-                    return Err(format!(
-                        "delimiter:BYTES: unknown escape \\{other} in {s:?}; {ESCAPES}"
-                    ));
-                }
-                None => {
-                    return Err(format!(
-                        "delimiter:BYTES: lone \\ at the end of {s:?}; {ESCAPES}"
-                    ));
-                }
-            }
-        }
-        if len > DELIMITER_BYTES_MAX {
+        let bytes = super::unescape(s).map_err(|m| format!("delimiter:BYTES: {m}"))?;
+        if bytes.len() > DELIMITER_BYTES_MAX {
             return Err(format!(
-                "delimiter:BYTES must be 1 to {DELIMITER_BYTES_MAX} bytes after escapes, got {len}"
+                "delimiter:BYTES must be 1 to {DELIMITER_BYTES_MAX} bytes after escapes, got {}",
+                bytes.len()
             ));
         }
-        DelimiterSpec::new(&out[..len])
+        DelimiterSpec::new(&bytes)
     }
 }
 

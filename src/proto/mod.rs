@@ -26,7 +26,6 @@
 //! | `http1`                           | HTTP/1.x responses        | `http1.rs`           |
 //! | `resp`                            | Redis RESP2 replies       | `resp.rs`            |
 mod delimiter;
-mod echo;
 mod fixed;
 mod http1;
 mod length_prefixed;
@@ -36,7 +35,6 @@ pub(crate) mod testkit;
 pub mod udp_header;
 
 pub use delimiter::{Delimited, DelimiterSpec};
-pub use echo::echo;
 pub use fixed::FixedLength;
 pub use http1::Http1;
 pub use length_prefixed::{LengthField, LengthPrefixSpec, LengthPrefixed};
@@ -135,7 +133,10 @@ impl Framing {
     /// `--max-response` bound.
     pub fn framer(&self, request_len: usize, max_response: usize) -> AnyFramer {
         match *self {
-            Framing::Echo => AnyFramer::Fixed(echo(request_len, max_response)),
+            // Echo: the response is the request byte for byte, so a fixed-length response
+            // of the request's length (contents are not compared: a memcmp per byte for
+            // a check the sink does not need).
+            Framing::Echo => AnyFramer::Fixed(FixedLength::new(request_len, max_response)),
             Framing::Fixed(n) => AnyFramer::Fixed(FixedLength::new(n, max_response)),
             Framing::Delimiter(spec) => AnyFramer::Delimited(Delimited::new(&spec, max_response)),
             Framing::LengthPrefixed(spec) => {
@@ -235,6 +236,41 @@ impl Framer for AnyFramer {
     }
 }
 
+/// Decodes `\r`, `\n`, `\t`, `\0`, `\\` and `\xHH` (two hex digits) in bytes given
+/// as text: payloads, delimiters, mix requests. The inverse of [`escape_prefix`].
+pub fn unescape(s: &str) -> Result<Vec<u8>, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let (byte, used) = match b.get(i + 1) {
+            Some(b'r') => (b'\r', 2),
+            Some(b'n') => (b'\n', 2),
+            Some(b't') => (b'\t', 2),
+            Some(b'0') => (0, 2),
+            Some(b'\\') => (b'\\', 2),
+            Some(b'x') => {
+                let hex = b
+                    .get(i + 2..i + 4)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                    .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok())
+                    .ok_or_else(|| format!("\\x needs two hex digits at byte {i} of {s:?}"))?;
+                (hex, 4)
+            }
+            Some(_) => return Err(format!("unknown escape at byte {i} of {s:?}")),
+            None => return Err(format!("lone \\ at the end of {s:?}")),
+        };
+        out.push(byte);
+        i += used;
+    }
+    Ok(out)
+}
+
 /// The first `max` bytes of `bytes`, printable: `\r \n \t \\` and `\xHH` for every
 /// other byte outside printable ASCII, then `...` when bytes were left out. For error
 /// messages that show what a peer sent; also the `Display` form of a delimiter, which
@@ -324,7 +360,6 @@ mod tests {
         ] {
             let f: Framing = s.parse().unwrap();
             assert_eq!(f.to_string(), s);
-            assert_eq!(f.to_string().parse::<Framing>(), Ok(f));
         }
     }
 
