@@ -44,6 +44,7 @@ cpu = [x["busy_cpu_ns_per_request_at_ceiling"] / 1000 for x in b]   # CPU-s per 
 lag_c = [x["dispatch_lag_p99_ns_at_ceiling"] / 1000 for x in b]
 f = [json.load(open(f"{out}/fixed-{i}.json")) for i in range(1, runs + 1)]
 lag = [x["dispatch_lag_ns"]["p99"] / 1000 for x in f]
+lag999 = [x["dispatch_lag_ns"]["p999"] / 1000 for x in f]
 ach = [x["rate"]["achieved_rps"] for x in f]
 valid = [x["valid"] for x in f]
 print(f"{'metric':<48} {'median':>10} {'min':>10} {'max':>10}")
@@ -52,6 +53,7 @@ for name, xs in [
     ("busy client CPU-s per million requests at ceiling", cpu),
     ("dispatch lag p99 at ceiling (us)", lag_c),
     ("dispatch lag p99 at 100k rps fixed (us)", lag),
+    ("dispatch lag p99.9 at 100k rps fixed (us)", lag999),
     ("achieved rps at 100k rps fixed", ach),
 ]:
     m, lo, hi = med(xs)
