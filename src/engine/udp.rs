@@ -325,6 +325,9 @@ impl<'p> UdpWorker<'p> {
         let n = count.min(self.batch);
         let base = b as usize * self.send_buf_len;
         let sent_ns = self.clock.ns(now_t);
+        // Connection wait is recorded once per run of datagrams dispatched at the same
+        // instant (a whole batch under `--rate max`), not once per datagram.
+        let mut run: (Ticks, u64) = (intended[0].1, 0);
         for (i, &(intended_ns, dispatched)) in intended.iter().take(n).enumerate() {
             let flow = &mut self.flows[f];
             let seq = flow.next_seq;
@@ -345,9 +348,13 @@ impl<'p> UdpWorker<'p> {
                 };
                 self.inflight += 1;
             }
-            let wait = sent_ns.saturating_sub(self.clock.ns(dispatched));
-            self.out.hist.connection_wait.saturating_record(wait);
+            if dispatched != run.0 {
+                self.record_wait(sent_ns, run);
+                run = (dispatched, 0);
+            }
+            run.1 += 1;
         }
+        self.record_wait(sent_ns, run);
         self.buf_use[b as usize] = (f as u32, n as u32);
         self.out.counters.sent += n as u64;
         let token = Token {
@@ -361,6 +368,15 @@ impl<'p> UdpWorker<'p> {
             .user_data(token.encode());
         self.push(&entry);
         n
+    }
+
+    /// Records `count` connection waits of requests dispatched at `dispatched`.
+    #[inline]
+    fn record_wait(&mut self, sent_ns: Nanos, (dispatched, count): (Ticks, u64)) {
+        let wait = sent_ns.saturating_sub(self.clock.ns(dispatched));
+        if count > 0 {
+            self.out.hist.connection_wait.saturating_record_n(wait, count);
+        }
     }
 
     /// Whether flow `next_flow`'s window has room for its next sequence.
