@@ -1,6 +1,7 @@
 //! The engine: one pinned worker thread per core, each owning an io_uring ring and a
 //! pre-sized connection table, sending on an absolute timetable.
 //!
+//! - [`backoff`]: reconnect delays, exponential with jitter (gRPC's defaults).
 //! - [`token`]: what `user_data` carries (connection index, operation, generation).
 //! - [`ring`]: ring setup with feature probing and fallback; push with a full-SQ path.
 //! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
@@ -8,6 +9,7 @@
 //! - [`pacing`]: the loops' shared bookkeeping: intervals, scans, stop, spin, wake.
 //! - [`worker`]: the TCP loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
 //! - [`udp`]: the UDP loop: request/response matched by sequence, or blast.
+pub mod backoff;
 pub mod buf_ring;
 pub mod conn_table;
 pub mod pacing;

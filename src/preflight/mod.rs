@@ -1,6 +1,9 @@
 //! In-binary checks the run depends on. Issue 6 adds the full machine check in
 //! `scripts/preflight.sh` with the same check names; here: file descriptors.
 
+pub mod ports;
+pub mod walls;
+
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
 #[derive(Debug, thiserror::Error)]
