@@ -82,7 +82,7 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
 
 fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let usable = usable_cores();
-    let plan = RunPlan::from_args(a, &usable)?;
+    let mut plan = RunPlan::from_args(a, &usable)?;
     let json_stdout = json::is_stdout(plan.json.as_deref());
     let Some(target) = plan.target else {
         // Generator and in-process sink both hold the connections.
@@ -95,8 +95,7 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         }
         return Ok(Outcome::Ok);
     };
-    crate::preflight::ensure_fds(plan.connections as u64, crate::limits::FD_MARGIN)
-        .map_err(RunError::from)?;
+    plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let rate = plan.rate_rps.expect("plan requires --rate with --target");
     let report = execute(&plan, target, rate, plan.duration_ns, stop, plan.progress)?;
     emit_text(&text::render(&report), json_stdout);

@@ -31,10 +31,68 @@ pub enum Command {
 
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Target address, HOST:PORT. Without it, blaster measures its own ceiling against
-    /// its built-in sink on loopback (the baseline).
+    /// Target address, HOST:PORT; repeat for several destinations (connections go
+    /// round robin over every source x target pair). Without it, blaster measures its
+    /// own ceiling against its built-in sink on loopback (the baseline).
     #[arg(long)]
-    pub target: Option<String>,
+    pub target: Vec<String>,
+
+    /// Source addresses to bind, so connections spread over more 4-tuples: a list of
+    /// addresses, ranges and CIDR blocks, e.g. `127.0.0.2-127.0.0.60`, `10.0.0.0/29`.
+    /// The port is chosen at connect time (IP_BIND_ADDRESS_NO_PORT). Default: the
+    /// kernel chooses.
+    #[arg(long)]
+    pub source_ip: Option<String>,
+
+    /// Open connections at no more than this many per second, in total (the first
+    /// connects and every reconnect). Default: no limit (at most 512 pending per worker).
+    #[arg(long)]
+    pub connect_rate: Option<f64>,
+
+    /// Hold --connections open for --duration without request traffic (only the
+    /// heartbeats of --heartbeat, if given); report connect times, failures by errno
+    /// and the generator's memory per connection.
+    #[arg(long)]
+    pub hold: bool,
+
+    /// With --hold: send the heartbeat on every connection once per this period,
+    /// spread evenly over it, and expect the framer's response, e.g. `10s`.
+    #[arg(long, requires = "hold")]
+    pub heartbeat: Option<String>,
+
+    /// With --hold: the heartbeat's bytes (escapes as in --payload). Default: the
+    /// request payload.
+    #[arg(long, requires = "heartbeat")]
+    pub heartbeat_payload: Option<String>,
+
+    /// Connect, send, receive and close for every request (latency still counts from
+    /// the intended instant; the connect time is reported separately). --connections
+    /// bounds how many are open at once.
+    #[arg(long)]
+    pub connect_per_request: bool,
+
+    /// Close connections with RST (SO_LINGER 0) so the generator keeps no TIME_WAIT.
+    #[arg(long)]
+    pub linger0: bool,
+
+    /// Reconnect backoff after the target closes, resets or refuses a connection:
+    /// `base=1s,mult=1.6,jitter=0.2,max=120s` (any subset; these are the defaults,
+    /// gRPC's).
+    #[arg(long)]
+    pub reconnect_backoff: Option<String>,
+
+    /// Do not reopen connections the target closed, reset or refused.
+    #[arg(long, conflicts_with = "reconnect_backoff")]
+    pub no_reconnect: bool,
+
+    /// SO_SNDBUF and SO_RCVBUF of every connection, e.g. `4k` (smaller buffers, more
+    /// connections per GiB). Default: the kernel's autotuning.
+    #[arg(long)]
+    pub sockbuf: Option<String>,
+
+    /// TCP keepalive: `idle,interval,count`, e.g. `30s,10s,3`. Default: off.
+    #[arg(long)]
+    pub keepalive: Option<String>,
 
     /// Cores to run workers on, one pinned worker per core: `3`, `4-11`, `0,2,4-6`.
     /// Default: core 0.

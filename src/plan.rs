@@ -8,7 +8,9 @@ use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
 use crate::sink::{SinkConfig, SinkMode};
-use std::net::{SocketAddr, ToSocketAddrs};
+use crate::engine::backoff::Backoff;
+use crate::engine::socket::SockOpts;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +32,26 @@ fn err(flag: &'static str, message: impl Into<String>) -> PlanError {
 
 #[derive(Debug, Clone)]
 pub struct RunPlan {
-    /// `None`: the loopback baseline against the built-in sink.
+    /// `None`: the loopback baseline against the built-in sink. The first of `targets`.
     pub target: Option<SocketAddr>,
+    /// Every `--target` (empty for the baseline).
+    pub targets: Vec<SocketAddr>,
+    /// `--source-ip` addresses (empty: the kernel chooses).
+    pub sources: Vec<IpAddr>,
+    pub sockopts: SockOpts,
+    /// `--connect-rate`, connections per second in total.
+    pub connect_rate: Option<f64>,
+    /// `--hold`: connections without request traffic (heartbeats only).
+    pub hold: bool,
+    /// `--heartbeat` period with `--hold`.
+    pub heartbeat_ns: Option<u64>,
+    /// Reconnect backoff; `None` with `--no-reconnect`.
+    pub backoff: Option<Backoff>,
+    /// `--connect-per-request`.
+    pub per_request: bool,
+    /// Workers (each one ring) per core: more than one when a core's connections do
+    /// not fit one ring's file table (RLIMIT_NOFILE); set by the preflight. Default 1.
+    pub rings_per_core: usize,
     pub cores: Vec<usize>,
     pub connections: usize,
     /// `None` only for the baseline, which steps its own rate; infinite for `max`.
@@ -53,6 +73,30 @@ pub struct RunPlan {
     pub progress: bool,
     pub step_duration_ns: u64,
     pub start_rate_rps: f64,
+}
+
+/// Parses `--keepalive idle,interval,count`, e.g. `30s,10s,3`.
+fn parse_keepalive(s: &str) -> Result<(Duration, Duration, u32), PlanError> {
+    let bad = || {
+        err(
+            "keepalive",
+            format!("expected idle,interval,count such as 30s,10s,3, got {s:?}"),
+        )
+    };
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let [idle, interval, count] = parts[..] else {
+        return Err(bad());
+    };
+    let idle = parse_duration("keepalive", idle)?;
+    let interval = parse_duration("keepalive", interval)?;
+    let count: u32 = count.parse().map_err(|_| bad())?;
+    if idle.as_secs() == 0 || interval.as_secs() == 0 || count == 0 {
+        return Err(err(
+            "keepalive",
+            format!("idle and interval must be whole seconds >= 1s and count >= 1, got {s:?}"),
+        ));
+    }
+    Ok((idle, interval, count))
 }
 
 /// Parses a duration such as `10s`, `500ms`, `1m`, `250us`.
@@ -179,11 +223,77 @@ fn resolve(flag: &'static str, s: &str) -> Result<SocketAddr, PlanError> {
 
 impl RunPlan {
     pub fn from_args(a: &RunArgs, usable: &[usize]) -> Result<RunPlan, PlanError> {
-        let target = a
+        let targets = a
             .target
-            .as_deref()
+            .iter()
             .map(|t| resolve("target", t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let target = targets.first().copied();
+        let sources = match &a.source_ip {
+            Some(spec) => {
+                if target.is_none() {
+                    return Err(err("source-ip", "needs --target"));
+                }
+                let ips = crate::preflight::ports::parse_source_ips(spec)
+                    .map_err(|m| err("source-ip", m))?;
+                if let Some(bad) = targets.iter().find(|t| t.is_ipv4() != ips[0].is_ipv4()) {
+                    return Err(err(
+                        "source-ip",
+                        format!("{} and target {bad} are of different IP versions", ips[0]),
+                    ));
+                }
+                ips
+            }
+            None => Vec::new(),
+        };
+        let connect_rate = match a.connect_rate {
+            Some(r) if !(r > 0.0 && r.is_finite()) => {
+                return Err(err(
+                    "connect-rate",
+                    format!("must be a positive number of connections per second, got {r}"),
+                ));
+            }
+            r => r,
+        };
+        let heartbeat_ns = a
+            .heartbeat
+            .as_deref()
+            .map(|h| duration_ns("heartbeat", h, DURATION_NS_MAX))
             .transpose()?;
+        if a.hold && a.rate.is_some() {
+            return Err(err(
+                "hold",
+                "sends no requests of its own: drop --rate (use --heartbeat for traffic)",
+            ));
+        }
+        if a.hold && a.connect_per_request {
+            return Err(err("hold", "keeps connections open: drop --connect-per-request"));
+        }
+        if a.connect_per_request && a.pipeline != 1 {
+            return Err(err(
+                "connect-per-request",
+                "one request per connection: --pipeline must be 1",
+            ));
+        }
+        let backoff = if a.no_reconnect {
+            None
+        } else {
+            Some(match &a.reconnect_backoff {
+                Some(spec) => spec
+                    .parse::<Backoff>()
+                    .map_err(|e| err("reconnect-backoff", e.to_string()))?,
+                None => Backoff::default(),
+            })
+        };
+        let sockopts = SockOpts {
+            sockbuf: a
+                .sockbuf
+                .as_deref()
+                .map(|v| parse_size("sockbuf", v))
+                .transpose()?,
+            keepalive: a.keepalive.as_deref().map(parse_keepalive).transpose()?,
+            linger0: a.linger0,
+        };
         let cores = parse_cores("cores", a.cores.as_deref().unwrap_or("0"), usable)?;
         if a.connections == 0 || a.connections > CONNECTIONS_MAX {
             return Err(err(
@@ -225,10 +335,29 @@ impl RunPlan {
                 "udp matches responses by sequence: --http, --mix and --framing are TCP-only",
             ));
         }
+        if transport != Transport::Tcp
+            && (a.hold || a.connect_per_request || a.source_ip.is_some() || targets.len() > 1)
+        {
+            return Err(err(
+                "proto",
+                "--hold, --connect-per-request, --source-ip and several --target are TCP-only",
+            ));
+        }
+        if target.is_none() && (a.hold || a.connect_per_request || a.connect_rate.is_some()) {
+            return Err(err(
+                "target",
+                "--hold, --connect-per-request and --connect-rate need --target",
+            ));
+        }
         if transport != Transport::Tcp && target.is_none() {
             return Err(err("proto", "udp needs --target (the baseline is TCP)"));
         }
         let rate_rps = match a.rate.as_deref() {
+            None if a.hold => Some(match heartbeat_ns {
+                // One heartbeat per connection per period, spread evenly.
+                Some(h) => a.connections as f64 * 1e9 / h as f64,
+                None => 0.0,
+            }),
             Some("max") if transport == Transport::UdpBlast => Some(f64::INFINITY),
             Some("max") => {
                 return Err(err("rate", "max is only for --proto udp --no-response"));
@@ -250,7 +379,7 @@ impl RunPlan {
             }
             None => None,
         };
-        let host = a.target.clone().unwrap_or_default();
+        let host = a.target.first().cloned().unwrap_or_default();
         let http_of = |spec: &str, body: Option<&[u8]>| {
             crate::request::http::request(spec, &a.headers, body, &host)
         };
@@ -282,7 +411,9 @@ impl RunPlan {
             .map_err(|m| err("mix", format!("{}: {m}", f.display())))?;
             RequestSet::new(entries, true)
         } else {
-            let (flag, bytes) = if let Some(p) = &a.payload {
+            let (flag, bytes) = if let Some(p) = &a.heartbeat_payload {
+                ("heartbeat-payload", unescape("heartbeat-payload", p)?)
+            } else if let Some(p) = &a.payload {
                 ("payload", unescape("payload", p)?)
             } else if let Some(f) = &a.payload_file {
                 (
@@ -370,6 +501,15 @@ impl RunPlan {
         }
         Ok(RunPlan {
             target,
+            targets,
+            sources,
+            sockopts,
+            connect_rate,
+            hold: a.hold,
+            heartbeat_ns,
+            backoff,
+            per_request: a.connect_per_request,
+            rings_per_core: 1,
             cores,
             connections: a.connections,
             rate_rps,
@@ -429,14 +569,17 @@ impl RunPlan {
         rate_rps: f64,
         duration_ns: u64,
     ) -> Vec<WorkerPlan> {
-        let w = self.cores.len();
+        let w = self.cores.len() * self.rings_per_core;
+        let connect_gap_ns = self
+            .connect_rate
+            .map_or(0, |r| (w as f64 * 1e9 / r).round().max(1.0) as u64);
         let recv_buffer_bytes =
             (self.response_len() * self.pipeline).clamp(4096, RECV_BUFFER_BYTES_MAX);
         let timeout_s = self.timeout_ns as f64 / 1e9;
-        self.cores
-            .iter()
-            .enumerate()
-            .map(|(i, &core)| {
+        (0..w)
+            .map(|i| {
+                // Consecutive workers (and so consecutive requests) rotate over cores.
+                let core = self.cores[i % self.cores.len()];
                 let connections = self.connections / w + usize::from(i < self.connections % w);
                 let backlog =
                     (rate_rps / w as f64 * timeout_s * 1.1) as usize + connections * self.pipeline;
@@ -450,6 +593,16 @@ impl RunPlan {
                     workers: w,
                     core: Some(core),
                     target,
+                    targets: if self.targets.is_empty() {
+                        vec![target].into()
+                    } else {
+                        self.targets.clone().into()
+                    },
+                    sources: self.sources.clone().into(),
+                    sockopts: self.sockopts,
+                    connect_gap_ns,
+                    backoff: self.backoff.clone(),
+                    per_request: self.per_request,
                     connections,
                     pipeline: self.pipeline,
                     rate_rps,
@@ -462,7 +615,8 @@ impl RunPlan {
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: 1_000_000_000,
-                    spin_ns: self.spin_ns,
+                    // Workers sharing a core must not spin against each other.
+                    spin_ns: if self.rings_per_core > 1 { 0 } else { self.spin_ns },
                 }
             })
             .collect()
@@ -635,40 +789,34 @@ mod tests {
         assert!(duration_ns("duration", "0s", DURATION_NS_MAX).is_err());
     }
 
+    /// `blaster run ARGS...` as clap parses it.
+    fn run_args(extra: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let argv = ["blaster", "run"].iter().chain(extra);
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Run(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
     #[test]
     fn rate_and_split() {
         assert!(check_rate("rate", 0.0).is_err());
         assert!(check_rate("rate", f64::NAN).is_err());
         assert!(check_rate("rate", -5.0).is_err());
-        let args = RunArgs {
-            target: Some("127.0.0.1:9".into()),
-            cores: Some("0-2".into()),
-            connections: 64,
-            rate: Some("9000".into()),
-            proto: "tcp".into(),
-            no_response: false,
-            max_response: "1MiB".into(),
-            seed: 1,
-            spin: "2ms".into(),
-            duration: "1s".into(),
-            pipeline: 1,
-            payload_size: None,
-            payload: None,
-            payload_file: None,
-            framing: None,
-            http: None,
-            headers: vec![],
-            body: None,
-            body_file: None,
-            mix: None,
-            timeout: "5s".into(),
-            max_lag: "1ms".into(),
-            json: None,
-            progress: false,
-            quiet: true,
-            step_duration: "2s".into(),
-            start_rate: 20_000.0,
-        };
+        let args = run_args(&[
+            "--target",
+            "127.0.0.1:9",
+            "--cores",
+            "0-2",
+            "--rate",
+            "9000",
+            "--duration",
+            "1s",
+            "--max-lag",
+            "1ms",
+            "--quiet",
+        ]);
         let plan = RunPlan::from_args(&args, &[0, 1, 2]).unwrap();
         let ws = plan.worker_plans(plan.target.unwrap(), 9000.0, plan.duration_ns);
         assert_eq!(

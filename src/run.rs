@@ -5,11 +5,12 @@
 use crate::clock::Clock;
 use crate::engine::udp::run_udp_worker;
 use crate::engine::{Channels, Control, Ready, Transport, run_worker};
-use crate::metrics::recorder::WorkerTotals;
+use crate::metrics::recorder::{CONNECT_ERRNOS, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
-    Bytes, Config, Connections, HttpReport, Interval, MixEntryReport, Percentiles, Rate, Report,
+    Bytes, Config, Connections, HttpReport, Interval, Memory, MixEntryReport, Percentiles, Rate,
+    Report,
     Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
 };
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
@@ -76,6 +77,7 @@ pub fn execute(
 ) -> Result<Report, RunError> {
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     let n = workers.len();
+    let rss_before = rss_bytes();
     keep_off_worker_cores(&plan.cores);
     let (ready_tx, ready_rx) = unbounded::<Ready>();
     let (snap_tx, snap_rx) = unbounded::<Snapshot>();
@@ -117,7 +119,14 @@ pub fn execute(
     }
     let fatal = readies.iter().find_map(|r| r.fatal.clone());
     let established: usize = readies.iter().map(|r| r.established).sum();
-    if fatal.is_some() || established == 0 || readies.len() < n {
+    let setup = Setup {
+        established: established as u64,
+        establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
+        rss_growth: rss_bytes().saturating_sub(rss_before),
+        first_errno: readies.iter().find_map(|r| r.first_errno),
+    };
+    // A connection per request opens nothing before the schedule starts.
+    if fatal.is_some() || (established == 0 && !plan.per_request) || readies.len() < n {
         for c in &controls {
             let _ = c.send(Control::Abort);
         }
@@ -127,11 +136,15 @@ pub fn execute(
         if let Some(f) = fatal {
             return Err(RunError::Worker(f));
         }
-        let errno = readies.iter().find_map(|r| r.first_errno);
+        let errno = setup.first_errno;
         return Err(RunError::Connect {
             addr: target,
             reason: errno.map_or("no connection could be opened".to_string(), |e| {
-                crate::engine::socket::errno_text(e)
+                let text = crate::engine::socket::errno_text(e);
+                match crate::preflight::walls::wall_hint(e, &wall_context(plan)) {
+                    Some(hint) => format!("{text}; {hint}"),
+                    None => text,
+                }
             }),
             failed: plan.connections - established,
             connections: plan.connections,
@@ -159,8 +172,49 @@ pub fn execute(
         duration_ns,
         collected,
         features,
+        setup,
         stop.load(Ordering::Relaxed),
     ))
+}
+
+/// What the connect phase established, before the schedule started.
+struct Setup {
+    established: u64,
+    establish_ns: u64,
+    rss_growth: u64,
+    first_errno: Option<i32>,
+}
+
+/// Resident set size of this process, bytes (0 if /proc cannot be read).
+fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    pages * page
+}
+
+/// The numbers a failed connection's wall message needs.
+fn wall_context(plan: &RunPlan) -> crate::preflight::walls::WallContext {
+    use crate::preflight::{ports, walls};
+    let root = std::path::Path::new("/");
+    let (soft, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .unwrap_or((0, 0));
+    let placement = ports::Placement::new(plan.connections, plan.sources.len(), plan.targets.len());
+    walls::WallContext {
+        fd_soft: soft,
+        fd_hard: hard,
+        fds_needed: plan.fds_needed(),
+        nr_open: walls::read_proc_u64(root, "proc/sys/fs/nr_open"),
+        file_max: walls::read_proc_u64(root, "proc/sys/fs/file-max"),
+        port_range: ports::read_port_range(root).ok(),
+        conns_per_pair: placement.max_per_pair(),
+        sources: plan.sources.len(),
+        targets: plan.targets.len().max(1),
+        conntrack: walls::read_conntrack(root),
+    }
 }
 
 /// Everything the collector gathered.
@@ -273,6 +327,7 @@ fn build_report(
     duration_ns: u64,
     c: Collected,
     features: Vec<&'static str>,
+    setup: Setup,
     interrupted: bool,
 ) -> Report {
     // The schedule ran until the configured end, or until Ctrl-C stopped it.
@@ -489,8 +544,37 @@ fn build_report(
         errors_by_kind: Report::errors_map(ctr),
         connections: Connections {
             requested: plan.connections,
+            established: setup.established,
             opened: ctr.connections_opened,
             failed: ctr.connections_failed,
+            failed_by_errno: CONNECT_ERRNOS
+                .iter()
+                .map(|&e| crate::preflight::walls::errno_name(e).to_string())
+                .chain(std::iter::once("other".to_string()))
+                .zip(ctr.failed_errno)
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+            closed_by_target: ctr.closed_by_target,
+            reconnects: ctr.reconnects,
+            reconnect_delay_ns: Percentiles::of(&c.total.reconnect_delay),
+            establish_all_ns: setup.establish_ns,
+            rings_per_core: plan.rings_per_core,
+            wall: setup
+                .first_errno
+                .filter(|_| ctr.connections_failed > 0)
+                .and_then(|e| crate::preflight::walls::wall_hint(e, &wall_context(plan))),
+        },
+        connect_time_ns: Percentiles::of(&c.total.connect),
+        memory: Memory {
+            user_bytes_per_connection: setup.rss_growth as f64 / setup.established.max(1) as f64,
+            rss_growth_bytes: setup.rss_growth,
+        },
+        mode: if plan.hold {
+            "hold"
+        } else if plan.per_request {
+            "per_request"
+        } else {
+            "persistent"
         },
         latency_ns: latency,
         service_time_ns: service,

@@ -6,10 +6,16 @@ use crate::clock::{Nanos, Ticks};
 use crate::proto::AnyFramer;
 use std::os::fd::RawFd;
 
+/// [`Conn::fd`] of a socket held only in the ring's file table (no descriptor).
+pub const REGISTERED: RawFd = -2;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnState {
     /// No socket; reopen at the given instant (ns since start).
     Closed { reopen_at_ns: Nanos },
+    /// Its socket is being closed in the ring (cancel + close of the file-table slot);
+    /// the slot is reused only after the close completes. Then `Closed`.
+    Closing { reopen_at_ns: Nanos },
     /// Connect submitted.
     Connecting,
     /// Connected and usable.
@@ -35,6 +41,8 @@ pub struct Req {
 
 #[derive(Debug, Clone)]
 pub struct Conn {
+    /// The socket's descriptor, [`REGISTERED`] when the socket lives only in the ring's
+    /// file table at the connection's index, -1 when there is none.
     pub fd: RawFd,
     pub state: ConnState,
     pub generation: u32,
@@ -59,6 +67,12 @@ pub struct Conn {
     pub framer_entry: u16,
     /// The framer is between responses (may be switched to another entry's framer).
     pub at_boundary: bool,
+    /// When the current connect was submitted.
+    pub connect_started: Ticks,
+    /// Failed attempts since the last established connection (the backoff exponent).
+    pub attempts: u16,
+    /// Opened at least once (later opens are reconnects).
+    pub opened_before: bool,
 }
 
 /// A fixed-capacity FIFO ring, allocated once and never grown.
@@ -141,6 +155,9 @@ impl ConnTable {
                 framer: framer.clone(),
                 framer_entry: 0,
                 at_boundary: true,
+                connect_started: 0,
+                attempts: 0,
+                opened_before: false,
             })
             .collect();
         ConnTable {

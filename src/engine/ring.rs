@@ -75,6 +75,21 @@ impl Ring {
         }
     }
 
+    /// Queues `entries` next to each other (a linked chain must not be split by a
+    /// submit), submitting first when they do not fit.
+    ///
+    /// # Safety
+    /// As [`Ring::push`], for every entry.
+    pub unsafe fn push_all(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
+        loop {
+            // SAFETY: forwarded to the caller's contract above.
+            if unsafe { self.uring.submission().push_multiple(entries) }.is_ok() {
+                return Ok(());
+            }
+            self.submit()?;
+        }
+    }
+
     /// Submits everything queued without waiting.
     #[inline]
     pub fn submit(&mut self) -> io::Result<()> {

@@ -5,16 +5,66 @@ use crate::metrics::ErrorKind;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 
-/// A TCP socket for `target`, TCP_NODELAY set; the connect itself goes through the ring.
-pub fn tcp_socket(target: &SocketAddr) -> io::Result<RawFd> {
+/// Socket options applied to every generator TCP socket before it connects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SockOpts {
+    /// SO_SNDBUF and SO_RCVBUF (`--sockbuf`); `None` keeps the kernel's autotuning.
+    pub sockbuf: Option<usize>,
+    /// TCP keepalive (idle, interval, count) (`--keepalive`).
+    pub keepalive: Option<(std::time::Duration, std::time::Duration, u32)>,
+    /// Close with RST instead of FIN (`--linger0`): no TIME_WAIT on the generator.
+    pub linger0: bool,
+}
+
+/// A TCP socket for `target`, TCP_NODELAY and `opts` set, bound to `source` (port
+/// chosen by the kernel at connect time: IP_BIND_ADDRESS_NO_PORT keeps the whole
+/// 4-tuple space instead of one port per source); the connect goes through the ring.
+pub fn tcp_socket(
+    target: &SocketAddr,
+    source: Option<std::net::IpAddr>,
+    opts: &SockOpts,
+) -> io::Result<RawFd> {
     let s = Socket::new(
         Domain::for_address(*target),
         Type::STREAM,
         Some(Protocol::TCP),
     )?;
     s.set_tcp_nodelay(true)?;
+    if let Some(n) = opts.sockbuf {
+        s.set_send_buffer_size(n)?;
+        s.set_recv_buffer_size(n)?;
+    }
+    if let Some((idle, interval, count)) = opts.keepalive {
+        let ka = socket2::TcpKeepalive::new()
+            .with_time(idle)
+            .with_interval(interval)
+            .with_retries(count);
+        s.set_tcp_keepalive(&ka)?;
+    }
+    if opts.linger0 {
+        s.set_linger(Some(std::time::Duration::ZERO))?;
+    }
+    if let Some(ip) = source {
+        if ip.is_ipv4() {
+            let one: libc::c_int = 1;
+            // SAFETY: setsockopt with a pointer to a live c_int and its size.
+            let rc = unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::IPPROTO_IP,
+                    libc::IP_BIND_ADDRESS_NO_PORT,
+                    (&one as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+    }
     Ok(s.into_raw_fd())
 }
 
@@ -31,6 +81,13 @@ pub fn close(fd: RawFd) {
         libc::shutdown(fd, libc::SHUT_RDWR);
         libc::close(fd);
     }
+}
+
+/// Closes a descriptor at once (one already registered in the ring's file table: the
+/// ring keeps the socket alive, the process's descriptor table does not hold it).
+pub fn close_descriptor(fd: RawFd) {
+    // SAFETY: closing a descriptor this worker owns and no longer uses.
+    unsafe { libc::close(fd) };
 }
 
 /// The error kind of a failed connect (`-res` from the CQE).

@@ -8,6 +8,8 @@ pub enum Op {
     Connect = 1,
     Send = 2,
     Recv = 3,
+    /// Closing a socket held only in the ring's file table.
+    Close = 4,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +34,7 @@ impl Token {
             1 => Op::Connect,
             2 => Op::Send,
             3 => Op::Recv,
+            4 => Op::Close,
             _ => return None,
         };
         Some(Token {
@@ -54,7 +57,7 @@ mod tests {
 
     #[test]
     fn round_trips_every_field() {
-        for op in [Op::Connect, Op::Send, Op::Recv] {
+        for op in [Op::Connect, Op::Send, Op::Recv, Op::Close] {
             let t = Token {
                 conn: 0xdead_beef,
                 op,

@@ -104,6 +104,7 @@ pub fn run_udp_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
         established: w.flows.len(),
         failed: 0,
         first_errno: None,
+        establish_ns: 0,
         fatal: None,
         features: w.features.clone(),
     });
@@ -488,7 +489,7 @@ impl<'p> UdpWorker<'p> {
             match token.op {
                 Op::Send => self.on_send(token.conn, res),
                 Op::Recv => self.on_recv(token.conn as usize, res, now_t),
-                Op::Connect => {}
+                Op::Connect | Op::Close => {}
             }
         }
         n

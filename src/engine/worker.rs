@@ -12,13 +12,15 @@
 //! receive buffers and the completion array are sized before the first send.
 
 use super::buf_ring::BufRing;
-use super::conn_table::{Backlog, ConnState, ConnTable, IndexQueue, Req};
+use super::backoff::Backoff;
+use super::conn_table::{Backlog, ConnState, ConnTable, IndexQueue, REGISTERED, Req};
 use super::pacing::Pacer;
 use super::ring::Ring;
-use super::socket;
+use super::socket::{self, SockOpts};
 use super::token::{Op, Token, next_generation};
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, RECONNECT_DELAY_NS, WAIT_NS_MAX};
+use crate::preflight::ports::Placement;
+use crate::limits::{CONNECTS_IN_FLIGHT_MAX, CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
 use crate::metrics::recorder::{EntryTotals, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
 use crate::proto::{AnyFramer, Framer, Framing, Parsed};
@@ -27,7 +29,7 @@ use crate::schedule::{Constant, Schedule};
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, types};
 use socket2::SockAddr;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -42,11 +44,12 @@ pub enum Transport {
     UdpBlast,
 }
 
-/// Builds an operation on connection `$c`'s socket: through its registered-file slot
-/// when the ring has a file table (no per-operation fd lookup), else by descriptor.
+/// Builds an operation on connection `$c`'s socket: through its file-table slot when
+/// the socket lives there (no descriptor, no per-operation fd lookup), else by
+/// descriptor.
 macro_rules! on_socket {
     ($w:expr, $c:expr, $fd:expr, |$t:ident| $build:expr) => {
-        if $w.fixed_files {
+        if $fd == REGISTERED {
             let $t = types::Fixed($c);
             $build
         } else {
@@ -56,6 +59,17 @@ macro_rules! on_socket {
     };
 }
 
+/// When a closed connection opens again (see `Worker::reopen_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reopen {
+    /// After the reconnect backoff (the target closed, reset or refused it).
+    Backoff,
+    /// At once (the generator closed it).
+    Now,
+}
+
+/// Most provided receive buffers per worker.
+const RECV_BUFFERS_MAX: usize = 4096;
 /// Size of each provided receive buffer: one completion carries at most this much.
 const RECV_CHUNK_BYTES: usize = 4096;
 
@@ -70,7 +84,19 @@ pub struct WorkerPlan {
     pub max_response: usize,
     pub workers: usize,
     pub core: Option<usize>,
+    /// The first of `targets` (UDP uses only it).
     pub target: SocketAddr,
+    /// Destinations: connection g (global index) uses pair g mod (sources x targets).
+    pub targets: Arc<[SocketAddr]>,
+    /// Source addresses to bind (`--source-ip`); empty: the kernel chooses.
+    pub sources: Arc<[IpAddr]>,
+    pub sockopts: SockOpts,
+    /// Minimum gap between two connects of this worker (`--connect-rate`); 0: none.
+    pub connect_gap_ns: u64,
+    /// Reconnect backoff; `None` with `--no-reconnect`.
+    pub backoff: Option<Backoff>,
+    /// `--connect-per-request`: connect, send, receive, close for every request.
+    pub per_request: bool,
     pub connections: usize,
     pub pipeline: usize,
     /// Intended rate in total; infinite for `--rate max` (UDP blast only).
@@ -98,6 +124,8 @@ pub struct Ready {
     pub failed: usize,
     /// errno of the first failed connect or socket creation.
     pub first_errno: Option<i32>,
+    /// From the first connect to the last established one, ns.
+    pub establish_ns: u64,
     /// A setup failure that stops this worker (ring, pinning is not one).
     pub fatal: Option<String>,
     pub features: Vec<&'static str>,
@@ -145,7 +173,7 @@ pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         w.unix_at_start_ns = unix_now + clock.until_start_ns();
-        w.clock = clock;
+        w.rebase(clock);
         w.run(&stop);
     }
     w.quiesce();
@@ -193,6 +221,7 @@ pub fn setup_failed(ready_tx: &Sender<Ready>, plan: &WorkerPlan, what: &str, e: 
         established: 0,
         failed: plan.connections,
         first_errno: e.raw_os_error(),
+        establish_ns: 0,
         fatal: Some(format!("worker {}: {what} failed: {e}", plan.index)),
         features: Vec::new(),
     });
@@ -224,8 +253,14 @@ struct Worker<'p> {
     entries: Vec<EntryTotals>,
     rng: fastrand::Rng,
     unix_at_start_ns: u64,
-    /// Boxed so a connect still in the ring at exit can be leaked with it.
-    addr: Box<SockAddr>,
+    /// One per target; boxed so a connect still in the ring at exit can be leaked.
+    addrs: Box<[SockAddr]>,
+    /// Which (source, target) pair each connection uses.
+    placement: Placement,
+    /// Earliest instant of the next connect (`--connect-rate`), ns.
+    next_connect_ns: Nanos,
+    /// Connections in `Connecting`.
+    connecting: usize,
     clock: Clock,
     /// This interval's histograms and counters, and the channel to the collector.
     out: Outbox,
@@ -267,8 +302,12 @@ impl<'p> Worker<'p> {
     ) -> std::io::Result<Self> {
         let entries = (plan.connections * 2 + 64) as u32;
         let mut ring = Ring::new(entries)?;
-        // Two receive buffers per connection (at least 64), 4 KiB each.
-        let buf_count = (plan.connections * 2).clamp(64, 32768).next_power_of_two() as u16;
+        // Two receive buffers per connection, 64 to 4096 of 4 KiB each: buffers are
+        // handed back as soon as their bytes are framed, so thousands of mostly idle
+        // connections share a pool (a receive that finds it empty is re-armed).
+        let buf_count = (plan.connections * 2)
+            .clamp(64, RECV_BUFFERS_MAX)
+            .next_power_of_two() as u16;
         let fixed_files = ring
             .uring
             .submitter()
@@ -292,8 +331,13 @@ impl<'p> Worker<'p> {
             .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
             .collect();
         let framer = entry_framers[0].clone();
-        let schedule = Constant::new(plan.rate_rps, plan.workers, plan.index);
-        let total_k = schedule.count_before(plan.duration_ns);
+        // `--hold` without heartbeats has no schedule at all.
+        let schedule = Constant::new(plan.rate_rps.max(1.0), plan.workers, plan.index);
+        let total_k = if plan.rate_rps > 0.0 {
+            schedule.count_before(plan.duration_ns)
+        } else {
+            0
+        };
         let render = plan.requests.static_bytes().is_none();
         let send_buf = if render {
             Box::default()
@@ -329,7 +373,14 @@ impl<'p> Worker<'p> {
                 plan.seed ^ (plan.index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             ),
             unix_at_start_ns: 0,
-            addr: Box::new(socket::sock_addr(&plan.target)),
+            addrs: plan.targets.iter().map(socket::sock_addr).collect(),
+            placement: Placement::new(
+                plan.conn_offset + plan.connections * plan.workers,
+                plan.sources.len(),
+                plan.targets.len(),
+            ),
+            next_connect_ns: 0,
+            connecting: 0,
             clock: Clock::new(),
             out: Outbox::new(plan.index, snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
@@ -355,68 +406,156 @@ impl<'p> Worker<'p> {
 
     // ---- connection lifecycle -------------------------------------------------------
 
+    /// Switches to the run's clock: instants set during the connect phase (reopen
+    /// times, the next connect) keep their distance from now.
+    fn rebase(&mut self, clock: Clock) {
+        let setup_now = self.clock.now_ns();
+        self.clock = clock;
+        let shift = |t: Nanos| {
+            if t == Nanos::MAX {
+                t
+            } else {
+                t.saturating_sub(setup_now)
+            }
+        };
+        for conn in self.table.conns.iter_mut() {
+            if let ConnState::Closed { reopen_at_ns } | ConnState::Closing { reopen_at_ns } =
+                &mut conn.state
+            {
+                *reopen_at_ns = shift(*reopen_at_ns);
+            }
+        }
+        self.next_connect_ns = shift(self.next_connect_ns);
+    }
+
+    /// The (source, target) indices of connection `c`: connections go round robin over
+    /// every pair, so each pair carries at most ceil(connections / pairs) of them.
+    #[inline]
+    fn pair_of(&self, c: u32) -> (Option<IpAddr>, usize) {
+        let (s, t) = self.placement.pair_of(self.plan.conn_offset + c as usize);
+        (self.plan.sources.get(s).copied(), t)
+    }
+
+    /// Opens connection `c` now, or, under `--connect-rate`, at its turn.
     fn open(&mut self, c: u32) {
-        let fd = match socket::tcp_socket(&self.plan.target) {
+        let now = self.clock.now_ns();
+        if self.plan.connect_gap_ns > 0 {
+            if now < self.next_connect_ns {
+                if let ConnState::Closed { reopen_at_ns } = &mut self.table.conns[c as usize].state
+                {
+                    *reopen_at_ns = self.next_connect_ns;
+                }
+                return;
+            }
+            // No credit for idle time beyond one gap: the rate is a ceiling.
+            self.next_connect_ns =
+                self.next_connect_ns.max(now.saturating_sub(self.plan.connect_gap_ns))
+                    + self.plan.connect_gap_ns;
+        }
+        let (source, t) = self.pair_of(c);
+        let fd = match socket::tcp_socket(&self.plan.targets[t], source, &self.plan.sockopts) {
             Ok(fd) => fd,
             Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                self.first_errno.get_or_insert(errno);
-                self.out.counters.connections_failed += 1;
-                self.out.counters.error(ErrorKind::ConnectFailed);
-                let now = self.clock.now_ns();
-                self.table.conns[c as usize].state = ConnState::Closed {
-                    reopen_at_ns: now + RECONNECT_DELAY_NS,
-                };
+                self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO));
                 return;
             }
         };
-        let conn = &mut self.table.conns[c as usize];
-        conn.fd = fd;
-        conn.state = ConnState::Connecting;
-        self.closed -= 1;
-        let token = Token {
-            conn: c,
-            op: Op::Connect,
-            generation: conn.generation,
-        };
-        if self.fixed_files
+        // The socket moves into the ring's file table and its descriptor is closed, so
+        // connections are not bounded by RLIMIT_NOFILE (each ring's table is).
+        let fd = if self.fixed_files
             && self
                 .ring
                 .uring
                 .submitter()
                 .register_files_update(c, &[fd])
-                .is_err()
+                .is_ok()
         {
-            self.fixed_files = false; // fall back to descriptors for the whole run
+            socket::close_descriptor(fd);
+            REGISTERED
+        } else {
+            fd
+        };
+        let now_t = self.clock.ticks();
+        let conn = &mut self.table.conns[c as usize];
+        if conn.opened_before {
+            self.out.counters.reconnects += 1;
         }
-        let addr = self.addr.as_ptr().cast();
-        let addr_len = self.addr.len();
-        let entry = on_socket!(self, c, fd, |t| opcode::Connect::new(t, addr, addr_len)
+        conn.opened_before = true;
+        conn.fd = fd;
+        conn.state = ConnState::Connecting;
+        conn.connect_started = now_t;
+        self.closed -= 1;
+        self.connecting += 1;
+        let token = Token {
+            conn: c,
+            op: Op::Connect,
+            generation: conn.generation,
+        };
+        let addr = &self.addrs[t];
+        let (addr, addr_len) = (addr.as_ptr().cast(), addr.len());
+        let entry = on_socket!(self, c, fd, |s| opcode::Connect::new(s, addr, addr_len)
             .build())
         .user_data(token.encode());
-        // SAFETY: `self.addr` lives in the worker, which outlives every operation it
+        // SAFETY: `self.addrs` lives in the worker, which outlives every operation it
         // queued (the worker drains or closes all connections before it returns).
         self.push(&entry);
     }
 
+    /// A connection attempt that failed with `errno`: counted by errno, retried after
+    /// the backoff.
+    fn connect_failed(&mut self, c: u32, errno: i32) {
+        self.first_errno.get_or_insert(errno);
+        self.out.counters.connect_failed(errno);
+        self.out.counters.error(socket::connect_error_kind(errno));
+        // Only a connection per request has a request waiting for its connect.
+        self.close_conn(c, Some(ErrorKind::NoConnection), Reopen::Backoff);
+    }
+
     fn on_connect(&mut self, c: u32, res: i32) {
         if res < 0 {
-            let errno = -res;
-            self.first_errno.get_or_insert(errno);
-            self.out.counters.connections_failed += 1;
-            self.out.counters.error(socket::connect_error_kind(errno));
-            self.close_conn(c, None);
+            self.connect_failed(c, -res);
             return;
         }
+        self.connecting -= 1;
+        let now_t = self.clock.ticks();
+        let conn = &mut self.table.conns[c as usize];
+        conn.attempts = 0;
+        conn.state = ConnState::Ready;
+        let took = self.clock.ns(now_t) - self.clock.ns(conn.connect_started);
+        let unsent = conn.unsent;
+        self.out.hist.connect.saturating_record(took);
         self.out.counters.connections_opened += 1;
-        self.table.conns[c as usize].state = ConnState::Ready;
         self.arm_recv(c);
-        self.mark_ready(c);
+        if unsent > 0 {
+            self.mark_flush(c); // connection per request: its request goes out now
+        } else if !self.plan.per_request {
+            self.mark_ready(c);
+        }
+    }
+
+    /// When a closed connection opens again: after the backoff (a target that closed
+    /// or refused it), at once (the generator's own decision: expired requests, a
+    /// response that did not parse, `Connection: close`), or never.
+    fn reopen_at(&mut self, c: u32, reopen: Reopen) -> Nanos {
+        if self.stopping || self.plan.per_request {
+            return Nanos::MAX;
+        }
+        match (reopen, &self.plan.backoff) {
+            (Reopen::Now, _) => 0,
+            (Reopen::Backoff, Some(b)) => {
+                let conn = &mut self.table.conns[c as usize];
+                let delay = b.delay_ns(u32::from(conn.attempts), self.rng.f64());
+                conn.attempts = conn.attempts.saturating_add(1);
+                self.out.hist.reconnect_delay.saturating_record(delay);
+                self.clock.now_ns() + delay
+            }
+            (Reopen::Backoff, None) => Nanos::MAX, // --no-reconnect
+        }
     }
 
     /// Closes connection `c`; requests in flight on it become errors of `kind` (or are
-    /// cut off when the run is stopping). It reopens after a delay unless stopping.
-    fn close_conn(&mut self, c: u32, kind: Option<ErrorKind>) {
+    /// cut off when the run is stopping). It reopens as `reopen` says.
+    fn close_conn(&mut self, c: u32, kind: Option<ErrorKind>, reopen: Reopen) {
         while let Some(req) = self.table.pop_front(c) {
             self.inflight -= 1;
             if self.stopping {
@@ -425,26 +564,32 @@ impl<'p> Worker<'p> {
                 self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);
             }
         }
-        let reopen_at_ns = if self.stopping {
-            u64::MAX
-        } else {
-            self.clock.now_ns() + RECONNECT_DELAY_NS
-        };
+        let reopen_at_ns = self.reopen_at(c, reopen);
         let conn = &mut self.table.conns[c as usize];
-        if conn.fd >= 0 {
-            socket::close(conn.fd);
-            conn.fd = -1;
-            if self.fixed_files {
-                // Drop the ring's reference too, so the socket is really released.
-                let _ = self.ring.uring.submitter().register_files_update(c, &[-1]);
+        // The operation that would keep the socket alive in the ring: a pending connect
+        // or the armed receive (a send completes by itself).
+        let pending = match conn.state {
+            ConnState::Connecting => Some(Op::Connect),
+            _ if conn.recv_armed => Some(Op::Recv),
+            _ => None,
+        }
+        .map(|op| Token {
+            conn: c,
+            op,
+            generation: conn.generation,
+        });
+        match conn.state {
+            ConnState::Closed { .. } | ConnState::Closing { .. } => {}
+            ConnState::Connecting => {
+                self.connecting -= 1;
+                self.closed += 1;
             }
+            _ => self.closed += 1,
         }
-        let conn = &mut self.table.conns[c as usize];
-        if !matches!(conn.state, ConnState::Closed { .. }) {
-            self.closed += 1;
-        }
-        conn.state = ConnState::Closed { reopen_at_ns };
         conn.generation = next_generation(conn.generation);
+        let generation = conn.generation;
+        let fd = std::mem::replace(&mut conn.fd, -1);
+        conn.state = ConnState::Closed { reopen_at_ns };
         conn.unsent = 0;
         conn.sending = 0;
         conn.head = 0;
@@ -452,6 +597,56 @@ impl<'p> Worker<'p> {
         conn.recv_keep = 0;
         conn.framer.reset();
         conn.at_boundary = true;
+        if fd == REGISTERED {
+            // Cancel the operation still holding the socket (by its user_data: a hash
+            // lookup, where cancelling by file would scan every request in the ring),
+            // then drop the table's reference; the slot is free once the close is done.
+            conn.state = ConnState::Closing { reopen_at_ns };
+            let token = Token {
+                conn: c,
+                op: Op::Close,
+                generation,
+            };
+            let close = opcode::Close::new(types::Fixed(c))
+                .build()
+                .user_data(token.encode());
+            let pushed = match pending {
+                Some(t) => {
+                    let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::user_data(
+                        t.encode(),
+                    ))
+                    .build()
+                    .flags(io_uring::squeue::Flags::IO_HARDLINK)
+                    .user_data(0);
+                    // SAFETY: neither entry points into memory.
+                    unsafe { self.ring.push_all(&[cancel, close]) }.map(|()| 2)
+                }
+                // SAFETY: the entry points into no memory.
+                None => unsafe { self.ring.push(&close) }.map(|()| 1),
+            };
+            match pushed {
+                Ok(n) => self.ops_in_ring += n,
+                Err(e) => panic!("io_uring submit failed: {e}"),
+            }
+        } else {
+            if fd >= 0 {
+                socket::close(fd);
+            }
+            if self.plan.per_request && !self.stopping {
+                self.mark_ready(c);
+            }
+        }
+    }
+
+    /// The ring has closed connection `c`'s socket: its slot may be reused.
+    fn on_close(&mut self, c: u32) {
+        let conn = &mut self.table.conns[c as usize];
+        if let ConnState::Closing { reopen_at_ns } = conn.state {
+            conn.state = ConnState::Closed { reopen_at_ns };
+            if self.plan.per_request && !self.stopping {
+                self.mark_ready(c);
+            }
+        }
     }
 
     /// Closes every connection and waits (at most a second) until the kernel has
@@ -481,51 +676,77 @@ impl<'p> Worker<'p> {
             std::mem::forget(self.buf_ring.take());
             std::mem::forget(std::mem::take(&mut self.recv_buf));
             std::mem::forget(std::mem::take(&mut self.send_buf));
-            let addr = Box::new(socket::sock_addr(&self.plan.target));
-            Box::leak(std::mem::replace(&mut self.addr, addr));
+            Box::leak(std::mem::take(&mut self.addrs));
         }
     }
 
     fn close_all(&mut self) {
         for c in 0..self.table.conns.len() as u32 {
-            if self.table.conns[c as usize].fd >= 0 {
-                self.close_conn(c, None);
+            if self.table.conns[c as usize].fd != -1 {
+                self.close_conn(c, None, Reopen::Now);
             }
         }
     }
 
-    /// Opens every connection and waits (bounded by the timeout) for the outcomes.
+    /// Opens every connection, at most [`CONNECTS_IN_FLIGHT_MAX`] at a time and no
+    /// faster than `--connect-rate`, and waits for the outcomes (each connect bounded
+    /// by the timeout). With `--connect-per-request` nothing opens here.
     fn connect_all(&mut self, stop: &AtomicBool) -> Ready {
-        for c in 0..self.table.conns.len() as u32 {
-            self.open(c);
-        }
-        let deadline = self.clock.now_ns() + self.plan.timeout_ns;
-        while self
-            .table
-            .conns
-            .iter()
-            .any(|c| c.state == ConnState::Connecting)
-            && self.clock.now_ns() < deadline
-            && !stop.load(Ordering::Relaxed)
-        {
-            if let Err(e) = self.ring.submit_and_wait_ns(WAIT_NS_MAX) {
-                return self.ready(Some(format!("io_uring wait failed: {e}")));
+        let n = self.table.conns.len();
+        if self.plan.per_request {
+            for c in 0..n as u32 {
+                self.table.conns[c as usize].state = ConnState::Closed {
+                    reopen_at_ns: Nanos::MAX,
+                };
+                self.mark_ready(c);
             }
+            return self.ready(None, 0);
+        }
+        let started = self.clock.now_ns();
+        let mut established_at = started;
+        let mut next = 0;
+        loop {
+            let now = self.clock.now_ns();
+            while next < n && self.connecting < CONNECTS_IN_FLIGHT_MAX && now >= self.next_connect_ns
+            {
+                self.open(next as u32);
+                next += 1;
+            }
+            // A connect still pending after the timeout has failed (ETIMEDOUT).
+            for c in 0..n as u32 {
+                let conn = &self.table.conns[c as usize];
+                if conn.state == ConnState::Connecting
+                    && self.clock.ns(conn.connect_started) + self.plan.timeout_ns <= now
+                {
+                    self.connect_failed(c, libc::ETIMEDOUT);
+                }
+            }
+            if (next == n && self.connecting == 0) || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let wait = if next < n && self.connecting < CONNECTS_IN_FLIGHT_MAX {
+                self.next_connect_ns.saturating_sub(now).clamp(1_000, WAIT_NS_MAX)
+            } else {
+                WAIT_NS_MAX
+            };
+            if let Err(e) = self.ring.submit_and_wait_ns(wait) {
+                return self.ready(Some(format!("io_uring wait failed: {e}")), 0);
+            }
+            let before = self.out.counters.connections_opened;
             self.reap();
-        }
-        // Connections still pending at the deadline count as failed (timed out).
-        for c in 0..self.table.conns.len() as u32 {
-            if self.table.conns[c as usize].state == ConnState::Connecting {
-                self.first_errno.get_or_insert(libc::ETIMEDOUT);
-                self.out.counters.connections_failed += 1;
-                self.out.counters.error(ErrorKind::ConnectFailed);
-                self.close_conn(c, None);
+            if self.out.counters.connections_opened > before {
+                established_at = self.clock.now_ns();
             }
         }
-        self.ready(None)
+        for c in 0..n as u32 {
+            if self.table.conns[c as usize].state == ConnState::Connecting {
+                self.close_conn(c, None, Reopen::Now); // Ctrl-C during the connect phase
+            }
+        }
+        self.ready(None, established_at - started)
     }
 
-    fn ready(&self, fatal: Option<String>) -> Ready {
+    fn ready(&self, fatal: Option<String>, establish_ns: u64) -> Ready {
         let established = self
             .table
             .conns
@@ -537,6 +758,7 @@ impl<'p> Worker<'p> {
             established,
             failed: self.plan.connections - established,
             first_errno: self.first_errno,
+            establish_ns,
             fatal,
             features: self.ring.features.clone(),
         }
@@ -642,6 +864,7 @@ impl<'p> Worker<'p> {
                 Op::Connect => self.on_connect(token.conn, res),
                 Op::Send => self.on_send(token.conn, res),
                 Op::Recv => self.on_recv(token.conn, res, flags, now_t),
+                Op::Close => self.on_close(token.conn),
             }
         }
         if n > 0
@@ -657,7 +880,8 @@ impl<'p> Worker<'p> {
             return; // its requests time out; nothing more goes out on it
         }
         if res < 0 {
-            self.close_conn(c, Some(socket::io_error_kind(-res)));
+            self.out.counters.closed_by_target += u64::from(-res == libc::ECONNRESET);
+            self.close_conn(c, Some(socket::io_error_kind(-res)), Reopen::Backoff);
             return;
         }
         self.out.counters.bytes_sent += res as u64;
@@ -709,7 +933,9 @@ impl<'p> Worker<'p> {
             } else {
                 socket::io_error_kind(-res)
             };
-            self.close_conn(c, Some(kind));
+            self.out.counters.closed_by_target +=
+                u64::from(res == 0 || res == -libc::ECONNRESET);
+            self.close_conn(c, Some(kind), Reopen::Backoff);
             return;
         }
         self.out.counters.bytes_received += res as u64;
@@ -718,24 +944,31 @@ impl<'p> Worker<'p> {
             // Single-shot receive: the bytes already sit after the kept ones.
             None => self.parse_received(c, total, now_t),
             Some(bid) => {
-                // Multishot: copy the provided buffer after the kept bytes, in pieces
-                // when it does not fit at once, and give the buffer back.
-                let len = self.plan.recv_buffer_bytes;
-                let base = c as usize * len;
-                let mut off = 0;
-                let mut open = true;
-                while open && off < total {
-                    let keep = self.table.conns[c as usize].recv_keep;
-                    let n = (len - keep).min(total - off);
-                    let br = self.buf_ring.as_ref().expect("buffer id implies a ring");
-                    let src = &br.buf(bid, total)[off..off + n];
-                    self.recv_buf[base + keep..base + keep + n].copy_from_slice(src);
-                    off += n;
-                    open = self.parse_received(c, n, now_t);
-                }
-                if let Some(br) = &mut self.buf_ring {
-                    br.recycle(bid);
-                }
+                // Multishot: frame straight out of the provided buffer; only an
+                // unfinished tail is copied into the connection's region, and bytes
+                // that follow a kept tail are appended there.
+                let br = self.buf_ring.take().expect("buffer id implies a ring");
+                let data = br.buf(bid, total);
+                let open = if self.table.conns[c as usize].recv_keep == 0 {
+                    self.parse_direct(c, data, now_t)
+                } else {
+                    let len = self.plan.recv_buffer_bytes;
+                    let base = c as usize * len;
+                    let mut off = 0;
+                    let mut open = true;
+                    while open && off < total {
+                        let keep = self.table.conns[c as usize].recv_keep;
+                        let n = (len - keep).min(total - off);
+                        self.recv_buf[base + keep..base + keep + n]
+                            .copy_from_slice(&data[off..off + n]);
+                        off += n;
+                        open = self.parse_received(c, n, now_t);
+                    }
+                    open
+                };
+                let mut br = br;
+                br.recycle(bid);
+                self.buf_ring = Some(br);
                 open
             }
         };
@@ -750,6 +983,24 @@ impl<'p> Worker<'p> {
         }
     }
 
+    /// Frames `data` (a provided buffer, nothing kept before it); an unfinished tail
+    /// moves into the connection's region. Returns false when the connection closed.
+    fn parse_direct(&mut self, c: u32, data: &[u8], now_t: Ticks) -> bool {
+        let Some(pos) = self.parse(c, data, now_t) else {
+            return false;
+        };
+        let tail = &data[pos..];
+        let len = self.plan.recv_buffer_bytes;
+        if tail.len() >= len {
+            self.protocol_error(c, "response larger than the receive buffer", tail);
+            return false;
+        }
+        let base = c as usize * len;
+        self.recv_buf[base..base + tail.len()].copy_from_slice(tail);
+        self.table.conns[c as usize].recv_keep = tail.len();
+        true
+    }
+
     /// Frames the `n` bytes just placed after the kept ones in connection `c`'s region,
     /// completing requests; keeps an unfinished tail for the next bytes. Returns false
     /// when the connection was closed (protocol error, `Connection: close`).
@@ -757,59 +1008,22 @@ impl<'p> Worker<'p> {
         let len = self.plan.recv_buffer_bytes;
         let base = c as usize * len;
         let end = self.table.conns[c as usize].recv_keep + n;
-        let mut pos = 0;
-        while pos < end {
-            if self.mixed_framing && self.table.conns[c as usize].at_boundary {
-                self.select_framer(c);
-            }
-            let input = &self.recv_buf[base + pos..base + end];
-            let parsed = self.table.conns[c as usize].framer.feed(input);
-            self.table.conns[c as usize].at_boundary = matches!(parsed, Parsed::Complete { .. });
-            match parsed {
-                Parsed::Complete { consumed } => {
-                    if !self.complete_one(c, now_t) {
-                        // A response nobody asked for: the stream is out of step.
-                        self.protocol_error(
-                            c,
-                            "response with no request in flight",
-                            base + pos,
-                            base + end,
-                        );
-                        return false;
-                    }
-                    pos += consumed;
-                    self.count_status(c);
-                    if self.table.conns[c as usize].framer.close_after() {
-                        // `Connection: close`: requests pipelined behind this response
-                        // will not be answered on this connection.
-                        self.close_conn(c, Some(ErrorKind::ClosedByPeer));
-                        if let ConnState::Closed { reopen_at_ns } =
-                            &mut self.table.conns[c as usize].state
-                            && *reopen_at_ns != u64::MAX
-                        {
-                            *reopen_at_ns = 0; // an orderly close: reopen at once
-                        }
-                        return false;
-                    }
-                }
-                Parsed::Incomplete { consumed } => {
-                    pos += consumed;
-                    break;
-                }
-                Parsed::Invalid { reason } => {
-                    self.protocol_error(c, reason, base + pos, base + end);
-                    return false;
-                }
-            }
-        }
+        // Lent out while framing, so the bytes and the worker can be borrowed at once.
+        let buf = std::mem::take(&mut self.recv_buf);
+        let parsed = self.parse(c, &buf[base..base + end], now_t);
+        self.recv_buf = buf;
+        let Some(pos) = parsed else {
+            return false;
+        };
         let keep = end - pos;
         if keep == len {
+            let buf = std::mem::take(&mut self.recv_buf);
             self.protocol_error(
                 c,
                 "response larger than the receive buffer",
-                base + pos,
-                base + end,
+                &buf[base + pos..base + end],
             );
+            self.recv_buf = buf;
             return false;
         }
         if keep > 0 && pos > 0 {
@@ -817,6 +1031,54 @@ impl<'p> Worker<'p> {
         }
         self.table.conns[c as usize].recv_keep = keep;
         true
+    }
+
+    /// Frames the responses at the start of `input`, completing requests. Returns how
+    /// many bytes they took (the rest is an unfinished response), or `None` when the
+    /// connection was closed (protocol error, `Connection: close`, connection per
+    /// request done).
+    fn parse(&mut self, c: u32, input: &[u8], now_t: Ticks) -> Option<usize> {
+        let end = input.len();
+        let mut pos = 0;
+        while pos < end {
+            if self.mixed_framing && self.table.conns[c as usize].at_boundary {
+                self.select_framer(c);
+            }
+            let parsed = self.table.conns[c as usize].framer.feed(&input[pos..]);
+            self.table.conns[c as usize].at_boundary = matches!(parsed, Parsed::Complete { .. });
+            match parsed {
+                Parsed::Complete { consumed } => {
+                    if !self.complete_one(c, now_t) {
+                        // A response nobody asked for: the stream is out of step.
+                        let why = "response with no request in flight";
+                        self.protocol_error(c, why, &input[pos..]);
+                        return None;
+                    }
+                    pos += consumed;
+                    self.count_status(c);
+                    if self.table.conns[c as usize].framer.close_after() {
+                        // `Connection: close`: requests pipelined behind this response
+                        // will not be answered on this connection. An orderly close:
+                        // reopen at once.
+                        self.close_conn(c, Some(ErrorKind::ClosedByPeer), Reopen::Now);
+                        return None;
+                    }
+                    if self.plan.per_request && self.table.conns[c as usize].inflight == 0 {
+                        self.close_conn(c, None, Reopen::Now);
+                        return None;
+                    }
+                }
+                Parsed::Incomplete { consumed } => {
+                    pos += consumed;
+                    break;
+                }
+                Parsed::Invalid { reason } => {
+                    self.protocol_error(c, reason, &input[pos..]);
+                    return None;
+                }
+            }
+        }
+        Some(pos)
     }
 
     /// Counts the status of the response that just completed: HTTP status classes, and
@@ -871,9 +1133,8 @@ impl<'p> Worker<'p> {
     /// A response that cannot be parsed: the requests in flight are protocol errors and
     /// the connection is reopened; with nothing in flight the bytes were unsolicited.
     /// The first such event keeps its reason and first bytes (escaped) for the report.
-    fn protocol_error(&mut self, c: u32, reason: &str, from: usize, to: usize) {
+    fn protocol_error(&mut self, c: u32, reason: &str, bytes: &[u8]) {
         if self.first_bad.is_none() {
-            let bytes = &self.recv_buf[from..to];
             self.first_bad = Some(format!(
                 "{reason}: \"{}\"",
                 crate::proto::escape_prefix(bytes, 64)
@@ -882,7 +1143,7 @@ impl<'p> Worker<'p> {
         if self.table.conns[c as usize].inflight == 0 {
             self.out.counters.error(ErrorKind::Unsolicited);
         }
-        self.close_conn(c, Some(ErrorKind::Protocol));
+        self.close_conn(c, Some(ErrorKind::Protocol), Reopen::Now);
     }
 
     /// Records the oldest in-flight request of `c` as answered at `done`.
@@ -942,17 +1203,32 @@ impl<'p> Worker<'p> {
     fn free_conn(&mut self) -> Option<u32> {
         while let Some(c) = self.ready_q.pop() {
             self.table.conns[c as usize].in_ready_queue = false;
-            if self.table.has_free_slot(c) {
+            if self.table.has_free_slot(c) || self.idle_closed(c) {
                 return Some(c);
             }
         }
         None
     }
 
+    /// Connection per request: a closed slot with nothing queued takes the next request.
+    #[inline]
+    fn idle_closed(&self, c: u32) -> bool {
+        let conn = &self.table.conns[c as usize];
+        self.plan.per_request
+            && conn.inflight == 0
+            && matches!(conn.state, ConnState::Closed { .. })
+    }
+
     #[inline]
     fn assign(&mut self, c: u32, req: Req) {
+        let opening = self.idle_closed(c);
         self.table.push_req(c, req);
         self.inflight += 1;
+        if opening {
+            // Its latency still counts from the intended instant, connect included.
+            self.open(c);
+            return;
+        }
         if self.table.has_free_slot(c) {
             self.mark_ready(c);
         }
@@ -1092,11 +1368,17 @@ impl<'p> Worker<'p> {
                         conn.sending = 0;
                     }
                     if conn.state == ConnState::Expiring && conn.inflight == 0 {
-                        self.close_conn(c, None);
+                        self.close_conn(c, None, Reopen::Now);
                     }
                 }
                 ConnState::Closed { reopen_at_ns } if !self.stopping && reopen_at_ns <= now_ns => {
                     self.open(c);
+                }
+                ConnState::Connecting
+                    if self.clock.ns(self.table.conns[c as usize].connect_started) + timeout
+                        <= now_ns =>
+                {
+                    self.connect_failed(c, libc::ETIMEDOUT);
                 }
                 _ => {}
             }
@@ -1106,12 +1388,6 @@ impl<'p> Worker<'p> {
     // ---- the loop -------------------------------------------------------------------
 
     fn run(&mut self, stop: &AtomicBool) {
-        // Reopen times set during the connect phase used the setup clock.
-        for conn in self.table.conns.iter_mut() {
-            if let ConnState::Closed { reopen_at_ns } = &mut conn.state {
-                *reopen_at_ns = RECONNECT_DELAY_NS;
-            }
-        }
         wait_for_start(&self.clock, self.plan.spin_ns);
         let timeout = self.plan.timeout_ns;
         let mut pace = Pacer::start(self.plan.interval_ns, timeout);

@@ -16,6 +16,10 @@ pub struct Histograms {
     pub dispatch_lag: Histogram<u64>,
     /// sent - dispatched: time a due request waited for a free connection slot.
     pub connection_wait: Histogram<u64>,
+    /// connect submitted -> established: the target's accept path (and SYN queue).
+    pub connect: Histogram<u64>,
+    /// Delay chosen before each reconnect (backoff with jitter).
+    pub reconnect_delay: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -30,6 +34,8 @@ impl Histograms {
             service: histogram(),
             dispatch_lag: histogram(),
             connection_wait: histogram(),
+            connect: histogram(),
+            reconnect_delay: histogram(),
         }
     }
 
@@ -46,21 +52,25 @@ impl Histograms {
         }
     }
 
-    fn parts(&self) -> [&Histogram<u64>; 4] {
+    fn parts(&self) -> [&Histogram<u64>; 6] {
         [
             &self.latency,
             &self.service,
             &self.dispatch_lag,
             &self.connection_wait,
+            &self.connect,
+            &self.reconnect_delay,
         ]
     }
 
-    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 4] {
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 6] {
         [
             &mut self.latency,
             &mut self.service,
             &mut self.dispatch_lag,
             &mut self.connection_wait,
+            &mut self.connect,
+            &mut self.reconnect_delay,
         ]
     }
 }
@@ -69,6 +79,33 @@ impl Default for Histograms {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// The errnos a failed connection attempt is counted under (`failed_by_errno`); any
+/// other errno is counted in the last slot.
+pub const CONNECT_ERRNOS: [i32; 12] = [
+    libc::ECONNREFUSED,
+    libc::ETIMEDOUT,
+    libc::EADDRNOTAVAIL,
+    libc::EMFILE,
+    libc::ENFILE,
+    libc::ECONNRESET,
+    libc::EPIPE,
+    libc::ENETUNREACH,
+    libc::EHOSTUNREACH,
+    libc::ENOBUFS,
+    libc::ENOMEM,
+    libc::EADDRINUSE,
+];
+/// Slots of [`Counters::failed_errno`]: the errnos above, then "other".
+pub const ERRNO_SLOTS: usize = CONNECT_ERRNOS.len() + 1;
+
+/// The slot of `errno` in [`Counters::failed_errno`].
+pub fn errno_slot(errno: i32) -> usize {
+    CONNECT_ERRNOS
+        .iter()
+        .position(|&e| e == errno)
+        .unwrap_or(CONNECT_ERRNOS.len())
 }
 
 /// Kinds of request and connection errors, each counted separately.
@@ -95,10 +132,12 @@ pub enum ErrorKind {
     Lost,
     /// Another send or receive error.
     Io,
+    /// The request's own connection (connection per request) could not be opened.
+    NoConnection,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::Timeout,
         ErrorKind::BacklogOverflow,
         ErrorKind::ClosedByPeer,
@@ -109,6 +148,7 @@ impl ErrorKind {
         ErrorKind::Unsolicited,
         ErrorKind::Lost,
         ErrorKind::Io,
+        ErrorKind::NoConnection,
     ];
 
     pub fn name(self) -> &'static str {
@@ -123,6 +163,7 @@ impl ErrorKind {
             ErrorKind::Unsolicited => "unsolicited",
             ErrorKind::Lost => "lost",
             ErrorKind::Io => "io",
+            ErrorKind::NoConnection => "no_connection",
         }
     }
 
@@ -150,6 +191,12 @@ pub struct Counters {
     pub bytes_received: u64,
     pub connections_opened: u64,
     pub connections_failed: u64,
+    /// Failed connection attempts by errno (see [`CONNECT_ERRNOS`]).
+    pub failed_errno: [u64; ERRNO_SLOTS],
+    /// Established connections the target closed (EOF) or reset.
+    pub closed_by_target: u64,
+    /// Connections opened again after the first time (after a close or a failure).
+    pub reconnects: u64,
     pub errors: [u64; ErrorKind::ALL.len()],
     /// UDP: responses received twice.
     pub duplicates: u64,
@@ -166,6 +213,12 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Counts a failed connection attempt with its errno.
+    pub fn connect_failed(&mut self, errno: i32) {
+        self.connections_failed += 1;
+        self.failed_errno[errno_slot(errno)] += 1;
+    }
+
     #[inline]
     pub fn error(&mut self, kind: ErrorKind) {
         self.errors[kind as usize] += 1;
@@ -193,6 +246,11 @@ impl Counters {
         self.bytes_received += o.bytes_received;
         self.connections_opened += o.connections_opened;
         self.connections_failed += o.connections_failed;
+        for (a, b) in self.failed_errno.iter_mut().zip(o.failed_errno) {
+            *a += b;
+        }
+        self.closed_by_target += o.closed_by_target;
+        self.reconnects += o.reconnects;
         for (a, b) in self.errors.iter_mut().zip(o.errors) {
             *a += b;
         }

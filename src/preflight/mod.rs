@@ -4,10 +4,30 @@
 pub mod ports;
 pub mod walls;
 
+use crate::limits::FD_MARGIN;
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
+    #[error(
+        "file descriptors (EMFILE): {connections} connections over {cores} core(s) need \
+         {rings} io_uring ring(s) per core of at most {per_ring} sockets each (a ring's \
+         file table is capped at RLIMIT_NOFILE {soft}); blaster allows at most \
+         {RINGS_PER_CORE_MAX} rings per core of at least {RING_FILES_MIN} sockets: raise the \
+         limit (`ulimit -n {wanted}`; `ulimit -Hn` as root; fs.nr_open = {nr_open} is the \
+         ceiling), or use fewer connections or more cores"
+    )]
+    Rings {
+        connections: u64,
+        cores: usize,
+        rings: u64,
+        per_ring: u64,
+        soft: u64,
+        wanted: u64,
+        nr_open: String,
+    },
+    #[error("{0}")]
+    Ports(#[from] ports::BudgetError),
     #[error(
         "file descriptors: the plan needs {needed} ({connections} connections + {margin} for \
          the process) but RLIMIT_NOFILE allows {hard} (soft {soft}, hard {hard}); raise the hard \
@@ -24,6 +44,63 @@ pub enum PreflightError {
     },
     #[error("file descriptors: cannot read or raise RLIMIT_NOFILE: {0}")]
     Rlimit(nix::Error),
+}
+
+/// Fewest sockets one ring's file table must hold before blaster splits a core's
+/// connections over more rings rather than refuse: below it the descriptor limit was
+/// lowered on purpose and is reported as the wall it is.
+pub const RING_FILES_MIN: u64 = 1024;
+/// Most rings (worker threads) per core.
+pub const RINGS_PER_CORE_MAX: u64 = 64;
+
+/// The checks a TCP run against a target needs before it connects: the ephemeral-port
+/// budget of every (source, destination) pair, and the descriptor limit. Sockets live
+/// in each ring's file table (capped at RLIMIT_NOFILE per ring, not per process), so a
+/// plan beyond the limit runs with several rings per core. Returns the rings per core.
+pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<usize, PreflightError> {
+    let conns = plan.connections as u64;
+    if plan.transport != crate::engine::Transport::Tcp {
+        ensure_fds(conns, FD_MARGIN)?;
+        return Ok(1);
+    }
+    if !plan.per_request
+        && let Ok(range) = ports::read_port_range(std::path::Path::new("/"))
+    {
+        ports::check_budget(
+            plan.connections,
+            plan.sources.len(),
+            plan.targets.len(),
+            range,
+        )?;
+    }
+    // Raise the soft limit to the hard one: each ring's table may then be that large.
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(PreflightError::Rlimit)?;
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(1 << 20);
+    let lim = ensure_fds(hard.min(nr_open).saturating_sub(FD_MARGIN), FD_MARGIN)?;
+    let per_ring = lim.soft.saturating_sub(FD_MARGIN);
+    let cores = plan.cores.len() as u64;
+    let per_core = conns.div_ceil(cores);
+    let rings = per_core.div_ceil(per_ring.max(1));
+    if rings <= 1 {
+        return Ok(1);
+    }
+    if per_ring < RING_FILES_MIN || rings > RINGS_PER_CORE_MAX {
+        return Err(PreflightError::Rings {
+            connections: conns,
+            cores: plan.cores.len(),
+            rings,
+            per_ring,
+            soft: lim.soft,
+            wanted: conns + FD_MARGIN,
+            nr_open: std::fs::read_to_string("/proc/sys/fs/nr_open")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+        });
+    }
+    Ok(rings as usize)
 }
 
 /// The file-descriptor limit after [`ensure_fds`].

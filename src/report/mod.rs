@@ -75,8 +75,36 @@ pub struct Requests {
 #[derive(Debug, Clone, Serialize)]
 pub struct Connections {
     pub requested: usize,
+    /// Established by the end of the connect phase (before the schedule started).
+    pub established: u64,
+    /// Successful connects over the whole run (reconnects included).
     pub opened: u64,
+    /// Failed connection attempts over the whole run.
     pub failed: u64,
+    /// errno name -> failed attempts (`ECONNREFUSED`, `ETIMEDOUT`, ...).
+    pub failed_by_errno: BTreeMap<String, u64>,
+    /// Established connections the target closed or reset.
+    pub closed_by_target: u64,
+    pub reconnects: u64,
+    /// Delays chosen before reconnects (backoff with jitter).
+    pub reconnect_delay_ns: Percentiles,
+    /// From the first connect to the last one established in the connect phase, ns.
+    pub establish_all_ns: u64,
+    /// Workers (one io_uring ring each) per core.
+    pub rings_per_core: usize,
+    /// The wall a failure points at, with the numbers and the fix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall: Option<String>,
+}
+
+/// The generator's own memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    /// Resident set growth from before the workers started to the end of the connect
+    /// phase, per established connection (user space; the kernel's socket memory is
+    /// not in it).
+    pub user_bytes_per_connection: f64,
+    pub rss_growth_bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -173,6 +201,11 @@ pub struct Report {
     pub bytes: Bytes,
     pub errors_by_kind: BTreeMap<&'static str, u64>,
     pub connections: Connections,
+    /// Time from connect submitted to established.
+    pub connect_time_ns: Percentiles,
+    pub memory: Memory,
+    /// `persistent`, `hold` or `per_request`.
+    pub mode: &'static str,
     pub latency_ns: Percentiles,
     pub service_time_ns: Percentiles,
     pub dispatch_lag_ns: Percentiles,

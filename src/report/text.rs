@@ -117,11 +117,7 @@ pub fn render(r: &Report) -> String {
         "bytes: {} sent, {} received",
         r.bytes.sent, r.bytes.received
     );
-    let _ = writeln!(
-        w,
-        "connections: {} requested, {} opened, {} failed",
-        r.connections.requested, r.connections.opened, r.connections.failed
-    );
+    write_connections(w, r);
     for (i, wk) in r.workers.iter().enumerate() {
         let _ = writeln!(
             w,
@@ -212,4 +208,65 @@ pub fn live_line(
         errors,
         fmt_ns(lag_p99)
     )
+}
+
+/// The connection lines: counts, connect times, reconnects, failures by errno and the
+/// wall they point at, memory per connection.
+fn write_connections(w: &mut String, r: &Report) {
+    let c = &r.connections;
+    let _ = writeln!(
+        w,
+        "connections ({}): {} requested, {} established in {}, {} opened in all, {} failed, \
+         {} closed by the target, {} reconnects{}",
+        r.mode,
+        c.requested,
+        c.established,
+        fmt_ns(c.establish_all_ns),
+        c.opened,
+        c.failed,
+        c.closed_by_target,
+        c.reconnects,
+        if c.rings_per_core > 1 {
+            format!(" ({} io_uring rings per core)", c.rings_per_core)
+        } else {
+            String::new()
+        }
+    );
+    let ct = &r.connect_time_ns;
+    if ct.count > 0 {
+        let _ = writeln!(
+            w,
+            "connect time: p50 {}  p99 {}  max {}",
+            fmt_ns(ct.p50),
+            fmt_ns(ct.p99),
+            fmt_ns(ct.max)
+        );
+    }
+    let rd = &c.reconnect_delay_ns;
+    if rd.count > 0 {
+        let _ = writeln!(
+            w,
+            "reconnect delay (backoff): p50 {}  p99 {}  max {}",
+            fmt_ns(rd.p50),
+            fmt_ns(rd.p99),
+            fmt_ns(rd.max)
+        );
+    }
+    if !c.failed_by_errno.is_empty() {
+        let e: Vec<String> = c
+            .failed_by_errno
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(w, "connect failures by errno: {}", e.join(" "));
+    }
+    if let Some(wall) = &c.wall {
+        let _ = writeln!(w, "wall: {wall}");
+    }
+    let _ = writeln!(
+        w,
+        "generator memory: {:.0} bytes of user space per connection ({} MiB resident growth)",
+        r.memory.user_bytes_per_connection,
+        r.memory.rss_growth_bytes >> 20
+    );
 }
