@@ -48,7 +48,7 @@ RATE=
 SOCKBUF=
 JSON=0
 
-posint() { [[ $1 =~ ^[0-9]+$ ]] && [ "$((10#$1))" -gt 0 ]; }
+posint() { [[ $1 =~ ^[0-9]{1,12}$ ]] && [ "$((10#$1))" -gt 0 ]; }
 value() { [ "$2" -ge 2 ] || bad "$1: needs a value"; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -58,8 +58,13 @@ while [ $# -gt 0 ]; do
             CONNECTIONS=$((10#$2)); shift 2 ;;
         --cores)
             value "$1" $#
-            [[ $2 =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] \
+            [[ $2 =~ ^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*$ ]] \
                 || bad "--cores: must be a list like 3, 4-11 or 0,2,4-6, got '$2'"
+            IFS=, read -ra _r <<< "$2"
+            for r in "${_r[@]}"; do
+                [[ $r != *-* ]] || [ "$((10#${r%-*}))" -le "$((10#${r#*-}))" ] \
+                    || bad "--cores: range '$r' runs backwards"
+            done
             CORES=$2; shift 2 ;;
         --targets)
             value "$1" $#
