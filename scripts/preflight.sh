@@ -576,6 +576,9 @@ if [ -z "$IFACE" ] && [ ${#HOSTS[@]} -gt 0 ]; then
         fi
         if [ -z "$addr" ]; then
             emit FAIL nic.iface "cannot resolve $h" "an address for the first target" "check the name, or pass --iface IF"
+        elif ! command -v "$IP_CMD" > /dev/null; then
+            emit FAIL nic.iface "cannot run '$IP_CMD' to find the route to $addr" "the interface toward the first target" \
+                "apt-get install iproute2, or pass --iface IF"
         else
             route=$("$IP_CMD" route get "$addr" 2>/dev/null) || route=
             IFACE=$(awk '{ for (i = 1; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }' <<< "$route")

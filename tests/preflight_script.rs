@@ -611,6 +611,39 @@ fn irq_affinity_straddling_generator_cores_warns() {
 }
 
 #[test]
+fn irqs_found_through_the_device_link_and_msi_irqs() {
+    let m = Machine::healthy();
+    // virtio names its IRQs after the device (virtio3-input.0), not the interface.
+    m.set("sys/devices/virtio3/numa_node", "0\n")
+        .set("sys/class/net/eth1/operstate", "up\n")
+        .set("sys/class/net/eth1/queues/rx-0/rps_cpus", "0\n")
+        .set(
+            "proc/interrupts",
+            "           CPU0\n 40:  1  PCI-MSIX 0-edge  virtio3-config\n 41:  9  PCI-MSIX 1-edge  virtio3-input.0\n 42:  9  PCI-MSIX 2-edge  virtio3-output.0\n 43:  1  PCI-MSIX 0-edge  mlx5_comp0@pci:0000:3b:00.0\n",
+        );
+    for q in 40..44 {
+        m.set(&format!("proc/irq/{q}/smp_affinity_list"), "0\n");
+    }
+    std::os::unix::fs::symlink(
+        "../../../devices/virtio3",
+        m.path("sys/class/net/eth1/device"),
+    )
+    .unwrap();
+    let out = m.run(&["--cores", "0", "--iface", "eth1"]);
+    out.expect("nic.irq_affinity", "PASS", &["2 IRQs of eth1", "41:0 42:0"]);
+    // A driver that names IRQs after the PCI function (mlx5): msi_irqs lists them.
+    m.set("sys/class/net/eth0/device/msi_irqs/43", "msix\n");
+    let out = m.run(&["--cores", "0", "--iface", "eth0"]);
+    out.expect("nic.irq_affinity", "PASS", &["1 IRQs of eth0", "43:0"]);
+    // No `ip` to ask for the route.
+    let out = m.run_env(
+        &["--targets", "10.0.0.5:1"],
+        &[("PREFLIGHT_IP", "/nonexistent/ip")],
+    );
+    out.expect("nic.iface", "FAIL", &["cannot run '/nonexistent/ip'"]);
+}
+
+#[test]
 fn irqbalance_running_warns() {
     let m = Machine::healthy();
     m.set("proc/4321/comm", "irqbalance\n");
