@@ -97,6 +97,9 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     };
     plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let rate = plan.rate_rps.expect("plan requires --rate with --target");
+    if let Some(w) = crate::run::time_wait_warning(&plan, rate) {
+        eprintln!("blaster: warning: {w}");
+    }
     let report = execute(&plan, target, rate, plan.duration_ns, stop, plan.progress)?;
     emit_text(&text::render(&report), json_stdout);
     if let Some(p) = &plan.json {

@@ -177,6 +177,18 @@ pub fn execute(
     ))
 }
 
+/// Connection per request without `--linger0`: whether the rate would use up the
+/// ephemeral ports within TIME_WAIT (60 s), with the numbers and fixes.
+pub fn time_wait_warning(plan: &RunPlan, rate_rps: f64) -> Option<String> {
+    use crate::preflight::ports;
+    if !plan.per_request || plan.sockopts.linger0 {
+        return None;
+    }
+    let range = ports::read_port_range(std::path::Path::new("/")).ok()?;
+    let pairs = ports::Placement::new(plan.connections, plan.sources.len(), plan.targets.len());
+    ports::time_wait_warning(rate_rps, pairs.pairs(), range, 60.0)
+}
+
 /// What the connect phase established, before the schedule started.
 struct Setup {
     established: u64,
@@ -400,7 +412,7 @@ fn build_report(
     let latency = Percentiles::of(&c.total.latency);
     let service = Percentiles::of(&c.total.service);
     let wait = Percentiles::of(&c.total.connection_wait);
-    let mut diagnosis = Vec::new();
+    let mut diagnosis: Vec<String> = time_wait_warning(plan, rate_rps).into_iter().collect();
     if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 {
         let inflight_needed = rate_rps * service.mean / 1e9;
         diagnosis.push(format!(

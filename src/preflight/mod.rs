@@ -10,16 +10,18 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
     #[error(
-        "file descriptors (EMFILE): {connections} connections over {cores} core(s) need \
-         {rings} io_uring ring(s) per core of at most {per_ring} sockets each (a ring's \
-         file table is capped at RLIMIT_NOFILE {soft}); blaster allows at most \
-         {RINGS_PER_CORE_MAX} rings per core of at least {RING_FILES_MIN} sockets: raise the \
-         limit (`ulimit -n {wanted}`; `ulimit -Hn` as root; fs.nr_open = {nr_open} is the \
+        "file descriptors (EMFILE): the plan needs {wanted} ({connections} connections + \
+         {FD_MARGIN}) but RLIMIT_NOFILE allows soft {soft}, hard {hard}; sockets live in \
+         io_uring file tables of at most the limit each, and {per_core} connections per \
+         core would need {rings} rings of {per_ring} (blaster uses at most \
+         {RINGS_PER_CORE_MAX} rings per core of at least {RING_FILES_MIN}): raise the limit \
+         (`ulimit -n {wanted}`, `ulimit -Hn {wanted}` as root; fs.nr_open = {nr_open} is the \
          ceiling), or use fewer connections or more cores"
     )]
     Rings {
         connections: u64,
-        cores: usize,
+        per_core: u64,
+        hard: u64,
         rings: u64,
         per_ring: u64,
         soft: u64,
@@ -90,7 +92,8 @@ pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<usize, PreflightError> 
     if per_ring < RING_FILES_MIN || rings > RINGS_PER_CORE_MAX {
         return Err(PreflightError::Rings {
             connections: conns,
-            cores: plan.cores.len(),
+            per_core,
+            hard: lim.hard,
             rings,
             per_ring,
             soft: lim.soft,
