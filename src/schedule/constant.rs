@@ -50,7 +50,8 @@ impl Schedule for Constant {
 
     #[inline]
     fn global_seq(&self, k: u64) -> u64 {
-        k * self.workers + self.index
+        // Saturating: k near u64::MAX (never reached in a run) must not panic.
+        k.saturating_mul(self.workers).saturating_add(self.index)
     }
 }
 

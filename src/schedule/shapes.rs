@@ -106,11 +106,22 @@ struct Cycle {
 
 /// The intended rate over time, with its integral `Λ` and the inverse `Λ⁻¹`.
 /// Cheap to clone (the pieces are shared), `Send + Sync`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RateShape {
     pieces: Arc<[Piece]>,
     cycle: Option<Cycle>,
     spec: Arc<str>,
+}
+
+impl std::fmt::Debug for RateShape {
+    /// The spec and the table's size, not the table (a chaos table has 500k pieces).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateShape")
+            .field("spec", &self.spec)
+            .field("pieces", &self.pieces.len())
+            .field("cycle", &self.cycle)
+            .finish()
+    }
 }
 
 /// Collects pieces left to right, keeping the running time and count.

@@ -214,6 +214,18 @@ fn chaos_is_deterministic_bounded_and_wanders() {
 }
 
 #[test]
+fn chaos_unit_slows_the_attractor() {
+    // With 5 s per Lorenz time unit the rate 5 s in equals the default's 1 s in (up to
+    // the tables' different sample grids and RK4 steps).
+    let fast = shape_of("chaos:base=2000,amp=0.5", 60 * S);
+    let slow = shape_of("chaos:base=2000,amp=0.5,unit=5s", 60 * S);
+    for s in [1.0, 3.0, 7.0] {
+        let (a, b) = (fast.rate_at(s * 1e9), slow.rate_at(5.0 * s * 1e9));
+        assert!((a - b).abs() < 1e-3 * a, "{s}: {a} vs {b}");
+    }
+}
+
+#[test]
 fn lorenz_rk4_converges() {
     // One Lorenz time unit with steps of 0.01 and of 0.005 agrees to 1e-4 (x is about
     // ±20; the rate resolves x/20): RK4 error is far below what the rate can show.
