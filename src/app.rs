@@ -1,7 +1,7 @@
 //! The command-line application: parse, plan, run, report. `main` only maps the
 //! [`Outcome`] or [`AppError`] to an exit code.
 
-use crate::cli::{Cli, Command, RunArgs, SinkArgs, with_default_subcommand};
+use crate::cli::{Cli, Command, PlanArgs, RunArgs, SinkArgs, with_default_subcommand};
 use crate::plan::{PlanError, RunPlan, sink_config, usable_cores};
 use crate::report::{json, text};
 use crate::run::{RunError, execute};
@@ -77,6 +77,7 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
     match cli.command {
         Command::Run(a) => run_command(&a, &stop),
         Command::Sink(a) => sink_command(&a, &stop),
+        Command::Plan(a) => plan_command(&a),
     }
 }
 
@@ -110,6 +111,20 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     } else {
         Outcome::Invalid
     })
+}
+
+/// `blaster plan`: sizes a generator cluster; nothing is sent.
+fn plan_command(a: &PlanArgs) -> Result<Outcome, AppError> {
+    let input = crate::capacity::input_from_args(a)?;
+    let report = crate::capacity::plan_report(&input);
+    emit_text(
+        &crate::capacity::render(&report),
+        json::is_stdout(a.json.as_deref()),
+    );
+    if let Some(p) = &a.json {
+        json::write(p, &report).map_err(|e| output_error(p, e))?;
+    }
+    Ok(Outcome::Ok)
 }
 
 fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {

@@ -27,6 +27,9 @@ pub enum Command {
     Run(RunArgs),
     /// Serve as a target: the built-in io_uring sink.
     Sink(SinkArgs),
+    /// Size a generator cluster for a target load: connections, CPU, uplink and
+    /// downlink sized separately, the largest wins, plus one coordinator.
+    Plan(PlanArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -274,13 +277,83 @@ pub struct SinkArgs {
     pub json: Option<PathBuf>,
 }
 
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// Concurrent users (streams) of the target load. Required.
+    #[arg(long)]
+    pub users: Option<u64>,
+
+    /// Messages per second each user sends (e.g. 30 for a 30 fps game tick); also the
+    /// rate it receives unless --down-msg-rate. Required.
+    #[arg(long)]
+    pub msg_rate: Option<f64>,
+
+    /// Messages per second each user receives. Default: --msg-rate.
+    #[arg(long)]
+    pub down_msg_rate: Option<f64>,
+
+    /// Payload bytes of each message a user sends. Required.
+    #[arg(long)]
+    pub up_bytes: Option<f64>,
+
+    /// Payload bytes of each message a user receives. Required.
+    #[arg(long)]
+    pub down_bytes: Option<f64>,
+
+    /// Framing bytes each message adds on the wire. Default: 14.
+    #[arg(long, default_value_t = 14.0)]
+    pub frame_overhead: f64,
+
+    /// Users (streams) multiplexed on one connection. Default: 1.
+    #[arg(long, default_value_t = 1)]
+    pub streams_per_conn: u64,
+
+    /// Cores of one generator machine. Required.
+    #[arg(long)]
+    pub cores: Option<u64>,
+
+    /// NIC speed of one generator machine, Gbit/s. Required.
+    #[arg(long)]
+    pub nic_gbps: Option<f64>,
+
+    /// Busy CPU per message (encode or decode), ns. Required unless --from.
+    #[arg(long)]
+    pub cost_ns_per_msg: Option<f64>,
+
+    /// Take the per-message cost from a blaster baseline JSON (`blaster --json FILE`
+    /// with no --target): its busy CPU per request at the ceiling.
+    #[arg(long)]
+    pub from: Option<PathBuf>,
+
+    /// Syscalls one core makes per second (a send or a receive each). Required.
+    #[arg(long)]
+    pub syscalls_per_core: Option<f64>,
+
+    /// Share of each generator's cores the plan may use. Default: 0.65.
+    #[arg(long, default_value_t = 0.65)]
+    pub cpu_watermark: f64,
+
+    /// Share of each generator's NIC speed the plan may use. Default: 0.7.
+    #[arg(long, default_value_t = 0.7)]
+    pub nic_watermark: f64,
+
+    /// Connections one generator machine can hold. Default: 1048576 (blaster's cap per
+    /// run, and what 16 GiB holds at 16 KiB per connection).
+    #[arg(long, default_value_t = crate::capacity::CONNS_PER_MACHINE_DEFAULT)]
+    pub conns_per_machine: u64,
+
+    /// Write the plan as JSON to FILE (`-` for stdout, which then carries only JSON).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
 /// Inserts `run` when the first argument is not a subcommand, so `blaster` and
 /// `blaster --cores 4-11` mean `blaster run ...`.
 pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
     let first = args.get(1).map(String::as_str);
     let known = matches!(
         first,
-        Some("run" | "sink" | "help" | "-h" | "--help" | "-V" | "--version")
+        Some("run" | "sink" | "plan" | "help" | "-h" | "--help" | "-V" | "--version")
     );
     if !known {
         args.insert(1, "run".to_string());
@@ -307,6 +380,7 @@ mod tests {
             ["blaster", "run", "--cores", "1"]
         );
         assert_eq!(a(&["blaster", "sink"]), ["blaster", "sink"]);
+        assert_eq!(a(&["blaster", "plan"]), ["blaster", "plan"]);
         assert_eq!(a(&["blaster", "--help"]), ["blaster", "--help"]);
     }
 }

@@ -23,9 +23,11 @@
 //! a target (or a too-small connection pool) that cannot keep up.
 //!
 //! `blaster` with no target runs [`baseline`]: the generator against the built-in
-//! [`sink`] on loopback, stepping the rate up to find its own ceiling.
+//! [`sink`] on loopback, stepping the rate up to find its own ceiling. `blaster plan`
+//! ([`capacity`]) sizes a generator cluster for a target load from such a measured cost.
 pub mod app;
 pub mod baseline;
+pub mod capacity;
 pub mod cli;
 pub mod clock;
 pub mod engine;
