@@ -3,13 +3,13 @@
 //! name the flag and the bound.
 
 use crate::cli::{RunArgs, SinkArgs};
+use crate::engine::backoff::Backoff;
+use crate::engine::socket::SockOpts;
 use crate::engine::{Transport, WorkerPlan};
 use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
 use crate::sink::{SinkConfig, SinkMode};
-use crate::engine::backoff::Backoff;
-use crate::engine::socket::SockOpts;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -267,7 +267,10 @@ impl RunPlan {
             ));
         }
         if a.hold && a.connect_per_request {
-            return Err(err("hold", "keeps connections open: drop --connect-per-request"));
+            return Err(err(
+                "hold",
+                "keeps connections open: drop --connect-per-request",
+            ));
         }
         if a.connect_per_request && a.pipeline != 1 {
             return Err(err(
@@ -616,7 +619,11 @@ impl RunPlan {
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: 1_000_000_000,
                     // Workers sharing a core must not spin against each other.
-                    spin_ns: if self.rings_per_core > 1 { 0 } else { self.spin_ns },
+                    spin_ns: if self.rings_per_core > 1 {
+                        0
+                    } else {
+                        self.spin_ns
+                    },
                 }
             })
             .collect()

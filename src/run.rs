@@ -10,8 +10,7 @@ use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
     Bytes, Config, Connections, HttpReport, Interval, Memory, MixEntryReport, Percentiles, Rate,
-    Report,
-    Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
+    Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
 };
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -578,7 +577,13 @@ fn build_report(
         },
         connect_time_ns: Percentiles::of(&c.total.connect),
         memory: Memory {
-            user_bytes_per_connection: setup.rss_growth as f64 / setup.established.max(1) as f64,
+            // A connection per request holds none at the start: per connection slot.
+            user_bytes_per_connection: setup.rss_growth as f64
+                / if plan.per_request {
+                    plan.connections as u64
+                } else {
+                    setup.established.max(1)
+                } as f64,
             rss_growth_bytes: setup.rss_growth,
         },
         mode: if plan.hold {

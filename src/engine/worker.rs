@@ -11,18 +11,18 @@
 //! Nothing here allocates per request: the connection table, request slots, backlog,
 //! receive buffers and the completion array are sized before the first send.
 
-use super::buf_ring::BufRing;
 use super::backoff::Backoff;
+use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnState, ConnTable, IndexQueue, REGISTERED, Req};
 use super::pacing::Pacer;
 use super::ring::Ring;
 use super::socket::{self, SockOpts};
 use super::token::{Op, Token, next_generation};
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::preflight::ports::Placement;
 use crate::limits::{CONNECTS_IN_FLIGHT_MAX, CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
 use crate::metrics::recorder::{EntryTotals, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
+use crate::preflight::ports::Placement;
 use crate::proto::{AnyFramer, Framer, Framing, Parsed};
 use crate::request::{Ctx, RequestSet};
 use crate::schedule::{Constant, Schedule};
@@ -448,9 +448,10 @@ impl<'p> Worker<'p> {
                 return;
             }
             // No credit for idle time beyond one gap: the rate is a ceiling.
-            self.next_connect_ns =
-                self.next_connect_ns.max(now.saturating_sub(self.plan.connect_gap_ns))
-                    + self.plan.connect_gap_ns;
+            self.next_connect_ns = self
+                .next_connect_ns
+                .max(now.saturating_sub(self.plan.connect_gap_ns))
+                + self.plan.connect_gap_ns;
         }
         let (source, t) = self.pair_of(c);
         let fd = match socket::tcp_socket(&self.plan.targets[t], source, &self.plan.sockopts) {
@@ -477,7 +478,7 @@ impl<'p> Worker<'p> {
         };
         let now_t = self.clock.ticks();
         let conn = &mut self.table.conns[c as usize];
-        if conn.opened_before {
+        if conn.opened_before && !self.plan.per_request {
             self.out.counters.reconnects += 1;
         }
         conn.opened_before = true;
@@ -612,12 +613,11 @@ impl<'p> Worker<'p> {
                 .user_data(token.encode());
             let pushed = match pending {
                 Some(t) => {
-                    let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::user_data(
-                        t.encode(),
-                    ))
-                    .build()
-                    .flags(io_uring::squeue::Flags::IO_HARDLINK)
-                    .user_data(0);
+                    let cancel =
+                        opcode::AsyncCancel2::new(types::CancelBuilder::user_data(t.encode()))
+                            .build()
+                            .flags(io_uring::squeue::Flags::IO_HARDLINK)
+                            .user_data(0);
                     // SAFETY: neither entry points into memory.
                     unsafe { self.ring.push_all(&[cancel, close]) }.map(|()| 2)
                 }
@@ -707,7 +707,9 @@ impl<'p> Worker<'p> {
         let mut next = 0;
         loop {
             let now = self.clock.now_ns();
-            while next < n && self.connecting < CONNECTS_IN_FLIGHT_MAX && now >= self.next_connect_ns
+            while next < n
+                && self.connecting < CONNECTS_IN_FLIGHT_MAX
+                && now >= self.next_connect_ns
             {
                 self.open(next as u32);
                 next += 1;
@@ -725,7 +727,9 @@ impl<'p> Worker<'p> {
                 break;
             }
             let wait = if next < n && self.connecting < CONNECTS_IN_FLIGHT_MAX {
-                self.next_connect_ns.saturating_sub(now).clamp(1_000, WAIT_NS_MAX)
+                self.next_connect_ns
+                    .saturating_sub(now)
+                    .clamp(1_000, WAIT_NS_MAX)
             } else {
                 WAIT_NS_MAX
             };
@@ -933,8 +937,7 @@ impl<'p> Worker<'p> {
             } else {
                 socket::io_error_kind(-res)
             };
-            self.out.counters.closed_by_target +=
-                u64::from(res == 0 || res == -libc::ECONNRESET);
+            self.out.counters.closed_by_target += u64::from(res == 0 || res == -libc::ECONNRESET);
             self.close_conn(c, Some(kind), Reopen::Backoff);
             return;
         }
