@@ -18,6 +18,9 @@ fn config(mode: SinkMode) -> SinkConfig {
         udp: false,
         drop_ratio: 0.0,
         seed: 0,
+        close_every: None,
+        reset_ratio: 0.0,
+        direct_descriptors: true,
     }
 }
 
@@ -133,9 +136,9 @@ fn fixed_with_request_size_zero_replies_once_per_read() {
 }
 
 #[test]
-fn a_two_entry_submission_queue_still_serves_everyone() {
-    // Every dispatch pass overflows the queue: accepts, recvs, and timer+send pairs
-    // must all survive "submit, then retry".
+fn a_four_entry_submission_queue_still_serves_everyone() {
+    // Every dispatch pass overflows the queue: accepts, recvs, timer+send pairs and
+    // teardown groups must all survive "submit, then retry".
     let mut cfg = config(SinkMode::Echo);
     cfg.delay = Some(Duration::from_millis(1));
     let sink = start_with_sq_entries(&cfg, server::SQ_ENTRIES_MIN).expect("sink starts");
