@@ -778,7 +778,7 @@ pub fn start(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
     if cfg.udp {
         return start_udp(cfg);
     }
-    start_with_sq_entries(cfg, server::SQ_ENTRIES)
+    start_tuned(cfg, server::SQ_ENTRIES, server::RECV_BUFFERS)
 }
 
 fn start_udp(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
@@ -836,10 +836,16 @@ fn plan_rings(cfg: &SinkConfig) -> layout::RingLayout {
     }
 }
 
-/// [`start`] with a chosen submission queue depth; tests use a tiny one to force the
-/// "queue full: submit, then retry" path.
-fn start_with_sq_entries(cfg: &SinkConfig, sq_entries: u32) -> Result<SinkHandle, SinkError> {
+/// [`start`] with a chosen submission queue depth and receive buffers per ring; tests
+/// use tiny ones to force the "queue full: submit, then retry" and "no buffer: wait
+/// for one" paths.
+fn start_tuned(
+    cfg: &SinkConfig,
+    sq_entries: u32,
+    recv_buffers: u16,
+) -> Result<SinkHandle, SinkError> {
     assert!(sq_entries >= server::SQ_ENTRIES_MIN);
+    assert!(recv_buffers.is_power_of_two());
     validate(cfg)?;
     let reply = match cfg.mode {
         SinkMode::Fixed(n) => vec![b'x'; n * (REPLY_BUFFER_BYTES / n).max(1)].into_boxed_slice(),
@@ -858,6 +864,7 @@ fn start_with_sq_entries(cfg: &SinkConfig, sq_entries: u32) -> Result<SinkHandle
         reply,
         connections_max: cfg.max_connections_per_core as u64 * cfg.cores.len() as u64,
         sq_entries,
+        recv_buffers,
         close_every: cfg.close_every,
         reset_ratio: cfg.reset_ratio,
         seed: cfg.seed,

@@ -98,6 +98,8 @@ pub(crate) struct Shared {
     pub connections_max: u64,
     /// [`SQ_ENTRIES`] except in tests that force the full-queue path.
     pub sq_entries: u32,
+    /// [`RECV_BUFFERS`] except in tests that force the empty-pool path.
+    pub recv_buffers: u16,
     /// Close every connection at each multiple of this since `started`.
     pub close_every: Option<Duration>,
     /// Probability that an accepted connection is reset at its first request.
@@ -273,7 +275,8 @@ fn ring_error(core: usize, entries: u32) -> impl Fn(io::Error) -> SinkError {
 }
 
 /// The ring with its fixed-file table (direct descriptors) and its buffer pool.
-fn build_ring(spec: RingSpec, sq_entries: u32) -> Result<(IoUring, BufPool), SinkError> {
+fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(IoUring, BufPool), SinkError> {
+    let sq_entries = shared.sq_entries;
     let core = spec.core;
     let cq_entries = (sq_entries * CQ_PER_SQ).clamp(2 * sq_entries, CQ_ENTRIES_MAX);
     let ring = match IoUring::builder()
@@ -302,7 +305,7 @@ fn build_ring(spec: RingSpec, sq_entries: u32) -> Result<(IoUring, BufPool), Sin
             .register_files_sparse(spec.table as u32)
             .map_err(ring_error(core, sq_entries))?;
     }
-    let pool = BufPool::new(&ring, RECV_BUFFERS, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
+    let pool = BufPool::new(&ring, shared.recv_buffers, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
         match e.raw_os_error() {
             Some(libc::EINVAL) => SinkError::Unsupported {
                 core,
@@ -332,7 +335,7 @@ pub(crate) fn spawn(
         .spawn(move || {
             // Pinning is best-effort: an unpinned sink serves correctly, with more jitter.
             let _ = core_affinity::set_for_current(core_affinity::CoreId { id: spec.core });
-            let (ring, bufs) = match build_ring(spec, shared.sq_entries) {
+            let (ring, bufs) = match build_ring(spec, &shared) {
                 Ok(built) => built,
                 Err(e) => {
                     let _ = ready.send(Err(e));
