@@ -204,7 +204,7 @@ pub struct SinkArgs {
     /// Fault: answer this fraction (0..1) of connections with RST instead of a reply
     /// when their first request arrives, chosen per connection by the generator
     /// seeded with --seed. Default: 0.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub reset_ratio: f64,
 
     /// Accept into ordinary file descriptors instead of io_uring direct descriptors

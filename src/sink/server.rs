@@ -27,9 +27,10 @@
 //! Teardown (peer closed, `close_every`, `reset_ratio`): the slot's generation is
 //! bumped at once, so late completions of its operations are ignored (a late echo
 //! send still gives back the buffer its token names); then, hard-linked, an optional
-//! SO_LINGER {on, 0} (reset: the close sends RST), a cancel of every operation on the
-//! socket (the armed receive holds a reference that would keep it open) and the
-//! close of the slot or descriptor.
+//! SO_LINGER {on, 0} (reset: the close sends RST), a cancel of each operation still
+//! armed on the socket (the receive, the send and its delay timer: each holds a
+//! reference that would keep the socket open), by exact `user_data` so the kernel
+//! finds it by hash, and the close of the slot or descriptor.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -51,9 +52,11 @@ use super::{SinkError, SinkMode, SinkStats};
 /// Submission queue depth: large enough that a full batch of completions (each
 /// queueing at most three entries) rarely has to flush mid-dispatch.
 pub(crate) const SQ_ENTRIES: u32 = 4096;
-/// The smallest submission queue that works: a teardown's three linked entries must
-/// be queued together.
-pub(crate) const SQ_ENTRIES_MIN: u32 = 4;
+/// The most entries of one teardown: linger, three cancels, close.
+const TEARDOWN_ENTRIES_MAX: usize = 5;
+/// The smallest submission queue that works: a teardown's linked entries must be
+/// queued together.
+pub(crate) const SQ_ENTRIES_MIN: u32 = 8;
 /// Completion queue entries per submission queue entry. Completions beyond it are
 /// kept by the kernel (IORING_FEAT_NODROP) until there is room.
 const CQ_PER_SQ: u32 = 4;
@@ -676,16 +679,18 @@ impl Worker {
             self.free.push(index as u32);
         }
         let tok = |op| Token::new(index as u32, op, generation).encode();
-        let cancel = opcode::AsyncCancel2::new(on_target!(target, |t| {
-            types::CancelBuilder::fd(t).all()
-        }))
-        .build()
-        .flags(squeue::Flags::IO_HARDLINK)
-        .user_data(tok(Op::CancelConn));
-        let close = on_target!(target, |t| opcode::Close::new(t).build()).user_data(tok(Op::Close));
+        // Linger, cancels and close, hard-linked so each runs whatever the one before
+        // it returned (a cancel that finds nothing fails with ENOENT).
+        let mut group: [squeue::Entry; TEARDOWN_ENTRIES_MAX] =
+            std::array::from_fn(|_| opcode::Nop::new().build());
+        let mut n = 0;
+        let mut add = |entry: squeue::Entry| {
+            group[n] = entry.flags(squeue::Flags::IO_HARDLINK);
+            n += 1;
+        };
         match target {
-            Target::Fixed(slot) if reset => {
-                let linger = opcode::SetSockOpt::new(
+            Target::Fixed(slot) if reset => add(
+                opcode::SetSockOpt::new(
                     types::Fixed(slot),
                     libc::SOL_SOCKET as u32,
                     libc::SO_LINGER as u32,
@@ -693,21 +698,42 @@ impl Worker {
                     std::mem::size_of::<libc::linger>() as u32,
                 )
                 .build()
-                .flags(squeue::Flags::IO_HARDLINK)
-                .user_data(tok(Op::Linger));
-                // SAFETY: the option value is a static; cancel and close refer to no
-                // memory.
-                unsafe { self.push(&[linger, cancel, close]) };
+                .user_data(tok(Op::Linger)),
+            ),
+            Target::Fd(fd) if reset => {
+                // Best effort: without it the close sends FIN instead of RST.
+                let _ = super::socket::set_linger_zero(fd);
             }
-            _ => {
-                if let (Target::Fd(fd), true) = (target, reset) {
-                    // Best effort: without it the close sends FIN instead of RST.
-                    let _ = super::socket::set_linger_zero(fd);
-                }
-                // SAFETY: cancel and close refer to no memory.
-                unsafe { self.push(&[cancel, close]) };
+            _ => {}
+        }
+        // Operations still armed hold the socket open: cancel them, each by its
+        // exact user_data, which the kernel finds by hash (a cancel by descriptor
+        // would scan every armed request of the ring: quadratic in a close wave).
+        let cancel = |user_data: u64| {
+            opcode::AsyncCancel::new(user_data)
+                .build()
+                .user_data(tok(Op::CancelConn))
+        };
+        if conn.recv_armed {
+            add(cancel(tok(Op::Recv)));
+        }
+        if conn.sending {
+            let buf = match self.shared.mode {
+                SinkMode::Echo => conn.chain.head,
+                SinkMode::Fixed(_) | SinkMode::Discard | SinkMode::Count => NO_BUF,
+            };
+            add(cancel(
+                Token::with_buf(index as u32, Op::Send, generation, buf).encode(),
+            ));
+            if self.delay_ts.is_some() {
+                // A pending delay timer: cancelling it cancels its linked send.
+                add(cancel(tok(Op::Timeout)));
             }
         }
+        let close = on_target!(target, |t| opcode::Close::new(t).build()).user_data(tok(Op::Close));
+        group[n] = close;
+        // SAFETY: the option value is a static; cancels and close refer to no memory.
+        unsafe { self.push(&group[..=n]) };
     }
 
     /// At each `close_every` instant: tears down every connection held.

@@ -594,7 +594,7 @@ fn more_senders_than_buffers_all_get_their_echo() {
     // Two receive buffers for 32 connections that all send before anyone reads: most
     // receives find the pool empty, wait, and are re-armed as echo sends give
     // buffers back; every byte still comes back, in order.
-    for (mode, sq) in [(SinkMode::Echo, server::SQ_ENTRIES), (SinkMode::Fixed(3), 4)] {
+    for (mode, sq) in [(SinkMode::Echo, server::SQ_ENTRIES), (SinkMode::Fixed(3), server::SQ_ENTRIES_MIN)] {
         let sink = start_tuned(&config(mode), sq, 2).expect("sink starts");
         let mut clients: Vec<TcpStream> = (0..32).map(|_| connect(sink.local_addr())).collect();
         for round in 0..3u8 {
