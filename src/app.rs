@@ -147,28 +147,64 @@ fn emit_text(s: &str, json_stdout: bool) {
 
 fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let (cfg, duration) = sink_config(a, &usable_cores())?;
+    // Ordinary descriptors (UDP, or TCP without direct descriptors) count against
+    // RLIMIT_NOFILE: raise it as far as the plan needs, or as far as it goes.
     crate::preflight::ensure_fds(
         (cfg.max_connections_per_core * cfg.cores.len()) as u64,
         crate::limits::FD_MARGIN,
     )
     .or_else(|_| crate::preflight::ensure_fds(0, crate::limits::FD_MARGIN))
     .map_err(RunError::from)?;
+    let rss_before_start = crate::sink::rss_bytes().unwrap_or(0);
     let sink = crate::sink::start(&cfg).map_err(RunError::from)?;
+    let rss_started = crate::sink::rss_bytes().unwrap_or(0);
+    let rings = match sink.tcp_layout() {
+        Some(l) => format!(
+            ", {} ring{} of {} slots, {}",
+            l.rings,
+            if l.rings == 1 { "" } else { "s" },
+            l.ring_table_slots,
+            if l.direct_descriptors {
+                "direct descriptors"
+            } else {
+                "ordinary descriptors"
+            }
+        ),
+        None => String::new(),
+    };
     eprintln!(
-        "sink: {} on {} (cores {}), Ctrl-C to stop",
+        "sink: {} on {} (cores {}{rings}), Ctrl-C to stop",
         a.mode,
         sink.local_addr(),
         crate::plan::list_cores(&cfg.cores)
     );
+    if let Some(why) = sink.tcp_layout().and_then(|l| l.fallback.as_deref()) {
+        eprintln!(
+            "sink: warning: io_uring direct descriptors are unavailable ({why}); every \
+             connection uses a file descriptor, so RLIMIT_NOFILE bounds how many the sink holds"
+        );
+    }
     let started = std::time::Instant::now();
-    let live = cfg.udp && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let live_udp = cfg.udp && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let json_file = a.json.as_deref().filter(|p| !json::is_stdout(Some(p)));
     let mut next_line = std::time::Duration::from_secs(1);
     let mut last = crate::sink::SinkStats::default();
+    let layout = sink.tcp_layout().cloned();
+    let tcp_report = |stats: &crate::sink::SinkStats| {
+        let layout = layout.as_ref().expect("a TCP sink has a layout");
+        let memory =
+            crate::sink::MemoryFigures::now(rss_before_start, rss_started, stats.connections_open);
+        let v = crate::sink::tcp_report_json(stats, layout, &memory, started.elapsed().as_secs_f64());
+        (v, memory)
+    };
     while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {
         std::thread::sleep(std::time::Duration::from_millis(20));
-        if live && started.elapsed() >= next_line {
+        if started.elapsed() < next_line {
+            continue;
+        }
+        let now = sink.snapshot();
+        if live_udp {
             // UDP live line: what arrived in the last second.
-            let now = sink.snapshot();
             eprintln!(
                 "[{:>4}s] received {:>9}/s {:>8.1} Mbit/s | lost {} reordered {} duplicates {}",
                 next_line.as_secs(),
@@ -178,10 +214,34 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
                 now.reordered - last.reordered,
                 now.duplicates - last.duplicates
             );
-            last = now;
-            next_line += std::time::Duration::from_secs(1);
+        } else if !cfg.udp {
+            let (v, memory) = tcp_report(&now);
+            let changed = (
+                now.connections_open,
+                now.connections_accepted,
+                now.connections_rejected,
+                now.replies,
+            ) != (
+                last.connections_open,
+                last.connections_accepted,
+                last.connections_rejected,
+                last.replies,
+            );
+            if changed {
+                eprintln!("[{:>4}s] {}", next_line.as_secs(), tcp_line(&now, &memory));
+            }
+            if let Some(p) = json_file {
+                write_replacing(p, &v).map_err(|e| output_error(p, e))?;
+            }
         }
+        last = now;
+        next_line += std::time::Duration::from_secs(1);
     }
+    // Memory is read before the stop frees anything.
+    let memory_at_stop = (!cfg.udp).then(|| {
+        let open = sink.snapshot().connections_open;
+        crate::sink::MemoryFigures::now(rss_before_start, rss_started, open)
+    });
     let stats = sink.stop();
     if cfg.udp {
         let v = crate::sink::udp_report_json(&stats);
@@ -200,13 +260,49 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         }
         return Ok(Outcome::Ok);
     }
+    let memory = memory_at_stop.expect("read for TCP");
+    let layout = layout.as_ref().expect("a TCP sink has a layout");
+    let v = crate::sink::tcp_report_json(&stats, layout, &memory, started.elapsed().as_secs_f64());
+    eprintln!("sink: {}", tcp_line(&stats, &memory));
     eprintln!(
-        "sink: {} connections accepted, {} rejected, {} bytes received, {} bytes sent, {} replies",
-        stats.connections_accepted,
-        stats.connections_rejected,
-        stats.bytes_received,
-        stats.bytes_sent,
-        stats.replies
+        "sink: {} bytes received, {} bytes sent, {} replies",
+        stats.bytes_received, stats.bytes_sent, stats.replies
     );
+    if let Some(p) = &a.json {
+        if json::is_stdout(Some(p)) {
+            json::write(p, &v).map_err(|e| output_error(p, e))?;
+        } else {
+            write_replacing(p, &v).map_err(|e| output_error(p, e))?;
+        }
+    }
     Ok(Outcome::Ok)
+}
+
+/// One line of TCP sink counts: connections and memory per connection.
+fn tcp_line(s: &crate::sink::SinkStats, m: &crate::sink::MemoryFigures) -> String {
+    let per = match m.user_bytes_per_connection {
+        Some(b) => format!(", {b:.0} B/connection"),
+        None => String::new(),
+    };
+    format!(
+        "connections open {} (peak {}), accepted {}, rejected {}, closed {}, reset {}, \
+         closed by peer {} | rss {:.1} MiB{per}",
+        s.connections_open,
+        s.connections_peak,
+        s.connections_accepted,
+        s.connections_rejected,
+        s.connections_closed,
+        s.connections_reset,
+        s.connections_closed_by_peer,
+        m.rss_bytes as f64 / (1 << 20) as f64
+    )
+}
+
+/// Writes JSON to `path` through a temporary sibling and a rename, so a reader never
+/// sees a half-written file.
+fn write_replacing(path: &std::path::Path, v: &serde_json::Value) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    json::write(std::path::Path::new(&tmp), v)?;
+    std::fs::rename(&tmp, path)
 }

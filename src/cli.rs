@@ -249,9 +249,29 @@ pub struct SinkArgs {
     #[arg(long, requires = "stall")]
     pub every: Option<String>,
 
-    /// Connections each sink core can hold. Default: 16384.
+    /// Connections per core: the sink holds at most this times the number of
+    /// --cores in total, and closes (and counts) accepts beyond that. Accepted
+    /// sockets are io_uring direct descriptors, which use no file descriptor, so this
+    /// may exceed `ulimit -n`: each core then runs several rings (one per 85% of
+    /// RLIMIT_NOFILE). Default: 16384.
     #[arg(long, default_value_t = 16_384)]
     pub max_connections: usize,
+
+    /// Fault: every T (e.g. `2s`), close every connection the sink holds (the peers
+    /// see end of stream); new connections are accepted as usual. Default: never.
+    #[arg(long)]
+    pub close_every: Option<String>,
+
+    /// Fault: answer this fraction (0..1) of connections with RST instead of a reply
+    /// when their first request arrives, chosen per connection by the generator
+    /// seeded with --seed. Default: 0.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub reset_ratio: f64,
+
+    /// Accept into ordinary file descriptors instead of io_uring direct descriptors
+    /// (then RLIMIT_NOFILE bounds the connections held, and each core runs one ring).
+    #[arg(long)]
+    pub no_direct_descriptors: bool,
 
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long)]
@@ -268,11 +288,13 @@ pub struct SinkArgs {
     #[arg(long, default_value_t = 0.0)]
     pub drop: f64,
 
-    /// Seed for --drop. Default: 1.
+    /// Seed for --drop and --reset-ratio. Default: 1.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 
-    /// UDP: write the sink's counts as JSON to FILE when it stops (`-` for stdout).
+    /// Write the sink's counts as JSON to FILE (`-` for stdout) when it stops. TCP:
+    /// a FILE is also rewritten every second while the sink runs (replaced
+    /// atomically), so a test can read the connections held.
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

@@ -9,7 +9,7 @@ use crate::engine::{Transport, WorkerPlan};
 use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
-use crate::sink::{SinkConfig, SinkMode};
+use crate::sink::{CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, SinkConfig, SinkMode};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -728,8 +728,41 @@ pub fn sink_config(
     if a.drop > 0.0 && !a.udp {
         return Err(err("drop", "needs --udp"));
     }
-    if a.json.is_some() && !a.udp {
-        return Err(err("json", "the sink writes JSON for --udp"));
+    let close_every = a
+        .close_every
+        .as_deref()
+        .map(|d| parse_duration("close-every", d))
+        .transpose()?;
+    if let Some(every) = close_every {
+        if a.udp {
+            return Err(err("close-every", "needs TCP: the UDP sink holds no connections"));
+        }
+        if !(CLOSE_EVERY_MIN..=CLOSE_EVERY_MAX).contains(&every) {
+            return Err(err(
+                "close-every",
+                format!(
+                    "must be between {} and {}, got {:?}",
+                    humantime::format_duration(CLOSE_EVERY_MIN),
+                    humantime::format_duration(CLOSE_EVERY_MAX),
+                    a.close_every.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    if !(0.0..=1.0).contains(&a.reset_ratio) {
+        return Err(err(
+            "reset-ratio",
+            format!("must be between 0 and 1, got {}", a.reset_ratio),
+        ));
+    }
+    if a.reset_ratio > 0.0 && a.udp {
+        return Err(err("reset-ratio", "needs TCP: the UDP sink holds no connections"));
+    }
+    if a.no_direct_descriptors && a.udp {
+        return Err(err(
+            "no-direct-descriptors",
+            "needs TCP: the UDP sink accepts no connections",
+        ));
     }
     Ok((
         SinkConfig {
@@ -743,6 +776,9 @@ pub fn sink_config(
             udp: a.udp,
             drop_ratio: a.drop,
             seed: a.seed,
+            close_every,
+            reset_ratio: a.reset_ratio,
+            direct_descriptors: !a.no_direct_descriptors,
         },
         duration,
     ))

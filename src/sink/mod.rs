@@ -1,23 +1,35 @@
 //! The built-in target server ("sink"): an io_uring TCP server that blaster measures
 //! itself against.
 //!
-//! Design: one thread per configured core, each pinned, each with its own io_uring
-//! and its own listening socket; all listeners share one port through SO_REUSEPORT,
-//! so the kernel spreads connections across threads and no state is shared on the
-//! hot path. A thread owns a pre-sized connection table whose slots keep a 64 KiB
-//! buffer for life; every operation carries a token (slot | op | generation) in
-//! `user_data`, and closing a slot bumps its generation so late completions for the
-//! previous connection are ignored. Per connection the loop is strictly
-//! recv → (reply send, re-armed at an offset until complete) → recv, so there is at
-//! most one data operation in flight per socket.
+//! Design: several rings per configured core (`layout.rs` decides how many), each a
+//! pinned thread with its own io_uring and its own listening socket; all listeners
+//! share one port through SO_REUSEPORT, so the kernel spreads connections across
+//! rings and no state is shared on the hot path (only the open-connection count, an
+//! atomic touched once per accept and close). Accepted sockets are io_uring direct
+//! descriptors — they go straight into the ring's fixed-file table and use no
+//! ordinary fd — so one sink holds far more connections than RLIMIT_NOFILE; each
+//! ring's table is capped at RLIMIT_NOFILE, hence several rings. Where the kernel
+//! refuses direct descriptors the sink falls back to ordinary fds (one ring per
+//! core). Receives are multishot into a per-ring pool of provided buffers, so an
+//! idle connection costs only its table entry. Every operation carries a token
+//! (slot | buffer | op | generation) in `user_data`, and closing a slot bumps its
+//! generation so late completions for the previous connection are ignored. See
+//! `server.rs` for one ring's loop.
 //!
 //! Modes: echo (send back exactly what was read), discard (never reply), fixed:N (N
 //! bytes of b'x' per `request_size` bytes received, or per read; the replies owed by
-//! one read leave as one send, or as 64 KiB pieces if larger). A service delay is an `IORING_OP_TIMEOUT` hard-linked
-//! in front of the reply's first send, so the thread keeps serving other connections
-//! meanwhile. A stall freezes every thread for S once every P, starting P/2 after the
-//! first request byte (see `stall.rs`); a frozen thread sleeps and answers nothing
-//! (a delayed reply whose timer was already running in the kernel is the exception).
+//! a connection leave as one send, or as 64 KiB pieces if larger). A service delay is
+//! an `IORING_OP_TIMEOUT` linked in front of a reply's first send, so the thread
+//! keeps serving other connections meanwhile. A stall freezes every thread for S
+//! once every P, starting P/2 after the first request byte (see `stall.rs`); a frozen
+//! thread sleeps and answers nothing (a delayed reply whose timer was already
+//! running in the kernel is the exception).
+//!
+//! Faults: `close_every` closes every connection held at each multiple of T since
+//! start (FIN; new connections are accepted as usual); `reset_ratio` p marks each
+//! accepted connection, with probability p drawn from the seeded PRNG (ring i uses
+//! stream i of `seed`), to be answered with RST instead of a reply when its first
+//! request arrives (SO_LINGER {on, 0}, then close).
 //!
 //! Stopping: [`SinkHandle::stop`] (or dropping the handle) sets a shared flag; every
 //! thread waits for completions at most 10 ms at a time, then cancels its in-flight
@@ -44,10 +56,13 @@
 //! datagrams (a seeded splitmix64 draw per datagram, before anything else): they are
 //! counted in `dropped`, neither received nor answered, so they show up in `lost`
 //! exactly as they do in the client's loss. A per-second series starts at the first
-//! datagram. Delay and stalls are TCP-only; `request_size` and
-//! `max_connections_per_core` are ignored for UDP.
+//! datagram. Delay, stalls and the connection faults are TCP-only; `request_size`
+//! and `max_connections_per_core` are ignored for UDP.
 
+mod buf_pool;
 mod flows;
+mod layout;
+mod memory;
 mod prng;
 mod server;
 mod socket;
@@ -58,19 +73,25 @@ mod udp;
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use server::Shared;
+use server::{RingSpec, Shared};
 use stall::Stall;
 use udp::{Published, UdpShared};
 
 /// Largest reply of `fixed:N`, in bytes.
 pub const FIXED_REPLY_BYTES_MAX: usize = 1_048_576;
-/// Largest connection table per core (bounds the up-front allocation).
+/// Most connections per core (the whole sink holds at most this times the cores).
 pub const CONNECTIONS_PER_CORE_MAX: usize = 1_048_576;
+/// Longest `close_every` period (a day; longer is no fault at all).
+pub const CLOSE_EVERY_MAX: Duration = Duration::from_secs(86_400);
+/// Shortest `close_every` period: closing every connection more often than this
+/// leaves none to hold.
+pub const CLOSE_EVERY_MIN: Duration = Duration::from_millis(10);
+pub use memory::{MemoryFigures, rss_bytes};
 /// Largest `fixed:N` reply of the UDP sink (the IPv4 UDP payload limit).
 pub const UDP_FIXED_REPLY_BYTES_MAX: usize = udp::UDP_REPLY_BYTES_MAX;
 /// Smallest `fixed:N` reply of the UDP sink: the request's header is copied into it.
@@ -145,17 +166,31 @@ pub struct SinkConfig {
     /// (S, P): freeze all serving for S once every P, first at P/2 after the first
     /// request byte.
     pub stall: Option<(Duration, Duration)>,
-    /// Connection table size per core; accepts beyond it are closed and counted.
+    /// Connections per core: the sink holds at most this times `cores.len()` in
+    /// total (an exact limit over all rings, however the kernel spreads them);
+    /// accepts beyond it are closed and counted. It also sizes the rings: with
+    /// direct descriptors each core runs as many rings as this needs at 85% of
+    /// RLIMIT_NOFILE per ring.
     pub max_connections_per_core: usize,
     /// Serve UDP instead of TCP (see the module documentation). Default false.
     pub udp: bool,
     /// UDP only: the fraction (0.0 to 1.0) of datagrams dropped unanswered, chosen by
     /// a PRNG seeded with `seed`; counted in `dropped`, not `received`. Default 0.
     pub drop_ratio: f64,
-    /// Seed of the drop draw; thread i of the sink (i-th entry of `cores`) uses
-    /// stream i of it, so one thread fed the same datagrams drops the same ones.
+    /// Seed of the drop draw (UDP) and the reset draw (TCP); thread i of the sink
+    /// (UDP: i-th entry of `cores`; TCP: ring i) uses stream i of it, so one thread
+    /// fed the same datagrams or connections drops or resets the same ones.
     /// Default 0.
     pub seed: u64,
+    /// TCP: close every connection held at each multiple of this since the start.
+    /// Default none.
+    pub close_every: Option<Duration>,
+    /// TCP: the probability (0.0 to 1.0) that an accepted connection is answered
+    /// with RST at its first request. Default 0.
+    pub reset_ratio: f64,
+    /// TCP: accept into io_uring direct descriptors when the kernel allows (false
+    /// forces ordinary descriptors, one ring per core). Default true.
+    pub direct_descriptors: bool,
 }
 
 impl SinkConfig {
@@ -174,7 +209,7 @@ impl SinkConfig {
 impl Default for SinkConfig {
     /// TCP echo on 127.0.0.1 (kernel-chosen port), core 0, one reply per read, no
     /// delay or stall, [`DEFAULT_CONNECTIONS_PER_CORE`] connections per core; not
-    /// UDP, no drops, seed 0.
+    /// UDP, no drops, seed 0, no faults, direct descriptors where supported.
     fn default() -> SinkConfig {
         SinkConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -187,6 +222,9 @@ impl Default for SinkConfig {
             udp: false,
             drop_ratio: 0.0,
             seed: 0,
+            close_every: None,
+            reset_ratio: 0.0,
+            direct_descriptors: true,
         }
     }
 }
@@ -240,8 +278,21 @@ impl SecondStats {
 pub struct SinkStats {
     /// Connections given a slot in a connection table.
     pub connections_accepted: u64,
-    /// Connections closed at once because the table was full.
+    /// Connections closed at once: the sink held its maximum, or a ring's table was
+    /// full.
     pub connections_rejected: u64,
+    /// Connections held at the time of the snapshot (for [`SinkHandle::stop`]: just
+    /// before stopping).
+    pub connections_open: u64,
+    /// The most connections held at once.
+    pub connections_peak: u64,
+    /// Connections the sink closed because of `close_every`.
+    pub connections_closed: u64,
+    /// Connections the sink reset (RST) because of `reset_ratio`.
+    pub connections_reset: u64,
+    /// Connections that ended from the peer's side: end of stream, reset, or a
+    /// failed send.
+    pub connections_closed_by_peer: u64,
     /// Request bytes read. UDP: bytes of the `received` datagrams (UDP payload, i.e.
     /// blaster header + payload; no IP/UDP headers).
     pub bytes_received: u64,
@@ -294,6 +345,11 @@ impl SinkStats {
     fn add(&mut self, other: &SinkStats) {
         self.connections_accepted += other.connections_accepted;
         self.connections_rejected += other.connections_rejected;
+        self.connections_open += other.connections_open;
+        self.connections_peak = self.connections_peak.max(other.connections_peak);
+        self.connections_closed += other.connections_closed;
+        self.connections_reset += other.connections_reset;
+        self.connections_closed_by_peer += other.connections_closed_by_peer;
         self.bytes_received += other.bytes_received;
         self.bytes_sent += other.bytes_sent;
         self.replies += other.replies;
@@ -463,6 +519,21 @@ pub enum SinkError {
     ThreadExited,
 }
 
+/// How a TCP sink spread its connections (see `layout.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TcpLayout {
+    /// Rings (server threads) in all.
+    pub rings: usize,
+    /// Rings per entry of `cores`.
+    pub rings_per_core: usize,
+    /// Accepted sockets are io_uring direct descriptors (no ordinary fd each).
+    pub direct_descriptors: bool,
+    /// Connection slots per ring (the fixed-file table with direct descriptors).
+    pub ring_table_slots: usize,
+    /// Why direct descriptors are not used, when they were asked for and are not.
+    pub fallback: Option<String>,
+}
+
 /// A running sink. Dropping it stops it, like [`SinkHandle::stop`].
 pub struct SinkHandle {
     addr: SocketAddr,
@@ -475,6 +546,7 @@ enum Backend {
     Tcp {
         shared: Arc<Shared>,
         live: Vec<Arc<server::Live>>,
+        layout: TcpLayout,
     },
     Udp {
         shared: Arc<UdpShared>,
@@ -498,24 +570,36 @@ impl SinkHandle {
         self.addr
     }
 
-    /// Stops every thread and returns their summed counters. Returns within about
-    /// 10 ms plus the time to cancel in-flight operations (bounded at 50 ms); a UDP
-    /// sink within about 10 ms (its receive timeout) plus one batch of sends.
+    /// TCP: how the connections are spread over rings; `None` for UDP.
+    pub fn tcp_layout(&self) -> Option<&TcpLayout> {
+        match &self.backend {
+            Backend::Tcp { layout, .. } => Some(layout),
+            Backend::Udp { .. } => None,
+        }
+    }
+
+    /// Stops every thread and returns their summed counters (TCP: with the
+    /// connections open just before stopping). Returns within about 10 ms plus the
+    /// time to cancel in-flight operations (bounded at 50 ms); a UDP sink within
+    /// about 10 ms (its receive timeout) plus one batch of sends.
     pub fn stop(mut self) -> SinkStats {
         self.stop_and_join()
     }
 
     /// The counters so far, summed over threads, without stopping anything. Each
     /// thread publishes after every pass of its loop (TCP: at most 10 ms apart while
-    /// idle; UDP: after every batch), so this lags by at most one pass. For UDP the
+    /// idle; UDP: after every batch), so this lags by at most one pass; the TCP
+    /// `connections_open` and `connections_peak` are exact at the call. For UDP the
     /// series ends with the second under way, marked partial.
     pub fn snapshot(&self) -> SinkStats {
         match &self.backend {
-            Backend::Tcp { live, .. } => {
+            Backend::Tcp { live, shared, .. } => {
                 let mut total = SinkStats::default();
                 for l in live {
                     total.add(&l.load());
                 }
+                total.connections_open = shared.open.load(Ordering::Relaxed);
+                total.connections_peak = shared.peak.load(Ordering::Relaxed);
                 total
             }
             Backend::Udp { live, .. } => udp_total(live),
@@ -523,9 +607,9 @@ impl SinkHandle {
     }
 
     fn stop_and_join(&mut self) -> SinkStats {
-        let stop = match &self.backend {
-            Backend::Tcp { shared, .. } => &shared.stop,
-            Backend::Udp { shared, .. } => &shared.stop,
+        let (stop, open) = match &self.backend {
+            Backend::Tcp { shared, .. } => (&shared.stop, shared.open.load(Ordering::Relaxed)),
+            Backend::Udp { shared, .. } => (&shared.stop, 0),
         };
         stop.store(true, Ordering::Release);
         let mut total = SinkStats::default();
@@ -536,12 +620,53 @@ impl SinkHandle {
             }
         }
         match &self.backend {
-            Backend::Tcp { .. } => total,
+            Backend::Tcp { shared, .. } => {
+                total.connections_open = open;
+                total.connections_peak = shared.peak.load(Ordering::Relaxed);
+                total
+            }
             // Every thread published its final counters before returning (and a
             // panicked one its last batch), so the published state is complete.
             Backend::Udp { live, .. } => udp_total(live),
         }
     }
+}
+
+/// The TCP report as JSON. Keys: `proto` ("tcp"), `connections` {`open` (held
+/// now; at the end, just before stopping), `peak`, `accepted`, `rejected`,
+/// `closed` (by `--close-every`), `reset` (by `--reset-ratio`), `closed_by_peer`},
+/// `bytes_received`, `bytes_sent`, `replies`, `rings`, `rings_per_core`,
+/// `direct_descriptors`, `ring_table_slots`, `fallback` (null or why direct
+/// descriptors are not used), `memory` (the fields of [`MemoryFigures`]) and
+/// `elapsed_s` (since the sink started).
+pub fn tcp_report_json(
+    stats: &SinkStats,
+    layout: &TcpLayout,
+    memory: &MemoryFigures,
+    elapsed_s: f64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "proto": "tcp",
+        "connections": {
+            "open": stats.connections_open,
+            "peak": stats.connections_peak,
+            "accepted": stats.connections_accepted,
+            "rejected": stats.connections_rejected,
+            "closed": stats.connections_closed,
+            "reset": stats.connections_reset,
+            "closed_by_peer": stats.connections_closed_by_peer,
+        },
+        "bytes_received": stats.bytes_received,
+        "bytes_sent": stats.bytes_sent,
+        "replies": stats.replies,
+        "rings": layout.rings,
+        "rings_per_core": layout.rings_per_core,
+        "direct_descriptors": layout.direct_descriptors,
+        "ring_table_slots": layout.ring_table_slots,
+        "fallback": layout.fallback,
+        "memory": memory,
+        "elapsed_s": elapsed_s,
+    })
 }
 
 fn udp_total(live: &[Arc<Mutex<Published>>]) -> SinkStats {
@@ -597,6 +722,19 @@ fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
             "stall: the freeze ({freeze:?}) must be shorter than its period ({period:?})"
         ));
     }
+    if let Some(every) = cfg.close_every
+        && !(CLOSE_EVERY_MIN..=CLOSE_EVERY_MAX).contains(&every)
+    {
+        return bad(format!(
+            "close_every: must be between {CLOSE_EVERY_MIN:?} and {CLOSE_EVERY_MAX:?}, got {every:?}"
+        ));
+    }
+    if !(0.0..=1.0).contains(&cfg.reset_ratio) {
+        return bad(format!(
+            "reset_ratio: must be between 0 and 1, got {}",
+            cfg.reset_ratio
+        ));
+    }
     Ok(())
 }
 
@@ -623,6 +761,12 @@ fn validate_udp(cfg: &SinkConfig) -> Result<(), SinkError> {
     if cfg.stall.is_some() {
         return bad("stall: not supported by the UDP sink".into());
     }
+    if cfg.close_every.is_some() {
+        return bad("close_every: the UDP sink has no connections to close".into());
+    }
+    if cfg.reset_ratio != 0.0 {
+        return bad("reset_ratio: the UDP sink has no connections to reset".into());
+    }
     Ok(())
 }
 
@@ -634,7 +778,7 @@ pub fn start(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
     if cfg.udp {
         return start_udp(cfg);
     }
-    start_with_sq_entries(cfg, server::SQ_ENTRIES)
+    start_tuned(cfg, server::SQ_ENTRIES, server::RECV_BUFFERS)
 }
 
 fn start_udp(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
@@ -671,54 +815,109 @@ fn start_udp(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
     Ok(handle)
 }
 
-/// [`start`] with a chosen submission queue depth; tests use a tiny one to force the
-/// "queue full: submit, then retry" path.
-fn start_with_sq_entries(cfg: &SinkConfig, sq_entries: u32) -> Result<SinkHandle, SinkError> {
+/// The ring layout for `cfg`: direct descriptors where asked for and supported.
+fn plan_rings(cfg: &SinkConfig) -> layout::RingLayout {
+    let total = cfg.max_connections_per_core.saturating_mul(cfg.cores.len());
+    if !cfg.direct_descriptors {
+        return layout::plan(total, cfg.cores.len(), 0, false);
+    }
+    let direct = layout::plan(
+        total,
+        cfg.cores.len(),
+        layout::fixed_table_cap(),
+        true,
+    );
+    match layout::probe_direct(direct.table) {
+        Ok(()) => direct,
+        Err(why) => layout::RingLayout {
+            fallback: Some(why),
+            ..layout::plan(total, cfg.cores.len(), 0, false)
+        },
+    }
+}
+
+/// [`start`] with a chosen submission queue depth and receive buffers per ring; tests
+/// use tiny ones to force the "queue full: submit, then retry" and "no buffer: wait
+/// for one" paths.
+fn start_tuned(
+    cfg: &SinkConfig,
+    sq_entries: u32,
+    recv_buffers: u16,
+) -> Result<SinkHandle, SinkError> {
     assert!(sq_entries >= server::SQ_ENTRIES_MIN);
+    assert!(recv_buffers.is_power_of_two());
     validate(cfg)?;
     let reply = match cfg.mode {
         SinkMode::Fixed(n) => vec![b'x'; n * (REPLY_BUFFER_BYTES / n).max(1)].into_boxed_slice(),
         SinkMode::Echo | SinkMode::Discard | SinkMode::Count => Box::default(),
     };
+    let rings = plan_rings(cfg);
+    let started = Instant::now();
     let shared = Arc::new(Shared {
         mode: cfg.mode,
         request_size: cfg.request_size,
         delay: cfg.delay,
         stall: cfg
             .stall
-            .map(|(freeze, period)| Stall::new(Instant::now(), freeze, period)),
+            .map(|(freeze, period)| Stall::new(started, freeze, period)),
         stop: AtomicBool::new(false),
         reply,
-        connections_max: cfg.max_connections_per_core,
+        connections_max: cfg.max_connections_per_core as u64 * cfg.cores.len() as u64,
         sq_entries,
+        recv_buffers,
+        close_every: cfg.close_every,
+        reset_ratio: cfg.reset_ratio,
+        seed: cfg.seed,
+        started,
+        open: AtomicU64::new(0),
+        peak: AtomicU64::new(0),
     });
 
+    // Ring r serves core cores[r / rings_per_core].
+    let specs: Vec<RingSpec> = (0..cfg.cores.len() * rings.rings_per_core)
+        .map(|index| RingSpec {
+            core: cfg.cores[index / rings.rings_per_core],
+            index,
+            direct: rings.direct,
+            table: rings.table,
+        })
+        .collect();
     // The first bind resolves port 0; the others join the port it got.
     let first = socket::reuseport_listener(cfg.listen)?;
     let addr = socket::bound_addr(&first, cfg.listen)?;
     let mut listeners = vec![first];
-    for _ in 1..cfg.cores.len() {
+    for _ in 1..specs.len() {
         listeners.push(socket::reuseport_listener(addr)?);
     }
 
-    let live: Vec<Arc<server::Live>> = cfg.cores.iter().map(|_| Arc::default()).collect();
+    let live: Vec<Arc<server::Live>> = specs.iter().map(|_| Arc::default()).collect();
     let mut handle = SinkHandle {
         addr,
         backend: Backend::Tcp {
             shared: Arc::clone(&shared),
             live: live.clone(),
+            layout: TcpLayout {
+                rings: specs.len(),
+                rings_per_core: rings.rings_per_core,
+                direct_descriptors: rings.direct,
+                ring_table_slots: rings.table,
+                fallback: rings.fallback.clone(),
+            },
         },
-        threads: Vec::with_capacity(cfg.cores.len()),
+        threads: Vec::with_capacity(specs.len()),
     };
     let (ready_tx, ready_rx) = mpsc::channel();
-    for ((&core, listener), live) in cfg.cores.iter().zip(listeners).zip(live) {
+    for ((&spec, listener), live) in specs.iter().zip(listeners).zip(live) {
         // On any early return, dropping `handle` stops the threads already started.
-        let thread = server::spawn(core, listener, Arc::clone(&shared), live, ready_tx.clone())
-            .map_err(|source| SinkError::Spawn { core, source })?;
+        let thread = server::spawn(spec, listener, Arc::clone(&shared), live, ready_tx.clone())
+            .map_err(|source| SinkError::Spawn {
+                core: spec.core,
+                source,
+            })?;
         handle.threads.push(thread);
     }
     drop(ready_tx);
-    for _ in &cfg.cores {
+    for _ in &specs {
         match ready_rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),

@@ -1,12 +1,36 @@
-//! One sink thread: a pinned loop over its own io_uring and its own listener.
+//! One sink ring: a pinned thread looping over its own io_uring and its own listener.
 //!
-//! Each iteration: sleep through a stall window if one is open; re-arm the accept if
-//! it has ended; submit everything queued and wait (at most 10 ms, and never past the
-//! next stall window) for at least one completion; drain the completion queue into a
-//! fixed array; dispatch each completion, which queues the connection's next
-//! operation. A connection has at most one data operation (recv or send, the send
-//! optionally preceded by its hard-linked delay timer) in flight, so closing it after
-//! a completion never races with another operation on the same descriptor.
+//! Each iteration: sleep through a stall window if one is open; close every
+//! connection if a `close_every` instant has come; re-arm the accept if it has ended;
+//! publish the receive buffers given back; submit everything queued and wait (at
+//! most 10 ms, and never past the next stall window or close instant) for at least
+//! one completion; drain the completion queue into a fixed array; dispatch each
+//! completion, which queues the connection's next operation; re-arm the receives
+//! that stopped for want of buffers.
+//!
+//! Connections: the multishot accept puts each new socket straight into the ring's
+//! fixed-file table (a direct descriptor: no ordinary fd, so RLIMIT_NOFILE does not
+//! count it) and the slot the kernel picked is the connection's index in the
+//! connection table. Without direct descriptors the accept returns ordinary fds and
+//! a free list picks the index. An idle connection owns nothing but its table entry
+//! (`Conn`, a few dozen bytes) and one armed multishot receive; the kernel takes a
+//! buffer from the ring's shared pool (`buf_pool.rs`) only when data arrives.
+//!
+//! Replies: echo keeps each received buffer in the connection's send chain until its
+//! bytes are sent back (one send in flight per connection, re-armed at an offset on
+//! a partial send), then gives it back to the pool; fixed mode gives the buffer back
+//! at once and owes the connection N bytes per request, sent from one shared reply
+//! buffer; discard gives it back at once. A service delay is an `IORING_OP_TIMEOUT`
+//! linked in front of each reply's first send (`ETIME_SUCCESS`, so an expired timer
+//! lets the send run and a cancelled one cancels it).
+//!
+//! Teardown (peer closed, `close_every`, `reset_ratio`): the slot's generation is
+//! bumped at once, so late completions of its operations are ignored (a late echo
+//! send still gives back the buffer its token names); then, hard-linked, an optional
+//! SO_LINGER {on, 0} (reset: the close sends RST), a cancel of each operation still
+//! armed on the socket (the receive, the send and its delay timer: each holds a
+//! reference that would keep the socket open), by exact `user_data` so the kernel
+//! finds it by hash, and the close of the slot or descriptor.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -19,21 +43,31 @@ use std::time::{Duration, Instant};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use socket2::Socket;
 
-use super::socket::set_nodelay;
+use super::buf_pool::{BufPool, Chain};
+use super::prng::SplitMix64;
 use super::stall::{Phase, Stall};
-use super::token::{GENERATION_MASK, Op, Token};
+use super::token::{GENERATION_MASK, NO_BUF, Op, Token};
 use super::{SinkError, SinkMode, SinkStats};
 
 /// Submission queue depth: large enough that a full batch of completions (each
-/// queueing at most two entries) rarely has to flush mid-dispatch.
+/// queueing at most three entries) rarely has to flush mid-dispatch.
 pub(crate) const SQ_ENTRIES: u32 = 4096;
-/// The smallest submission queue that works: a delay timer and its send must be
+/// The most entries of one teardown: linger, three cancels, close.
+const TEARDOWN_ENTRIES_MAX: usize = 5;
+/// The smallest submission queue that works: a teardown's linked entries must be
 /// queued together.
-pub(crate) const SQ_ENTRIES_MIN: u32 = 2;
+pub(crate) const SQ_ENTRIES_MIN: u32 = 8;
+/// Completion queue entries per submission queue entry. Completions beyond it are
+/// kept by the kernel (IORING_FEAT_NODROP) until there is room.
+const CQ_PER_SQ: u32 = 4;
 /// The kernel's ceiling on completion queue entries (2 × IORING_MAX_ENTRIES).
-const CQ_ENTRIES_MAX: usize = 65536;
-/// Per-connection receive buffer; echo replies are sent straight out of it.
-pub(crate) const CONN_BUFFER_BYTES: usize = 64 * 1024;
+const CQ_ENTRIES_MAX: u32 = 65536;
+/// Receive buffers per ring, shared by all its connections.
+pub(crate) const RECV_BUFFERS: u16 = 256;
+/// Bytes per receive buffer.
+pub(crate) const RECV_BUFFER_BYTES: usize = 16 * 1024;
+/// The buffer group of each ring's pool (groups are per ring).
+const BUFFER_GROUP: u16 = 0;
 /// Completions copied out of the ring per dispatch pass.
 const CQE_BATCH: usize = 1024;
 /// Longest wait for completions, so the stop flag and stall windows are seen promptly.
@@ -46,8 +80,15 @@ const SHUTDOWN_DRAIN_MAX: Duration = Duration::from_millis(50);
 /// so a full descriptor table does not turn the loop into a busy spin.
 const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(10);
 
-/// Everything the threads of one sink share, read-only apart from the stop flag and
-/// the stall origin.
+/// SO_LINGER {on, 0}: a close that sends RST. Static, so its address outlives every
+/// operation that reads it.
+static LINGER_ZERO: libc::linger = libc::linger {
+    l_onoff: 1,
+    l_linger: 0,
+};
+
+/// Everything the threads of one sink share: read-only apart from the stop flag, the
+/// stall origin and the open-connection counts.
 pub(crate) struct Shared {
     pub mode: SinkMode,
     pub request_size: usize,
@@ -56,9 +97,34 @@ pub(crate) struct Shared {
     pub stop: AtomicBool,
     /// Fixed mode: a whole number of replies of b'x'; empty otherwise.
     pub reply: Box<[u8]>,
-    pub connections_max: usize,
+    /// Most connections the whole sink holds at once; accepts beyond are closed.
+    pub connections_max: u64,
     /// [`SQ_ENTRIES`] except in tests that force the full-queue path.
     pub sq_entries: u32,
+    /// [`RECV_BUFFERS`] except in tests that force the empty-pool path.
+    pub recv_buffers: u16,
+    /// Close every connection at each multiple of this since `started`.
+    pub close_every: Option<Duration>,
+    /// Probability that an accepted connection is reset at its first request.
+    pub reset_ratio: f64,
+    pub seed: u64,
+    pub started: Instant,
+    /// Connections held now, over all rings.
+    pub open: AtomicU64,
+    /// The most held at once.
+    pub peak: AtomicU64,
+}
+
+/// What one ring is: its core, its number among all rings (the PRNG stream), and
+/// its table.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RingSpec {
+    pub core: usize,
+    pub index: usize,
+    /// Accepted sockets are direct descriptors.
+    pub direct: bool,
+    /// Slots of the connection table (and of the fixed-file table when direct).
+    pub table: usize,
 }
 
 /// A thread's counters as last published (after every pass of its loop), for
@@ -67,6 +133,9 @@ pub(crate) struct Shared {
 pub(crate) struct Live {
     connections_accepted: AtomicU64,
     connections_rejected: AtomicU64,
+    connections_closed: AtomicU64,
+    connections_reset: AtomicU64,
+    connections_closed_by_peer: AtomicU64,
     bytes_received: AtomicU64,
     bytes_sent: AtomicU64,
     replies: AtomicU64,
@@ -74,23 +143,29 @@ pub(crate) struct Live {
 
 impl Live {
     fn store(&self, s: &SinkStats) {
-        self.connections_accepted
-            .store(s.connections_accepted, Ordering::Relaxed);
-        self.connections_rejected
-            .store(s.connections_rejected, Ordering::Relaxed);
-        self.bytes_received
-            .store(s.bytes_received, Ordering::Relaxed);
-        self.bytes_sent.store(s.bytes_sent, Ordering::Relaxed);
-        self.replies.store(s.replies, Ordering::Relaxed);
+        let r = Ordering::Relaxed;
+        self.connections_accepted.store(s.connections_accepted, r);
+        self.connections_rejected.store(s.connections_rejected, r);
+        self.connections_closed.store(s.connections_closed, r);
+        self.connections_reset.store(s.connections_reset, r);
+        self.connections_closed_by_peer
+            .store(s.connections_closed_by_peer, r);
+        self.bytes_received.store(s.bytes_received, r);
+        self.bytes_sent.store(s.bytes_sent, r);
+        self.replies.store(s.replies, r);
     }
 
     pub(crate) fn load(&self) -> SinkStats {
+        let r = Ordering::Relaxed;
         SinkStats {
-            connections_accepted: self.connections_accepted.load(Ordering::Relaxed),
-            connections_rejected: self.connections_rejected.load(Ordering::Relaxed),
-            bytes_received: self.bytes_received.load(Ordering::Relaxed),
-            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
-            replies: self.replies.load(Ordering::Relaxed),
+            connections_accepted: self.connections_accepted.load(r),
+            connections_rejected: self.connections_rejected.load(r),
+            connections_closed: self.connections_closed.load(r),
+            connections_reset: self.connections_reset.load(r),
+            connections_closed_by_peer: self.connections_closed_by_peer.load(r),
+            bytes_received: self.bytes_received.load(r),
+            bytes_sent: self.bytes_sent.load(r),
+            replies: self.replies.load(r),
             ..SinkStats::default()
         }
     }
@@ -103,35 +178,75 @@ struct Completion {
     flags: u32,
 }
 
-/// One slot of the connection table.
+/// Where operations on a connection point.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Fd(RawFd),
+    Fixed(u32),
+}
+
+/// Builds an entry for either kind of target (the crate's fd types are distinct).
+macro_rules! on_target {
+    ($target:expr, |$t:ident| $build:expr) => {
+        match $target {
+            Target::Fd(fd) => {
+                let $t = types::Fd(fd);
+                $build
+            }
+            Target::Fixed(slot) => {
+                let $t = types::Fixed(slot);
+                $build
+            }
+        }
+    };
+}
+
+/// One slot of the connection table: all a held connection costs in user space.
+#[derive(Debug, Clone, Copy)]
 struct Conn {
-    /// -1 while the slot is free.
+    /// The ordinary descriptor; -1 with direct descriptors (the slot is the index).
     fd: RawFd,
     generation: u32,
-    /// Allocated on the slot's first connection and kept for every later one.
-    buf: Box<[u8]>,
-    /// Bytes of the current reply already sent.
-    send_off: usize,
-    /// Total bytes of the current reply.
-    send_len: usize,
-    /// Fixed mode: bytes received of a request that is not complete yet.
-    partial: usize,
-    /// Requests answered by the reply being sent, credited when it is fully sent.
-    replies_pending: u64,
+    open: bool,
+    /// Answer the first request with RST.
+    reset_pending: bool,
+    /// A receive is armed (multishot or single).
+    recv_armed: bool,
+    /// The slot has an entry in the wait list (kept across connections, so the list
+    /// never holds a slot twice).
+    listed: bool,
+    /// The connection waits for receive buffers.
+    starved: bool,
+    /// A send (maybe behind its delay timer) is in flight.
+    sending: bool,
+    /// Echo: bytes of the chain's head buffer already sent.
+    send_off: u32,
+    /// Fixed: requests received but not yet a whole request.
+    partial: u32,
+    /// Echo: buffers still to send back, oldest first.
+    chain: Chain,
+    /// Fixed: reply bytes owed, including the send in flight.
+    owed: u64,
+    /// Fixed: requests answered by `owed`, credited when it is all sent.
+    replies_owed: u64,
 }
 
 impl Conn {
-    fn free() -> Conn {
-        Conn {
-            fd: -1,
-            generation: 0,
-            buf: Box::default(),
-            send_off: 0,
-            send_len: 0,
-            partial: 0,
-            replies_pending: 0,
-        }
-    }
+    const FREE: Conn = Conn {
+        fd: -1,
+        generation: 0,
+        open: false,
+        reset_pending: false,
+        recv_armed: false,
+        listed: false,
+        starved: false,
+        sending: false,
+        send_off: 0,
+        partial: 0,
+        chain: Chain::EMPTY,
+        owed: 0,
+        replies_owed: 0,
+    };
 }
 
 fn is_transient(errno: i32) -> bool {
@@ -148,19 +263,25 @@ fn is_benign_enter_error(e: &io::Error) -> bool {
 
 fn close_fd(fd: RawFd) {
     // SAFETY: `fd` was returned by accept to this thread and is closed exactly once
-    // (the slot is marked free right after); no Rust object owns it.
+    // (its slot is freed or it was never given one); no Rust object owns it.
     unsafe {
         libc::close(fd);
     }
 }
 
-fn build_ring(core: usize, connections_max: usize, sq_entries: u32) -> Result<IoUring, SinkError> {
-    // Room for every connection's recv/send plus its delay timer, the accept and the
-    // cancel, so the completion queue does not overflow at the configured maximum.
-    let cq_entries = connections_max
-        .saturating_mul(2)
-        .saturating_add(64)
-        .clamp(2 * sq_entries as usize, CQ_ENTRIES_MAX) as u32;
+fn ring_error(core: usize, entries: u32) -> impl Fn(io::Error) -> SinkError {
+    move |source| SinkError::Ring {
+        core,
+        entries,
+        source,
+    }
+}
+
+/// The ring with its fixed-file table (direct descriptors) and its buffer pool.
+fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(IoUring, BufPool), SinkError> {
+    let sq_entries = shared.sq_entries;
+    let core = spec.core;
+    let cq_entries = (sq_entries * CQ_PER_SQ).clamp(2 * sq_entries, CQ_ENTRIES_MAX);
     let ring = match IoUring::builder()
         .setup_cqsize(cq_entries)
         .setup_single_issuer()
@@ -172,18 +293,8 @@ fn build_ring(core: usize, connections_max: usize, sq_entries: u32) -> Result<Io
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::builder()
             .setup_cqsize(cq_entries)
             .build(sq_entries)
-            .map_err(|source| SinkError::Ring {
-                core,
-                entries: sq_entries,
-                source,
-            })?,
-        Err(source) => {
-            return Err(SinkError::Ring {
-                core,
-                entries: sq_entries,
-                source,
-            });
-        }
+            .map_err(ring_error(core, sq_entries))?,
+        Err(e) => return Err(ring_error(core, sq_entries)(e)),
     };
     if !ring.params().is_feature_ext_arg() {
         return Err(SinkError::Unsupported {
@@ -192,96 +303,133 @@ fn build_ring(core: usize, connections_max: usize, sq_entries: u32) -> Result<Io
             kernel: "5.11",
         });
     }
-    Ok(ring)
+    if spec.direct {
+        ring.submitter()
+            .register_files_sparse(spec.table as u32)
+            .map_err(ring_error(core, sq_entries))?;
+    }
+    let pool = BufPool::new(&ring, shared.recv_buffers, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::EINVAL) => SinkError::Unsupported {
+                core,
+                feature: "IORING_REGISTER_PBUF_RING (provided buffer rings)",
+                kernel: "5.19",
+            },
+            _ => ring_error(core, sq_entries)(e),
+        }
+    })?;
+    Ok((ring, pool))
 }
 
-/// Spawns the thread for `core`. It reports on `ready` once its ring exists (or why
+/// Spawns the thread of one ring. It reports on `ready` once its ring exists (or why
 /// it could not be created); `listener` is already listening, so clients may
 /// connect before that.
 pub(crate) fn spawn(
-    core: usize,
+    spec: RingSpec,
     listener: Socket,
     shared: Arc<Shared>,
     live: Arc<Live>,
     ready: mpsc::Sender<Result<(), SinkError>>,
 ) -> io::Result<JoinHandle<SinkStats>> {
     std::thread::Builder::new()
-        .name(format!("blaster-sink-{core}"))
+        .name(format!("blaster-sink-{}-{}", spec.core, spec.index))
+        // The loop keeps one 16 KiB batch array on its stack; the rest is small.
+        .stack_size(256 * 1024)
         .spawn(move || {
             // Pinning is best-effort: an unpinned sink serves correctly, with more jitter.
-            let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
-            let ring = match build_ring(core, shared.connections_max, shared.sq_entries) {
-                Ok(ring) => ring,
+            let _ = core_affinity::set_for_current(core_affinity::CoreId { id: spec.core });
+            let (ring, bufs) = match build_ring(spec, &shared) {
+                Ok(built) => built,
                 Err(e) => {
                     let _ = ready.send(Err(e));
                     return SinkStats::default();
                 }
             };
-            let mut worker = Worker::new(core, ring, listener, shared, live);
+            let mut worker = Worker::new(spec, ring, bufs, listener, shared, live);
             let _ = ready.send(Ok(()));
             drop(ready);
             worker.run();
             worker.live.store(&worker.stats);
             if let Some(e) = &worker.fatal {
-                eprintln!("blaster: sink thread on core {core} stopped early: io_uring: {e}");
+                eprintln!(
+                    "blaster: sink ring {} on core {} stopped early: io_uring: {e}",
+                    spec.index, spec.core
+                );
             }
             worker.stats.clone()
         })
 }
 
 struct Worker {
-    core: usize,
+    spec: RingSpec,
     ring: IoUring,
+    /// Declared after the ring: dropped after it.
+    bufs: BufPool,
     listener: Socket,
     shared: Arc<Shared>,
     /// Where `stats` is published for snapshots.
     live: Arc<Live>,
     conns: Vec<Conn>,
-    /// Free slot indices; a stack, so recently used (warm) buffers are reused first.
+    /// Ordinary descriptors only: free slot indices, a stack.
     free: Vec<u32>,
+    /// Slots whose receive stopped for want of buffers (see `Conn::listed`).
+    waiting: Vec<u32>,
     /// The service delay, boxed so its address is stable while a timer refers to it.
     delay_ts: Option<Box<types::Timespec>>,
     accept_armed: bool,
-    accept_multishot: bool,
     accept_retry_at: Option<Instant>,
+    /// Multishot receives work (kernel 6.0+); else single-shot, re-armed each time.
+    recv_multishot: bool,
     /// Operations submitted whose final completion has not been seen.
     inflight: usize,
     /// This thread has reported a request byte to the stall schedule.
     stall_marked: bool,
+    /// Draws which connections are reset.
+    rng: SplitMix64,
+    next_close: Option<Instant>,
     stats: SinkStats,
     fatal: Option<io::Error>,
 }
 
 impl Worker {
     fn new(
-        core: usize,
+        spec: RingSpec,
         ring: IoUring,
+        bufs: BufPool,
         listener: Socket,
         shared: Arc<Shared>,
         live: Arc<Live>,
     ) -> Worker {
-        let n = shared.connections_max;
-        let mut conns = Vec::with_capacity(n);
-        conns.resize_with(n, Conn::free);
-        let free = (0..n as u32).rev().collect();
+        let n = spec.table;
+        let free = if spec.direct {
+            Vec::new()
+        } else {
+            (0..n as u32).rev().collect()
+        };
         let delay_ts = shared
             .delay
             .filter(|d| !d.is_zero())
             .map(|d| Box::new(types::Timespec::from(d)));
+        let next_close = shared.close_every.map(|every| shared.started + every);
+        let rng = SplitMix64::for_thread(shared.seed, spec.index);
         Worker {
-            core,
+            spec,
             ring,
+            bufs,
             listener,
             shared,
             live,
-            conns,
+            conns: vec![Conn::FREE; n],
             free,
+            waiting: Vec::with_capacity(n),
             delay_ts,
             accept_armed: false,
-            accept_multishot: true,
             accept_retry_at: None,
+            recv_multishot: true,
             inflight: 0,
             stall_marked: false,
+            rng,
+            next_close,
             stats: SinkStats::default(),
             fatal: None,
         }
@@ -297,7 +445,9 @@ impl Worker {
             if self.sleep_if_frozen() {
                 continue;
             }
+            self.close_all_if_due();
             self.arm_accept_if_due();
+            self.bufs.publish();
             let ts = types::Timespec::from(self.wait_budget());
             let args = types::SubmitArgs::new().timespec(&ts);
             if let Err(e) = self.ring.submitter().submit_with_args(1, &args)
@@ -319,6 +469,7 @@ impl Worker {
                     break;
                 }
             }
+            self.rearm_starved();
             self.live.store(&self.stats);
         }
         self.shutdown(&mut batch);
@@ -352,13 +503,14 @@ impl Worker {
                 wait = wait.min(Duration::from_nanos(next_freeze_ns.saturating_sub(now)));
             }
         }
-        if let Some(at) = self.accept_retry_at {
-            wait = wait.min(at.saturating_duration_since(Instant::now()));
+        let now = Instant::now();
+        for at in [self.accept_retry_at, self.next_close].into_iter().flatten() {
+            wait = wait.min(at.saturating_duration_since(now));
         }
         wait
     }
 
-    /// Queues `entries` contiguously (a linked pair must not be split across two
+    /// Queues `entries` contiguously (a linked group must not be split across two
     /// submissions), submitting first if the queue lacks room. Never drops an entry;
     /// on a broken ring it records the error in `fatal` and gives up.
     ///
@@ -385,6 +537,8 @@ impl Worker {
                     return;
                 }
             }
+            // Entries about to be submitted may pick receive buffers: publish first.
+            self.bufs.publish();
             match self.ring.submit() {
                 Ok(_) => {}
                 Err(e) if is_benign_enter_error(&e) && !self.stopping() => {
@@ -395,6 +549,14 @@ impl Worker {
                     return;
                 }
             }
+        }
+    }
+
+    fn target(&self, index: usize) -> Target {
+        if self.spec.direct {
+            Target::Fixed(index as u32)
+        } else {
+            Target::Fd(self.conns[index].fd)
         }
     }
 
@@ -409,12 +571,13 @@ impl Worker {
             self.accept_retry_at = None;
         }
         let fd = types::Fd(self.listener.as_raw_fd());
-        let entry = if self.accept_multishot {
+        let entry = if self.spec.direct {
+            // SOCK_CLOEXEC is refused with a direct descriptor (it has no fd).
             opcode::AcceptMulti::new(fd)
-                .flags(libc::SOCK_CLOEXEC)
+                .allocate_file_index(true)
                 .build()
         } else {
-            opcode::Accept::new(fd, std::ptr::null_mut(), std::ptr::null_mut())
+            opcode::AcceptMulti::new(fd)
                 .flags(libc::SOCK_CLOEXEC)
                 .build()
         };
@@ -427,69 +590,187 @@ impl Worker {
     }
 
     fn arm_recv(&mut self, index: usize) {
+        let target = self.target(index);
         let conn = &mut self.conns[index];
-        let entry = opcode::Recv::new(
-            types::Fd(conn.fd),
-            conn.buf.as_mut_ptr(),
-            conn.buf.len() as u32,
-        )
-        .build()
-        .user_data(Token::new(index as u32, Op::Recv, conn.generation).encode());
-        // SAFETY: `conn.buf` is a heap allocation owned by the connection table, which
-        // is never shrunk and is only freed after every operation has completed (or is
-        // leaked by `shutdown` if some never do).
-        unsafe { self.push(&[entry]) };
+        let token = Token::new(index as u32, Op::Recv, conn.generation).encode();
+        let group = self.bufs.bgid();
+        let entry = if self.recv_multishot {
+            on_target!(target, |t| opcode::RecvMulti::new(t, group).build())
+        } else {
+            let len = self.bufs.buf_bytes() as u32;
+            on_target!(target, |t| opcode::Recv::new(t, std::ptr::null_mut(), len)
+                .buf_group(group)
+                .build()
+                .flags(squeue::Flags::BUFFER_SELECT))
+        };
+        conn.recv_armed = true;
+        // SAFETY: the receive writes only into a buffer of the pool, which lives in
+        // this Worker and is freed only once no operation is in flight (else leaked).
+        unsafe { self.push(&[entry.user_data(token)]) };
     }
 
     /// Sends the next part of the connection's reply; `first` marks the first send of
     /// a reply, which is the one held back by the service delay.
     fn arm_send(&mut self, index: usize, first: bool) {
+        let target = self.target(index);
         let conn = &self.conns[index];
-        let left = conn.send_len - conn.send_off;
-        let (ptr, len) = match self.shared.mode {
+        let (ptr, len, buf) = match self.shared.mode {
             // The reply buffer is uniform, so any prefix of it continues any reply.
-            SinkMode::Fixed(_) => (
-                self.shared.reply.as_ptr(),
-                left.min(self.shared.reply.len()),
-            ),
+            SinkMode::Fixed(_) => {
+                let len = conn.owed.min(self.shared.reply.len() as u64) as usize;
+                (self.shared.reply.as_ptr(), len, NO_BUF)
+            }
             SinkMode::Echo | SinkMode::Discard | SinkMode::Count => {
-                (conn.buf[conn.send_off..].as_ptr(), left)
+                let bid = conn.chain.head;
+                let off = conn.send_off as usize;
+                (self.bufs.ptr(bid, off), self.bufs.filled(bid) - off, bid)
             }
         };
-        let send = opcode::Send::new(types::Fd(conn.fd), ptr, len as u32)
+        let token = Token::with_buf(index as u32, Op::Send, conn.generation, buf);
+        let send = on_target!(target, |t| opcode::Send::new(t, ptr, len as u32)
             .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(Token::new(index as u32, Op::Send, conn.generation).encode());
+            .build())
+        .user_data(token.encode());
         let timer = match (&self.delay_ts, first) {
             (Some(ts), true) => Some(
                 opcode::Timeout::new(&**ts)
+                    .flags(types::TimeoutFlags::ETIME_SUCCESS)
                     .build()
-                    .flags(squeue::Flags::IO_HARDLINK)
+                    .flags(squeue::Flags::IO_LINK)
                     .user_data(Token::new(index as u32, Op::Timeout, conn.generation).encode()),
             ),
             _ => None,
         };
+        self.conns[index].sending = true;
         match timer {
-            // SAFETY: the send reads from the connection's buffer or the shared reply
-            // buffer (the Worker holds an Arc to it), both alive until the send
-            // completes; the timespec is boxed in the Worker and never replaced while
-            // operations are in flight.
+            // SAFETY: the send reads from a pool buffer (kept out of the pool until
+            // this send completes; its token names it) or the shared reply buffer
+            // (the Worker holds an Arc to it); the timespec is boxed in the Worker and
+            // never replaced while operations are in flight.
             Some(timer) => unsafe { self.push(&[timer, send]) },
             // SAFETY: as above, the send's source buffer outlives the operation.
             None => unsafe { self.push(&[send]) },
         }
     }
 
-    fn close(&mut self, index: usize) {
-        let conn = &mut self.conns[index];
-        close_fd(conn.fd);
-        conn.fd = -1;
-        conn.generation = conn.generation.wrapping_add(1) & GENERATION_MASK;
-        conn.send_off = 0;
-        conn.send_len = 0;
-        conn.partial = 0;
-        conn.replies_pending = 0;
-        self.free.push(index as u32);
+    /// Ends connection `index`: frees its slot at once (generation bumped, buffers
+    /// not in flight given back) and queues linger (if `reset`), cancel and close.
+    fn teardown(&mut self, index: usize, reset: bool) {
+        let target = self.target(index);
+        let conn = self.conns[index];
+        assert!(conn.open, "teardown of a free slot");
+        let mut chain = conn.chain;
+        if conn.sending && !chain.is_empty() {
+            // The head is being sent; its send's completion gives it back.
+            self.bufs.pop(&mut chain);
+        }
+        while !chain.is_empty() {
+            let bid = self.bufs.pop(&mut chain);
+            self.bufs.give_back(bid);
+        }
+        let generation = conn.generation;
+        self.conns[index] = Conn {
+            generation: generation.wrapping_add(1) & GENERATION_MASK,
+            listed: conn.listed,
+            ..Conn::FREE
+        };
+        self.shared.open.fetch_sub(1, Ordering::Relaxed);
+        if !self.spec.direct {
+            self.free.push(index as u32);
+        }
+        let tok = |op| Token::new(index as u32, op, generation).encode();
+        // Linger, cancels and close, hard-linked so each runs whatever the one before
+        // it returned (a cancel that finds nothing fails with ENOENT).
+        let mut group: [squeue::Entry; TEARDOWN_ENTRIES_MAX] =
+            std::array::from_fn(|_| opcode::Nop::new().build());
+        let mut n = 0;
+        let mut add = |entry: squeue::Entry| {
+            group[n] = entry.flags(squeue::Flags::IO_HARDLINK);
+            n += 1;
+        };
+        match target {
+            Target::Fixed(slot) if reset => add(
+                opcode::SetSockOpt::new(
+                    types::Fixed(slot),
+                    libc::SOL_SOCKET as u32,
+                    libc::SO_LINGER as u32,
+                    (&raw const LINGER_ZERO).cast(),
+                    std::mem::size_of::<libc::linger>() as u32,
+                )
+                .build()
+                .user_data(tok(Op::Linger)),
+            ),
+            Target::Fd(fd) if reset => {
+                // Best effort: without it the close sends FIN instead of RST.
+                let _ = super::socket::set_linger_zero(fd);
+            }
+            _ => {}
+        }
+        // Operations still armed hold the socket open: cancel them, each by its
+        // exact user_data, which the kernel finds by hash (a cancel by descriptor
+        // would scan every armed request of the ring: quadratic in a close wave).
+        let cancel = |user_data: u64| {
+            opcode::AsyncCancel::new(user_data)
+                .build()
+                .user_data(tok(Op::CancelConn))
+        };
+        if conn.recv_armed {
+            add(cancel(tok(Op::Recv)));
+        }
+        if conn.sending {
+            let buf = match self.shared.mode {
+                SinkMode::Echo => conn.chain.head,
+                SinkMode::Fixed(_) | SinkMode::Discard | SinkMode::Count => NO_BUF,
+            };
+            add(cancel(
+                Token::with_buf(index as u32, Op::Send, generation, buf).encode(),
+            ));
+            if self.delay_ts.is_some() {
+                // A pending delay timer: cancelling it cancels its linked send.
+                add(cancel(tok(Op::Timeout)));
+            }
+        }
+        let close = on_target!(target, |t| opcode::Close::new(t).build()).user_data(tok(Op::Close));
+        group[n] = close;
+        // SAFETY: the option value is a static; cancels and close refer to no memory.
+        unsafe { self.push(&group[..=n]) };
+    }
+
+    /// At each `close_every` instant: tears down every connection held.
+    fn close_all_if_due(&mut self) {
+        let (Some(at), Some(every)) = (self.next_close, self.shared.close_every) else {
+            return;
+        };
+        let now = Instant::now();
+        if now < at {
+            return;
+        }
+        // The next multiple of `every` after now, so a late pass does not cascade.
+        let periods = (now - self.shared.started).as_nanos() / every.as_nanos() + 1;
+        let next_ns = u64::try_from(periods * every.as_nanos()).unwrap_or(u64::MAX);
+        self.next_close = Some(self.shared.started + Duration::from_nanos(next_ns));
+        for index in 0..self.conns.len() {
+            if self.conns[index].open {
+                self.teardown(index, false);
+                self.stats.connections_closed += 1;
+            }
+        }
+    }
+
+    /// Re-arms receives that ran out of buffers, while the pool has some.
+    fn rearm_starved(&mut self) {
+        while self.bufs.available() > 0 {
+            let Some(index) = self.waiting.pop() else {
+                return;
+            };
+            let index = index as usize;
+            let conn = &mut self.conns[index];
+            conn.listed = false;
+            if conn.open && conn.starved && !conn.recv_armed {
+                conn.starved = false;
+                self.arm_recv(index);
+            }
+        }
     }
 
     fn drain(&mut self, batch: &mut [Completion]) -> usize {
@@ -507,10 +788,10 @@ impl Worker {
         n
     }
 
-    /// Marks the end of an operation unless this is one of several completions of a
-    /// multishot accept.
-    fn retire(&mut self, token: Token, flags: u32) {
-        if !(token.op == Op::Accept && cqueue::more(flags)) {
+    /// Marks the end of an operation unless more completions of it will follow
+    /// (multishot accept and receive).
+    fn retire(&mut self, flags: u32) {
+        if !cqueue::more(flags) {
             self.inflight = self.inflight.saturating_sub(1);
         }
     }
@@ -520,29 +801,37 @@ impl Worker {
     fn live_slot(&self, token: Token) -> Option<usize> {
         let index = token.index as usize;
         let conn = self.conns.get(index)?;
-        (conn.fd >= 0 && conn.generation == token.generation).then_some(index)
+        (conn.open && conn.generation == token.generation).then_some(index)
     }
 
     fn dispatch(&mut self, c: Completion) {
         let Some(token) = Token::decode(c.user_data) else {
             return;
         };
-        self.retire(token, c.flags);
+        self.retire(c.flags);
         match token.op {
             Op::Accept => self.on_accept(c.result, c.flags),
-            Op::Recv => {
-                if let Some(index) = self.live_slot(token) {
-                    self.on_recv(index, c.result);
-                }
+            Op::Recv => self.on_recv(token, c.result, c.flags),
+            Op::Send => self.on_send(token, c.result),
+            // The delay timer ends with -ETIME by design and its send follows; a
+            // cancel finding nothing (-ENOENT) or a failed linger do not stop the
+            // close behind them (hard links); the rest only matter at shutdown.
+            Op::Timeout | Op::Cancel | Op::Linger | Op::CancelConn | Op::Close => {}
+        }
+    }
+
+    /// Closes an accepted socket that gets no slot.
+    fn reject(&mut self, target: Target) {
+        self.stats.connections_rejected += 1;
+        match target {
+            Target::Fd(fd) => close_fd(fd),
+            Target::Fixed(slot) => {
+                let close = opcode::Close::new(types::Fixed(slot))
+                    .build()
+                    .user_data(Token::new(slot, Op::Close, 0).encode());
+                // SAFETY: a close refers to no memory.
+                unsafe { self.push(&[close]) };
             }
-            Op::Send => {
-                if let Some(index) = self.live_slot(token) {
-                    self.on_send(index, c.result);
-                }
-            }
-            // The delay timer ends with -ETIME by design; its send follows regardless
-            // (hard link). The cancel only matters at shutdown.
-            Op::Timeout | Op::Cancel => {}
         }
     }
 
@@ -552,8 +841,8 @@ impl Worker {
         }
         if result < 0 {
             match -result {
-                // Kernels before 5.19 do not know multishot accept.
-                libc::EINVAL if self.accept_multishot => self.accept_multishot = false,
+                // The fixed-file table is full: the kernel has closed the socket.
+                libc::ENFILE if self.spec.direct => self.stats.connections_rejected += 1,
                 // The peer gave up before we accepted, or a signal: just re-arm.
                 libc::ECONNABORTED | libc::EINTR | libc::EAGAIN | libc::ECANCELED => {}
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM, …: wait before trying again.
@@ -561,35 +850,83 @@ impl Worker {
             }
             return;
         }
-        let fd = result;
-        let Some(index) = self.free.pop() else {
-            close_fd(fd);
-            self.stats.connections_rejected += 1;
-            return;
+        let (index, fd) = if self.spec.direct {
+            (result as usize, -1)
+        } else {
+            match self.free.pop() {
+                Some(index) => (index as usize, result),
+                None => return self.reject(Target::Fd(result)),
+            }
         };
-        // Without TCP_NODELAY the connection still works, only with Nagle delays;
-        // not a reason to drop it.
-        let _ = set_nodelay(fd);
-        let index = index as usize;
-        let conn = &mut self.conns[index];
-        if conn.buf.is_empty() {
-            conn.buf = vec![0u8; CONN_BUFFER_BYTES].into_boxed_slice();
+        let target = match fd {
+            -1 => Target::Fixed(index as u32),
+            fd => Target::Fd(fd),
+        };
+        assert!(index < self.conns.len(), "the kernel picked a slot beyond the table");
+        let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
+        if open > self.shared.connections_max {
+            self.shared.open.fetch_sub(1, Ordering::Relaxed);
+            if !self.spec.direct {
+                self.free.push(index as u32);
+            }
+            return self.reject(target);
         }
-        conn.fd = fd;
+        self.shared.peak.fetch_max(open, Ordering::Relaxed);
+        let reset_pending =
+            self.shared.reset_ratio > 0.0 && self.rng.next_f64() < self.shared.reset_ratio;
+        let conn = &mut self.conns[index];
+        *conn = Conn {
+            fd,
+            generation: conn.generation,
+            open: true,
+            reset_pending,
+            listed: conn.listed,
+            ..Conn::FREE
+        };
         self.stats.connections_accepted += 1;
         self.arm_recv(index);
     }
 
-    fn on_recv(&mut self, index: usize, result: i32) {
-        if result < 0 && is_transient(-result) {
-            self.arm_recv(index);
+    fn on_recv(&mut self, token: Token, result: i32, flags: u32) {
+        let buf = cqueue::buffer_select(flags);
+        if let Some(bid) = buf {
+            self.bufs.taken(bid, result.max(0) as usize);
+        }
+        let Some(index) = self.live_slot(token) else {
+            // A completion for a connection already torn down: only its buffer matters.
+            if let Some(bid) = buf {
+                self.bufs.give_back(bid);
+            }
             return;
+        };
+        if !cqueue::more(flags) {
+            self.conns[index].recv_armed = false;
         }
         if result <= 0 {
-            // 0: the peer closed; negative: reset, cancelled, … — either way, done.
-            self.close(index);
+            match -result {
+                // The pool is empty: wait for buffers to come back.
+                libc::ENOBUFS => self.starve(index),
+                // Kernels before 6.0 know no multishot receive.
+                libc::EINVAL if self.recv_multishot => {
+                    self.recv_multishot = false;
+                    self.arm_recv(index);
+                }
+                e if is_transient(e) => {
+                    if !self.conns[index].recv_armed {
+                        self.arm_recv(index);
+                    }
+                }
+                // 0: the peer closed; else reset, … — either way, done.
+                _ => {
+                    self.stats.connections_closed_by_peer += 1;
+                    self.teardown(index, false);
+                }
+            }
             return;
         }
+        let Some(bid) = buf else {
+            unreachable!("a receive from the buffer pool completed without a buffer");
+        };
         let n = result as usize;
         self.stats.bytes_received += n as u64;
         if !self.stall_marked {
@@ -598,36 +935,62 @@ impl Worker {
             }
             self.stall_marked = true;
         }
-        let conn = &mut self.conns[index];
-        let replies = match self.shared.mode {
-            SinkMode::Discard | SinkMode::Count => 0,
+        if self.conns[index].reset_pending {
+            self.bufs.give_back(bid);
+            self.stats.connections_reset += 1;
+            self.teardown(index, true);
+            return;
+        }
+        match self.shared.mode {
+            SinkMode::Discard | SinkMode::Count => self.bufs.give_back(bid),
             SinkMode::Echo => {
-                conn.send_len = n;
-                1
+                let conn = &mut self.conns[index];
+                self.bufs.push(&mut conn.chain, bid);
+                if !conn.sending {
+                    self.arm_send(index, true);
+                }
             }
             SinkMode::Fixed(size) => {
+                self.bufs.give_back(bid);
+                let conn = &mut self.conns[index];
                 let count = match self.shared.request_size {
                     0 => 1,
                     request_size => {
-                        let total = conn.partial + n;
-                        conn.partial = total % request_size;
+                        let total = conn.partial as usize + n;
+                        conn.partial = (total % request_size) as u32;
                         total / request_size
                     }
                 };
-                conn.send_len = count * size;
-                count
+                conn.owed += (count * size) as u64;
+                conn.replies_owed += count as u64;
+                if count > 0 && !conn.sending {
+                    self.arm_send(index, true);
+                }
             }
-        };
-        if replies == 0 {
+        }
+        if !self.conns[index].recv_armed {
             self.arm_recv(index);
-        } else {
-            conn.send_off = 0;
-            conn.replies_pending = replies as u64;
-            self.arm_send(index, true);
         }
     }
 
-    fn on_send(&mut self, index: usize, result: i32) {
+    /// Puts a connection whose receive found no buffer on the wait list.
+    fn starve(&mut self, index: usize) {
+        let conn = &mut self.conns[index];
+        conn.starved = true;
+        if !conn.listed {
+            conn.listed = true;
+            self.waiting.push(index as u32);
+        }
+    }
+
+    fn on_send(&mut self, token: Token, result: i32) {
+        let Some(index) = self.live_slot(token) else {
+            if token.buf != NO_BUF {
+                self.bufs.give_back(token.buf);
+            }
+            return;
+        };
+        self.conns[index].sending = false;
         if result < 0 && is_transient(-result) {
             self.arm_send(index, false);
             return;
@@ -635,41 +998,47 @@ impl Worker {
         if result <= 0 {
             // EPIPE, ECONNRESET, …; a zero-byte send of a non-empty buffer would
             // otherwise repeat forever.
-            self.close(index);
+            self.stats.connections_closed_by_peer += 1;
+            self.teardown(index, false);
             return;
         }
         let n = result as usize;
         self.stats.bytes_sent += n as u64;
         let conn = &mut self.conns[index];
-        conn.send_off += n;
-        if conn.send_off < conn.send_len {
+        if token.buf == NO_BUF {
+            // Fixed mode.
+            conn.owed -= n as u64;
+            if conn.owed > 0 {
+                self.arm_send(index, false);
+            } else {
+                self.stats.replies += conn.replies_owed;
+                conn.replies_owed = 0;
+            }
+            return;
+        }
+        conn.send_off += n as u32;
+        if (conn.send_off as usize) < self.bufs.filled(token.buf) {
             self.arm_send(index, false);
-        } else {
-            self.stats.replies += conn.replies_pending;
-            conn.replies_pending = 0;
-            self.arm_recv(index);
+            return;
+        }
+        conn.send_off = 0;
+        let bid = self.bufs.pop(&mut conn.chain);
+        debug_assert_eq!(bid, token.buf);
+        let more = !conn.chain.is_empty();
+        self.bufs.give_back(bid);
+        self.stats.replies += 1;
+        if more {
+            self.arm_send(index, true);
         }
     }
 
-    /// Shuts every socket down, which completes each recv, send and accept pending
-    /// on it. This comes before the cancel because a hard-linked send still runs when
-    /// its delay timer is cancelled; on a shut socket it fails instead of leaking a
-    /// reply early.
-    fn shutdown_sockets(&self) {
-        for conn in self.conns.iter().filter(|c| c.fd >= 0) {
-            // SAFETY: plain syscall on a descriptor this thread owns.
-            unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
-        }
-        // SAFETY: as above; the listener is owned by this Worker.
-        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
-    }
-
-    /// Shuts the sockets down, cancels every operation (delay timers, and anything
-    /// the shutdown did not complete), waits briefly for their completions, closes
-    /// every connection. Memory an unfinished operation may still touch is leaked, never
-    /// freed.
+    /// Stops accepting, cancels every operation (receives, sends, delay timers —
+    /// a cancelled timer cancels its linked send), waits briefly for their
+    /// completions, closes ordinary descriptors (direct ones close with the ring).
+    /// Memory an unfinished operation may still touch is leaked, never freed.
     fn shutdown(&mut self, batch: &mut [Completion]) {
-        self.shutdown_sockets();
+        // SAFETY: plain syscall on the listener this Worker owns.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
         if self.inflight > 0 && self.fatal.is_none() {
             let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
                 .build()
@@ -693,29 +1062,33 @@ impl Worker {
             }
             let n = self.drain(batch);
             for c in &batch[..n] {
-                let Some(token) = Token::decode(c.user_data) else {
-                    continue;
-                };
-                self.retire(token, c.flags);
-                if token.op == Op::Accept && c.result >= 0 {
+                self.retire(c.flags);
+                let accepted_fd = !self.spec.direct && c.result >= 0;
+                if accepted_fd && Token::decode(c.user_data).map(|t| t.op) == Some(Op::Accept) {
                     close_fd(c.result);
                 }
             }
         }
-        for index in 0..self.conns.len() {
-            if self.conns[index].fd >= 0 {
-                self.close(index);
+        let mut held = 0;
+        for conn in self.conns.iter_mut().filter(|c| c.open) {
+            if conn.fd >= 0 {
+                close_fd(conn.fd);
             }
+            conn.open = false;
+            held += 1;
         }
+        self.shared.open.fetch_sub(held, Ordering::Relaxed);
         if self.inflight > 0 {
             eprintln!(
-                "blaster: sink thread on core {}: {} operations did not finish at shutdown; \
+                "blaster: sink ring {} on core {}: {} operations did not finish at shutdown; \
                  their buffers are leaked",
-                self.core, self.inflight
+                self.spec.index, self.spec.core, self.inflight
             );
-            std::mem::forget(std::mem::take(&mut self.conns));
+            self.bufs.leak();
             std::mem::forget(Arc::clone(&self.shared));
             std::mem::forget(self.delay_ts.take());
+        } else {
+            let _ = self.ring.submitter().unregister_buf_ring(self.bufs.bgid());
         }
     }
 }

@@ -44,21 +44,44 @@ fn set_int_value(
     }
 }
 
-/// Sets TCP_NODELAY on an accepted connection: replies are small and must not wait
-/// for Nagle's algorithm.
-pub(crate) fn set_nodelay(fd: RawFd) -> io::Result<()> {
-    set_int_option(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)
+/// SO_LINGER {on, 0} on an ordinary descriptor: its close sends RST.
+pub(crate) fn set_linger_zero(fd: RawFd) -> io::Result<()> {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: `linger` is live for the call and the length passed is its size;
+    // setsockopt only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// A listening socket bound to `addr` with SO_REUSEADDR and SO_REUSEPORT, so that
-/// every sink thread can own its own listener on the same port and the kernel
-/// spreads incoming connections across them.
+/// every sink ring can own its own listener on the same port and the kernel
+/// spreads incoming connections across them. TCP_NODELAY is set on the listener:
+/// accepted sockets inherit it (replies are small and must not wait for Nagle's
+/// algorithm), which spares a setsockopt per connection — direct descriptors have
+/// no fd to call it on.
 pub(crate) fn reuseport_listener(addr: SocketAddr) -> Result<Socket, SinkError> {
     let bind_err = |source: io::Error| SinkError::Bind { addr, source };
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(bind_err)?;
     socket.set_reuse_address(true).map_err(bind_err)?;
     set_int_option(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT).map_err(bind_err)?;
+    // Best effort: without it replies may wait for Nagle's algorithm.
+    let _ = set_int_option(socket.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY);
     socket.bind(&addr.into()).map_err(bind_err)?;
     socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
     Ok(socket)

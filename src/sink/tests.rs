@@ -18,6 +18,9 @@ fn config(mode: SinkMode) -> SinkConfig {
         udp: false,
         drop_ratio: 0.0,
         seed: 0,
+        close_every: None,
+        reset_ratio: 0.0,
+        direct_descriptors: true,
     }
 }
 
@@ -133,12 +136,12 @@ fn fixed_with_request_size_zero_replies_once_per_read() {
 }
 
 #[test]
-fn a_two_entry_submission_queue_still_serves_everyone() {
-    // Every dispatch pass overflows the queue: accepts, recvs, and timer+send pairs
-    // must all survive "submit, then retry".
+fn a_four_entry_submission_queue_still_serves_everyone() {
+    // Every dispatch pass overflows the queue: accepts, recvs, timer+send pairs and
+    // teardown groups must all survive "submit, then retry".
     let mut cfg = config(SinkMode::Echo);
     cfg.delay = Some(Duration::from_millis(1));
-    let sink = start_with_sq_entries(&cfg, server::SQ_ENTRIES_MIN).expect("sink starts");
+    let sink = start_tuned(&cfg, server::SQ_ENTRIES_MIN, server::RECV_BUFFERS).expect("sink starts");
     let mut clients: Vec<TcpStream> = (0..16).map(|_| connect(sink.local_addr())).collect();
     for round in 0..5u8 {
         for s in clients.iter_mut() {
@@ -453,4 +456,188 @@ fn echo_throughput_64_connections_one_core() {
     let stats = sink.stop();
     println!("{stats:?}");
     assert!(rate > 200_000.0, "only {rate:.0} requests/s");
+}
+
+/// Waits until `check` holds for the sink's snapshot (at most 2 s).
+fn wait_for(sink: &SinkHandle, what: &str, check: impl Fn(&SinkStats) -> bool) -> SinkStats {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let s = sink.snapshot();
+        if check(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}: {s:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reads until the peer closes: Ok(()) on end of stream, Err on a reset.
+fn read_to_close(s: &mut TcpStream) -> Result<(), ErrorKind> {
+    let mut buf = [0u8; 64];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e) => return Err(e.kind()),
+        }
+    }
+}
+
+#[test]
+fn direct_descriptors_are_used_and_counted() {
+    let sink = start(&config(SinkMode::Echo)).expect("sink starts");
+    let layout = sink.tcp_layout().expect("tcp").clone();
+    assert!(layout.direct_descriptors, "{layout:?}");
+    assert_eq!((layout.rings, layout.rings_per_core), (1, 1));
+    let mut clients: Vec<TcpStream> = (0..10).map(|_| connect(sink.local_addr())).collect();
+    for s in clients.iter_mut() {
+        s.write_all(b"ping").expect("write");
+        assert_eq!(read_n(s, 4), b"ping");
+    }
+    let s = wait_for(&sink, "ten open", |s| s.connections_open == 10);
+    assert_eq!((s.connections_peak, s.connections_accepted), (10, 10));
+    clients.truncate(4);
+    wait_for(&sink, "four open", |s| {
+        s.connections_open == 4 && s.connections_closed_by_peer == 6
+    });
+    let stats = sink.stop();
+    assert_eq!((stats.connections_open, stats.connections_peak), (4, 10));
+}
+
+#[test]
+fn ordinary_descriptors_serve_the_same_way() {
+    let mut cfg = config(SinkMode::Echo);
+    cfg.direct_descriptors = false;
+    cfg.close_every = Some(Duration::from_millis(300));
+    let sink = start(&cfg).expect("sink starts");
+    assert!(!sink.tcp_layout().expect("tcp").direct_descriptors);
+    let mut s = connect(sink.local_addr());
+    s.write_all(b"hello").expect("write");
+    assert_eq!(read_n(&mut s, 5), b"hello");
+    assert_eq!(read_to_close(&mut s), Ok(()));
+    let stats = sink.stop();
+    assert_eq!((stats.connections_closed, stats.connections_open), (1, 0));
+}
+
+#[test]
+fn close_every_closes_all_and_keeps_accepting() {
+    let mut cfg = config(SinkMode::Echo);
+    cfg.close_every = Some(Duration::from_millis(300));
+    let sink = start(&cfg).expect("sink starts");
+    let mut first: Vec<TcpStream> = (0..5).map(|_| connect(sink.local_addr())).collect();
+    for s in first.iter_mut() {
+        assert_eq!(read_to_close(s), Ok(()), "the sink closes with FIN");
+    }
+    let s = wait_for(&sink, "all closed", |s| s.connections_closed == 5);
+    assert_eq!(s.connections_open, 0);
+    // New connections are served until the next wave.
+    let mut later = connect(sink.local_addr());
+    later.write_all(b"again").expect("write");
+    assert_eq!(read_n(&mut later, 5), b"again");
+    assert_eq!(read_to_close(&mut later), Ok(()));
+    let stats = sink.stop();
+    assert_eq!(stats.connections_closed, 6);
+    assert_eq!(stats.connections_peak, 5);
+}
+
+#[test]
+fn reset_ratio_one_resets_the_first_request() {
+    let mut cfg = config(SinkMode::Echo);
+    cfg.reset_ratio = 1.0;
+    for direct in [true, false] {
+        cfg.direct_descriptors = direct;
+        let sink = start(&cfg).expect("sink starts");
+        let mut s = connect(sink.local_addr());
+        // An idle connection is not reset: only its first request is answered so.
+        assert_silent(&mut s, Duration::from_millis(50));
+        s.write_all(b"request").expect("write");
+        assert_eq!(
+            read_to_close(&mut s),
+            Err(ErrorKind::ConnectionReset),
+            "direct {direct}"
+        );
+        let stats = sink.stop();
+        assert_eq!((stats.connections_reset, stats.replies), (1, 0), "{stats:?}");
+    }
+}
+
+#[test]
+fn reset_ratio_is_seeded() {
+    let run = |seed: u64| {
+        let mut cfg = config(SinkMode::Echo);
+        cfg.reset_ratio = 0.5;
+        cfg.seed = seed;
+        let sink = start(&cfg).expect("sink starts");
+        let outcomes: Vec<bool> = (0..40)
+            .map(|_| {
+                // One at a time, so the accept order (and so the draws) is fixed.
+                let mut s = connect(sink.local_addr());
+                s.write_all(b"r").expect("write");
+                let mut b = [0u8; 1];
+                matches!(s.read(&mut b), Err(e) if e.kind() == ErrorKind::ConnectionReset)
+            })
+            .collect();
+        let stats = sink.stop();
+        let resets = outcomes.iter().filter(|&&r| r).count() as u64;
+        assert_eq!(stats.connections_reset, resets);
+        assert_eq!(stats.replies, 40 - resets);
+        outcomes
+    };
+    let a = run(7);
+    let resets = a.iter().filter(|&&r| r).count();
+    assert!((8..=32).contains(&resets), "{resets} of 40");
+    assert_eq!(a, run(7), "the same seed resets the same connections");
+}
+
+#[test]
+fn more_senders_than_buffers_all_get_their_echo() {
+    // Two receive buffers for 32 connections that all send before anyone reads: most
+    // receives find the pool empty, wait, and are re-armed as echo sends give
+    // buffers back; every byte still comes back, in order.
+    for (mode, sq) in [(SinkMode::Echo, server::SQ_ENTRIES), (SinkMode::Fixed(3), server::SQ_ENTRIES_MIN)] {
+        let sink = start_tuned(&config(mode), sq, 2).expect("sink starts");
+        let mut clients: Vec<TcpStream> = (0..32).map(|_| connect(sink.local_addr())).collect();
+        for round in 0..3u8 {
+            for (i, s) in clients.iter_mut().enumerate() {
+                s.write_all(&[i as u8 ^ round; 3000]).expect("write");
+            }
+            for (i, s) in clients.iter_mut().enumerate() {
+                let want = match mode {
+                    SinkMode::Echo => vec![i as u8 ^ round; 3000],
+                    _ => b"xxx".to_vec(),
+                };
+                let got = read_n(s, want.len());
+                assert!(got == want, "{mode} client {i} round {round}");
+                if mode != SinkMode::Echo {
+                    // One reply per read: drain replies to any further reads.
+                    s.set_read_timeout(Some(Duration::from_millis(20))).expect("timeout");
+                    let mut rest = [0u8; 4096];
+                    while matches!(s.read(&mut rest), Ok(n) if n > 0) {}
+                    s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+                }
+            }
+        }
+        drop(clients);
+        let stats = sink.stop();
+        if mode == SinkMode::Echo {
+            assert_eq!(stats.bytes_sent, 32 * 3 * 3000);
+        }
+        assert_eq!(stats.bytes_received, 32 * 3 * 3000);
+    }
+}
+
+#[test]
+fn bad_fault_values_are_refused() {
+    let mut cfg = config(SinkMode::Echo);
+    cfg.reset_ratio = 1.5;
+    let err = start(&cfg).expect_err("ratio above 1").to_string();
+    assert!(err.contains("reset_ratio: must be between 0 and 1, got 1.5"), "{err}");
+    let mut cfg = config(SinkMode::Echo);
+    cfg.close_every = Some(Duration::ZERO);
+    let err = start(&cfg).expect_err("zero period").to_string();
+    assert!(err.contains("close_every: must be between"), "{err}");
+    let mut cfg = config(SinkMode::Echo);
+    cfg.udp = true;
+    cfg.close_every = Some(Duration::from_secs(1));
+    assert!(matches!(start(&cfg), Err(SinkError::Config(_))));
 }

@@ -1,28 +1,41 @@
 //! The sink's `user_data` token: which connection slot, which operation, which
-//! incarnation of the slot.
+//! incarnation of the slot, and (for echo sends) which provided buffer.
 //!
-//! Layout (64 bits): bits 0..32 slot index, bits 32..40 operation kind, bits 40..64
-//! slot generation. A slot's generation is bumped every time its connection is
-//! closed, so a completion that arrives for an earlier occupant of the slot is
-//! recognised as stale and ignored instead of being applied to the new connection.
+//! Layout (64 bits): bits 0..20 slot index, bits 20..36 buffer id, bits 36..40
+//! operation kind, bits 40..64 slot generation. A slot's generation is bumped every
+//! time its connection is torn down, so a completion that arrives for an earlier
+//! occupant of the slot is recognised as stale and ignored instead of being applied
+//! to the new connection. The buffer id travels in the token because a stale echo
+//! send must still give its buffer back to the pool: the slot no longer says which.
 
 /// Generations wrap at 24 bits; a stale completion would have to survive 16 million
 /// reuses of its slot to be mistaken for a live one.
 pub(crate) const GENERATION_MASK: u32 = (1 << 24) - 1;
+/// Slots per ring: 20 bits, the kernel's own ceiling on a fixed-file table
+/// (`IORING_MAX_FIXED_FILES`).
+pub(crate) const INDEX_LIMIT: u32 = 1 << 20;
+/// "No buffer" in the buffer field.
+pub(crate) const NO_BUF: u16 = u16::MAX;
 
 /// The operation a completion belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// The listener's (multishot or single-shot) accept.
+    /// The listener's multishot accept.
     Accept = 1,
-    /// A receive into the connection's buffer.
+    /// A (multishot) receive into a provided buffer.
     Recv = 2,
     /// A send of (part of) a reply.
     Send = 3,
-    /// The service-delay timer hard-linked in front of a send.
+    /// The service-delay timer linked in front of a send.
     Timeout = 4,
     /// The cancel-everything request issued at shutdown.
     Cancel = 5,
+    /// SO_LINGER {on, 0} before a reset.
+    Linger = 6,
+    /// The cancel of one connection's operations before its close.
+    CancelConn = 7,
+    /// The close of a connection (fixed slot or ordinary descriptor).
+    Close = 8,
 }
 
 impl Op {
@@ -33,6 +46,9 @@ impl Op {
             3 => Some(Op::Send),
             4 => Some(Op::Timeout),
             5 => Some(Op::Cancel),
+            6 => Some(Op::Linger),
+            7 => Some(Op::CancelConn),
+            8 => Some(Op::Close),
             _ => None,
         }
     }
@@ -44,30 +60,40 @@ pub(crate) struct Token {
     pub index: u32,
     pub op: Op,
     pub generation: u32,
+    /// The provided buffer an echo send reads from, else [`NO_BUF`].
+    pub buf: u16,
 }
 
 impl Token {
     pub(crate) fn new(index: u32, op: Op, generation: u32) -> Token {
+        Token::with_buf(index, op, generation, NO_BUF)
+    }
+
+    pub(crate) fn with_buf(index: u32, op: Op, generation: u32, buf: u16) -> Token {
+        assert!(index < INDEX_LIMIT, "slot index {index} beyond the token's 20 bits");
         Token {
             index,
             op,
             generation: generation & GENERATION_MASK,
+            buf,
         }
     }
 
     pub(crate) fn encode(self) -> u64 {
         u64::from(self.index)
-            | (self.op as u64) << 32
+            | u64::from(self.buf) << 20
+            | (self.op as u64) << 36
             | u64::from(self.generation & GENERATION_MASK) << 40
     }
 
     /// `None` for a value the sink never produced (unknown operation bits).
     pub(crate) fn decode(user_data: u64) -> Option<Token> {
-        let op = Op::from_bits((user_data >> 32) as u8)?;
+        let op = Op::from_bits((user_data >> 36) as u8 & 0xf)?;
         Some(Token {
-            index: user_data as u32,
+            index: user_data as u32 & (INDEX_LIMIT - 1),
             op,
             generation: (user_data >> 40) as u32 & GENERATION_MASK,
+            buf: (user_data >> 20) as u16,
         })
     }
 }
@@ -76,13 +102,26 @@ impl Token {
 mod tests {
     use super::*;
 
+    const OPS: [Op; 8] = [
+        Op::Accept,
+        Op::Recv,
+        Op::Send,
+        Op::Timeout,
+        Op::Cancel,
+        Op::Linger,
+        Op::CancelConn,
+        Op::Close,
+    ];
+
     #[test]
     fn round_trips_every_op_and_extreme_fields() {
-        for op in [Op::Accept, Op::Recv, Op::Send, Op::Timeout, Op::Cancel] {
-            for index in [0, 1, u32::MAX] {
+        for op in OPS {
+            for index in [0, 1, INDEX_LIMIT - 1] {
                 for generation in [0, 1, GENERATION_MASK] {
-                    let t = Token::new(index, op, generation);
-                    assert_eq!(Token::decode(t.encode()), Some(t));
+                    for buf in [0, 1, 255, NO_BUF - 1, NO_BUF] {
+                        let t = Token::with_buf(index, op, generation, buf);
+                        assert_eq!(Token::decode(t.encode()), Some(t));
+                    }
                 }
             }
         }
@@ -92,12 +131,19 @@ mod tests {
     fn generation_wraps_at_24_bits() {
         let t = Token::new(7, Op::Recv, GENERATION_MASK + 1);
         assert_eq!(t.generation, 0);
-        assert_eq!(Token::decode(t.encode()).map(|t| t.index), Some(7));
+        let d = Token::decode(t.encode()).expect("decodes");
+        assert_eq!((d.index, d.buf), (7, NO_BUF));
+    }
+
+    #[test]
+    #[should_panic(expected = "20 bits")]
+    fn an_index_beyond_20_bits_is_a_bug() {
+        let _ = Token::new(INDEX_LIMIT, Op::Recv, 0);
     }
 
     #[test]
     fn unknown_op_bits_decode_to_none() {
         assert_eq!(Token::decode(0), None);
-        assert_eq!(Token::decode(0xff << 32), None);
+        assert_eq!(Token::decode(0xf << 36), None);
     }
 }
