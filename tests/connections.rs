@@ -87,3 +87,135 @@ fn connection_per_request_completes_every_request_and_times_its_connects() {
     // The connect is part of the latency, which counts from the intended instant.
     assert!(f(&v, "latency_ns.p50") >= f(&v, "connect_time_ns.p50") * 0.5);
 }
+
+#[test]
+fn holds_20000_connections_over_several_source_addresses() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--max-connections", "25000"]);
+    let (_d, path) = tmp_json();
+    let child = std::process::Command::new(bin())
+        .args(["run", "--target", &sink.addr, "--cores", "0", "--hold"])
+        .args([
+            "--source-ip",
+            "127.0.0.2-127.0.0.5",
+            "--connections",
+            "20000",
+        ])
+        .args([
+            "--duration",
+            "4s",
+            "--quiet",
+            "--json",
+            path.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While they are held: which source addresses the sink's peers have.
+    let port = sink.addr.rsplit(':').next().unwrap().to_string();
+    let mut per_source = std::collections::BTreeMap::<String, usize>::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        let ss = std::process::Command::new("ss")
+            .args([
+                "-Htn",
+                "state",
+                "established",
+                "dport",
+                "=",
+                &format!(":{port}"),
+            ])
+            .output()
+            .unwrap();
+        per_source.clear();
+        for line in String::from_utf8_lossy(&ss.stdout).lines() {
+            // Local Address:Port Peer Address:Port; the local one is the generator's.
+            let local = line.split_whitespace().nth(2).unwrap_or("");
+            let ip = local.rsplit_once(':').map_or("", |(ip, _)| ip);
+            *per_source.entry(ip.to_string()).or_default() += 1;
+        }
+        if per_source.values().sum::<usize>() >= 20_000 {
+            break;
+        }
+    }
+    let out = wait_bounded(child, Duration::from_secs(60));
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&path);
+    assert_eq!(v["mode"], "hold");
+    assert_eq!(
+        f(&v, "connections.established"),
+        20000.0,
+        "{}",
+        v["connections"]
+    );
+    assert_eq!(f(&v, "connections.failed"), 0.0, "{}", v["connections"]);
+    assert_eq!(f(&v, "connect_time_ns.count"), 20000.0);
+    assert!(f(&v, "connections.establish_all_ns") > 0.0);
+    let mem = f(&v, "memory.user_bytes_per_connection");
+    assert!(mem > 0.0 && mem < 4096.0, "memory per connection {mem}");
+    // Past RLIMIT_NOFILE (20,000 here) the core's connections span several rings.
+    assert!(f(&v, "connections.rings_per_core") >= 1.0);
+    let want: Vec<String> = (2..=5).map(|i| format!("127.0.0.{i}")).collect();
+    assert_eq!(
+        per_source.keys().cloned().collect::<Vec<_>>(),
+        want,
+        "{per_source:?}"
+    );
+    for (ip, n) in &per_source {
+        assert_eq!(*n, 5000, "{ip} holds {n}: {per_source:?}");
+    }
+}
+
+#[test]
+fn a_reconnect_storm_is_spread_by_jitter_and_requests_keep_completing() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--close-every", "2s"]);
+    let (_d, path) = tmp_json();
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--connections",
+            "200",
+            "--rate",
+            "1000",
+            "--duration",
+            "7s",
+            "--reconnect-backoff",
+            "base=500ms,jitter=0.2",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(40),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&path);
+    let c = &v["connections"];
+    // The sink closed every connection at least twice (about 2 s and 4 s in).
+    assert!(f(&v, "connections.closed_by_target") >= 400.0, "{c}");
+    assert!(f(&v, "connections.reconnects") >= 400.0, "{c}");
+    assert_eq!(f(&v, "connections.failed"), 0.0, "{c}");
+    // Each reconnect waits base +-20%: 400-600 ms, spread over that window rather
+    // than all at once.
+    let d = |k: &str| f(&v, &format!("connections.reconnect_delay_ns.{k}"));
+    assert!(d("p50") >= 400e6 && d("max") <= 601e6, "{c}");
+    assert!(d("p90") - d("p50") > 10e6, "reconnects bunched: {c}");
+    // Requests keep completing through the storms: every second of the schedule.
+    for i in v["intervals"].as_array().unwrap() {
+        assert!(i["achieved_rps"].as_f64().unwrap() > 100.0, "{i}");
+    }
+    let done = f(&v, "requests.completed");
+    assert!(
+        done >= 0.9 * f(&v, "requests.dispatched"),
+        "{}",
+        v["requests"]
+    );
+    // Requests in flight when the sink closed are errors, not retried; they add up.
+    let total = done + f(&v, "requests.errors") + f(&v, "requests.cut_off");
+    assert_eq!(total, f(&v, "requests.dispatched"));
+}

@@ -821,12 +821,7 @@ fn plan_rings(cfg: &SinkConfig) -> layout::RingLayout {
     if !cfg.direct_descriptors {
         return layout::plan(total, cfg.cores.len(), 0, false);
     }
-    let direct = layout::plan(
-        total,
-        cfg.cores.len(),
-        layout::fixed_table_cap(),
-        true,
-    );
+    let direct = layout::plan(total, cfg.cores.len(), layout::fixed_table_cap(), true);
     match layout::probe_direct(direct.table) {
         Ok(()) => direct,
         Err(why) => layout::RingLayout {

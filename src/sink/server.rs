@@ -308,16 +308,17 @@ fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(IoUring, BufPool), Sin
             .register_files_sparse(spec.table as u32)
             .map_err(ring_error(core, sq_entries))?;
     }
-    let pool = BufPool::new(&ring, shared.recv_buffers, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
-        match e.raw_os_error() {
-            Some(libc::EINVAL) => SinkError::Unsupported {
-                core,
-                feature: "IORING_REGISTER_PBUF_RING (provided buffer rings)",
-                kernel: "5.19",
-            },
-            _ => ring_error(core, sq_entries)(e),
-        }
-    })?;
+    let pool =
+        BufPool::new(&ring, shared.recv_buffers, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EINVAL) => SinkError::Unsupported {
+                    core,
+                    feature: "IORING_REGISTER_PBUF_RING (provided buffer rings)",
+                    kernel: "5.19",
+                },
+                _ => ring_error(core, sq_entries)(e),
+            }
+        })?;
     Ok((ring, pool))
 }
 
@@ -504,7 +505,10 @@ impl Worker {
             }
         }
         let now = Instant::now();
-        for at in [self.accept_retry_at, self.next_close].into_iter().flatten() {
+        for at in [self.accept_retry_at, self.next_close]
+            .into_iter()
+            .flatten()
+        {
             wait = wait.min(at.saturating_duration_since(now));
         }
         wait
@@ -689,17 +693,15 @@ impl Worker {
             n += 1;
         };
         match target {
-            Target::Fixed(slot) if reset => add(
-                opcode::SetSockOpt::new(
-                    types::Fixed(slot),
-                    libc::SOL_SOCKET as u32,
-                    libc::SO_LINGER as u32,
-                    (&raw const LINGER_ZERO).cast(),
-                    std::mem::size_of::<libc::linger>() as u32,
-                )
-                .build()
-                .user_data(tok(Op::Linger)),
-            ),
+            Target::Fixed(slot) if reset => add(opcode::SetSockOpt::new(
+                types::Fixed(slot),
+                libc::SOL_SOCKET as u32,
+                libc::SO_LINGER as u32,
+                (&raw const LINGER_ZERO).cast(),
+                std::mem::size_of::<libc::linger>() as u32,
+            )
+            .build()
+            .user_data(tok(Op::Linger))),
             Target::Fd(fd) if reset => {
                 // Best effort: without it the close sends FIN instead of RST.
                 let _ = super::socket::set_linger_zero(fd);
@@ -862,7 +864,10 @@ impl Worker {
             -1 => Target::Fixed(index as u32),
             fd => Target::Fd(fd),
         };
-        assert!(index < self.conns.len(), "the kernel picked a slot beyond the table");
+        assert!(
+            index < self.conns.len(),
+            "the kernel picked a slot beyond the table"
+        );
         let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.shared.connections_max {
             self.shared.open.fetch_sub(1, Ordering::Relaxed);
