@@ -177,7 +177,8 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         let layout = layout.as_ref().expect("a TCP sink has a layout");
         let memory =
             crate::sink::MemoryFigures::now(rss_before_start, rss_started, stats.connections_open);
-        let v = crate::sink::tcp_report_json(stats, layout, &memory, started.elapsed().as_secs_f64());
+        let v =
+            crate::sink::tcp_report_json(stats, layout, &memory, started.elapsed().as_secs_f64());
         (v, memory)
     };
     while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| started.elapsed() < d) {

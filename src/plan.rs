@@ -574,7 +574,10 @@ pub fn sink_config(
         .transpose()?;
     if let Some(every) = close_every {
         if a.udp {
-            return Err(err("close-every", "needs TCP: the UDP sink holds no connections"));
+            return Err(err(
+                "close-every",
+                "needs TCP: the UDP sink holds no connections",
+            ));
         }
         if !(CLOSE_EVERY_MIN..=CLOSE_EVERY_MAX).contains(&every) {
             return Err(err(
@@ -595,7 +598,10 @@ pub fn sink_config(
         ));
     }
     if a.reset_ratio > 0.0 && a.udp {
-        return Err(err("reset-ratio", "needs TCP: the UDP sink holds no connections"));
+        return Err(err(
+            "reset-ratio",
+            "needs TCP: the UDP sink holds no connections",
+        ));
     }
     if a.no_direct_descriptors && a.udp {
         return Err(err(

@@ -375,7 +375,10 @@ impl<'p> UdpWorker<'p> {
     fn record_wait(&mut self, sent_ns: Nanos, (dispatched, count): (Ticks, u64)) {
         let wait = sent_ns.saturating_sub(self.clock.ns(dispatched));
         if count > 0 {
-            self.out.hist.connection_wait.saturating_record_n(wait, count);
+            self.out
+                .hist
+                .connection_wait
+                .saturating_record_n(wait, count);
         }
     }
 

@@ -141,7 +141,10 @@ impl BufPool {
 
     /// Gives buffer `bid` back to the kernel (visible after [`BufPool::publish`]).
     pub(crate) fn give_back(&mut self, bid: u16) {
-        assert!(bid < self.entries && self.lent > 0, "buffer {bid} given back twice");
+        assert!(
+            bid < self.entries && self.lent > 0,
+            "buffer {bid} given back twice"
+        );
         self.lent -= 1;
         let slot = (self.tail & (self.entries - 1)) as usize;
         let addr = self.mem.as_ptr() as u64 + (bid as usize * self.buf_bytes) as u64;

@@ -134,7 +134,10 @@ mod tests {
             for cores in [1, 2, 3] {
                 let l = plan(total, cores, 20_000, true);
                 let rings = l.rings_per_core * cores;
-                assert!(rings * l.table * TABLE_FILL_PERCENT / 100 >= total, "{total} {l:?}");
+                assert!(
+                    rings * l.table * TABLE_FILL_PERCENT / 100 >= total,
+                    "{total} {l:?}"
+                );
                 assert!(l.table <= 20_000);
             }
         }

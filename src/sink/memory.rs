@@ -43,7 +43,6 @@ impl MemoryFigures {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,8 +74,11 @@ const CQE_BATCH: usize = 1024;
 const WAIT_MAX: Duration = Duration::from_millis(10);
 /// Longest sleep slice inside a stall window, for the same reason.
 const STALL_SLICE_MAX: Duration = Duration::from_millis(10);
-/// How long shutdown waits for cancelled operations before giving up on them.
+/// How long shutdown waits for cancelled operations before giving up on them, plus
+/// [`SHUTDOWN_DRAIN_PER_OP`] for each operation in flight.
 const SHUTDOWN_DRAIN_MAX: Duration = Duration::from_millis(50);
+/// Extra shutdown wait per operation in flight (12,000 connections: 120 ms more).
+const SHUTDOWN_DRAIN_PER_OP: Duration = Duration::from_micros(10);
 /// Back-off before re-arming an accept that failed for lack of resources (EMFILE…),
 /// so a full descriptor table does not turn the loop into a busy spin.
 const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(10);
@@ -308,16 +311,17 @@ fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(IoUring, BufPool), Sin
             .register_files_sparse(spec.table as u32)
             .map_err(ring_error(core, sq_entries))?;
     }
-    let pool = BufPool::new(&ring, shared.recv_buffers, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
-        match e.raw_os_error() {
-            Some(libc::EINVAL) => SinkError::Unsupported {
-                core,
-                feature: "IORING_REGISTER_PBUF_RING (provided buffer rings)",
-                kernel: "5.19",
-            },
-            _ => ring_error(core, sq_entries)(e),
-        }
-    })?;
+    let pool =
+        BufPool::new(&ring, shared.recv_buffers, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EINVAL) => SinkError::Unsupported {
+                    core,
+                    feature: "IORING_REGISTER_PBUF_RING (provided buffer rings)",
+                    kernel: "5.19",
+                },
+                _ => ring_error(core, sq_entries)(e),
+            }
+        })?;
     Ok((ring, pool))
 }
 
@@ -504,7 +508,10 @@ impl Worker {
             }
         }
         let now = Instant::now();
-        for at in [self.accept_retry_at, self.next_close].into_iter().flatten() {
+        for at in [self.accept_retry_at, self.next_close]
+            .into_iter()
+            .flatten()
+        {
             wait = wait.min(at.saturating_duration_since(now));
         }
         wait
@@ -689,17 +696,15 @@ impl Worker {
             n += 1;
         };
         match target {
-            Target::Fixed(slot) if reset => add(
-                opcode::SetSockOpt::new(
-                    types::Fixed(slot),
-                    libc::SOL_SOCKET as u32,
-                    libc::SO_LINGER as u32,
-                    (&raw const LINGER_ZERO).cast(),
-                    std::mem::size_of::<libc::linger>() as u32,
-                )
-                .build()
-                .user_data(tok(Op::Linger)),
-            ),
+            Target::Fixed(slot) if reset => add(opcode::SetSockOpt::new(
+                types::Fixed(slot),
+                libc::SOL_SOCKET as u32,
+                libc::SO_LINGER as u32,
+                (&raw const LINGER_ZERO).cast(),
+                std::mem::size_of::<libc::linger>() as u32,
+            )
+            .build()
+            .user_data(tok(Op::Linger))),
             Target::Fd(fd) if reset => {
                 // Best effort: without it the close sends FIN instead of RST.
                 let _ = super::socket::set_linger_zero(fd);
@@ -862,7 +867,10 @@ impl Worker {
             -1 => Target::Fixed(index as u32),
             fd => Target::Fd(fd),
         };
-        assert!(index < self.conns.len(), "the kernel picked a slot beyond the table");
+        assert!(
+            index < self.conns.len(),
+            "the kernel picked a slot beyond the table"
+        );
         let open = self.shared.open.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.shared.connections_max {
             self.shared.open.fetch_sub(1, Ordering::Relaxed);
@@ -1032,21 +1040,33 @@ impl Worker {
         }
     }
 
-    /// Stops accepting, cancels every operation (receives, sends, delay timers —
-    /// a cancelled timer cancels its linked send), waits briefly for their
-    /// completions, closes ordinary descriptors (direct ones close with the ring).
-    /// Memory an unfinished operation may still touch is leaked, never freed.
+    /// Stops accepting and tears every connection down (its receive, send and delay
+    /// timer cancelled by exact `user_data` — a cancelled timer cancels its linked
+    /// send — and the socket closed), then waits for the completions: at most
+    /// [`SHUTDOWN_DRAIN_MAX`] plus [`SHUTDOWN_DRAIN_PER_OP`] per operation in flight.
+    /// One cancel-everything request would be simpler, but the kernel finds its
+    /// matches by rescanning every request it already cancelled, quadratic in the
+    /// connections held (seconds at 12,000). Memory an unfinished operation may still
+    /// touch is leaked, never freed.
     fn shutdown(&mut self, batch: &mut [Completion]) {
-        // SAFETY: plain syscall on the listener this Worker owns.
+        // SAFETY: plain syscall on the listener this Worker owns; it ends the accept.
         unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
-        if self.inflight > 0 && self.fatal.is_none() {
-            let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
-                .build()
-                .user_data(Token::new(0, Op::Cancel, 0).encode());
-            // SAFETY: a cancel request refers to no memory.
-            unsafe { self.push(&[cancel]) };
+        if self.fatal.is_none() {
+            if self.accept_armed {
+                let cancel = opcode::AsyncCancel::new(Token::new(0, Op::Accept, 0).encode())
+                    .build()
+                    .user_data(Token::new(0, Op::Cancel, 0).encode());
+                // SAFETY: a cancel request refers to no memory.
+                unsafe { self.push(&[cancel]) };
+            }
+            for index in 0..self.conns.len() {
+                if self.conns[index].open {
+                    self.teardown(index, false);
+                }
+            }
         }
-        let deadline = Instant::now() + SHUTDOWN_DRAIN_MAX;
+        let drain = SHUTDOWN_DRAIN_MAX + SHUTDOWN_DRAIN_PER_OP * self.inflight.min(1 << 20) as u32;
+        let deadline = Instant::now() + drain;
         while self.inflight > 0 && self.fatal.is_none() {
             let now = Instant::now();
             if now >= deadline {

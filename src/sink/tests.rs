@@ -141,7 +141,8 @@ fn a_four_entry_submission_queue_still_serves_everyone() {
     // teardown groups must all survive "submit, then retry".
     let mut cfg = config(SinkMode::Echo);
     cfg.delay = Some(Duration::from_millis(1));
-    let sink = start_tuned(&cfg, server::SQ_ENTRIES_MIN, server::RECV_BUFFERS).expect("sink starts");
+    let sink =
+        start_tuned(&cfg, server::SQ_ENTRIES_MIN, server::RECV_BUFFERS).expect("sink starts");
     let mut clients: Vec<TcpStream> = (0..16).map(|_| connect(sink.local_addr())).collect();
     for round in 0..5u8 {
         for s in clients.iter_mut() {
@@ -557,7 +558,11 @@ fn reset_ratio_one_resets_the_first_request() {
             "direct {direct}"
         );
         let stats = sink.stop();
-        assert_eq!((stats.connections_reset, stats.replies), (1, 0), "{stats:?}");
+        assert_eq!(
+            (stats.connections_reset, stats.replies),
+            (1, 0),
+            "{stats:?}"
+        );
     }
 }
 
@@ -594,7 +599,10 @@ fn more_senders_than_buffers_all_get_their_echo() {
     // Two receive buffers for 32 connections that all send before anyone reads: most
     // receives find the pool empty, wait, and are re-armed as echo sends give
     // buffers back; every byte still comes back, in order.
-    for (mode, sq) in [(SinkMode::Echo, server::SQ_ENTRIES), (SinkMode::Fixed(3), server::SQ_ENTRIES_MIN)] {
+    for (mode, sq) in [
+        (SinkMode::Echo, server::SQ_ENTRIES),
+        (SinkMode::Fixed(3), server::SQ_ENTRIES_MIN),
+    ] {
         let sink = start_tuned(&config(mode), sq, 2).expect("sink starts");
         let mut clients: Vec<TcpStream> = (0..32).map(|_| connect(sink.local_addr())).collect();
         for round in 0..3u8 {
@@ -610,10 +618,12 @@ fn more_senders_than_buffers_all_get_their_echo() {
                 assert!(got == want, "{mode} client {i} round {round}");
                 if mode != SinkMode::Echo {
                     // One reply per read: drain replies to any further reads.
-                    s.set_read_timeout(Some(Duration::from_millis(20))).expect("timeout");
+                    s.set_read_timeout(Some(Duration::from_millis(20)))
+                        .expect("timeout");
                     let mut rest = [0u8; 4096];
                     while matches!(s.read(&mut rest), Ok(n) if n > 0) {}
-                    s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+                    s.set_read_timeout(Some(Duration::from_secs(2)))
+                        .expect("timeout");
                 }
             }
         }
@@ -631,7 +641,10 @@ fn bad_fault_values_are_refused() {
     let mut cfg = config(SinkMode::Echo);
     cfg.reset_ratio = 1.5;
     let err = start(&cfg).expect_err("ratio above 1").to_string();
-    assert!(err.contains("reset_ratio: must be between 0 and 1, got 1.5"), "{err}");
+    assert!(
+        err.contains("reset_ratio: must be between 0 and 1, got 1.5"),
+        "{err}"
+    );
     let mut cfg = config(SinkMode::Echo);
     cfg.close_every = Some(Duration::ZERO);
     let err = start(&cfg).expect_err("zero period").to_string();

@@ -70,7 +70,10 @@ impl Token {
     }
 
     pub(crate) fn with_buf(index: u32, op: Op, generation: u32, buf: u16) -> Token {
-        assert!(index < INDEX_LIMIT, "slot index {index} beyond the token's 20 bits");
+        assert!(
+            index < INDEX_LIMIT,
+            "slot index {index} beyond the token's 20 bits"
+        );
         Token {
             index,
             op,
