@@ -1112,3 +1112,18 @@ impl Worker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_slot_stays_small() {
+        // What an idle connection costs in user space (README: "48-byte table entry").
+        assert!(
+            std::mem::size_of::<Conn>() <= 48,
+            "{}",
+            std::mem::size_of::<Conn>()
+        );
+    }
+}
