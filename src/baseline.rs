@@ -71,7 +71,7 @@ fn step_of(r: &Report) -> Step {
         achieved_rps: r.rate.achieved_rps,
         valid: r.valid,
         saturated,
-        dispatch_lag_p99_ns: r.dispatch_lag_ns.p99,
+        dispatch_lag_p99_ns: r.dispatch_lag_ns.map_or(0, |l| l.p99),
         latency_p50_ns: r.latency_ns.p50,
         latency_p99_ns: r.latency_ns.p99,
         errors: r.requests.errors,

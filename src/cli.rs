@@ -106,11 +106,25 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
 
-    /// Intended request rate in requests per second, in total across workers. Required
-    /// with --target; the baseline steps its own rate. `max` (UDP blast only): as fast
-    /// as the send buffers allow.
+    /// Intended request rate in requests per second, in total across workers, or a
+    /// shape: `step:1000..50000+1000/30s`, `ramp:0..50000/60s`,
+    /// `spike:base=1000,peak=10000,at=30s,for=5s`, `burst:base=500,peak=5000,on=200ms,off=2s`,
+    /// `chaos:base=2000,amp=0.5`, `file:rates.csv`. Required with --target (unless
+    /// --concurrency or --hold); the baseline steps its own rate. `max` (UDP blast
+    /// only): as fast as the send buffers allow.
     #[arg(long)]
     pub rate: Option<String>,
+
+    /// How requests are spread within the rate: `constant` (evenly paced) or `poisson`
+    /// (exponential gaps from --seed). Default: constant.
+    #[arg(long, default_value = "constant")]
+    pub arrivals: String,
+
+    /// Closed-loop mode, for comparison: N connections each send the next request when
+    /// the previous response arrives (no --rate). Its latency hides queueing; the
+    /// report says so and the validity gate does not apply.
+    #[arg(long, conflicts_with = "rate")]
+    pub concurrency: Option<usize>,
 
     /// Transport: `tcp` (persistent connections) or `udp` (connected UDP sockets, one
     /// datagram per request, matched by sequence). Default: tcp.

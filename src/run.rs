@@ -364,12 +364,17 @@ fn build_report(
         .map(|t| (t.core, t.busy_at_stop))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .filter(|_| stopped_ns >= BUSY_WINDOW_MIN_NS);
+    // A closed loop has no timetable to fall behind: the gate does not apply.
     let verdict = Gate {
-        max_lag_ns: plan.max_lag_ns,
+        max_lag_ns: if plan.closed_loop {
+            u64::MAX
+        } else {
+            plan.max_lag_ns
+        },
     }
     .judge(
         &c.total.dispatch_lag,
-        busiest.filter(|_| rate_rps.is_finite()),
+        busiest.filter(|_| rate_rps.is_finite() && !plan.closed_loop),
     );
     let intervals: Vec<Interval> = c
         .rows
@@ -383,7 +388,13 @@ fn build_report(
             Interval {
                 second: i as u64,
                 duration_s: len_s,
-                intended_rps: rate_rps,
+                // A shaped rate: what the shape intends for this very second.
+                intended_rps: match &plan.shape {
+                    Some(s) if s.constant_rps().is_none() => {
+                        s.expected_between(start as f64, end as f64) / len_s
+                    }
+                    _ => rate_rps,
+                },
                 achieved_rps: row.completed as f64 / len_s,
                 latency_p50_ns: row.latency.p50,
                 latency_p99_ns: row.latency.p99,
@@ -412,6 +423,15 @@ fn build_report(
     let service = Percentiles::of(&c.total.service);
     let wait = Percentiles::of(&c.total.connection_wait);
     let mut diagnosis: Vec<String> = time_wait_warning(plan, rate_rps).into_iter().collect();
+    if plan.closed_loop {
+        diagnosis.push(format!(
+            "closed model (--concurrency {}): each connection waited for its response before \
+             sending again, so a slow target slowed the load instead of queueing it; this \
+             latency is service time and hides queueing. Run open-loop (--rate) for the \
+             latency users see.",
+            plan.connections
+        ));
+    }
     if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 {
         let inflight_needed = rate_rps * service.mean / 1e9;
         diagnosis.push(format!(
@@ -586,7 +606,9 @@ fn build_report(
                 } as f64,
             rss_growth_bytes: setup.rss_growth,
         },
-        mode: if plan.hold {
+        mode: if plan.closed_loop {
+            "closed_loop"
+        } else if plan.hold {
             "hold"
         } else if plan.per_request {
             "per_request"
@@ -595,7 +617,9 @@ fn build_report(
         },
         latency_ns: latency,
         service_time_ns: service,
-        dispatch_lag_ns: Percentiles::of(&c.total.dispatch_lag),
+        dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
+        rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
+        arrivals: plan.arrivals.to_string(),
         connection_wait_ns: wait,
         workers,
         io_uring_features: features,

@@ -204,11 +204,16 @@ pub struct Report {
     /// Time from connect submitted to established.
     pub connect_time_ns: Percentiles,
     pub memory: Memory,
-    /// `persistent`, `hold` or `per_request`.
+    /// `persistent`, `hold`, `per_request` or `closed_loop`.
     pub mode: &'static str,
     pub latency_ns: Percentiles,
     pub service_time_ns: Percentiles,
-    pub dispatch_lag_ns: Percentiles,
+    /// `null` in closed loop (no timetable).
+    pub dispatch_lag_ns: Option<Percentiles>,
+    /// The `--rate` spec (`null` without a timetable).
+    pub rate_spec: Option<String>,
+    /// `constant` or `poisson`.
+    pub arrivals: String,
     pub connection_wait_ns: Percentiles,
     pub workers: Vec<WorkerReport>,
     pub io_uring_features: Vec<&'static str>,

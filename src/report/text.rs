@@ -31,7 +31,21 @@ pub fn render(r: &Report) -> String {
         r.config.payload_bytes,
         if r.interrupted { " (interrupted)" } else { "" }
     );
-    if r.rate.intended_rps.is_finite() {
+    if r.mode == "closed_loop" {
+        let _ = writeln!(
+            w,
+            "CLOSED LOOP (--concurrency {}): throughput {}/s over {:.2} s; no timetable, so the \
+             latency below is service time and hides queueing",
+            r.config.connections,
+            fmt_rate(r.rate.achieved_rps),
+            r.elapsed_s,
+        );
+    } else if r.rate.intended_rps.is_finite() {
+        if let Some(spec) = r.rate_spec.as_deref().filter(|s| s.parse::<f64>().is_err()) {
+            let _ = writeln!(w, "rate shape: {spec}, {} arrivals", r.arrivals);
+        } else if r.arrivals != "constant" {
+            let _ = writeln!(w, "arrivals: {}", r.arrivals);
+        }
         let _ = writeln!(
             w,
             "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
@@ -77,13 +91,15 @@ pub fn render(r: &Report) -> String {
          service time counts from the actual send, as closed-loop tools such as wrk report it."
     );
     let _ = writeln!(w);
-    let _ = writeln!(
-        w,
-        "dispatch lag     p99 {:>10}  max {:>10}   (generator health; gate: p99 < {})",
-        fmt_ns(r.dispatch_lag_ns.p99),
-        fmt_ns(r.dispatch_lag_ns.max),
-        fmt_ns(r.config.max_lag_ns)
-    );
+    if let Some(lag) = &r.dispatch_lag_ns {
+        let _ = writeln!(
+            w,
+            "dispatch lag     p99 {:>10}  max {:>10}   (generator health; gate: p99 < {})",
+            fmt_ns(lag.p99),
+            fmt_ns(lag.max),
+            fmt_ns(r.config.max_lag_ns)
+        );
+    }
     let _ = writeln!(
         w,
         "connection wait  p99 {:>10}  max {:>10}   (due request waiting for a free connection)",
