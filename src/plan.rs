@@ -640,7 +640,7 @@ impl RunPlan {
                     sources: self.sources.clone().into(),
                     sockopts: self.sockopts,
                     connect_gap_ns,
-                    backoff: self.backoff.clone(),
+                    backoff: self.backoff,
                     per_request: self.per_request,
                     // The baseline steps constant rates of its own (`rate_rps`).
                     shape: self

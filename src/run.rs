@@ -119,6 +119,7 @@ pub fn execute(
     let fatal = readies.iter().find_map(|r| r.fatal.clone());
     let established: usize = readies.iter().map(|r| r.established).sum();
     let setup = Setup {
+        features: Vec::new(),
         established: established as u64,
         establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
         rss_growth: rss_bytes().saturating_sub(rss_before),
@@ -170,8 +171,7 @@ pub fn execute(
         rate_rps,
         duration_ns,
         collected,
-        features,
-        setup,
+        Setup { features, ..setup },
         stop.load(Ordering::Relaxed),
     ))
 }
@@ -190,6 +190,8 @@ pub fn time_wait_warning(plan: &RunPlan, rate_rps: f64) -> Option<String> {
 
 /// What the connect phase established, before the schedule started.
 struct Setup {
+    /// io_uring features of the first worker's ring.
+    features: Vec<&'static str>,
     established: u64,
     establish_ns: u64,
     rss_growth: u64,
@@ -337,7 +339,6 @@ fn build_report(
     rate_rps: f64,
     duration_ns: u64,
     c: Collected,
-    features: Vec<&'static str>,
     setup: Setup,
     interrupted: bool,
 ) -> Report {
@@ -517,7 +518,7 @@ fn build_report(
         ctr.completed as f64 / elapsed
     };
     let features = {
-        let mut f = features;
+        let mut f = setup.features.clone();
         for t in &c.totals {
             for x in &t.ring_features {
                 if !f.contains(x) {
