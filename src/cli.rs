@@ -115,6 +115,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub rate: Option<String>,
 
+    /// The link speed of the interface carrying the run, e.g. `25gbit`, `200mbit`, for
+    /// the NIC utilisation figures (virtual links report none or a nominal figure).
+    /// Default: what /sys/class/net/IF/speed says.
+    #[arg(long)]
+    pub link_speed: Option<String>,
+
     /// How requests are spread within the rate: `constant` (evenly paced) or `poisson`
     /// (exponential gaps from --seed). Default: constant.
     #[arg(long, default_value = "constant")]

@@ -43,6 +43,8 @@ pub const WAIT_NS_MAX: u64 = 10_000_000;
 pub const DRAIN_NS_MAX: u64 = 2_000_000_000;
 /// File descriptors kept free for the process itself (rings, stdio, listeners).
 pub const FD_MARGIN: u64 = 64;
+/// Length of a report interval (the live line, `intervals[]`).
+pub const INTERVAL_NS: u64 = 1_000_000_000;
 /// Connects one worker keeps pending at once: a larger storm overflows the target's
 /// SYN queue, and the dropped SYNs come back as 1 s retransmits that measure the
 /// storm, not the target.

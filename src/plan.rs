@@ -56,6 +56,8 @@ pub struct RunPlan {
     pub arrivals: ArrivalKind,
     /// `--concurrency`: closed loop, one request in flight per connection.
     pub closed_loop: bool,
+    /// `--link-speed`, bits/s.
+    pub link_speed_bps: Option<u64>,
     /// Workers (each one ring) per core: more than one when a core's connections do
     /// not fit one ring's file table (RLIMIT_NOFILE); set by the preflight. Default 1.
     pub rings_per_core: usize,
@@ -535,6 +537,13 @@ impl RunPlan {
             shape,
             arrivals,
             closed_loop: a.concurrency.is_some(),
+            link_speed_bps: a
+                .link_speed
+                .as_deref()
+                .map(|s| {
+                    crate::metrics::host::parse_link_speed(s).map_err(|m| err("link-speed", m))
+                })
+                .transpose()?,
             targets,
             sources,
             sockopts,
@@ -660,7 +669,7 @@ impl RunPlan {
                     framing: self.framing,
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
-                    interval_ns: 1_000_000_000,
+                    interval_ns: INTERVAL_NS,
                     // Workers sharing a core must not spin against each other.
                     spin_ns: if self.rings_per_core > 1 {
                         0

@@ -3,14 +3,19 @@
 //! histograms, printing the live line), and build the report.
 
 use crate::clock::Clock;
+use crate::engine::pacing::Usage;
 use crate::engine::udp::run_udp_worker;
 use crate::engine::{Channels, Control, Ready, Transport, run_worker};
+use crate::metrics::host::{
+    CORE_BUSY_WATERMARK, HostInterval, HostSampler, LINK_SATURATED, OTHER_LOAD_WARN, iface_for,
+    read_link_speed,
+};
 use crate::metrics::recorder::{CONNECT_ERRNOS, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
-    Bytes, Config, Connections, HttpReport, Interval, Memory, MixEntryReport, Percentiles, Rate,
-    Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
+    Bytes, Config, Connections, HostReport, HttpReport, Interval, Memory, MixEntryReport,
+    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
 };
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -155,7 +160,10 @@ pub fn execute(
         let _ = c.send(Control::Start(clock.clone()));
     }
 
-    let collected = collect(&snap_rx, &recycle, rate_rps, live);
+    let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
+    let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
+    let mut collected = collect(&snap_rx, &recycle, rate_rps, live, &mut host, &worker_cores);
+    collected.iface = host.iface.clone();
     for h in handles {
         if h.join().is_err() {
             return Err(RunError::Worker("a worker thread panicked".into()));
@@ -186,6 +194,25 @@ pub fn time_wait_warning(plan: &RunPlan, rate_rps: f64) -> Option<String> {
     let range = ports::read_port_range(std::path::Path::new("/")).ok()?;
     let pairs = ports::Placement::new(plan.connections, plan.sources.len(), plan.targets.len());
     ports::time_wait_warning(rate_rps, pairs.pairs(), range, 60.0)
+}
+
+/// The run's host figures: the busiest generator core and the interface's traffic.
+fn host_report(rows: &[Interval], iface: Option<String>, link_bps: Option<u64>) -> HostReport {
+    let max = |f: fn(&Interval) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+    HostReport {
+        max_core_load: max(|i| i.core_load),
+        max_worker_busy: max(|i| i.worker_busy),
+        max_other_load: max(|i| i.other_load),
+        other_load_warn_at: OTHER_LOAD_WARN,
+        iface,
+        link_speed_bps: link_bps,
+        tx_bps_max: max(|i| i.tx_bps),
+        rx_bps_max: max(|i| i.rx_bps),
+        link_utilization_max: link_bps.map(|_| max(|i| i.link_utilization.unwrap_or(0.0))),
+        drops: rows.iter().map(|i| i.drops).sum(),
+        core_busy_watermark: CORE_BUSY_WATERMARK,
+        link_saturated_at: LINK_SATURATED,
+    }
 }
 
 /// What the connect phase established, before the schedule started.
@@ -237,6 +264,8 @@ struct Collected {
     /// One summary row per interval, filled as intervals complete.
     rows: Vec<Row>,
     totals: Vec<WorkerTotals>,
+    /// The interface that carried the run, when known.
+    iface: Option<String>,
 }
 
 /// An interval reduced to the figures the report keeps, so a day-long run holds a few
@@ -247,12 +276,70 @@ struct Row {
     errors: u64,
     latency: Percentiles,
     lag_p99: u64,
+    load: Load,
+}
+
+/// How loaded the generator's cores and the interface were in one interval.
+#[derive(Debug, Clone, Copy, Default)]
+struct Load {
+    /// Busiest core as /proc/stat counts it, minus the workers' own spinning there (a
+    /// worker spinning for a due instant looks 100% busy to /proc/stat).
+    core_load: f64,
+    /// Busiest core as the workers measure themselves: CPU minus spin, over the interval.
+    worker_busy: f64,
+    /// Busiest core's time taken by anything but the workers (other processes, IRQs).
+    other_load: f64,
+    tx_bps: f64,
+    rx_bps: f64,
+    drops: u64,
+}
+
+impl Load {
+    /// Reduces one interval: the workers' own usage (per worker, with its core) and what
+    /// the host saw.
+    fn of(usage: &[(usize, Usage)], host: &HostInterval) -> Load {
+        // Per core: the workers' CPU share, and the share of wall time they worked
+        // (neither spinning nor asleep) -- their own, TSC-measured figure.
+        let mut per_core: std::collections::BTreeMap<usize, (f64, f64)> = Default::default();
+        for &(core, u) in usage {
+            let len = u.wall_ns.max(1) as f64;
+            let e = per_core.entry(core).or_default();
+            e.0 += u.cpu_ns as f64 / len;
+            e.1 += (len - (u.spin_ns + u.sleep_ns) as f64).max(0.0) / len;
+        }
+        let worker_busy = per_core.values().map(|v| v.1.min(1.0)).fold(0.0, f64::max);
+        // /proc/stat counts a spinning worker as busy: replace the workers' CPU share
+        // with the part of it that was work, keeping everything else on the core.
+        let core_load = host
+            .core_busy
+            .iter()
+            .map(|&(c, busy)| {
+                let (cpu, work) = per_core.get(&c).copied().unwrap_or_default();
+                (busy - cpu + work.min(cpu)).clamp(0.0, 1.0)
+            })
+            .fold(0.0, f64::max);
+        let other_load = host
+            .core_busy
+            .iter()
+            .map(|&(c, busy)| (busy - per_core.get(&c).map_or(0.0, |v| v.0)).clamp(0.0, 1.0))
+            .fold(0.0, f64::max);
+        Load {
+            core_load,
+            worker_busy,
+            other_load,
+            tx_bps: host.tx_bps,
+            rx_bps: host.rx_bps,
+            drops: host.drops,
+        }
+    }
 }
 
 /// An interval some workers have not reported yet.
 struct Pending {
     histograms: Histograms,
     counters: Counters,
+    /// Each reporting worker's core and how it spent the interval.
+    usage: Vec<(usize, Usage)>,
 }
 
 /// Receives snapshots until every worker sent its last one. An interval is complete
@@ -263,6 +350,8 @@ fn collect(
     recycle: &[crossbeam_channel::Sender<Histograms>],
     rate_rps: f64,
     live: bool,
+    host: &mut HostSampler,
+    worker_cores: &[usize],
 ) -> Collected {
     let workers = recycle.len();
     let mut c = Collected {
@@ -270,6 +359,7 @@ fn collect(
         counters: Counters::default(),
         rows: Vec::new(),
         totals: vec![WorkerTotals::default(); workers],
+        iface: None,
     };
     let mut pending: std::collections::BTreeMap<usize, Pending> = Default::default();
     // Per worker: intervals reported so far (they arrive in order) and whether done.
@@ -285,7 +375,9 @@ fn collect(
         let p = pending.entry(i).or_insert_with(|| Pending {
             histograms: Histograms::new(),
             counters: Counters::default(),
+            usage: Vec::new(),
         });
+        p.usage.push((worker_cores[snap.worker], snap.usage));
         p.histograms.add(&snap.histograms);
         p.counters.add(&snap.counters);
         c.total.add(&snap.histograms);
@@ -313,6 +405,7 @@ fn collect(
                 errors: p.counters.request_errors(),
                 latency: Percentiles::of(&p.histograms.latency),
                 lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
+                load: Load::of(&p.usage, &host.sample()),
             };
             if live {
                 eprintln!(
@@ -377,6 +470,11 @@ fn build_report(
         &c.total.dispatch_lag,
         busiest.filter(|_| rate_rps.is_finite() && !plan.closed_loop),
     );
+    let link_bps = plan.link_speed_bps.or_else(|| {
+        c.iface
+            .as_deref()
+            .and_then(|i| read_link_speed(std::path::Path::new("/"), i))
+    });
     let intervals: Vec<Interval> = c
         .rows
         .iter()
@@ -401,6 +499,13 @@ fn build_report(
                 latency_p99_ns: row.latency.p99,
                 dispatch_lag_p99_ns: row.lag_p99,
                 errors: row.errors,
+                core_load: row.load.core_load,
+                worker_busy: row.load.worker_busy,
+                other_load: row.load.other_load,
+                tx_bps: row.load.tx_bps,
+                rx_bps: row.load.rx_bps,
+                link_utilization: link_bps.map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
+                drops: row.load.drops,
             }
         })
         .collect();
@@ -424,6 +529,8 @@ fn build_report(
     let service = Percentiles::of(&c.total.service);
     let wait = Percentiles::of(&c.total.connection_wait);
     let mut diagnosis: Vec<String> = time_wait_warning(plan, rate_rps).into_iter().collect();
+    let host = host_report(&intervals, c.iface.clone(), link_bps);
+    diagnosis.extend(host.warnings());
     if plan.closed_loop {
         diagnosis.push(format!(
             "closed model (--concurrency {}): each connection waited for its response before \
@@ -597,6 +704,7 @@ fn build_report(
                 .and_then(|e| crate::preflight::walls::wall_hint(e, &wall_context(plan))),
         },
         connect_time_ns: Percentiles::of(&c.total.connect),
+        host,
         memory: Memory {
             // A connection per request holds none at the start: per connection slot.
             user_bytes_per_connection: setup.rss_growth as f64

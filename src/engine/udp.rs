@@ -667,7 +667,7 @@ impl<'p> UdpWorker<'p> {
             while !self.stopping
                 && let Some(i) = pace.interval_ended(now)
             {
-                self.out.send(i, None);
+                self.out.send(i, None, &mut pace);
             }
             let sends_pending = self.free_bufs.len() < self.buf_use.len();
             if self.stopping
@@ -693,6 +693,7 @@ impl<'p> UdpWorker<'p> {
                 } else {
                     wake.at.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX)
                 };
+                pace.sleep(now2);
                 let _ = self.ring.submit_and_wait_ns(wait);
             } else {
                 if self.ring.needs_enter() || (work == 0 && !wake.due_soon) {
@@ -730,7 +731,7 @@ impl<'p> UdpWorker<'p> {
             entries: Vec::new(),
         };
         let interval = pace.interval();
-        self.out.send(interval, Some(totals));
+        self.out.send(interval, Some(totals), &mut pace);
     }
 
     /// Closes the sockets and waits (at most a second) for every operation in the ring,

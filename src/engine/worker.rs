@@ -207,13 +207,14 @@ impl Outbox {
 
     /// Sends this interval's figures and starts the next interval from zero, with
     /// histograms the collector handed back (allocating only until it has).
-    pub fn send(&mut self, interval: u64, last: Option<WorkerTotals>) {
+    pub fn send(&mut self, interval: u64, last: Option<WorkerTotals>, pace: &mut Pacer) {
         let fresh = self.recycle_rx.try_recv().unwrap_or_default();
         let snap = Snapshot {
             worker: self.worker,
             interval,
             histograms: std::mem::replace(&mut self.hist, fresh),
             counters: std::mem::take(&mut self.counters),
+            usage: pace.take_usage(),
             last,
         };
         let _ = self.snap_tx.send(snap);
@@ -1471,7 +1472,7 @@ impl<'p> Worker<'p> {
             while !self.stopping
                 && let Some(i) = pace.interval_ended(now)
             {
-                self.out.send(i, None);
+                self.out.send(i, None, &mut pace);
             }
             self.flush_sends();
             if self.stopping
@@ -1491,6 +1492,7 @@ impl<'p> Worker<'p> {
                 now
             };
             if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
+                pace.sleep(now2);
                 let _ = self
                     .ring
                     .submit_and_wait_ns((wake.at - now2).min(WAIT_NS_MAX));
@@ -1533,7 +1535,7 @@ impl<'p> Worker<'p> {
             entries: std::mem::take(&mut self.entries),
         };
         let interval = pace.interval();
-        self.out.send(interval, Some(totals));
+        self.out.send(interval, Some(totals), &mut pace);
     }
 }
 

@@ -145,6 +145,22 @@ pub fn render(r: &Report) -> String {
             wk.backlog_peak
         );
     }
+    let h = &r.host;
+    let link = match (h.link_speed_bps, h.link_utilization_max) {
+        (Some(l), Some(u)) => format!("{:.0}% of its {:.0} Mbit/s link", u * 100.0, l as f64 / 1e6),
+        _ => "no link speed (loopback or virtual; --link-speed sets one)".to_string(),
+    };
+    let _ = writeln!(
+        w,
+        "host: busiest generator core {:.0}% busy (/proc/stat, spin excluded; workers' own \
+         measure {:.0}%); {}: up to {:.1} Mbit/s out, {:.1} Mbit/s in, {link}, {} drops",
+        h.max_core_load * 100.0,
+        h.max_worker_busy * 100.0,
+        h.iface.as_deref().unwrap_or("interface unknown"),
+        h.tx_bps_max / 1e6,
+        h.rx_bps_max / 1e6,
+        h.drops
+    );
     if let Some(u) = &r.udp {
         let _ = writeln!(
             w,
