@@ -198,11 +198,16 @@ impl Host {
         }
     }
 
-    /// The running machine: files under `/`, this process's RLIMIT_NOFILE.
+    /// The running machine: files under `/` (or under `$PREFLIGHT_ROOT`, as for
+    /// `scripts/preflight.sh`, so tests can drive the binary with a fixture tree), this
+    /// process's RLIMIT_NOFILE.
     pub fn this_machine() -> Host {
         use nix::sys::resource::{Resource, getrlimit};
         let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap_or((0, 0));
-        Host::read(Path::new("/"), soft, hard)
+        let root = std::env::var_os("PREFLIGHT_ROOT")
+            .filter(|r| !r.is_empty())
+            .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        Host::read(&root, soft, hard)
     }
 
     fn path(&self, rel: &str) -> PathBuf {
