@@ -632,7 +632,7 @@ impl RunPlan {
                     sources: self.sources.clone().into(),
                     sockopts: self.sockopts,
                     connect_gap_ns,
-                    backoff: self.backoff.clone(),
+                    backoff: self.backoff,
                     per_request: self.per_request,
                     connections,
                     pipeline: self.pipeline,
