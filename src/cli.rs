@@ -27,6 +27,10 @@ pub enum Command {
     Run(RunArgs),
     /// Serve as a target: the built-in io_uring sink.
     Sink(SinkArgs),
+    /// Check whether this machine can run the plan given by the same flags as `run`:
+    /// file descriptors, port space, memory and cores, one line per check as
+    /// scripts/preflight.sh prints them. Exit 0 when nothing FAILs, 1 otherwise.
+    Preflight(RunArgs),
     /// Size a generator cluster for a target load: connections, CPU, uplink and
     /// downlink sized separately, the largest wins, plus one coordinator.
     Plan(PlanArgs),
@@ -101,6 +105,12 @@ pub struct RunArgs {
     /// Default: core 0.
     #[arg(long)]
     pub cores: Option<String>,
+
+    /// Core of the main thread (collector, live line, report) and of every helper
+    /// thread, so none of them preempts a worker. Default: the first usable core not in
+    /// --cores, or the first of --cores when there is none.
+    #[arg(long)]
+    pub control_core: Option<usize>,
 
     /// Persistent connections in total, split across workers. Default: 64.
     #[arg(long, default_value_t = 64)]
@@ -395,7 +405,7 @@ pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
     let first = args.get(1).map(String::as_str);
     let known = matches!(
         first,
-        Some("run" | "sink" | "plan" | "help" | "-h" | "--help" | "-V" | "--version")
+        Some("run" | "sink" | "plan" | "preflight" | "help" | "-h" | "--help" | "-V" | "--version")
     );
     if !known {
         args.insert(1, "run".to_string());
@@ -423,6 +433,7 @@ mod tests {
         );
         assert_eq!(a(&["blaster", "sink"]), ["blaster", "sink"]);
         assert_eq!(a(&["blaster", "plan"]), ["blaster", "plan"]);
+        assert_eq!(a(&["blaster", "preflight"]), ["blaster", "preflight"]);
         assert_eq!(a(&["blaster", "--help"]), ["blaster", "--help"]);
     }
 }

@@ -41,3 +41,4 @@ pub mod request;
 pub mod run;
 pub mod schedule;
 pub mod sink;
+pub mod threads;

@@ -62,6 +62,8 @@ pub struct RunPlan {
     /// not fit one ring's file table (RLIMIT_NOFILE); set by the preflight. Default 1.
     pub rings_per_core: usize,
     pub cores: Vec<usize>,
+    /// `--control-core`: where the main thread (collector) and helper threads run.
+    pub control_core: usize,
     pub connections: usize,
     /// `None` only for the baseline, which steps its own rate; infinite for `max`.
     pub rate_rps: Option<f64>,
@@ -198,6 +200,31 @@ pub fn list_cores(cores: &[usize]) -> String {
         i = j + 1;
     }
     out.join(",")
+}
+
+/// `--control-core`: the given core when this process may use it; by default the first
+/// usable core that runs no worker, else the first worker core.
+fn control_core(
+    given: Option<usize>,
+    cores: &[usize],
+    usable: &[usize],
+) -> Result<usize, PlanError> {
+    match given {
+        Some(c) if usable.contains(&c) => Ok(c),
+        Some(c) => Err(err(
+            "control-core",
+            format!(
+                "unknown core {c}: this process may use cores {}",
+                list_cores(usable)
+            ),
+        )),
+        None => Ok(usable
+            .iter()
+            .copied()
+            .find(|c| !cores.contains(c))
+            .or_else(|| cores.first().copied())
+            .unwrap_or(0)),
+    }
 }
 
 /// The cores this process may run on: its affinity mask as first seen (read once, so
@@ -553,6 +580,7 @@ impl RunPlan {
             backoff,
             per_request: a.connect_per_request,
             rings_per_core: 1,
+            control_core: control_core(a.control_core, &cores, usable)?,
             cores,
             connections: a.concurrency.unwrap_or(a.connections),
             rate_rps,
@@ -939,5 +967,23 @@ mod tests {
         bad = args.clone();
         bad.rate = None;
         assert!(RunPlan::from_args(&bad, &[0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn control_core_defaults_to_a_spare_core() {
+        let plan = |extra: &[&str], usable: &[usize]| {
+            let mut a = vec!["--target", "127.0.0.1:9", "--rate", "10", "--quiet"];
+            a.extend_from_slice(extra);
+            RunPlan::from_args(&run_args(&a), usable).map(|p| p.control_core)
+        };
+        assert_eq!(plan(&["--cores", "0-1"], &[0, 1, 2, 3]).unwrap(), 2);
+        assert_eq!(plan(&["--cores", "0-1"], &[0, 1]).unwrap(), 0);
+        assert_eq!(plan(&["--control-core", "1"], &[0, 1]).unwrap(), 1);
+        assert_eq!(
+            plan(&["--control-core", "7"], &[0, 1])
+                .unwrap_err()
+                .to_string(),
+            "--control-core: unknown core 7: this process may use cores 0-1"
+        );
     }
 }

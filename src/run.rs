@@ -53,21 +53,11 @@ const BUSY_WINDOW_MIN_NS: u64 = 500_000_000;
 /// spinning on the TSC before its first due instant.
 const START_DELAY_NS: u64 = 20_000_000;
 
-/// Keeps the calling (collector) thread off the worker cores when other cores exist,
-/// so merging histograms and printing never preempts a spinning worker.
-fn keep_off_worker_cores(workers: &[usize]) {
-    let others: Vec<usize> = crate::plan::usable_cores()
-        .into_iter()
-        .filter(|c| !workers.contains(c))
-        .collect();
-    if others.is_empty() {
-        return;
-    }
-    let mut set = nix::sched::CpuSet::new();
-    for c in others {
-        let _ = set.set(c);
-    }
-    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+/// Keeps the calling (collector) thread off the worker cores: on the control core
+/// (`--control-core`), so merging histograms and printing never preempts a spinning
+/// worker. Threads it starts inherit the control core; workers then pin themselves.
+fn keep_off_worker_cores(control: usize) {
+    crate::threads::pin_current(control);
 }
 
 /// Runs the plan against `target` at `rate_rps` for `duration_ns`.
@@ -82,7 +72,7 @@ pub fn execute(
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     let n = workers.len();
     let rss_before = rss_bytes();
-    keep_off_worker_cores(&plan.cores);
+    keep_off_worker_cores(plan.control_core);
     let (ready_tx, ready_rx) = unbounded::<Ready>();
     let (snap_tx, snap_rx) = unbounded::<Snapshot>();
     let mut controls = Vec::with_capacity(n);
@@ -155,6 +145,8 @@ pub fn execute(
             connections: plan.connections,
         });
     }
+    // Every worker has pinned itself by now (before its Ready).
+    let sampler = crate::threads::Sampler::start(plan.control_core);
     let clock = Clock::new().with_start_in(START_DELAY_NS);
     for c in &controls {
         let _ = c.send(Control::Start(clock.clone()));
@@ -169,11 +161,12 @@ pub fn execute(
             return Err(RunError::Worker("a worker thread panicked".into()));
         }
     }
+    let threads = sampler.finish();
     let features = readies
         .first()
         .map(|r| r.features.clone())
         .unwrap_or_default();
-    Ok(build_report(
+    let mut report = build_report(
         plan,
         target,
         rate_rps,
@@ -181,7 +174,9 @@ pub fn execute(
         collected,
         Setup { features, ..setup },
         stop.load(Ordering::Relaxed),
-    ))
+    );
+    report.threads = threads;
+    Ok(report)
 }
 
 /// Connection per request without `--linger0`: whether the rate would use up the
@@ -426,6 +421,7 @@ fn collect(
     c
 }
 
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 fn build_report(
     plan: &RunPlan,
     target: SocketAddr,
@@ -659,6 +655,7 @@ fn build_report(
             duration_ns,
             timeout_ns: plan.timeout_ns,
             max_lag_ns: plan.max_lag_ns,
+            control_core: plan.control_core,
         },
         duration_s: secs,
         elapsed_s: elapsed,
@@ -732,6 +729,7 @@ fn build_report(
         connection_wait_ns: wait,
         workers,
         io_uring_features: features,
+        threads: Vec::new(),
         diagnosis,
         interrupted,
         intervals,

@@ -243,7 +243,8 @@ impl<'p> UdpWorker<'p> {
                 .clamp(WINDOW_MIN, WINDOW_MAX)
                 .next_power_of_two()
         };
-        let ring = Ring::new((buffers + plan.connections + 64) as u32)?;
+        let mut ring = Ring::new((buffers + plan.connections + 64) as u32)?;
+        ring.confine_io_workers(plan.core);
         features.extend(ring.features.iter().copied());
         // `--rate max` has no timetable: every free buffer is filled at once.
         let (schedule, total_k) = if plan.rate_rps.is_finite() {

@@ -313,6 +313,7 @@ impl<'p> Worker<'p> {
     ) -> std::io::Result<Self> {
         let entries = (plan.connections * 2 + 64) as u32;
         let mut ring = Ring::new(entries)?;
+        ring.confine_io_workers(plan.core);
         // Two receive buffers per connection, 64 to 4096 of 4 KiB each: buffers are
         // handed back as soon as their bytes are framed, so thousands of mostly idle
         // connections share a pool (a receive that finds it empty is re-armed).

@@ -51,6 +51,8 @@ pub struct Config {
     pub duration_ns: u64,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
+    /// `--control-core`: where the main thread and helper threads run.
+    pub control_core: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -298,6 +300,9 @@ pub struct Report {
     pub connection_wait_ns: Percentiles,
     pub workers: Vec<WorkerReport>,
     pub io_uring_features: Vec<&'static str>,
+    /// Every thread of the process seen during the run and the CPU it last ran on
+    /// (`/proc/self/task/*/stat` field 39), by tid.
+    pub threads: Vec<crate::threads::ThreadCpu>,
     /// Observations with their remedy, e.g. connection wait dominating latency.
     pub diagnosis: Vec<String>,
     pub interrupted: bool,

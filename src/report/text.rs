@@ -210,6 +210,19 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(w, "first protocol error: {bad}");
     }
     let _ = writeln!(w, "io_uring: {}", r.io_uring_features.join(", "));
+    for t in crate::threads::outside(&r.threads, &r.config.cores, r.config.control_core) {
+        let _ = writeln!(
+            w,
+            "warning: thread {} (tid {}) last ran on CPU {}, outside --cores {} and the \
+             control core {}: it competed with other work there; keep other processes' \
+             affinity off these cores, and check io_uring above for iowq_affinity",
+            t.name,
+            t.tid,
+            t.cpu,
+            crate::plan::list_cores(&r.config.cores),
+            r.config.control_core
+        );
+    }
     for d in &r.diagnosis {
         let _ = writeln!(w, "note: {d}");
     }
