@@ -725,6 +725,19 @@ fn build_report(
         service_time_ns: service,
         dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
         rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
+        poisson_fit: crate::metrics::gate::ks_exponential(
+            &c.total.pacing,
+            crate::engine::worker::GAP_SCALE,
+        )
+        .map(|(d, n)| {
+            let critical = crate::metrics::gate::ks_critical_1pct(n);
+            crate::report::PoissonFit {
+                ks_d: d,
+                gaps: n,
+                ks_critical_1pct: critical,
+                rejected: d > critical,
+            }
+        }),
         arrivals: plan.arrivals.to_string(),
         connection_wait_ns: wait,
         workers,

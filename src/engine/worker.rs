@@ -280,6 +280,8 @@ struct Worker<'p> {
     /// Receives are multishot (into `buf_ring`); false after the kernel refused one.
     multishot: bool,
     schedule: Arrivals,
+    /// Goodness of fit of the actual dispatch instants (Poisson arrivals).
+    pacing: PacingFit,
     /// Requests issued in closed-loop mode (their sequence numbers).
     closed_issued: u64,
     /// The schedule has started (the connect phase is over).
@@ -396,6 +398,7 @@ impl<'p> Worker<'p> {
             next_due: schedule.due_ns(0),
             schedule,
             closed_issued: 0,
+            pacing: PacingFit::new(plan),
             running: false,
             next_k: 0,
             total_k,
@@ -1300,6 +1303,7 @@ impl<'p> Worker<'p> {
                 .hist
                 .dispatch_lag
                 .saturating_record(now_ns - intended);
+            self.pacing.record(now_ns, &mut self.out.hist.pacing);
             if self.backlog.is_empty()
                 && let Some(c) = self.free_conn()
             {
@@ -1539,6 +1543,43 @@ impl<'p> Worker<'p> {
         self.out.send(interval, Some(totals), &mut pace);
     }
 }
+
+/// Time-rescaled gaps between actual dispatch instants: with Poisson arrivals the
+/// worker's own process has intensity rate(t) / workers, so Λ(t_k)/W - Λ(t_(k-1))/W of
+/// consecutive dispatches is Exp(1) when pacing is exact. Recorded x 1e6 in a histogram;
+/// the report tests it against the exponential (Kolmogorov-Smirnov).
+struct PacingFit {
+    shape: Option<RateShape>,
+    workers: f64,
+    prev: Option<f64>,
+}
+
+impl PacingFit {
+    fn new(plan: &WorkerPlan) -> PacingFit {
+        PacingFit {
+            shape: plan
+                .shape
+                .clone()
+                .filter(|_| plan.arrivals == ArrivalKind::Poisson),
+            workers: plan.workers as f64,
+            prev: None,
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, now_ns: Nanos, h: &mut hdrhistogram::Histogram<u64>) {
+        let Some(shape) = &self.shape else {
+            return;
+        };
+        let lam = shape.cumulative(now_ns as f64) / self.workers;
+        if let Some(prev) = self.prev.replace(lam) {
+            h.saturating_record(((lam - prev).max(0.0) * GAP_SCALE) as u64);
+        }
+    }
+}
+
+/// Fixed-point scale of the time-rescaled gaps in [`Histograms::pacing`].
+pub const GAP_SCALE: f64 = 1e6;
 
 /// A worker's timetable and how many of its requests fall before the end (`u64::MAX`
 /// until found on the way, for Poisson arrivals); no timetable (0 requests) for

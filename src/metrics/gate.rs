@@ -120,3 +120,58 @@ mod tests {
         assert!(g.judge(&h, None).valid);
     }
 }
+
+/// Kolmogorov-Smirnov test of time-rescaled gaps (recorded x `scale`) against Exp(1):
+/// `(D, n)`, the largest distance between the empirical and the exponential CDF, and
+/// the number of gaps. `None` without gaps.
+pub fn ks_exponential(h: &hdrhistogram::Histogram<u64>, scale: f64) -> Option<(f64, u64)> {
+    let n = h.len();
+    if n == 0 {
+        return None;
+    }
+    let mut below = 0u64;
+    let mut d: f64 = 0.0;
+    for v in h.iter_recorded() {
+        let x = h.highest_equivalent(v.value_iterated_to()) as f64 / scale;
+        let f = 1.0 - (-x).exp();
+        let before = below as f64 / n as f64;
+        below += v.count_at_value();
+        let after = below as f64 / n as f64;
+        d = d.max((before - f).abs()).max((after - f).abs());
+    }
+    Some((d, n))
+}
+
+/// The KS critical value at the 1% level for `n` samples (large-n approximation).
+pub fn ks_critical_1pct(n: u64) -> f64 {
+    1.63 / (n.max(1) as f64).sqrt()
+}
+
+#[cfg(test)]
+mod ks_tests {
+    use super::*;
+
+    fn hist() -> hdrhistogram::Histogram<u64> {
+        hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).unwrap()
+    }
+
+    #[test]
+    fn exponential_gaps_pass_and_even_gaps_fail() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let (mut exp, mut even) = (hist(), hist());
+        for _ in 0..20_000 {
+            let g = -(1.0 - rng.f64()).ln();
+            exp.record((g * 1e6) as u64).unwrap();
+            even.record(1_000_000).unwrap();
+        }
+        let (d, n) = ks_exponential(&exp, 1e6).unwrap();
+        assert_eq!(n, 20_000);
+        assert!(
+            d < ks_critical_1pct(n),
+            "exponential gaps rejected: D = {d}"
+        );
+        let (d, _) = ks_exponential(&even, 1e6).unwrap();
+        assert!(d > 0.3, "evenly spaced gaps pass as Poisson: D = {d}");
+        assert_eq!(ks_exponential(&hist(), 1e6), None);
+    }
+}

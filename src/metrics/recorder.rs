@@ -20,6 +20,9 @@ pub struct Histograms {
     pub connect: Histogram<u64>,
     /// Delay chosen before each reconnect (backoff with jitter).
     pub reconnect_delay: Histogram<u64>,
+    /// Poisson arrivals: time-rescaled gaps between actual dispatches, x 1e6 (Exp(1)
+    /// when the pacing is exact).
+    pub pacing: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -36,6 +39,7 @@ impl Histograms {
             connection_wait: histogram(),
             connect: histogram(),
             reconnect_delay: histogram(),
+            pacing: histogram(),
         }
     }
 
@@ -52,7 +56,7 @@ impl Histograms {
         }
     }
 
-    fn parts(&self) -> [&Histogram<u64>; 6] {
+    fn parts(&self) -> [&Histogram<u64>; 7] {
         [
             &self.latency,
             &self.service,
@@ -60,10 +64,11 @@ impl Histograms {
             &self.connection_wait,
             &self.connect,
             &self.reconnect_delay,
+            &self.pacing,
         ]
     }
 
-    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 6] {
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 7] {
         [
             &mut self.latency,
             &mut self.service,
@@ -71,6 +76,7 @@ impl Histograms {
             &mut self.connection_wait,
             &mut self.connect,
             &mut self.reconnect_delay,
+            &mut self.pacing,
         ]
     }
 }

@@ -153,6 +153,17 @@ pub struct Interval {
     pub drops: u64,
 }
 
+/// Kolmogorov-Smirnov test of the actual dispatch instants, time-rescaled by the
+/// intended rate, against the exponential gaps of a Poisson process.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoissonFit {
+    pub ks_d: f64,
+    pub gaps: u64,
+    /// 1.63 / sqrt(gaps): D above it rejects the Poisson process at the 1% level.
+    pub ks_critical_1pct: f64,
+    pub rejected: bool,
+}
+
 /// The generator's cores and the interface carrying the run, over the whole run.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostReport {
@@ -297,6 +308,9 @@ pub struct Report {
     pub rate_spec: Option<String>,
     /// `constant` or `poisson`.
     pub arrivals: String,
+    /// Poisson arrivals: how well the actual dispatch instants fit the intended process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poisson_fit: Option<PoissonFit>,
     pub connection_wait_ns: Percentiles,
     pub workers: Vec<WorkerReport>,
     pub io_uring_features: Vec<&'static str>,

@@ -46,6 +46,20 @@ pub fn render(r: &Report) -> String {
         } else if r.arrivals != "constant" {
             let _ = writeln!(w, "arrivals: {}", r.arrivals);
         }
+        if let Some(p) = &r.poisson_fit {
+            let _ = writeln!(
+                w,
+                "pacing vs Poisson: KS D = {:.4} over {} gaps (1% critical {:.4}): {}",
+                p.ks_d,
+                p.gaps,
+                p.ks_critical_1pct,
+                if p.rejected {
+                    "the sends did NOT follow the intended process"
+                } else {
+                    "consistent with the intended process"
+                }
+            );
+        }
         let _ = writeln!(
             w,
             "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
