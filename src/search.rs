@@ -146,7 +146,10 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         .ok_or_else(|| err("slo", "is required, e.g. --slo 'p99<20ms,errors<0.1%'"))?;
     let slo = Slo::parse(spec).map_err(|m| err("slo", m))?;
     if a.target.is_empty() {
-        return Err(err("target", "is required: the address to search, HOST:PORT"));
+        return Err(err(
+            "target",
+            "is required: the address to search, HOST:PORT",
+        ));
     }
     let start_rps = check_rate(
         "start",
@@ -690,7 +693,10 @@ pub fn render(r: &SearchReport) -> String {
             );
         }
         _ => {
-            let _ = writeln!(w, "max safe throughput: none (no step met the SLO with a valid generator)");
+            let _ = writeln!(
+                w,
+                "max safe throughput: none (no step met the SLO with a valid generator)"
+            );
         }
     }
     match r.knee_rps {
@@ -702,7 +708,10 @@ pub fn render(r: &SearchReport) -> String {
             );
         }
         None => {
-            let _ = writeln!(w, "knee: none in the measured range (p99 never rose steeply)");
+            let _ = writeln!(
+                w,
+                "knee: none in the measured range (p99 never rose steeply)"
+            );
         }
     }
     let bad = r.first_bad_rps.map(fmt_rate).unwrap_or_default();
@@ -725,13 +734,15 @@ pub fn render(r: &SearchReport) -> String {
             w,
             "stopped by: max: the SLO held up to the highest rate tried; raise --max to search further"
         ),
-        StoppedBy::Interrupted => writeln!(
-            w,
-            "stopped by: interrupted before any step broke the SLO"
-        ),
+        StoppedBy::Interrupted => {
+            writeln!(w, "stopped by: interrupted before any step broke the SLO")
+        }
     };
     if r.interrupted {
-        let _ = writeln!(w, "interrupted: the conclusions cover the steps measured before Ctrl-C");
+        let _ = writeln!(
+            w,
+            "interrupted: the conclusions cover the steps measured before Ctrl-C"
+        );
     }
     s
 }
@@ -773,7 +784,11 @@ mod tests {
         let rates: Vec<f64> = h.iter().map(|s| s.0).collect();
         assert_eq!(&rates[..5], &[1000.0, 1500.0, 2250.0, 3375.0, 5062.5]);
         let good = h.iter().filter(|s| s.1).map(|s| s.0).fold(0.0, f64::max);
-        let bad = h.iter().filter(|s| !s.1).map(|s| s.0).fold(f64::MAX, f64::min);
+        let bad = h
+            .iter()
+            .filter(|s| !s.1)
+            .map(|s| s.0)
+            .fold(f64::MAX, f64::min);
         assert!(good < 4000.0 && bad >= 4000.0);
         assert!(bad - good <= 0.05 * good, "{good} {bad}");
         assert_eq!(
@@ -862,7 +877,14 @@ mod tests {
 
     #[test]
     fn validates_the_search_flags() {
-        let base = ["--target", "127.0.0.1:9", "--slo", "p99<20ms", "--start", "1000"];
+        let base = [
+            "--target",
+            "127.0.0.1:9",
+            "--slo",
+            "p99<20ms",
+            "--start",
+            "1000",
+        ];
         let ok = |extra: &[&str]| {
             let mut a = base.to_vec();
             a.extend_from_slice(extra);
@@ -880,8 +902,14 @@ mod tests {
             (&["--max", "500"], "--max: must be at least --start"),
             (&["--precision", "5"], "--precision: expected a percentage"),
             (&["--precision", "80%"], "--precision: must be between"),
-            (&["--step-duration", "100ms"], "--step-duration: must be between"),
-            (&["--step-duration", "x"], "--step-duration: expected a duration"),
+            (
+                &["--step-duration", "100ms"],
+                "--step-duration: must be between",
+            ),
+            (
+                &["--step-duration", "x"],
+                "--step-duration: expected a duration",
+            ),
             (&["--factor", "2", "--step", "5"], "cannot be used with"),
         ];
         for (extra, needle) in cases {
@@ -901,9 +929,22 @@ mod tests {
     #[test]
     fn run_args_carry_the_run_flags_with_run_defaults() {
         let cli = Cli::try_parse_from([
-            "blaster", "search", "--target", "127.0.0.1:9", "--slo", "p99<1ms", "--start",
-            "1000", "--connections", "8", "--cores", "0", "--step-duration", "2s",
-            "--timeout", "1s",
+            "blaster",
+            "search",
+            "--target",
+            "127.0.0.1:9",
+            "--slo",
+            "p99<1ms",
+            "--start",
+            "1000",
+            "--connections",
+            "8",
+            "--cores",
+            "0",
+            "--step-duration",
+            "2s",
+            "--timeout",
+            "1s",
         ])
         .unwrap();
         let Command::Search(a) = cli.command else {

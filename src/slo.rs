@@ -231,9 +231,15 @@ fn parse_latency_metric(name: &str) -> Result<Metric, String> {
 /// `0.1%` -> 0.001. The share must be in [0, 100]%.
 fn parse_percent(s: &str) -> Result<f64, String> {
     let bad = || format!("expected a percentage such as 0.1% or 97%, got {s:?}");
-    let v: f64 = s.strip_suffix('%').ok_or_else(bad)?.parse().map_err(|_| bad())?;
+    let v: f64 = s
+        .strip_suffix('%')
+        .ok_or_else(bad)?
+        .parse()
+        .map_err(|_| bad())?;
     if !(0.0..=100.0).contains(&v) {
-        return Err(format!("a percentage must be between 0% and 100%, got {s:?}"));
+        return Err(format!(
+            "a percentage must be between 0% and 100%, got {s:?}"
+        ));
     }
     Ok(v / 100.0)
 }
@@ -285,7 +291,12 @@ fn judge_term(t: &Term, o: &Observed) -> TermVerdict {
         }
         Metric::Errors => {
             let r = o.errors as f64 / o.dispatched.max(1) as f64;
-            ("ratio", Amount::Ratio(t.limit), Some(Amount::Ratio(r)), r < t.limit)
+            (
+                "ratio",
+                Amount::Ratio(t.limit),
+                Some(Amount::Ratio(r)),
+                r < t.limit,
+            )
         }
         Metric::Achieved => {
             let r = (o.intended_rps.is_finite() && o.intended_rps > 0.0)
@@ -417,7 +428,11 @@ mod tests {
         for bad in ["20", "ms", "20 m", "1.2.3ms", "-1ms", "20min", ""] {
             assert!(parse_duration_ns(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(parse_duration_ns("0ms").unwrap_err().contains("at least 1ns"));
+        assert!(
+            parse_duration_ns("0ms")
+                .unwrap_err()
+                .contains("at least 1ns")
+        );
         assert!(parse_duration_ns("2h").is_err());
     }
 
@@ -477,7 +492,10 @@ mod tests {
         assert!(ok.render().contains("slo: MET"));
         let bad = Slo::parse("errors<0.01%,achieved>99.5%").unwrap().judge(&o);
         assert_eq!(bad.broken_terms(), "errors<0.01%, achieved>99.5%");
-        assert!(bad.render().contains("errors<0.01%: measured 0.050%, limit 0.010%: BROKEN"));
+        assert!(
+            bad.render()
+                .contains("errors<0.01%: measured 0.050%, limit 0.010%: BROKEN")
+        );
     }
 
     #[test]
@@ -519,7 +537,9 @@ mod tests {
     #[test]
     fn verdict_serialises_with_units() {
         let h = hist(&[1_000_000]);
-        let v = Slo::parse("p99<20ms,errors<0.1%").unwrap().judge(&observed(&h));
+        let v = Slo::parse("p99<20ms,errors<0.1%")
+            .unwrap()
+            .judge(&observed(&h));
         let j = serde_json::to_value(&v).unwrap();
         assert_eq!(j["spec"], "p99<20ms,errors<0.1%");
         assert_eq!(j["met"], true);
