@@ -199,8 +199,17 @@ fn run_slo_verdict_sets_exit_4_and_lands_in_the_json() {
         );
         (out, read_json(&path))
     };
-    // No loopback round trip takes under a microsecond.
-    let (out, v) = run_slo("p99<1us,errors<50%");
+    // No loopback round trip takes under a microsecond. The host is shared with other
+    // load tests: a run a neighbour made invalid exits 3 (which wins over 4), and is
+    // tried again, up to three times, for a valid one.
+    let (mut out, mut v) = run_slo("p99<1us,errors<50%");
+    for _ in 0..2 {
+        if v["valid"] == true {
+            break;
+        }
+        assert_eq!(out.status.code(), Some(3), "invalid wins: {}", stderr(&out));
+        (out, v) = run_slo("p99<1us,errors<50%");
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{text}\n{}", stderr(&out));
     assert!(text.contains("p99<1us: measured"), "{text}");
@@ -219,9 +228,10 @@ fn run_slo_verdict_sets_exit_4_and_lands_in_the_json() {
         (t[1]["unit"].as_str(), t[1]["met"].as_bool()),
         (Some("ratio"), Some(true))
     );
-    // A generous SLO holds: exit 0, verdict met.
+    // A generous SLO holds: exit 0 (3 if a neighbour made the run invalid), verdict met.
     let (out, v) = run_slo("p99<4s");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let want = if v["valid"] == true { 0 } else { 3 };
+    assert_eq!(out.status.code(), Some(want), "{}", stderr(&out));
     assert_eq!(v["slo"]["met"], true);
     assert!(String::from_utf8_lossy(&out.stdout).contains("slo: MET"));
 }
