@@ -120,7 +120,7 @@ start_sinks() {
     for (( k = 0; k < SINKS; k++ )); do
         if [[ -n $PORT ]]; then p=$((PORT + k)); else p=$(free_port); fi
         taskset -c 1 "$B" sink --listen 127.0.0.1:$p --cores 1 --max-connections "$SINK_MAX" \
-            --duration $(( CT + DUR + 180 ))s > "$OUT/sink.$1.$k.out" 2>&1 &
+            --duration $(( CT + DUR + 180 ))s --json "$OUT/sink.$1.$k.json" > "$OUT/sink.$1.$k.out" 2>&1 &
         PIDS+=($!); SPIDS+=($!); SPORTS+=("$p")
         end=$((SECONDS + 10))
         until ss -Hltn "sport = :$p" | grep -q .; do   # not /proc/net/tcp: slow with 1M sockets
@@ -131,11 +131,28 @@ start_sinks() {
         done
     done
 }
-# stop_sinks TAG: stops them (bounded); sets ACC, the connections they accepted in all.
+# stop_sinks TAG: stops them (bounded); sets SINK_PEAK (sum of the sinks' peak connections
+# held), SINK_REJ (accepts beyond --max-connections) and SINK_MEM (their user bytes per
+# connection, "-" when not reported).
 stop_sinks() {
     kill -INT "${SPIDS[@]}" 2>/dev/null || true
     wait_bounded 60 "${SPIDS[@]}"
-    ACC=$(awk '/connections accepted/ {s += $2} END {print s + 0}' "$OUT"/sink."$1".*.out)
+    read -r SINK_PEAK SINK_REJ SINK_MEM SINK_INFO < <(python3 - "$OUT"/sink."$1".*.json <<'PY'
+import json, sys
+peak = rej = 0; mem = []; info = "-"
+for f in sys.argv[1:]:
+    try:
+        r = json.load(open(f))
+    except Exception:
+        continue
+    peak += r["connections"]["peak"]; rej += r["connections"]["rejected"]
+    m = r.get("memory", {}).get("user_bytes_per_connection")
+    if m is not None: mem.append(m)
+    info = (f"direct descriptors {str(r.get('direct_descriptors')).lower()}, {r.get('rings')} ring(s)"
+            f"{', fallback ' + str(r['fallback']) if r.get('fallback') else ''}")
+print(peak, rej, f"{sum(mem) / len(mem):.0f}" if mem else "-", info)
+PY
+)
 }
 # kernel_per_conn FILE BASE_SLAB BASE_AVAIL ESTABLISHED: peak Slab growth and
 # MemAvailable drop per established connection (bytes), and the peak of TCP sockets in use.
@@ -150,8 +167,8 @@ print(f"{(slab - slab0) * 1024 / est:.0f} {(avail0 - avail) * 1024 / est:.0f} {i
 PY
 }
 
-B_EST=""; B_FAIL=""; B_S=""; B_RATE=""; B_MEM=""; B_SLAB=""; B_AVAIL=""; B_SOCK=""; B_ACC=""
-E_EST=""; E_FAIL=""; E_S=""; E_RATE=""; E_MEM=""; E_SLAB=""; E_AVAIL=""; E_SOCK=""; E_ACC=""
+B_EST=""; B_FAIL=""; B_S=""; B_RATE=""; B_MEM=""; B_SLAB=""; B_AVAIL=""; B_SOCK=""; B_PEAK=""; B_REJ=""; B_SMEM=""
+E_EST=""; E_FAIL=""; E_S=""; E_RATE=""; E_MEM=""; E_SLAB=""; E_AVAIL=""; E_SOCK=""; E_PEAK=""; E_REJ=""; E_SMEM=""
 B_ERRNO="{}"; E_ERRNO="{}"; B_CT="-"; E_CLOSED=0
 for i in $(seq "$RUNS"); do
     # blaster --hold
@@ -161,10 +178,11 @@ for i in $(seq "$RUNS"); do
     sampler "$OUT/mem.b.$i" & SAMP=$!; PIDS+=($SAMP)
     targets=(); for p in "${SPORTS[@]}"; do targets+=(--target 127.0.0.1:$p); done
     echo "bench: run $i: blaster --hold, $N connections" >&2
-    rc=0
+    rc=0   # in the background so that Ctrl-C (trap, cleanup) does not wait for it
     timeout -k 5 $(( CT + DUR + 60 )) taskset -c 0 "$B" run "${targets[@]}" --source-ip "$SRC_RANGE" --cores 0 \
         --connections "$N" --hold --duration "${DUR}s" ${CONNECT_RATE:+--connect-rate "$CONNECT_RATE"} \
-        --json "$OUT/b.$i.json" --quiet > "$OUT/b.$i.out" 2> "$OUT/b.$i.err" || rc=$?
+        --json "$OUT/b.$i.json" --quiet > "$OUT/b.$i.out" 2> "$OUT/b.$i.err" &
+    BP=$!; PIDS+=($BP); wait "$BP" || rc=$?; forget "$BP"
     kill "$SAMP" 2>/dev/null || true; wait_bounded 5 "$SAMP"
     stop_sinks b$i
     if [[ ! -s $OUT/b.$i.json ]]; then echo "bench: blaster exited $rc without a report:" >&2; tail -5 "$OUT/b.$i.err" >&2; fi
@@ -184,7 +202,7 @@ PY
 )
     read -r kslab kavail ksock < <(kernel_per_conn "$OUT/mem.b.$i" "$slab0" "$avail0" "$est")
     B_EST+="$est "; B_FAIL+="$fail "; B_S+="$secs "; B_RATE+="$rate "; B_MEM+="$mem "
-    B_SLAB+="$kslab "; B_AVAIL+="$kavail "; B_SOCK+="$ksock "; B_ACC+="$ACC "; B_ERRNO=$errno; B_CT=$ct
+    B_SLAB+="$kslab "; B_AVAIL+="$kavail "; B_SOCK+="$ksock "; B_PEAK+="$SINK_PEAK "; B_REJ+="$SINK_REJ "; B_SMEM+="$SINK_MEM "; B_ERRNO=$errno; B_CT=$ct
     echo "bench: run $i: blaster established $est, failed $fail $errno, in ${secs}s ($rate/s), $mem B/conn user, $kslab B/conn Slab" >&2
 
     # epoll_hold, EPROCS processes started together, against fresh sinks
@@ -232,14 +250,14 @@ PY
     for f in "$OUT"/e."$i".*.err; do [[ -s $f ]] && { echo "bench: epoll_hold: $(head -2 "$f")" >&2; break; }; done
     read -r kslab kavail ksock < <(kernel_per_conn "$OUT/mem.e.$i" "$slab0" "$avail0" "$est")
     E_EST+="$est "; E_FAIL+="$fail "; E_S+="$secs "; E_RATE+="$rate "; E_MEM+="$mem "
-    E_SLAB+="$kslab "; E_AVAIL+="$kavail "; E_SOCK+="$ksock "; E_ACC+="$ACC "; E_ERRNO=$errno; E_CLOSED=$closed
+    E_SLAB+="$kslab "; E_AVAIL+="$kavail "; E_SOCK+="$ksock "; E_PEAK+="$SINK_PEAK "; E_REJ+="$SINK_REJ "; E_SMEM+="$SINK_MEM "; E_ERRNO=$errno; E_CLOSED=$closed
     echo "bench: run $i: epoll_hold established $est, failed $fail $errno, in ${secs}s ($rate/s; slowest process ${slowest}s), $mem B/conn user, $kslab B/conn Slab" >&2
 done
 
 # m "LIST": the value for one run, else median [min-max]; integers unless a fraction matters.
 m() { python3 -c 'import statistics,sys
-x=[float(v) for v in sys.argv[1:]]; f=lambda v: f"{v:.3f}" if v != int(v) and abs(v) < 100 else f"{v:.0f}"
-print(f(x[0]) if len(set(x)) == 1 else f"{f(statistics.median(x))} [{f(min(x))}-{f(max(x))}]")' $1; }
+x=[float(v) for v in sys.argv[1:] if v != "-"]; f=lambda v: f"{v:.0f}" if v == int(v) or abs(v) >= 100 else f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+print("-" if not x else f(x[0]) if len(set(x)) == 1 else f"{f(statistics.median(x))} [{f(min(x))}-{f(max(x))}]")' $1; }
 r() { python3 -c 'import statistics as s,sys
 a=s.median(float(v) for v in sys.argv[1].split()); b=s.median(float(v) for v in sys.argv[2].split())
 print(f"{a/b:.2f}" if b > 0 else "n/a")' "$1" "$2"; }
@@ -256,7 +274,10 @@ row "user memory per connection (B, RSS growth)" "$(m "$B_MEM")" "$(m "$E_MEM")"
 row "kernel Slab growth per connection (B)" "$(m "$B_SLAB")" "$(m "$E_SLAB")"
 row "MemAvailable drop per connection (B)" "$(m "$B_AVAIL")" "$(m "$E_AVAIL")"
 row "peak TCP sockets in use (both ends)" "$(m "$B_SOCK")" "$(m "$E_SOCK")"
-row "sink: connections accepted" "$(m "$B_ACC")" "$(m "$E_ACC")"
+row "sink: peak connections held" "$(m "$B_PEAK")" "$(m "$E_PEAK")"
+row "sink: accepts rejected (over --max-conn.)" "$(m "$B_REJ")" "$(m "$E_REJ")"
+row "sink: user memory per connection (B)" "$(m "$B_SMEM")" "$(m "$E_SMEM")"
+echo "sink (each of $SINKS, last run): $SINK_INFO"
 echo "kernel figures: peak Slab / lowest MemAvailable during the run minus the value before the sink started, over established; both ends (client and sink sockets) and, in MemAvailable, both processes' user memory"
 (( E_CLOSED > 0 )) && echo "epoll_hold: $E_CLOSED connections closed by the sink during the hold (last run)"
 echo "establish rate, blaster / epoll_hold: $(r "$B_RATE" "$E_RATE")"
@@ -269,5 +290,5 @@ print(f"goals (blaster): held {est:.0f} >= 500000 (goal 1000000): {ok(est >= 500
       f"{rate:.0f}/s >= 50000/s: {ok(rate >= 50000)}; {mem:.0f} B/conn <= 512: {ok(mem <= 512)}")
 PY
 if [[ $SINKS == 1 ]] && python3 -c "import sys; sys.exit(0 if min(float(v) for v in '$B_EST $E_EST'.split()) < $N else 1)"; then
-    echo "note: fewer than N established with one sink process; if the sink is the wall (see its accepted count), try SINKS=auto"
+    echo "note: fewer than N established with one sink process; if the sink is the wall (see its peak and rejected counts), try SINKS=auto"
 fi

@@ -96,6 +96,7 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
         Command::Sink(a) => sink_command(&a, &stop),
         Command::Plan(a) => plan_command(&a),
         Command::Search(a) => search_command(&a, &stop),
+        Command::Preflight(a) => preflight_command(&a),
     }
 }
 
@@ -113,6 +114,8 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
             "--slo: needs --target (the baseline measures the generator, not a target)".into(),
         ));
     }
+    // Memory and cores before anything connects (descriptors and ports: check_plan).
+    crate::preflight::check_host(&plan).map_err(RunError::from)?;
     let Some(target) = plan.target else {
         // Generator and in-process sink both hold the connections.
         crate::preflight::ensure_fds(plan.connections as u64 * 2, crate::limits::FD_MARGIN)
@@ -161,6 +164,7 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
     let target = plan
         .target
         .ok_or_else(|| AppError::Usage("--target: is required".into()))?;
+    crate::preflight::check_host(&plan).map_err(RunError::from)?;
     plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let json_stdout = json::is_stdout(a.json.as_deref());
     let json_file = a.json.as_deref().filter(|p| !json::is_stdout(Some(p)));
@@ -180,6 +184,33 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
         json::write(p, &report).map_err(|e| output_error(p, e))?;
     }
     Ok(report.outcome())
+}
+
+/// `blaster preflight`: the checks that decide whether the plan can run on this
+/// machine, one line each (or the JSON array with `--json`); nothing is connected.
+fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
+    use crate::preflight::checks::{Host, Needs, Status, run_all};
+    let plan = RunPlan::from_args(a, &usable_cores())?;
+    let checks = run_all(&Needs::of(&plan), &Host::this_machine());
+    let json_stdout = json::is_stdout(plan.json.as_deref());
+    let lines: String = checks.iter().map(|c| format!("{c}\n")).collect();
+    emit_text(&lines, json_stdout);
+    if let Some(p) = &plan.json {
+        json::write(p, &checks).map_err(|e| output_error(p, e))?;
+    }
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| c.check)
+        .collect();
+    if failed.is_empty() {
+        return Ok(Outcome::Ok);
+    }
+    Err(RunError::from(crate::preflight::PreflightError::Failed {
+        count: failed.len(),
+        names: failed.join(", "),
+    })
+    .into())
 }
 
 /// `blaster plan`: sizes a generator cluster; nothing is sent.

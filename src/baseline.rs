@@ -71,7 +71,7 @@ fn step_of(r: &Report) -> Step {
         achieved_rps: r.rate.achieved_rps,
         valid: r.valid,
         saturated,
-        dispatch_lag_p99_ns: r.dispatch_lag_ns.p99,
+        dispatch_lag_p99_ns: r.dispatch_lag_ns.map_or(0, |l| l.p99),
         latency_p50_ns: r.latency_ns.p50,
         latency_p99_ns: r.latency_ns.p99,
         errors: r.requests.errors,
@@ -87,10 +87,17 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         .filter(|c| !plan.cores.contains(c))
         .collect();
     let shared_core = spare.is_empty();
+    // The sink keeps off the control core too when another spare core exists.
     let sink_cores = if shared_core {
         vec![plan.cores[0]]
     } else {
-        vec![spare[0]]
+        vec![
+            spare
+                .iter()
+                .copied()
+                .find(|&c| c != plan.control_core)
+                .unwrap_or(spare[0]),
+        ]
     };
     // The plan allows only echo and fixed:N without a target.
     let mode = match plan.framing {

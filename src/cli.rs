@@ -27,6 +27,10 @@ pub enum Command {
     Run(RunArgs),
     /// Serve as a target: the built-in io_uring sink.
     Sink(SinkArgs),
+    /// Check whether this machine can run the plan given by the same flags as `run`:
+    /// file descriptors, port space, memory and cores, one line per check as
+    /// scripts/preflight.sh prints them. Exit 0 when nothing FAILs, 1 otherwise.
+    Preflight(RunArgs),
     /// Size a generator cluster for a target load: connections, CPU, uplink and
     /// downlink sized separately, the largest wins, plus one coordinator.
     Plan(PlanArgs),
@@ -105,15 +109,41 @@ pub struct RunArgs {
     #[arg(long)]
     pub cores: Option<String>,
 
+    /// Core of the main thread (collector, live line, report) and of every helper
+    /// thread, so none of them preempts a worker. Default: the first usable core not in
+    /// --cores, or the first of --cores when there is none.
+    #[arg(long)]
+    pub control_core: Option<usize>,
+
     /// Persistent connections in total, split across workers. Default: 64.
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
 
-    /// Intended request rate in requests per second, in total across workers. Required
-    /// with --target; the baseline steps its own rate. `max` (UDP blast only): as fast
-    /// as the send buffers allow.
+    /// Intended request rate in requests per second, in total across workers, or a
+    /// shape: `step:1000..50000+1000/30s`, `ramp:0..50000/60s`,
+    /// `spike:base=1000,peak=10000,at=30s,for=5s`, `burst:base=500,peak=5000,on=200ms,off=2s`,
+    /// `chaos:base=2000,amp=0.5`, `file:rates.csv`. Required with --target (unless
+    /// --concurrency or --hold); the baseline steps its own rate. `max` (UDP blast
+    /// only): as fast as the send buffers allow.
     #[arg(long)]
     pub rate: Option<String>,
+
+    /// The link speed of the interface carrying the run, e.g. `25gbit`, `200mbit`, for
+    /// the NIC utilisation figures (virtual links report none or a nominal figure).
+    /// Default: what /sys/class/net/IF/speed says.
+    #[arg(long)]
+    pub link_speed: Option<String>,
+
+    /// How requests are spread within the rate: `constant` (evenly paced) or `poisson`
+    /// (exponential gaps from --seed). Default: constant.
+    #[arg(long, default_value = "constant")]
+    pub arrivals: String,
+
+    /// Closed-loop mode, for comparison: N connections each send the next request when
+    /// the previous response arrives (no --rate). Its latency hides queueing; the
+    /// report says so and the validity gate does not apply.
+    #[arg(long, conflicts_with = "rate")]
+    pub concurrency: Option<usize>,
 
     /// Transport: `tcp` (persistent connections) or `udp` (connected UDP sockets, one
     /// datagram per request, matched by sequence). Default: tcp.
@@ -428,9 +458,18 @@ pub struct SearchArgs {
     #[arg(long)]
     pub cores: Option<String>,
 
+    /// Core of the main thread and helper threads (as `run --control-core`).
+    #[arg(long)]
+    pub control_core: Option<usize>,
+
     /// Persistent connections in total, split across workers. Default: 64.
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
+
+    /// How requests are spread within each step's rate: `constant` or `poisson`.
+    /// Default: constant.
+    #[arg(long, default_value = "constant")]
+    pub arrivals: String,
 
     /// Requests in flight per connection. Default: 1.
     #[arg(long, default_value_t = 1)]
@@ -526,7 +565,18 @@ pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
     let first = args.get(1).map(String::as_str);
     let known = matches!(
         first,
-        Some("run" | "sink" | "plan" | "search" | "help" | "-h" | "--help" | "-V" | "--version")
+        Some(
+            "run"
+                | "sink"
+                | "plan"
+                | "preflight"
+                | "search"
+                | "help"
+                | "-h"
+                | "--help"
+                | "-V"
+                | "--version"
+        )
     );
     if !known {
         args.insert(1, "run".to_string());
@@ -554,6 +604,7 @@ mod tests {
         );
         assert_eq!(a(&["blaster", "sink"]), ["blaster", "sink"]);
         assert_eq!(a(&["blaster", "plan"]), ["blaster", "plan"]);
+        assert_eq!(a(&["blaster", "preflight"]), ["blaster", "preflight"]);
         assert_eq!(a(&["blaster", "--help"]), ["blaster", "--help"]);
     }
 }

@@ -45,3 +45,4 @@ pub mod schedule;
 pub mod search;
 pub mod sink;
 pub mod slo;
+pub mod threads;

@@ -43,7 +43,18 @@ pub const WAIT_NS_MAX: u64 = 10_000_000;
 pub const DRAIN_NS_MAX: u64 = 2_000_000_000;
 /// File descriptors kept free for the process itself (rings, stdio, listeners).
 pub const FD_MARGIN: u64 = 64;
+/// Length of a report interval (the live line, `intervals[]`).
+pub const INTERVAL_NS: u64 = 1_000_000_000;
 /// Connects one worker keeps pending at once: a larger storm overflows the target's
 /// SYN queue, and the dropped SYNs come back as 1 s retransmits that measure the
 /// storm, not the target.
 pub const CONNECTS_IN_FLIGHT_MAX: usize = 512;
+/// io-wq helper threads per worker thread, `[bounded, unbounded]`
+/// (`IORING_REGISTER_IOWQ_MAX_WORKERS`). Bounded workers serve regular files and
+/// block devices, which blaster never reads on the hot path; unbounded ones serve
+/// socket operations that could neither complete inline nor wait on a poll, which with
+/// fast poll (required: kernel 5.11+) and no `IOSQE_ASYNC` is rare. They are confined to
+/// the worker's own core, where a second one could only take turns with the first and
+/// with the worker: one of each keeps the rare fallback working without letting a burst
+/// of punted operations fill the core with threads.
+pub const IOWQ_WORKERS_MAX: [u32; 2] = [1, 1];

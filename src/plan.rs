@@ -9,6 +9,7 @@ use crate::engine::{Transport, WorkerPlan};
 use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
+use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec};
 use crate::sink::{CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, SinkConfig, SinkMode};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -49,10 +50,20 @@ pub struct RunPlan {
     pub backoff: Option<Backoff>,
     /// `--connect-per-request`.
     pub per_request: bool,
+    /// The `--rate` shape (`None` for the baseline, `--rate max`, closed loop and
+    /// `--hold` without heartbeats); `rate_rps` is then its mean.
+    pub shape: Option<RateShape>,
+    pub arrivals: ArrivalKind,
+    /// `--concurrency`: closed loop, one request in flight per connection.
+    pub closed_loop: bool,
+    /// `--link-speed`, bits/s.
+    pub link_speed_bps: Option<u64>,
     /// Workers (each one ring) per core: more than one when a core's connections do
     /// not fit one ring's file table (RLIMIT_NOFILE); set by the preflight. Default 1.
     pub rings_per_core: usize,
     pub cores: Vec<usize>,
+    /// `--control-core`: where the main thread (collector) and helper threads run.
+    pub control_core: usize,
     pub connections: usize,
     /// `None` only for the baseline, which steps its own rate; infinite for `max`.
     pub rate_rps: Option<f64>,
@@ -189,6 +200,31 @@ pub fn list_cores(cores: &[usize]) -> String {
         i = j + 1;
     }
     out.join(",")
+}
+
+/// `--control-core`: the given core when this process may use it; by default the first
+/// usable core that runs no worker, else the first worker core.
+fn control_core(
+    given: Option<usize>,
+    cores: &[usize],
+    usable: &[usize],
+) -> Result<usize, PlanError> {
+    match given {
+        Some(c) if usable.contains(&c) => Ok(c),
+        Some(c) => Err(err(
+            "control-core",
+            format!(
+                "unknown core {c}: this process may use cores {}",
+                list_cores(usable)
+            ),
+        )),
+        None => Ok(usable
+            .iter()
+            .copied()
+            .find(|c| !cores.contains(c))
+            .or_else(|| cores.first().copied())
+            .unwrap_or(0)),
+    }
 }
 
 /// The cores this process may run on: its affinity mask as first seen (read once, so
@@ -355,25 +391,46 @@ impl RunPlan {
         if transport != Transport::Tcp && target.is_none() {
             return Err(err("proto", "udp needs --target (the baseline is TCP)"));
         }
+        let duration = duration_ns("duration", &a.duration, DURATION_NS_MAX)?;
+        let arrivals: ArrivalKind = a.arrivals.parse().map_err(|m| err("arrivals", m))?;
+        if let Some(n) = a.concurrency {
+            if target.is_none() || transport != Transport::Tcp || a.hold || a.connect_per_request {
+                return Err(err(
+                    "concurrency",
+                    "closed loop needs --target over TCP, without --hold or --connect-per-request",
+                ));
+            }
+            if n == 0 || n > CONNECTIONS_MAX {
+                return Err(err(
+                    "concurrency",
+                    format!("must be between 1 and {CONNECTIONS_MAX}, got {n}"),
+                ));
+            }
+        }
+        let mut shape = None;
         let rate_rps = match a.rate.as_deref() {
-            None if a.hold => Some(match heartbeat_ns {
+            None if a.hold => match heartbeat_ns {
                 // One heartbeat per connection per period, spread evenly.
-                Some(h) => a.connections as f64 * 1e9 / h as f64,
-                None => 0.0,
-            }),
-            Some("max") if transport == Transport::UdpBlast => Some(f64::INFINITY),
-            Some("max") => {
-                return Err(err("rate", "max is only for --proto udp --no-response"));
-            }
-            Some(r) => {
-                let v: f64 = r.parse().map_err(|_| {
-                    err(
-                        "rate",
-                        format!("expected requests per second or max, got {r:?}"),
-                    )
-                })?;
-                Some(check_rate("rate", v)?)
-            }
+                Some(h) => {
+                    let r = check_rate("heartbeat", a.connections as f64 * 1e9 / h as f64)?;
+                    shape = Some(RateShape::constant(r).map_err(|m| err("heartbeat", m))?);
+                    Some(r)
+                }
+                None => Some(0.0),
+            },
+            None if a.concurrency.is_some() => Some(0.0),
+            Some(r) => match parse_rate_spec(r, duration, a.seed).map_err(|m| err("rate", m))? {
+                RateSpec::Max if transport == Transport::UdpBlast => Some(f64::INFINITY),
+                RateSpec::Max => {
+                    return Err(err("rate", "max is only for --proto udp --no-response"));
+                }
+                RateSpec::Shaped(s) => {
+                    check_rate("rate", s.peak_rps())?;
+                    let mean = s.constant_rps().unwrap_or_else(|| s.mean_rps(duration));
+                    shape = Some(s);
+                    Some(mean)
+                }
+            },
             None if target.is_some() => {
                 return Err(err(
                     "rate",
@@ -504,6 +561,16 @@ impl RunPlan {
         }
         Ok(RunPlan {
             target,
+            shape,
+            arrivals,
+            closed_loop: a.concurrency.is_some(),
+            link_speed_bps: a
+                .link_speed
+                .as_deref()
+                .map(|s| {
+                    crate::metrics::host::parse_link_speed(s).map_err(|m| err("link-speed", m))
+                })
+                .transpose()?,
             targets,
             sources,
             sockopts,
@@ -513,8 +580,9 @@ impl RunPlan {
             backoff,
             per_request: a.connect_per_request,
             rings_per_core: 1,
+            control_core: control_core(a.control_core, &cores, usable)?,
             cores,
-            connections: a.connections,
+            connections: a.concurrency.unwrap_or(a.connections),
             rate_rps,
             transport,
             max_response,
@@ -528,7 +596,7 @@ impl RunPlan {
                 }
                 d as u64
             },
-            duration_ns: duration_ns("duration", &a.duration, DURATION_NS_MAX)?,
+            duration_ns: duration,
             pipeline: a.pipeline,
             payload: payload.into(),
             requests: Arc::new(requests),
@@ -584,8 +652,13 @@ impl RunPlan {
                 // Consecutive workers (and so consecutive requests) rotate over cores.
                 let core = self.cores[i % self.cores.len()];
                 let connections = self.connections / w + usize::from(i < self.connections % w);
+                // Sized for the peak of a shaped rate, not its mean.
+                let peak = self
+                    .shape
+                    .as_ref()
+                    .map_or(rate_rps, |s| s.peak_rps().max(rate_rps));
                 let backlog =
-                    (rate_rps / w as f64 * timeout_s * 1.1) as usize + connections * self.pipeline;
+                    (peak / w as f64 * timeout_s * 1.1) as usize + connections * self.pipeline;
                 WorkerPlan {
                     index: i,
                     transport: self.transport,
@@ -604,8 +677,15 @@ impl RunPlan {
                     sources: self.sources.clone().into(),
                     sockopts: self.sockopts,
                     connect_gap_ns,
-                    backoff: self.backoff.clone(),
+                    backoff: self.backoff,
                     per_request: self.per_request,
+                    // The baseline steps constant rates of its own (`rate_rps`).
+                    shape: self
+                        .shape
+                        .clone()
+                        .filter(|s| s.constant_rps().is_none_or(|r| r == rate_rps)),
+                    arrivals: self.arrivals,
+                    closed_loop: self.closed_loop,
                     connections,
                     pipeline: self.pipeline,
                     rate_rps,
@@ -617,7 +697,7 @@ impl RunPlan {
                     framing: self.framing,
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
-                    interval_ns: 1_000_000_000,
+                    interval_ns: INTERVAL_NS,
                     // Workers sharing a core must not spin against each other.
                     spin_ns: if self.rings_per_core > 1 {
                         0
@@ -887,5 +967,23 @@ mod tests {
         bad = args.clone();
         bad.rate = None;
         assert!(RunPlan::from_args(&bad, &[0, 1, 2]).is_err());
+    }
+
+    #[test]
+    fn control_core_defaults_to_a_spare_core() {
+        let plan = |extra: &[&str], usable: &[usize]| {
+            let mut a = vec!["--target", "127.0.0.1:9", "--rate", "10", "--quiet"];
+            a.extend_from_slice(extra);
+            RunPlan::from_args(&run_args(&a), usable).map(|p| p.control_core)
+        };
+        assert_eq!(plan(&["--cores", "0-1"], &[0, 1, 2, 3]).unwrap(), 2);
+        assert_eq!(plan(&["--cores", "0-1"], &[0, 1]).unwrap(), 0);
+        assert_eq!(plan(&["--control-core", "1"], &[0, 1]).unwrap(), 1);
+        assert_eq!(
+            plan(&["--control-core", "7"], &[0, 1])
+                .unwrap_err()
+                .to_string(),
+            "--control-core: unknown core 7: this process may use cores 0-1"
+        );
     }
 }

@@ -3,14 +3,19 @@
 //! histograms, printing the live line), and build the report.
 
 use crate::clock::Clock;
+use crate::engine::pacing::Usage;
 use crate::engine::udp::run_udp_worker;
 use crate::engine::{Channels, Control, Ready, Transport, run_worker};
+use crate::metrics::host::{
+    CORE_BUSY_WATERMARK, HostInterval, HostSampler, LINK_SATURATED, OTHER_LOAD_WARN, iface_for,
+    read_link_speed,
+};
 use crate::metrics::recorder::{CONNECT_ERRNOS, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
-    Bytes, Config, Connections, HttpReport, Interval, Memory, MixEntryReport, Percentiles, Rate,
-    Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
+    Bytes, Config, Connections, HostReport, HttpReport, Interval, Memory, MixEntryReport,
+    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
 };
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -48,21 +53,11 @@ const BUSY_WINDOW_MIN_NS: u64 = 500_000_000;
 /// spinning on the TSC before its first due instant.
 const START_DELAY_NS: u64 = 20_000_000;
 
-/// Keeps the calling (collector) thread off the worker cores when other cores exist,
-/// so merging histograms and printing never preempts a spinning worker.
-fn keep_off_worker_cores(workers: &[usize]) {
-    let others: Vec<usize> = crate::plan::usable_cores()
-        .into_iter()
-        .filter(|c| !workers.contains(c))
-        .collect();
-    if others.is_empty() {
-        return;
-    }
-    let mut set = nix::sched::CpuSet::new();
-    for c in others {
-        let _ = set.set(c);
-    }
-    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+/// Keeps the calling (collector) thread off the worker cores: on the control core
+/// (`--control-core`), so merging histograms and printing never preempts a spinning
+/// worker. Threads it starts inherit the control core; workers then pin themselves.
+fn keep_off_worker_cores(control: usize) {
+    crate::threads::pin_current(control);
 }
 
 /// Runs the plan against `target` at `rate_rps` for `duration_ns`.
@@ -77,7 +72,7 @@ pub fn execute(
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     let n = workers.len();
     let rss_before = rss_bytes();
-    keep_off_worker_cores(&plan.cores);
+    keep_off_worker_cores(plan.control_core);
     let (ready_tx, ready_rx) = unbounded::<Ready>();
     let (snap_tx, snap_rx) = unbounded::<Snapshot>();
     let mut controls = Vec::with_capacity(n);
@@ -119,6 +114,7 @@ pub fn execute(
     let fatal = readies.iter().find_map(|r| r.fatal.clone());
     let established: usize = readies.iter().map(|r| r.established).sum();
     let setup = Setup {
+        features: Vec::new(),
         established: established as u64,
         establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
         rss_growth: rss_bytes().saturating_sub(rss_before),
@@ -149,31 +145,38 @@ pub fn execute(
             connections: plan.connections,
         });
     }
+    // Every worker has pinned itself by now (before its Ready).
+    let sampler = crate::threads::Sampler::start(plan.control_core);
     let clock = Clock::new().with_start_in(START_DELAY_NS);
     for c in &controls {
         let _ = c.send(Control::Start(clock.clone()));
     }
 
-    let collected = collect(&snap_rx, &recycle, rate_rps, live);
+    let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
+    let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
+    let mut collected = collect(&snap_rx, &recycle, rate_rps, live, &mut host, &worker_cores);
+    collected.iface = host.iface.clone();
     for h in handles {
         if h.join().is_err() {
             return Err(RunError::Worker("a worker thread panicked".into()));
         }
     }
+    let threads = sampler.finish();
     let features = readies
         .first()
         .map(|r| r.features.clone())
         .unwrap_or_default();
-    Ok(build_report(
+    let mut report = build_report(
         plan,
         target,
         rate_rps,
         duration_ns,
         collected,
-        features,
-        setup,
+        Setup { features, ..setup },
         stop.load(Ordering::Relaxed),
-    ))
+    );
+    report.threads = threads;
+    Ok(report)
 }
 
 /// Connection per request without `--linger0`: whether the rate would use up the
@@ -188,8 +191,29 @@ pub fn time_wait_warning(plan: &RunPlan, rate_rps: f64) -> Option<String> {
     ports::time_wait_warning(rate_rps, pairs.pairs(), range, 60.0)
 }
 
+/// The run's host figures: the busiest generator core and the interface's traffic.
+fn host_report(rows: &[Interval], iface: Option<String>, link_bps: Option<u64>) -> HostReport {
+    let max = |f: fn(&Interval) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+    HostReport {
+        max_core_load: max(|i| i.core_load),
+        max_worker_busy: max(|i| i.worker_busy),
+        max_other_load: max(|i| i.other_load),
+        other_load_warn_at: OTHER_LOAD_WARN,
+        iface,
+        link_speed_bps: link_bps,
+        tx_bps_max: max(|i| i.tx_bps),
+        rx_bps_max: max(|i| i.rx_bps),
+        link_utilization_max: link_bps.map(|_| max(|i| i.link_utilization.unwrap_or(0.0))),
+        drops: rows.iter().map(|i| i.drops).sum(),
+        core_busy_watermark: CORE_BUSY_WATERMARK,
+        link_saturated_at: LINK_SATURATED,
+    }
+}
+
 /// What the connect phase established, before the schedule started.
 struct Setup {
+    /// io_uring features of the first worker's ring.
+    features: Vec<&'static str>,
     established: u64,
     establish_ns: u64,
     rss_growth: u64,
@@ -235,6 +259,8 @@ struct Collected {
     /// One summary row per interval, filled as intervals complete.
     rows: Vec<Row>,
     totals: Vec<WorkerTotals>,
+    /// The interface that carried the run, when known.
+    iface: Option<String>,
 }
 
 /// An interval reduced to the figures the report keeps, so a day-long run holds a few
@@ -245,12 +271,70 @@ struct Row {
     errors: u64,
     latency: Percentiles,
     lag_p99: u64,
+    load: Load,
+}
+
+/// How loaded the generator's cores and the interface were in one interval.
+#[derive(Debug, Clone, Copy, Default)]
+struct Load {
+    /// Busiest core as /proc/stat counts it, minus the workers' own spinning there (a
+    /// worker spinning for a due instant looks 100% busy to /proc/stat).
+    core_load: f64,
+    /// Busiest core as the workers measure themselves: CPU minus spin, over the interval.
+    worker_busy: f64,
+    /// Busiest core's time taken by anything but the workers (other processes, IRQs).
+    other_load: f64,
+    tx_bps: f64,
+    rx_bps: f64,
+    drops: u64,
+}
+
+impl Load {
+    /// Reduces one interval: the workers' own usage (per worker, with its core) and what
+    /// the host saw.
+    fn of(usage: &[(usize, Usage)], host: &HostInterval) -> Load {
+        // Per core: the workers' CPU share, and the share of wall time they worked
+        // (neither spinning nor asleep) -- their own, TSC-measured figure.
+        let mut per_core: std::collections::BTreeMap<usize, (f64, f64)> = Default::default();
+        for &(core, u) in usage {
+            let len = u.wall_ns.max(1) as f64;
+            let e = per_core.entry(core).or_default();
+            e.0 += u.cpu_ns as f64 / len;
+            e.1 += (len - (u.spin_ns + u.sleep_ns) as f64).max(0.0) / len;
+        }
+        let worker_busy = per_core.values().map(|v| v.1.min(1.0)).fold(0.0, f64::max);
+        // /proc/stat counts a spinning worker as busy: replace the workers' CPU share
+        // with the part of it that was work, keeping everything else on the core.
+        let core_load = host
+            .core_busy
+            .iter()
+            .map(|&(c, busy)| {
+                let (cpu, work) = per_core.get(&c).copied().unwrap_or_default();
+                (busy - cpu + work.min(cpu)).clamp(0.0, 1.0)
+            })
+            .fold(0.0, f64::max);
+        let other_load = host
+            .core_busy
+            .iter()
+            .map(|&(c, busy)| (busy - per_core.get(&c).map_or(0.0, |v| v.0)).clamp(0.0, 1.0))
+            .fold(0.0, f64::max);
+        Load {
+            core_load,
+            worker_busy,
+            other_load,
+            tx_bps: host.tx_bps,
+            rx_bps: host.rx_bps,
+            drops: host.drops,
+        }
+    }
 }
 
 /// An interval some workers have not reported yet.
 struct Pending {
     histograms: Histograms,
     counters: Counters,
+    /// Each reporting worker's core and how it spent the interval.
+    usage: Vec<(usize, Usage)>,
 }
 
 /// Receives snapshots until every worker sent its last one. An interval is complete
@@ -261,6 +345,8 @@ fn collect(
     recycle: &[crossbeam_channel::Sender<Histograms>],
     rate_rps: f64,
     live: bool,
+    host: &mut HostSampler,
+    worker_cores: &[usize],
 ) -> Collected {
     let workers = recycle.len();
     let mut c = Collected {
@@ -268,6 +354,7 @@ fn collect(
         counters: Counters::default(),
         rows: Vec::new(),
         totals: vec![WorkerTotals::default(); workers],
+        iface: None,
     };
     let mut pending: std::collections::BTreeMap<usize, Pending> = Default::default();
     // Per worker: intervals reported so far (they arrive in order) and whether done.
@@ -283,7 +370,9 @@ fn collect(
         let p = pending.entry(i).or_insert_with(|| Pending {
             histograms: Histograms::new(),
             counters: Counters::default(),
+            usage: Vec::new(),
         });
+        p.usage.push((worker_cores[snap.worker], snap.usage));
         p.histograms.add(&snap.histograms);
         p.counters.add(&snap.counters);
         c.total.add(&snap.histograms);
@@ -311,6 +400,7 @@ fn collect(
                 errors: p.counters.request_errors(),
                 latency: Percentiles::of(&p.histograms.latency),
                 lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
+                load: Load::of(&p.usage, &host.sample()),
             };
             if live {
                 eprintln!(
@@ -331,13 +421,13 @@ fn collect(
     c
 }
 
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 fn build_report(
     plan: &RunPlan,
     target: SocketAddr,
     rate_rps: f64,
     duration_ns: u64,
     c: Collected,
-    features: Vec<&'static str>,
     setup: Setup,
     interrupted: bool,
 ) -> Report {
@@ -364,13 +454,23 @@ fn build_report(
         .map(|t| (t.core, t.busy_at_stop))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .filter(|_| stopped_ns >= BUSY_WINDOW_MIN_NS);
+    // A closed loop has no timetable to fall behind: the gate does not apply.
     let verdict = Gate {
-        max_lag_ns: plan.max_lag_ns,
+        max_lag_ns: if plan.closed_loop {
+            u64::MAX
+        } else {
+            plan.max_lag_ns
+        },
     }
     .judge(
         &c.total.dispatch_lag,
-        busiest.filter(|_| rate_rps.is_finite()),
+        busiest.filter(|_| rate_rps.is_finite() && !plan.closed_loop),
     );
+    let link_bps = plan.link_speed_bps.or_else(|| {
+        c.iface
+            .as_deref()
+            .and_then(|i| read_link_speed(std::path::Path::new("/"), i))
+    });
     let intervals: Vec<Interval> = c
         .rows
         .iter()
@@ -383,12 +483,25 @@ fn build_report(
             Interval {
                 second: i as u64,
                 duration_s: len_s,
-                intended_rps: rate_rps,
+                // A shaped rate: what the shape intends for this very second.
+                intended_rps: match &plan.shape {
+                    Some(s) if s.constant_rps().is_none() => {
+                        s.expected_between(start as f64, end as f64) / len_s
+                    }
+                    _ => rate_rps,
+                },
                 achieved_rps: row.completed as f64 / len_s,
                 latency_p50_ns: row.latency.p50,
                 latency_p99_ns: row.latency.p99,
                 dispatch_lag_p99_ns: row.lag_p99,
                 errors: row.errors,
+                core_load: row.load.core_load,
+                worker_busy: row.load.worker_busy,
+                other_load: row.load.other_load,
+                tx_bps: row.load.tx_bps,
+                rx_bps: row.load.rx_bps,
+                link_utilization: link_bps.map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
+                drops: row.load.drops,
             }
         })
         .collect();
@@ -412,6 +525,17 @@ fn build_report(
     let service = Percentiles::of(&c.total.service);
     let wait = Percentiles::of(&c.total.connection_wait);
     let mut diagnosis: Vec<String> = time_wait_warning(plan, rate_rps).into_iter().collect();
+    let host = host_report(&intervals, c.iface.clone(), link_bps);
+    diagnosis.extend(host.warnings());
+    if plan.closed_loop {
+        diagnosis.push(format!(
+            "closed model (--concurrency {}): each connection waited for its response before \
+             sending again, so a slow target slowed the load instead of queueing it; this \
+             latency is service time and hides queueing. Run open-loop (--rate) for the \
+             latency users see.",
+            plan.connections
+        ));
+    }
     if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 {
         let inflight_needed = rate_rps * service.mean / 1e9;
         diagnosis.push(format!(
@@ -497,7 +621,7 @@ fn build_report(
         ctr.completed as f64 / elapsed
     };
     let features = {
-        let mut f = features;
+        let mut f = setup.features.clone();
         for t in &c.totals {
             for x in &t.ring_features {
                 if !f.contains(x) {
@@ -531,6 +655,7 @@ fn build_report(
             duration_ns,
             timeout_ns: plan.timeout_ns,
             max_lag_ns: plan.max_lag_ns,
+            control_core: plan.control_core,
         },
         duration_s: secs,
         elapsed_s: elapsed,
@@ -576,6 +701,7 @@ fn build_report(
                 .and_then(|e| crate::preflight::walls::wall_hint(e, &wall_context(plan))),
         },
         connect_time_ns: Percentiles::of(&c.total.connect),
+        host,
         memory: Memory {
             // A connection per request holds none at the start: per connection slot.
             user_bytes_per_connection: setup.rss_growth as f64
@@ -586,7 +712,9 @@ fn build_report(
                 } as f64,
             rss_growth_bytes: setup.rss_growth,
         },
-        mode: if plan.hold {
+        mode: if plan.closed_loop {
+            "closed_loop"
+        } else if plan.hold {
             "hold"
         } else if plan.per_request {
             "per_request"
@@ -595,10 +723,13 @@ fn build_report(
         },
         latency_ns: latency,
         service_time_ns: service,
-        dispatch_lag_ns: Percentiles::of(&c.total.dispatch_lag),
+        dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
+        rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
+        arrivals: plan.arrivals.to_string(),
         connection_wait_ns: wait,
         workers,
         io_uring_features: features,
+        threads: Vec::new(),
         diagnosis,
         interrupted,
         intervals,

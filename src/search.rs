@@ -216,7 +216,9 @@ pub fn run_args(a: &SearchArgs, cfg: &SearchConfig) -> Result<RunArgs, PlanError
     r.target = a.target.clone();
     r.source_ip = a.source_ip.clone();
     r.cores = a.cores.clone();
+    r.control_core = a.control_core;
     r.connections = a.connections;
+    r.arrivals = a.arrivals.clone();
     r.pipeline = a.pipeline;
     r.payload_size = a.payload_size;
     r.payload = a.payload.clone();
@@ -400,7 +402,7 @@ impl Step {
             completed: r.requests.completed,
             errors: r.requests.errors,
             error_ratio: r.requests.errors as f64 / r.requests.dispatched.max(1) as f64,
-            dispatch_lag_p99_ns: r.dispatch_lag_ns.p99,
+            dispatch_lag_p99_ns: r.dispatch_lag_ns.map_or(0, |p| p.p99),
             generator_busy_ratio_max: r.workers.iter().map(|w| w.busy_ratio).fold(0.0, f64::max),
             valid: r.valid,
             invalid_reasons: r.invalid_reasons.clone(),

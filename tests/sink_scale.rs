@@ -246,7 +246,11 @@ fn close_every_closes_everything_held_and_keeps_accepting() {
             other => panic!("client {i}: expected end of stream, got {other:?}"),
         }
     }
-    assert!(t.elapsed() < Duration::from_millis(2_500), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(2_500),
+        "{:?}",
+        t.elapsed()
+    );
     // New connections are accepted and served, until the next wave.
     let mut later = TcpStream::connect(addr).expect("connect after a wave");
     later
@@ -324,7 +328,10 @@ fn expect_usage(args: &[&str], needle: &str) {
     let out = run(args, Duration::from_secs(10));
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "args {args:?}: stderr {err}");
-    assert!(err.contains(needle), "args {args:?}: expected {needle:?} in {err:?}");
+    assert!(
+        err.contains(needle),
+        "args {args:?}: expected {needle:?} in {err:?}"
+    );
     assert_eq!(err.trim_end().lines().count(), 1, "one line, got {err:?}");
 }
 

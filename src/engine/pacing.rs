@@ -16,13 +16,31 @@ pub struct Pacer {
     next_scan: Nanos,
     drain_deadline: Nanos,
     spin_ns: u64,
-    idle_since: Option<Nanos>,
+    /// Since when the loop has been idle, and whether asleep in the ring (else spinning).
+    idle_since: Option<(Nanos, bool)>,
+    /// Wall time asleep in the ring, ns.
+    sleep_ns: u64,
     cpu_start: u64,
     /// (CPU ns, spin ns) when the schedule stopped: the busy gate's window.
     at_stop: Option<(u64, u64)>,
+    /// CPU and spin time at the last interval boundary ([`Pacer::take_usage`]).
+    usage_mark: Usage,
+    /// When the pacer started (the wall-time origin of [`Usage`]).
+    born: std::time::Instant,
 }
 
 /// What the loop should do once an iteration's work is done.
+/// How a worker spent an interval: its thread's CPU time, and the wall time it spun
+/// for a due instant or slept in the ring (the rest of the wall time it worked).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Wall time the interval lasted for this worker.
+    pub wall_ns: u64,
+    pub cpu_ns: u64,
+    pub spin_ns: u64,
+    pub sleep_ns: u64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wake {
     /// Instant (ns) to sleep until, at the latest.
@@ -43,23 +61,34 @@ impl Pacer {
             drain_deadline: u64::MAX,
             spin_ns: 0,
             idle_since: None,
+            sleep_ns: 0,
             cpu_start: thread_cpu_ns(),
             at_stop: None,
+            usage_mark: Usage::default(),
+            born: std::time::Instant::now(),
         }
     }
 
     /// Call first in every iteration: the previous iteration, if idle, was spinning.
     #[inline]
     pub fn begin(&mut self, now: Nanos) {
-        if let Some(t) = self.idle_since.take() {
-            self.spin_ns += now.saturating_sub(t);
+        match self.idle_since.take() {
+            Some((t, false)) => self.spin_ns += now.saturating_sub(t),
+            Some((t, true)) => self.sleep_ns += now.saturating_sub(t),
+            None => {}
         }
     }
 
     /// The iteration that started at `now` did nothing but look.
     #[inline]
     pub fn idle(&mut self, now: Nanos) {
-        self.idle_since = Some(now);
+        self.idle_since = Some((now, false));
+    }
+
+    /// The loop goes to sleep in the ring at `now` (until the next `begin`).
+    #[inline]
+    pub fn sleep(&mut self, now: Nanos) {
+        self.idle_since = Some((now, true));
     }
 
     /// The schedule stops now; the drain may last `drain_ns`.
@@ -126,6 +155,24 @@ impl Pacer {
             }
         }
         Wake { at, due_soon }
+    }
+
+    /// CPU time, and wall time spinning and asleep, since the previous call (one
+    /// interval), ns.
+    pub fn take_usage(&mut self) -> Usage {
+        let now = Usage {
+            wall_ns: self.born.elapsed().as_nanos() as u64,
+            cpu_ns: self.cpu_ns(),
+            spin_ns: self.spin_ns,
+            sleep_ns: self.sleep_ns,
+        };
+        let then = std::mem::replace(&mut self.usage_mark, now);
+        Usage {
+            wall_ns: now.wall_ns.saturating_sub(then.wall_ns),
+            cpu_ns: now.cpu_ns.saturating_sub(then.cpu_ns),
+            spin_ns: now.spin_ns.saturating_sub(then.spin_ns),
+            sleep_ns: now.sleep_ns.saturating_sub(then.sleep_ns),
+        }
     }
 
     fn cpu_ns(&self) -> u64 {

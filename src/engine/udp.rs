@@ -23,14 +23,15 @@ use super::pacing::Pacer;
 use super::ring::Ring;
 use super::token::{Op, Token};
 use super::worker::{
-    Channels, Control, Outbox, Ready, Transport, WorkerPlan, setup_failed, wait_for_start,
+    Channels, Control, Outbox, Ready, Transport, WorkerPlan, setup_failed, timetable,
+    wait_for_start,
 };
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
 use crate::metrics::recorder::WorkerTotals;
 use crate::metrics::{ErrorKind, Histograms, Snapshot};
 use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
-use crate::schedule::{Constant, Schedule};
+use crate::schedule::{Arrivals, Schedule};
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, types};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
@@ -137,7 +138,7 @@ struct UdpWorker<'p> {
     /// This interval's histograms and counters, and the channel to the collector.
     out: Outbox,
     cqes: Box<[(u64, i32)]>,
-    schedule: Option<Constant>,
+    schedule: Option<Arrivals>,
     next_k: u64,
     total_k: u64,
     next_flow: usize,
@@ -242,13 +243,16 @@ impl<'p> UdpWorker<'p> {
                 .clamp(WINDOW_MIN, WINDOW_MAX)
                 .next_power_of_two()
         };
-        let ring = Ring::new((buffers + plan.connections + 64) as u32)?;
+        let mut ring = Ring::new((buffers + plan.connections + 64) as u32)?;
+        ring.confine_io_workers(plan.core);
         features.extend(ring.features.iter().copied());
-        let schedule = plan
-            .rate_rps
-            .is_finite()
-            .then(|| Constant::new(plan.rate_rps, plan.workers, plan.index));
-        let total_k = schedule.map_or(u64::MAX, |s| s.count_before(plan.duration_ns));
+        // `--rate max` has no timetable: every free buffer is filled at once.
+        let (schedule, total_k) = if plan.rate_rps.is_finite() {
+            let (s, n) = timetable(plan);
+            (Some(s), n)
+        } else {
+            (None, u64::MAX)
+        };
         Ok(UdpWorker {
             plan,
             ring,
@@ -289,6 +293,12 @@ impl<'p> UdpWorker<'p> {
             backlog_peak: 0,
             last_done: 0,
         })
+    }
+
+    /// Due instant of request `k` of the timetable (`Nanos::MAX` without one).
+    #[inline]
+    fn due_ns(&self, k: u64) -> Nanos {
+        self.schedule.as_ref().map_or(Nanos::MAX, |s| s.due_ns(k))
     }
 
     #[inline]
@@ -443,12 +453,16 @@ impl<'p> UdpWorker<'p> {
     }
 
     fn dispatch_due(&mut self, now_t: Ticks, now_ns: Nanos) -> u64 {
-        let Some(schedule) = self.schedule else {
+        if self.schedule.is_none() {
             return self.blast_max(now_t, now_ns);
-        };
+        }
         let mut n = 0;
         while self.next_k < self.total_k {
-            let intended = schedule.due_ns(self.next_k);
+            let intended = self.due_ns(self.next_k);
+            if intended >= self.plan.duration_ns {
+                self.total_k = self.next_k; // Poisson: the timetable's end
+                break;
+            }
             if intended > now_ns {
                 break;
             }
@@ -654,7 +668,7 @@ impl<'p> UdpWorker<'p> {
             while !self.stopping
                 && let Some(i) = pace.interval_ended(now)
             {
-                self.out.send(i, None);
+                self.out.send(i, None, &mut pace);
             }
             let sends_pending = self.free_bufs.len() < self.buf_use.len();
             if self.stopping
@@ -664,10 +678,8 @@ impl<'p> UdpWorker<'p> {
                 break;
             }
             let timers = self.inflight > 0 || !self.backlog.is_empty();
-            let next_due = self
-                .schedule
-                .filter(|_| self.next_k < self.total_k)
-                .map(|s| s.due_ns(self.next_k));
+            let next_due = (self.schedule.is_some() && self.next_k < self.total_k)
+                .then(|| self.due_ns(self.next_k));
             let mut wake = pace.wake(self.stopping, timers, next_due, self.plan.spin_ns);
             if self.schedule.is_none() && !self.stopping {
                 wake.due_soon = true; // --rate max: never sleep long
@@ -682,6 +694,7 @@ impl<'p> UdpWorker<'p> {
                 } else {
                     wake.at.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX)
                 };
+                pace.sleep(now2);
                 let _ = self.ring.submit_and_wait_ns(wait);
             } else {
                 if self.ring.needs_enter() || (work == 0 && !wake.due_soon) {
@@ -719,7 +732,7 @@ impl<'p> UdpWorker<'p> {
             entries: Vec::new(),
         };
         let interval = pace.interval();
-        self.out.send(interval, Some(totals));
+        self.out.send(interval, Some(totals), &mut pace);
     }
 
     /// Closes the sockets and waits (at most a second) for every operation in the ring,

@@ -25,7 +25,7 @@ use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
 use crate::preflight::ports::Placement;
 use crate::proto::{AnyFramer, Framer, Framing, Parsed};
 use crate::request::{Ctx, RequestSet};
-use crate::schedule::{Constant, Schedule};
+use crate::schedule::{ArrivalKind, Arrivals, Constant, RateShape, Schedule};
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, types};
 use socket2::SockAddr;
@@ -97,6 +97,12 @@ pub struct WorkerPlan {
     pub backoff: Option<Backoff>,
     /// `--connect-per-request`: connect, send, receive, close for every request.
     pub per_request: bool,
+    /// The `--rate` shape; `None`: a constant `rate_rps`.
+    pub shape: Option<RateShape>,
+    pub arrivals: ArrivalKind,
+    /// `--concurrency`: each connection sends its next request when the previous
+    /// response arrives (no timetable).
+    pub closed_loop: bool,
     pub connections: usize,
     pub pipeline: usize,
     /// Intended rate in total; infinite for `--rate max` (UDP blast only).
@@ -201,13 +207,14 @@ impl Outbox {
 
     /// Sends this interval's figures and starts the next interval from zero, with
     /// histograms the collector handed back (allocating only until it has).
-    pub fn send(&mut self, interval: u64, last: Option<WorkerTotals>) {
+    pub fn send(&mut self, interval: u64, last: Option<WorkerTotals>, pace: &mut Pacer) {
         let fresh = self.recycle_rx.try_recv().unwrap_or_default();
         let snap = Snapshot {
             worker: self.worker,
             interval,
             histograms: std::mem::replace(&mut self.hist, fresh),
             counters: std::mem::take(&mut self.counters),
+            usage: pace.take_usage(),
             last,
         };
         let _ = self.snap_tx.send(snap);
@@ -272,7 +279,11 @@ struct Worker<'p> {
     fixed_files: bool,
     /// Receives are multishot (into `buf_ring`); false after the kernel refused one.
     multishot: bool,
-    schedule: Constant,
+    schedule: Arrivals,
+    /// Requests issued in closed-loop mode (their sequence numbers).
+    closed_issued: u64,
+    /// The schedule has started (the connect phase is over).
+    running: bool,
     /// This worker's next request number in the schedule, and when it is due.
     next_k: u64,
     next_due: Nanos,
@@ -302,6 +313,7 @@ impl<'p> Worker<'p> {
     ) -> std::io::Result<Self> {
         let entries = (plan.connections * 2 + 64) as u32;
         let mut ring = Ring::new(entries)?;
+        ring.confine_io_workers(plan.core);
         // Two receive buffers per connection, 64 to 4096 of 4 KiB each: buffers are
         // handed back as soon as their bytes are framed, so thousands of mostly idle
         // connections share a pool (a receive that finds it empty is re-armed).
@@ -331,13 +343,7 @@ impl<'p> Worker<'p> {
             .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
             .collect();
         let framer = entry_framers[0].clone();
-        // `--hold` without heartbeats has no schedule at all.
-        let schedule = Constant::new(plan.rate_rps.max(1.0), plan.workers, plan.index);
-        let total_k = if plan.rate_rps > 0.0 {
-            schedule.count_before(plan.duration_ns)
-        } else {
-            0
-        };
+        let (schedule, total_k) = timetable(plan);
         let render = plan.requests.static_bytes().is_none();
         let send_buf = if render {
             Box::default()
@@ -387,9 +393,11 @@ impl<'p> Worker<'p> {
             multishot: buf_ring.is_some(),
             buf_ring,
             fixed_files,
-            schedule,
-            next_k: 0,
             next_due: schedule.due_ns(0),
+            schedule,
+            closed_issued: 0,
+            running: false,
+            next_k: 0,
             total_k,
             inflight: 0,
             closed: plan.connections,
@@ -529,6 +537,11 @@ impl<'p> Worker<'p> {
         self.arm_recv(c);
         if unsent > 0 {
             self.mark_flush(c); // connection per request: its request goes out now
+        } else if self.plan.closed_loop {
+            // Requests go out only once the schedule runs (not in the connect phase).
+            if self.running && !self.stopping {
+                self.issue(c, now_t);
+            }
         } else if !self.plan.per_request {
             self.mark_ready(c);
         }
@@ -1176,7 +1189,26 @@ impl<'p> Worker<'p> {
             e.completed += 1;
             e.latency.saturating_record(latency);
         }
+        if self.plan.closed_loop && !self.stopping {
+            self.issue(c, done); // closed loop: the next request follows this response
+        }
         true
+    }
+
+    /// Closed loop: a request on connection `c`, intended now (there is no timetable,
+    /// so the latency is the service time and hides any queueing).
+    fn issue(&mut self, c: u32, now_t: Ticks) {
+        let seq = self.closed_issued * self.plan.workers as u64 + self.plan.index as u64;
+        self.closed_issued += 1;
+        let req = Req {
+            intended_ns: self.clock.ns(now_t),
+            dispatched: now_t,
+            sent: 0,
+            seq,
+            entry: self.plan.requests.choose(&mut self.rng),
+        };
+        self.out.counters.dispatched += 1;
+        self.assign(c, req);
     }
 
     // ---- scheduling -------------------------------------------------------------------
@@ -1259,6 +1291,9 @@ impl<'p> Worker<'p> {
             };
             self.next_k += 1;
             self.next_due = self.schedule.due_ns(self.next_k);
+            if self.next_due >= self.plan.duration_ns {
+                self.total_k = self.next_k; // Poisson: the timetable's end, found on the way
+            }
             n += 1;
             self.out.counters.dispatched += 1;
             self.out
@@ -1392,6 +1427,15 @@ impl<'p> Worker<'p> {
 
     fn run(&mut self, stop: &AtomicBool) {
         wait_for_start(&self.clock, self.plan.spin_ns);
+        self.running = true;
+        if self.plan.closed_loop {
+            let now_t = self.clock.ticks();
+            for c in 0..self.table.conns.len() as u32 {
+                if self.table.conns[c as usize].state == ConnState::Ready {
+                    self.issue(c, now_t);
+                }
+            }
+        }
         let timeout = self.plan.timeout_ns;
         let mut pace = Pacer::start(self.plan.interval_ns, timeout);
         loop {
@@ -1429,7 +1473,7 @@ impl<'p> Worker<'p> {
             while !self.stopping
                 && let Some(i) = pace.interval_ended(now)
             {
-                self.out.send(i, None);
+                self.out.send(i, None, &mut pace);
             }
             self.flush_sends();
             if self.stopping
@@ -1449,6 +1493,7 @@ impl<'p> Worker<'p> {
                 now
             };
             if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
+                pace.sleep(now2);
                 let _ = self
                     .ring
                     .submit_and_wait_ns((wake.at - now2).min(WAIT_NS_MAX));
@@ -1491,8 +1536,36 @@ impl<'p> Worker<'p> {
             entries: std::mem::take(&mut self.entries),
         };
         let interval = pace.interval();
-        self.out.send(interval, Some(totals));
+        self.out.send(interval, Some(totals), &mut pace);
     }
+}
+
+/// A worker's timetable and how many of its requests fall before the end (`u64::MAX`
+/// until found on the way, for Poisson arrivals); no timetable (0 requests) for
+/// `--hold` without heartbeats and for closed loop.
+pub fn timetable(plan: &WorkerPlan) -> (Arrivals, u64) {
+    let schedule = match &plan.shape {
+        Some(s) => Arrivals::new(plan.arrivals, s, plan.workers, plan.index, plan.seed),
+        None => Arrivals::Constant(Constant::new(
+            if plan.rate_rps.is_finite() {
+                plan.rate_rps.max(1.0)
+            } else {
+                1.0
+            },
+            plan.workers,
+            plan.index,
+        )),
+    };
+    let total = if plan.rate_rps > 0.0 && !plan.closed_loop {
+        match schedule.count_before(plan.duration_ns) {
+            Some(n) => n,
+            None if schedule.due_ns(0) >= plan.duration_ns => 0,
+            None => u64::MAX,
+        }
+    } else {
+        0
+    };
+    (schedule, total)
 }
 
 /// Sleeps, then spins, until the schedule's start instant.

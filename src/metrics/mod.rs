@@ -2,6 +2,7 @@
 //! merged across workers by adding histograms (never averaging percentiles), and the
 //! validity gate that decides whether the generator itself was the bottleneck.
 pub mod gate;
+pub mod host;
 pub mod recorder;
 
 pub use gate::{Gate, Verdict};

@@ -273,6 +273,8 @@ pub struct Snapshot {
     pub interval: u64,
     pub histograms: Histograms,
     pub counters: Counters,
+    /// How the worker spent the interval (its own measure of how busy it was).
+    pub usage: crate::engine::pacing::Usage,
     /// Set on the worker's last snapshot; carries its totals of CPU use.
     pub last: Option<WorkerTotals>,
 }

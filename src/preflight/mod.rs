@@ -1,6 +1,9 @@
-//! In-binary checks the run depends on. Issue 6 adds the full machine check in
-//! `scripts/preflight.sh` with the same check names; here: file descriptors.
+//! In-binary checks the run depends on, with the same check names as the full machine
+//! check in `scripts/preflight.sh`: file descriptors and ports here ([`check_plan`],
+//! which also sizes the rings), memory and cores in [`checks`], which `blaster
+//! preflight` prints in full.
 
+pub mod checks;
 pub mod ports;
 pub mod walls;
 
@@ -46,6 +49,23 @@ pub enum PreflightError {
     },
     #[error("file descriptors: cannot read or raise RLIMIT_NOFILE: {0}")]
     Rlimit(nix::Error),
+    /// A check of [`checks`] that FAILed: its line, as `scripts/preflight.sh` prints it.
+    #[error("{0}")]
+    Check(String),
+    /// `blaster preflight` found checks that FAIL (their lines are on stdout).
+    #[error("preflight: {count} check(s) FAIL: {names}")]
+    Failed { count: usize, names: String },
+}
+
+/// The memory and cores checks of [`checks`] for `plan` on this machine: the first
+/// FAIL as an error carrying its line.
+pub fn check_host(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
+    let needs = checks::Needs::of(plan);
+    let found = checks::run_time(&needs, &checks::Host::this_machine());
+    match checks::first_failure(&found) {
+        Some(c) => Err(PreflightError::Check(c.to_string())),
+        None => Ok(()),
+    }
 }
 
 /// Fewest sockets one ring's file table must hold before blaster splits a core's

@@ -51,6 +51,8 @@ pub struct Config {
     pub duration_ns: u64,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
+    /// `--control-core`: where the main thread and helper threads run.
+    pub control_core: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -136,6 +138,86 @@ pub struct Interval {
     pub latency_p99_ns: u64,
     pub dispatch_lag_p99_ns: u64,
     pub errors: u64,
+    /// Busiest generator core per /proc/stat, minus the workers' spinning there.
+    pub core_load: f64,
+    /// Busiest generator core as its workers measure themselves: the share of wall time
+    /// they worked (neither spinning for a due instant nor asleep), from the TSC.
+    pub worker_busy: f64,
+    /// Share of the busiest generator core taken by anything but the workers.
+    pub other_load: f64,
+    /// The interface's bits per second sent and received.
+    pub tx_bps: f64,
+    pub rx_bps: f64,
+    /// max(tx, rx) over the link speed; `null` without one (loopback).
+    pub link_utilization: Option<f64>,
+    pub drops: u64,
+}
+
+/// The generator's cores and the interface carrying the run, over the whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostReport {
+    /// Highest per-interval core load (see [`Interval::core_load`]).
+    pub max_core_load: f64,
+    pub max_worker_busy: f64,
+    /// Highest share of a generator core taken by other processes (and IRQs).
+    pub max_other_load: f64,
+    pub other_load_warn_at: f64,
+    pub iface: Option<String>,
+    /// `--link-speed`, else what sysfs reports; `null` for loopback and virtual links.
+    pub link_speed_bps: Option<u64>,
+    pub tx_bps_max: f64,
+    pub rx_bps_max: f64,
+    pub link_utilization_max: Option<f64>,
+    pub drops: u64,
+    pub core_busy_watermark: f64,
+    pub link_saturated_at: f64,
+}
+
+impl HostReport {
+    /// A core above the watermark means the generator is near saturation.
+    pub fn near_saturation(&self) -> bool {
+        self.max_core_load.max(self.max_worker_busy) > self.core_busy_watermark
+    }
+
+    pub fn nic_saturated(&self) -> bool {
+        self.link_utilization_max
+            .is_some_and(|u| u > self.link_saturated_at)
+    }
+
+    /// The report's warnings about the host.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.near_saturation() {
+            w.push(format!(
+                "generator near saturation: a generator core was {:.0}% busy (its workers' \
+                 own measure {:.0}%; watermark {:.0}%): use more cores or a lower rate, and keep \
+                 other load off --cores",
+                self.max_core_load * 100.0,
+                self.max_worker_busy * 100.0,
+                self.core_busy_watermark * 100.0
+            ));
+        }
+        if self.max_other_load > self.other_load_warn_at {
+            w.push(format!(
+                "generator core shared: other processes took {:.0}% of a generator core \
+                 (warning above {:.0}%): the generator did not have its core to itself; keep \
+                 other load off --cores (isolcpus, taskset)",
+                self.max_other_load * 100.0,
+                self.other_load_warn_at * 100.0
+            ));
+        }
+        if self.nic_saturated() {
+            w.push(format!(
+                "NIC-saturated: {} carried {:.1} Mbit/s, {:.0}% of its {:.1} Mbit/s link: the \
+                 link, not the target, may be the limit",
+                self.iface.as_deref().unwrap_or("the interface"),
+                self.tx_bps_max.max(self.rx_bps_max) / 1e6,
+                self.link_utilization_max.unwrap_or(0.0) * 100.0,
+                self.link_speed_bps.unwrap_or(0) as f64 / 1e6
+            ));
+        }
+        w
+    }
 }
 
 /// UDP figures (`--proto udp`).
@@ -203,15 +285,24 @@ pub struct Report {
     pub connections: Connections,
     /// Time from connect submitted to established.
     pub connect_time_ns: Percentiles,
+    pub host: HostReport,
     pub memory: Memory,
-    /// `persistent`, `hold` or `per_request`.
+    /// `persistent`, `hold`, `per_request` or `closed_loop`.
     pub mode: &'static str,
     pub latency_ns: Percentiles,
     pub service_time_ns: Percentiles,
-    pub dispatch_lag_ns: Percentiles,
+    /// `null` in closed loop (no timetable).
+    pub dispatch_lag_ns: Option<Percentiles>,
+    /// The `--rate` spec (`null` without a timetable).
+    pub rate_spec: Option<String>,
+    /// `constant` or `poisson`.
+    pub arrivals: String,
     pub connection_wait_ns: Percentiles,
     pub workers: Vec<WorkerReport>,
     pub io_uring_features: Vec<&'static str>,
+    /// Every thread of the process seen during the run and the CPU it last ran on
+    /// (`/proc/self/task/*/stat` field 39), by tid.
+    pub threads: Vec<crate::threads::ThreadCpu>,
     /// Observations with their remedy, e.g. connection wait dominating latency.
     pub diagnosis: Vec<String>,
     pub interrupted: bool,

@@ -36,7 +36,21 @@ pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String 
         r.config.payload_bytes,
         if r.interrupted { " (interrupted)" } else { "" }
     );
-    if r.rate.intended_rps.is_finite() {
+    if r.mode == "closed_loop" {
+        let _ = writeln!(
+            w,
+            "CLOSED LOOP (--concurrency {}): throughput {}/s over {:.2} s; no timetable, so the \
+             latency below is service time and hides queueing",
+            r.config.connections,
+            fmt_rate(r.rate.achieved_rps),
+            r.elapsed_s,
+        );
+    } else if r.rate.intended_rps.is_finite() {
+        if let Some(spec) = r.rate_spec.as_deref().filter(|s| s.parse::<f64>().is_err()) {
+            let _ = writeln!(w, "rate shape: {spec}, {} arrivals", r.arrivals);
+        } else if r.arrivals != "constant" {
+            let _ = writeln!(w, "arrivals: {}", r.arrivals);
+        }
         let _ = writeln!(
             w,
             "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
@@ -82,13 +96,15 @@ pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String 
          service time counts from the actual send, as closed-loop tools such as wrk report it."
     );
     let _ = writeln!(w);
-    let _ = writeln!(
-        w,
-        "dispatch lag     p99 {:>10}  max {:>10}   (generator health; gate: p99 < {})",
-        fmt_ns(r.dispatch_lag_ns.p99),
-        fmt_ns(r.dispatch_lag_ns.max),
-        fmt_ns(r.config.max_lag_ns)
-    );
+    if let Some(lag) = &r.dispatch_lag_ns {
+        let _ = writeln!(
+            w,
+            "dispatch lag     p99 {:>10}  max {:>10}   (generator health; gate: p99 < {})",
+            fmt_ns(lag.p99),
+            fmt_ns(lag.max),
+            fmt_ns(r.config.max_lag_ns)
+        );
+    }
     let _ = writeln!(
         w,
         "connection wait  p99 {:>10}  max {:>10}   (due request waiting for a free connection)",
@@ -134,6 +150,22 @@ pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String 
             wk.backlog_peak
         );
     }
+    let h = &r.host;
+    let link = match (h.link_speed_bps, h.link_utilization_max) {
+        (Some(l), Some(u)) => format!("{:.0}% of its {:.0} Mbit/s link", u * 100.0, l as f64 / 1e6),
+        _ => "no link speed (loopback or virtual; --link-speed sets one)".to_string(),
+    };
+    let _ = writeln!(
+        w,
+        "host: busiest generator core {:.0}% busy (/proc/stat, spin excluded; workers' own \
+         measure {:.0}%); {}: up to {:.1} Mbit/s out, {:.1} Mbit/s in, {link}, {} drops",
+        h.max_core_load * 100.0,
+        h.max_worker_busy * 100.0,
+        h.iface.as_deref().unwrap_or("interface unknown"),
+        h.tx_bps_max / 1e6,
+        h.rx_bps_max / 1e6,
+        h.drops
+    );
     if let Some(u) = &r.udp {
         let _ = writeln!(
             w,
@@ -183,6 +215,19 @@ pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String 
         let _ = writeln!(w, "first protocol error: {bad}");
     }
     let _ = writeln!(w, "io_uring: {}", r.io_uring_features.join(", "));
+    for t in crate::threads::outside(&r.threads, &r.config.cores, r.config.control_core) {
+        let _ = writeln!(
+            w,
+            "warning: thread {} (tid {}) last ran on CPU {}, outside --cores {} and the \
+             control core {}: it competed with other work there; keep other processes' \
+             affinity off these cores, and check io_uring above for iowq_affinity",
+            t.name,
+            t.tid,
+            t.cpu,
+            crate::plan::list_cores(&r.config.cores),
+            r.config.control_core
+        );
+    }
     for d in &r.diagnosis {
         let _ = writeln!(w, "note: {d}");
     }

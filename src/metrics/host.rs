@@ -1,0 +1,248 @@
+//! What the host saw while the generator ran: the load of each generator core as
+//! /proc/stat counts it, and the traffic of the interface that carries the run (bytes,
+//! packets, drops from /sys/class/net/IF/statistics) against its link speed. Sampled by
+//! the collector once per interval; parsing is pure so tests feed it fixture text.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// A core above this busy share is "near saturation" (the design's CPU watermark).
+pub const CORE_BUSY_WATERMARK: f64 = 0.65;
+/// Other processes taking more than this share of a generator core is a warning: the
+/// generator did not have its core to itself.
+pub const OTHER_LOAD_WARN: f64 = 0.25;
+/// A link above this share of its speed is saturated.
+pub const LINK_SATURATED: f64 = 0.90;
+
+/// Busy and total jiffies of each `cpuN` line of /proc/stat.
+pub fn cpu_jiffies(stat: &str) -> Vec<(usize, u64, u64)> {
+    stat.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let cpu = it.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
+            let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
+            // user nice system idle iowait irq softirq steal ...
+            let total: u64 = v.iter().take(8).sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            Some((cpu, total.saturating_sub(idle), total))
+        })
+        .collect()
+}
+
+/// `25gbit`, `200mbit`, `10g`, `1000m`, `100000000` (bits per second) -> bits/s.
+pub fn parse_link_speed(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("bps")
+        .or_else(|| t.strip_suffix("bit"))
+        .unwrap_or(&t);
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 1e3),
+        Some((i, 'm')) => (&t[..i], 1e6),
+        Some((i, 'g')) => (&t[..i], 1e9),
+        Some((i, 't')) => (&t[..i], 1e12),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok((v * mult) as u64),
+        _ => Err(format!(
+            "expected a link speed such as 25gbit, 200mbit or 10g, got {s:?}"
+        )),
+    }
+}
+
+/// The `dev` of `ip route get` output (`10.0.0.2 dev veth0 src 10.0.0.1 ...`).
+pub fn route_dev(ip_route_get: &str) -> Option<String> {
+    let mut it = ip_route_get.split_whitespace();
+    while let Some(w) = it.next() {
+        if w == "dev" {
+            return it.next().map(str::to_string);
+        }
+    }
+    None
+}
+
+/// The interface traffic to `target` leaves by: `lo` for loopback, else what
+/// `ip route get` says (`None` if it cannot tell).
+pub fn iface_for(target: IpAddr) -> Option<String> {
+    if target.is_loopback() {
+        return Some("lo".to_string());
+    }
+    let out = std::process::Command::new("ip")
+        .args(["route", "get", &target.to_string()])
+        .output()
+        .ok()?;
+    route_dev(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Counters of one interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetCounters {
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub drops: u64,
+}
+
+/// Reads `<root>/sys/class/net/<iface>/statistics/*`.
+pub fn read_net(root: &Path, iface: &str) -> Option<NetCounters> {
+    let dir: PathBuf = root.join("sys/class/net").join(iface).join("statistics");
+    let get = |f: &str| -> Option<u64> {
+        std::fs::read_to_string(dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some(NetCounters {
+        tx_bytes: get("tx_bytes")?,
+        rx_bytes: get("rx_bytes")?,
+        tx_packets: get("tx_packets")?,
+        rx_packets: get("rx_packets")?,
+        drops: get("tx_dropped").unwrap_or(0) + get("rx_dropped").unwrap_or(0),
+    })
+}
+
+/// The link speed sysfs reports, bits/s (`None` for loopback and virtual links that
+/// report none).
+pub fn read_link_speed(root: &Path, iface: &str) -> Option<u64> {
+    let mbit: i64 = std::fs::read_to_string(root.join("sys/class/net").join(iface).join("speed"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (mbit > 0).then_some(mbit as u64 * 1_000_000)
+}
+
+/// One interval as the host saw it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostInterval {
+    /// (core, busy share per /proc/stat) for each generator core.
+    pub core_busy: Vec<(usize, f64)>,
+    pub tx_bps: f64,
+    pub rx_bps: f64,
+    pub tx_pps: f64,
+    pub drops: u64,
+}
+
+/// Samples /proc/stat and the interface counters; each sample covers the time since the
+/// previous one.
+pub struct HostSampler {
+    root: PathBuf,
+    cores: Vec<usize>,
+    pub iface: Option<String>,
+    cpu: Vec<(usize, u64, u64)>,
+    net: Option<NetCounters>,
+    at: std::time::Instant,
+}
+
+impl HostSampler {
+    pub fn new(cores: &[usize], iface: Option<String>) -> HostSampler {
+        let root = PathBuf::from("/");
+        let mut s = HostSampler {
+            root,
+            cores: cores.to_vec(),
+            iface,
+            cpu: Vec::new(),
+            net: None,
+            at: std::time::Instant::now(),
+        };
+        s.sample();
+        s
+    }
+
+    /// The interval since the previous sample.
+    pub fn sample(&mut self) -> HostInterval {
+        let now = std::time::Instant::now();
+        let secs = now.duration_since(self.at).as_secs_f64().max(1e-6);
+        self.at = now;
+        let cpu = std::fs::read_to_string(self.root.join("proc/stat"))
+            .map(|s| cpu_jiffies(&s))
+            .unwrap_or_default();
+        let core_busy = self
+            .cores
+            .iter()
+            .filter_map(|&c| {
+                let (_, b1, t1) = *cpu.iter().find(|x| x.0 == c)?;
+                let (_, b0, t0) = *self.cpu.iter().find(|x| x.0 == c)?;
+                let dt = t1.saturating_sub(t0);
+                (dt > 0).then(|| (c, b1.saturating_sub(b0) as f64 / dt as f64))
+            })
+            .collect();
+        self.cpu = cpu;
+        let net = self.iface.as_deref().and_then(|i| read_net(&self.root, i));
+        let mut out = HostInterval {
+            core_busy,
+            ..HostInterval::default()
+        };
+        if let (Some(n1), Some(n0)) = (net, self.net) {
+            out.tx_bps = n1.tx_bytes.saturating_sub(n0.tx_bytes) as f64 * 8.0 / secs;
+            out.rx_bps = n1.rx_bytes.saturating_sub(n0.rx_bytes) as f64 * 8.0 / secs;
+            out.tx_pps = n1.tx_packets.saturating_sub(n0.tx_packets) as f64 / secs;
+            out.drops = n1.drops.saturating_sub(n0.drops);
+        }
+        self.net = net;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_lines_give_busy_and_total() {
+        let stat = "cpu  10 0 10 80 0 0 0 0 0 0\n\
+                    cpu0 5 0 5 40 0 0 0 0 0 0\n\
+                    cpu1 5 1 4 30 10 0 0 0 0 0\n\
+                    intr 1 2 3\n";
+        assert_eq!(cpu_jiffies(stat), vec![(0, 10, 50), (1, 10, 50)]);
+    }
+
+    #[test]
+    fn link_speeds_parse_with_units() {
+        assert_eq!(parse_link_speed("25gbit"), Ok(25_000_000_000));
+        assert_eq!(parse_link_speed("200mbit"), Ok(200_000_000));
+        assert_eq!(parse_link_speed("10G"), Ok(10_000_000_000));
+        assert_eq!(parse_link_speed("1000000"), Ok(1_000_000));
+        assert!(parse_link_speed("fast").is_err());
+        assert!(parse_link_speed("0gbit").is_err());
+        assert!(parse_link_speed("-5m").is_err());
+    }
+
+    #[test]
+    fn route_dev_is_found() {
+        let out = "10.200.0.2 dev veth-g src 10.200.0.1 uid 0 \n    cache \n";
+        assert_eq!(route_dev(out).as_deref(), Some("veth-g"));
+        assert_eq!(route_dev("unreachable"), None);
+        assert_eq!(
+            iface_for("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+    }
+
+    #[test]
+    fn interface_counters_and_speed_come_from_sysfs() {
+        let d = tempfile::tempdir().unwrap();
+        let stats = d.path().join("sys/class/net/eth9/statistics");
+        std::fs::create_dir_all(&stats).unwrap();
+        for (f, v) in [
+            ("tx_bytes", "1000"),
+            ("rx_bytes", "2000"),
+            ("tx_packets", "10"),
+            ("rx_packets", "20"),
+            ("tx_dropped", "3"),
+            ("rx_dropped", "4"),
+        ] {
+            std::fs::write(stats.join(f), v).unwrap();
+        }
+        std::fs::write(d.path().join("sys/class/net/eth9/speed"), "25000\n").unwrap();
+        let n = read_net(d.path(), "eth9").unwrap();
+        assert_eq!((n.tx_bytes, n.rx_packets, n.drops), (1000, 20, 7));
+        assert_eq!(read_link_speed(d.path(), "eth9"), Some(25_000_000_000));
+        std::fs::write(d.path().join("sys/class/net/eth9/speed"), "-1\n").unwrap();
+        assert_eq!(read_link_speed(d.path(), "eth9"), None);
+        assert_eq!(read_net(d.path(), "nope"), None);
+    }
+}
