@@ -867,6 +867,133 @@ mod tests {
         assert_eq!(knee(&[(1000.0, 0.0), (1500.0, 5.0)]), None);
     }
 
+    fn step(rate: f64, achieved: f64, p99_ms: f64, outcome: StepOutcome) -> Step {
+        let slo = Slo::parse("p99<20ms").unwrap();
+        let h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        let mut verdict = slo.judge(&Observed {
+            latency: &h,
+            dispatched: 0,
+            errors: 0,
+            intended_rps: rate,
+            achieved_rps: achieved,
+        });
+        verdict.met = outcome == StepOutcome::Pass;
+        Step {
+            phase: Phase::Climb,
+            intended_rps: rate,
+            achieved_rps: achieved,
+            latency_p50_ns: 1_000_000,
+            latency_p99_ns: (p99_ms * 1e6) as u64,
+            latency_p999_ns: (p99_ms * 2e6) as u64,
+            latency_mean_ns: 2_000_000.0,
+            dispatched: 0,
+            completed: 0,
+            errors: 0,
+            error_ratio: 0.0,
+            dispatch_lag_p99_ns: 0,
+            generator_busy_ratio_max: 0.1,
+            valid: outcome != StepOutcome::Invalid,
+            invalid_reasons: Vec::new(),
+            outcome,
+            slo: verdict,
+        }
+    }
+
+    fn plan() -> RunPlan {
+        let r = RunDefaults::try_parse_from(["--target", "127.0.0.1:9", "--rate", "1"])
+            .unwrap()
+            .run;
+        RunPlan::from_args(&r, &[0]).unwrap()
+    }
+
+    #[test]
+    fn conclusions_and_exit_codes() {
+        use crate::app::Outcome;
+        use StepOutcome::*;
+        let c = cfg(Growth::Factor(1.5), None);
+        let t: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        // The target breaks the SLO at 5062 after a steep p99 rise from 3375.
+        let steps = vec![
+            step(1000.0, 999.0, 3.0, Pass),
+            step(1500.0, 1498.0, 3.1, Pass),
+            step(2250.0, 2247.0, 3.3, Pass),
+            step(3375.0, 3370.0, 4.0, Pass),
+            step(5062.5, 3900.0, 400.0, SloBroken),
+            step(4218.75, 3890.0, 90.0, SloBroken),
+            step(3796.875, 3790.0, 15.0, Pass),
+        ];
+        let r = conclude(&plan(), t, &c, steps, false);
+        assert_eq!(r.stopped_by, StoppedBy::Target);
+        assert_eq!(r.max_safe_throughput_rps, Some(3790.0));
+        assert_eq!(r.max_safe_intended_rps, Some(3796.875));
+        // Little's law: 3790/s x 2 ms.
+        assert!((r.inflight_at_max_safe.unwrap() - 7.58).abs() < 1e-9);
+        // 3375 (4 ms) -> 3796.875 (15 ms): e = 11.2; the knee is 3375's achieved rate.
+        assert_eq!(r.knee_rps, Some(3370.0));
+        assert_eq!(r.first_bad_rps, Some(4218.75));
+        assert_eq!(r.outcome(), Outcome::Ok);
+        let text = render(&r);
+        assert!(
+            text.contains("stopped by: target: the SLO broke at 4219/s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("max safe throughput: 3790/s achieved"),
+            "{text}"
+        );
+        // The lowest bad step invalid: the generator is the limit, exit 3.
+        let steps = vec![
+            step(1000.0, 999.0, 3.0, Pass),
+            step(1500.0, 1200.0, 9.0, Invalid),
+        ];
+        let r = conclude(&plan(), t, &c, steps, false);
+        assert_eq!(
+            (r.stopped_by, r.outcome()),
+            (StoppedBy::Generator, Outcome::Invalid)
+        );
+        assert_eq!(r.knee_rps, None);
+        // Even the first step broke the SLO: exit 4, nothing safe.
+        let r = conclude(
+            &plan(),
+            t,
+            &c,
+            vec![step(1000.0, 990.0, 30.0, SloBroken)],
+            false,
+        );
+        assert_eq!(
+            (r.stopped_by, r.outcome()),
+            (StoppedBy::Target, Outcome::SloBroken)
+        );
+        assert_eq!(
+            (r.max_safe_throughput_rps, r.inflight_at_max_safe),
+            (None, None)
+        );
+        assert!(render(&r).contains("even the first step (1000/s)"));
+        // Never broke: --max; Ctrl-C before any bad step: interrupted. Both exit 0.
+        let good = vec![step(1000.0, 999.0, 3.0, Pass)];
+        let r = conclude(&plan(), t, &c, good.clone(), false);
+        assert_eq!((r.stopped_by, r.outcome()), (StoppedBy::Max, Outcome::Ok));
+        let r = conclude(&plan(), t, &c, good, true);
+        assert_eq!(
+            (r.stopped_by, r.outcome()),
+            (StoppedBy::Interrupted, Outcome::Ok)
+        );
+        let j = serde_json::to_value(&r).unwrap();
+        for k in [
+            "steps",
+            "max_safe_throughput_rps",
+            "knee_rps",
+            "inflight_at_max_safe",
+            "stopped_by",
+            "slo_spec",
+        ] {
+            assert!(j.get(k).is_some(), "{k} missing");
+        }
+        assert_eq!(j["stopped_by"], "interrupted");
+        assert_eq!(j["steps"][0]["outcome"], "pass");
+        assert_eq!(j["steps"][0]["phase"], "climb");
+    }
+
     fn search_args(extra: &[&str]) -> Result<SearchConfig, String> {
         let mut argv = vec!["blaster", "search"];
         argv.extend_from_slice(extra);
