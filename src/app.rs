@@ -1,10 +1,11 @@
 //! The command-line application: parse, plan, run, report. `main` only maps the
 //! [`Outcome`] or [`AppError`] to an exit code.
 
-use crate::cli::{Cli, Command, PlanArgs, RunArgs, SinkArgs, with_default_subcommand};
+use crate::cli::{Cli, Command, PlanArgs, RunArgs, SearchArgs, SinkArgs, with_default_subcommand};
 use crate::plan::{PlanError, RunPlan, sink_config, usable_cores};
 use crate::report::{json, text};
 use crate::run::{RunError, execute};
+use crate::slo::{Observed, Slo};
 use clap::Parser;
 use std::io::Write;
 use std::sync::Arc;
@@ -16,6 +17,9 @@ pub mod exit {
     pub const RUNTIME: i32 = 1;
     pub const USAGE: i32 = 2;
     pub const INVALID: i32 = 3;
+    /// The run broke its `--slo` (an invalid run exits 3 instead), or a search's
+    /// first step already broke it.
+    pub const SLO_BROKEN: i32 = 4;
 }
 
 /// How a command that ran ended.
@@ -24,6 +28,19 @@ pub enum Outcome {
     Ok,
     /// The run's generator was the bottleneck: the report says why.
     Invalid,
+    /// The run was valid but broke its `--slo`; the report names the terms.
+    SloBroken,
+}
+
+impl Outcome {
+    /// The process exit code of this outcome.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Ok => exit::OK,
+            Outcome::Invalid => exit::INVALID,
+            Outcome::SloBroken => exit::SLO_BROKEN,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,14 +95,25 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
         Command::Run(a) => run_command(&a, &stop),
         Command::Sink(a) => sink_command(&a, &stop),
         Command::Plan(a) => plan_command(&a),
+        Command::Search(a) => search_command(&a, &stop),
         Command::Preflight(a) => preflight_command(&a),
     }
 }
 
 fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
+    let slo = a
+        .slo
+        .as_deref()
+        .map(|s| Slo::parse(s).map_err(|m| AppError::Usage(format!("--slo: {m}"))))
+        .transpose()?;
     let usable = usable_cores();
     let mut plan = RunPlan::from_args(a, &usable)?;
     let json_stdout = json::is_stdout(plan.json.as_deref());
+    if slo.is_some() && plan.target.is_none() {
+        return Err(AppError::Usage(
+            "--slo: needs --target (the baseline measures the generator, not a target)".into(),
+        ));
+    }
     // Memory and cores before anything connects (descriptors and ports: check_plan).
     crate::preflight::check_host(&plan).map_err(RunError::from)?;
     let Some(target) = plan.target else {
@@ -105,15 +133,57 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         eprintln!("blaster: warning: {w}");
     }
     let report = execute(&plan, target, rate, plan.duration_ns, stop, plan.progress)?;
-    emit_text(&text::render(&report), json_stdout);
+    let verdict = slo.map(|s| s.judge(&Observed::of(&report)));
+    emit_text(
+        &text::render_with_slo(&report, verdict.as_ref()),
+        json_stdout,
+    );
     if let Some(p) = &plan.json {
+        let out = crate::report::RunOutput {
+            report: &report,
+            slo: verdict.as_ref(),
+        };
+        json::write(p, &out).map_err(|e| output_error(p, e))?;
+    }
+    // An invalid run's figures describe the generator, so its SLO verdict cannot
+    // count: exit code 3 wins over 4.
+    Ok(if !report.valid {
+        Outcome::Invalid
+    } else if verdict.is_some_and(|v| !v.met) {
+        Outcome::SloBroken
+    } else {
+        Outcome::Ok
+    })
+}
+
+/// `blaster search`: steps the rate against --target until --slo breaks.
+fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
+    let cfg = crate::search::config_from_args(a)?;
+    let usable = usable_cores();
+    let mut plan = RunPlan::from_args(&crate::search::run_args(a, &cfg)?, &usable)?;
+    let target = plan
+        .target
+        .ok_or_else(|| AppError::Usage("--target: is required".into()))?;
+    crate::preflight::check_host(&plan).map_err(RunError::from)?;
+    plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
+    let json_stdout = json::is_stdout(a.json.as_deref());
+    let json_file = a.json.as_deref().filter(|p| !json::is_stdout(Some(p)));
+    let report = crate::search::run(&plan, target, &cfg, stop, |partial| {
+        // Rewritten after every step, so an aborted search still leaves its steps.
+        match json_file {
+            Some(p) => write_replacing(p, &serde_json::to_value(partial).unwrap_or_default())
+                .map_err(|e| RunError::Output {
+                    path: p.display().to_string(),
+                    source: e,
+                }),
+            None => Ok(()),
+        }
+    })?;
+    emit_text(&crate::search::render(&report), json_stdout);
+    if let Some(p) = &a.json {
         json::write(p, &report).map_err(|e| output_error(p, e))?;
     }
-    Ok(if report.valid {
-        Outcome::Ok
-    } else {
-        Outcome::Invalid
-    })
+    Ok(report.outcome())
 }
 
 /// `blaster preflight`: the checks that decide whether the plan can run on this

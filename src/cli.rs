@@ -34,6 +34,9 @@ pub enum Command {
     /// Size a generator cluster for a target load: connections, CPU, uplink and
     /// downlink sized separately, the largest wins, plus one coordinator.
     Plan(PlanArgs),
+    /// Capacity search: raise the rate step by step until --slo breaks, bisect to
+    /// --precision, report the max safe throughput, the knee and what stopped it.
+    Search(SearchArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -229,6 +232,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
+    /// Judge the run against a service level objective, e.g. `p99<20ms,errors<0.1%`
+    /// (terms: `pNN[.N]<DURATION` or `max<DURATION`, `errors<X%` of dispatched
+    /// requests, `achieved>X%` of the intended rate). The verdict is printed and a
+    /// broken SLO exits with code 4 (an invalid run's 3 wins). Needs --target.
+    #[arg(long)]
+    pub slo: Option<String>,
+
     /// Print the live line on stderr every second even when stderr is not a terminal.
     #[arg(long, conflicts_with = "quiet")]
     pub progress: bool,
@@ -399,13 +409,174 @@ pub struct PlanArgs {
     pub json: Option<PathBuf>,
 }
 
+/// `blaster search`: its own flags, then the run flags that apply to every step.
+#[derive(Args, Debug, Clone)]
+pub struct SearchArgs {
+    /// The service level objective every step must meet, e.g. `p99<20ms,errors<0.1%`
+    /// (grammar as `run --slo`). Required.
+    #[arg(long)]
+    pub slo: Option<String>,
+
+    /// First rate step, requests per second. Required.
+    #[arg(long)]
+    pub start: Option<f64>,
+
+    /// Multiply the rate by this factor from one step to the next (more than 1, at
+    /// most 10). Default: 1.5.
+    #[arg(long, conflicts_with = "step")]
+    pub factor: Option<f64>,
+
+    /// Add this many requests per second from one step to the next instead of
+    /// multiplying by --factor.
+    #[arg(long)]
+    pub step: Option<f64>,
+
+    /// How long each rate step runs, e.g. `5s` (at least 500ms). Default: 5s.
+    #[arg(long, default_value = "5s")]
+    pub step_duration: String,
+
+    /// Highest rate to try, requests per second: the search ends there when the SLO
+    /// still holds. Default: no limit.
+    #[arg(long)]
+    pub max: Option<f64>,
+
+    /// Bisect until the last good and the first bad rate are this close, as a share
+    /// of the good one, e.g. `5%`. Default: 5%.
+    #[arg(long, default_value = "5%")]
+    pub precision: String,
+
+    /// Target address, HOST:PORT; repeat for several destinations. Required.
+    #[arg(long)]
+    pub target: Vec<String>,
+
+    /// Source addresses to bind (as `run --source-ip`). Default: the kernel chooses.
+    #[arg(long)]
+    pub source_ip: Option<String>,
+
+    /// Cores to run workers on, one pinned worker per core: `3`, `4-11`, `0,2,4-6`.
+    /// Default: core 0.
+    #[arg(long)]
+    pub cores: Option<String>,
+
+    /// Core of the main thread and helper threads (as `run --control-core`).
+    #[arg(long)]
+    pub control_core: Option<usize>,
+
+    /// Persistent connections in total, split across workers. Default: 64.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+
+    /// How requests are spread within each step's rate: `constant` or `poisson`.
+    /// Default: constant.
+    #[arg(long, default_value = "constant")]
+    pub arrivals: String,
+
+    /// Requests in flight per connection. Default: 1.
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: usize,
+
+    /// Request payload of N bytes (the letter x repeated). Default: 64.
+    #[arg(long, conflicts_with_all = ["payload", "payload_file"])]
+    pub payload_size: Option<usize>,
+
+    /// Request payload as text; `\r`, `\n`, `\t`, `\\` and `\xHH` escapes are decoded.
+    #[arg(long, conflicts_with = "payload_file")]
+    pub payload: Option<String>,
+
+    /// Request payload read from a file, sent byte for byte.
+    #[arg(long)]
+    pub payload_file: Option<PathBuf>,
+
+    /// How a response ends (as `run --framing`). Default: echo, or http1 with --http.
+    #[arg(long)]
+    pub framing: Option<String>,
+
+    /// An HTTP/1.1 request instead of a raw payload: `--http 'GET /path'`.
+    #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "mix"])]
+    pub http: Option<String>,
+
+    /// HTTP header `Name: value`, repeatable.
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+
+    /// HTTP request body (with --http); `{rand:N}` placeholders allowed.
+    #[arg(long, requires = "http", conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// HTTP request body read from a file (with --http).
+    #[arg(long, requires = "http")]
+    pub body_file: Option<PathBuf>,
+
+    /// A weighted request mix (as `run --mix`).
+    #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "framing"])]
+    pub mix: Option<PathBuf>,
+
+    /// A request with no response after this long is an error. Default: 5s.
+    #[arg(long, default_value = "5s")]
+    pub timeout: String,
+
+    /// Validity gate of every step: a dispatch lag p99 above this marks the step
+    /// invalid. Default: 1ms.
+    #[arg(long, default_value = "1ms")]
+    pub max_lag: String,
+
+    /// Spin on the TSC for this long before each due send (as `run --spin`).
+    /// Default: 2ms.
+    #[arg(long, default_value = "2ms")]
+    pub spin: String,
+
+    /// Seed of the generator for templates and request mixes. Default: 1.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// A response larger than this is a protocol error. Default: 1MiB.
+    #[arg(long, default_value = "1MiB")]
+    pub max_response: String,
+
+    /// SO_SNDBUF and SO_RCVBUF of every connection, e.g. `4k`. Default: autotuning.
+    #[arg(long)]
+    pub sockbuf: Option<String>,
+
+    /// TCP keepalive: `idle,interval,count`, e.g. `30s,10s,3`. Default: off.
+    #[arg(long)]
+    pub keepalive: Option<String>,
+
+    /// Close connections with RST (SO_LINGER 0).
+    #[arg(long)]
+    pub linger0: bool,
+
+    /// Reconnect backoff (as `run --reconnect-backoff`).
+    #[arg(long)]
+    pub reconnect_backoff: Option<String>,
+
+    /// Do not reopen connections the target closed, reset or refused.
+    #[arg(long, conflicts_with = "reconnect_backoff")]
+    pub no_reconnect: bool,
+
+    /// Write the search as JSON to FILE (`-` for stdout, which then carries only
+    /// JSON); a FILE is rewritten after every step.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
 /// Inserts `run` when the first argument is not a subcommand, so `blaster` and
 /// `blaster --cores 4-11` mean `blaster run ...`.
 pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
     let first = args.get(1).map(String::as_str);
     let known = matches!(
         first,
-        Some("run" | "sink" | "plan" | "preflight" | "help" | "-h" | "--help" | "-V" | "--version")
+        Some(
+            "run"
+                | "sink"
+                | "plan"
+                | "preflight"
+                | "search"
+                | "help"
+                | "-h"
+                | "--help"
+                | "-V"
+                | "--version"
+        )
     );
     if !known {
         args.insert(1, "run".to_string());

@@ -25,6 +25,8 @@
 //! `blaster` with no target runs [`baseline`]: the generator against the built-in
 //! [`sink`] on loopback, stepping the rate up to find its own ceiling. `blaster plan`
 //! ([`capacity`]) sizes a generator cluster for a target load from such a measured cost.
+//! `blaster search` ([`search`]) steps the rate against a target until an [`slo`]
+//! breaks, and reports the max safe throughput and the knee.
 pub mod app;
 pub mod baseline;
 pub mod capacity;
@@ -40,5 +42,7 @@ pub mod report;
 pub mod request;
 pub mod run;
 pub mod schedule;
+pub mod search;
 pub mod sink;
+pub mod slo;
 pub mod threads;

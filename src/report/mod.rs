@@ -334,6 +334,16 @@ pub struct Report {
     pub histograms: Histograms,
 }
 
+/// The run report as written to JSON: the [`Report`]'s keys, plus `slo` when the run
+/// was judged against `--slo`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutput<'a> {
+    #[serde(flatten)]
+    pub report: &'a Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<&'a crate::slo::Verdict>,
+}
+
 impl Report {
     pub fn errors_map(c: &Counters) -> BTreeMap<&'static str, u64> {
         ErrorKind::ALL

@@ -5,6 +5,11 @@ use std::fmt::Write;
 
 /// The final report as text.
 pub fn render(r: &Report) -> String {
+    render_with_slo(r, None)
+}
+
+/// The final report as text, with the verdict against `--slo` before the last line.
+pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String {
     let mut s = String::new();
     let w = &mut s;
     if !r.valid {
@@ -239,6 +244,9 @@ pub fn render(r: &Report) -> String {
     }
     for d in &r.diagnosis {
         let _ = writeln!(w, "note: {d}");
+    }
+    if let Some(v) = slo {
+        w.push_str(&v.render());
     }
     if r.valid {
         let _ = writeln!(w, "run: VALID");

@@ -1,0 +1,1092 @@
+//! `blaster search`: SLO-driven capacity search.
+//!
+//! The rate climbs from `--start`, multiplied by `--factor` (or plus `--step`) each
+//! step, every step a full open-model run of `--step-duration` with its own validity
+//! gate. A step is **good** when the generator was valid and the run met `--slo`;
+//! otherwise it is **bad**: *broken* (valid generator, SLO not met: the target's
+//! limit) or *invalid* (the generator fell behind: its limit, not the target's). The
+//! climb stops at the first bad step, then the search bisects between the highest good
+//! and the lowest bad rate until they are within `--precision` of the good one. The
+//! planner ([`next_step`]) is a pure function of the steps measured so far.
+//!
+//! Conclusions:
+//! - **max safe throughput**: the highest *achieved* rate of a good step.
+//! - **stopped_by**: what the lowest bad step says: `target` (SLO broke with a valid
+//!   generator), `generator` (invalid step; the max safe throughput is then only a
+//!   lower bound on the target's), or `max` (`--max` or the step limit reached with the
+//!   SLO holding), `interrupted` (Ctrl-C before any bad step).
+//! - **in flight at the max safe rate**, by Little's law: achieved rate x mean latency.
+//! - **the knee** ([`knee`]): the last rate before p99 starts growing much faster than
+//!   the rate. Between neighbouring valid steps (by intended rate) the latency
+//!   *elasticity* is e = ln(p99_b / p99_a) / ln(rate_b / rate_a): how many percent p99
+//!   grows per percent of rate. Below saturation p99 is flat (e near 0); an M/M/1
+//!   queue has e = rho / (1 - rho), which passes 2 at two-thirds load and grows without
+//!   bound towards saturation. The knee is point `a` of the first pair with e >= 2
+//!   (p99 grows at least as fast as the square of the rate) and p99 up by at least 20%
+//!   (so jitter between closely spaced bisection steps does not count), provided the
+//!   rise persists: no later valid step's p99 falls below the geometric mean of the
+//!   pair's (a one-step hiccup on a noisy host is followed by a normal step and is
+//!   ignored). It needs only two points on each side of the rise, does not depend on
+//!   the step spacing (elasticity is scale free) and uses no fitted curve. No pair
+//!   qualifying (e.g. an error-only SLO, or the generator saturating first) means no
+//!   knee in the measured range: `knee_rps` is null.
+
+use crate::cli::{RunArgs, SearchArgs};
+use crate::limits::{DURATION_NS_MAX, RATE_RPS_MAX};
+use crate::plan::{PlanError, RunPlan};
+use crate::report::{Report, fmt_ns, fmt_rate};
+use crate::run::{RunError, execute};
+use crate::slo::{Observed, Slo, Verdict};
+use serde::Serialize;
+use std::fmt::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Default of `--factor`.
+pub const FACTOR_DEFAULT: f64 = 1.5;
+/// Largest `--factor`: beyond 10x per step the climb says little about the curve.
+pub const FACTOR_MAX: f64 = 10.0;
+/// Shortest `--step-duration`: the validity gate's busy check needs half a second of
+/// schedule, and shorter steps measure connection setup more than the target.
+pub const STEP_NS_MIN: u64 = 500_000_000;
+/// Climbing steps at most, so a target that never breaks still ends (1.5^40 = 11M x).
+pub const CLIMB_STEPS_MAX: usize = 40;
+/// Bisection steps at most (each halves the gap: 12 take any gap below 0.1%).
+pub const BISECT_STEPS_MAX: usize = 12;
+/// `--precision` bounds: a share of the good rate.
+pub const PRECISION_MIN: f64 = 0.001;
+pub const PRECISION_MAX: f64 = 0.5;
+/// Knee rule: latency elasticity (d ln p99 / d ln rate) that counts as a steep rise.
+pub const KNEE_ELASTICITY_MIN: f64 = 2.0;
+/// Knee rule: least p99 growth between the two steps, as a ratio.
+pub const KNEE_GROWTH_MIN: f64 = 1.2;
+
+/// How the rate grows from one climbing step to the next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Growth {
+    Factor(f64),
+    Add(f64),
+}
+
+impl Growth {
+    fn apply(self, rate: f64) -> f64 {
+        match self {
+            Growth::Factor(f) => rate * f,
+            Growth::Add(s) => rate + s,
+        }
+    }
+}
+
+/// The validated search parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchConfig {
+    pub slo: Slo,
+    pub start_rps: f64,
+    pub growth: Growth,
+    pub max_rps: Option<f64>,
+    /// Largest gap between the last good and the first bad rate, as a share of the
+    /// good rate.
+    pub precision: f64,
+    pub step_duration_ns: u64,
+}
+
+fn err(flag: &'static str, message: impl Into<String>) -> PlanError {
+    PlanError {
+        flag,
+        message: message.into(),
+    }
+}
+
+fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
+    if !(r > 0.0 && r <= RATE_RPS_MAX) {
+        return Err(err(
+            flag,
+            format!("must be greater than 0 and at most {RATE_RPS_MAX} requests/s, got {r}"),
+        ));
+    }
+    Ok(r)
+}
+
+/// `5%` -> 0.05, within [`PRECISION_MIN`, `PRECISION_MAX`].
+fn parse_precision(s: &str) -> Result<f64, PlanError> {
+    let bad = || {
+        err(
+            "precision",
+            format!("expected a percentage such as 5%, got {s:?}"),
+        )
+    };
+    let v: f64 = s
+        .trim()
+        .strip_suffix('%')
+        .ok_or_else(bad)?
+        .trim()
+        .parse()
+        .map_err(|_| bad())?;
+    let r = v / 100.0;
+    if !(PRECISION_MIN..=PRECISION_MAX).contains(&r) {
+        return Err(err(
+            "precision",
+            format!(
+                "must be between {}% and {}%, got {s:?}",
+                PRECISION_MIN * 100.0,
+                PRECISION_MAX * 100.0
+            ),
+        ));
+    }
+    Ok(r)
+}
+
+/// Validates the search's own flags (the run flags are validated by
+/// [`RunPlan::from_args`] on the [`run_args`] built from them).
+pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
+    let spec = a
+        .slo
+        .as_deref()
+        .ok_or_else(|| err("slo", "is required, e.g. --slo 'p99<20ms,errors<0.1%'"))?;
+    let slo = Slo::parse(spec).map_err(|m| err("slo", m))?;
+    if a.target.is_empty() {
+        return Err(err(
+            "target",
+            "is required: the address to search, HOST:PORT",
+        ));
+    }
+    let start_rps = check_rate(
+        "start",
+        a.start
+            .ok_or_else(|| err("start", "is required: the first rate step, requests/s"))?,
+    )?;
+    let growth = match (a.factor, a.step) {
+        (_, Some(s)) => Growth::Add(check_rate("step", s)?),
+        (Some(f), None) if !(f > 1.0 && f <= FACTOR_MAX) => {
+            return Err(err(
+                "factor",
+                format!("must be greater than 1 and at most {FACTOR_MAX}, got {f}"),
+            ));
+        }
+        (f, None) => Growth::Factor(f.unwrap_or(FACTOR_DEFAULT)),
+    };
+    let max_rps = match a.max {
+        Some(m) if check_rate("max", m)? < start_rps => {
+            return Err(err(
+                "max",
+                format!("must be at least --start ({start_rps}), got {m}"),
+            ));
+        }
+        m => m,
+    };
+    let step = crate::plan::parse_duration("step-duration", &a.step_duration)?.as_nanos();
+    if step < STEP_NS_MIN as u128 || step > DURATION_NS_MAX as u128 {
+        return Err(err(
+            "step-duration",
+            format!(
+                "must be between {} and {}, got {:?}",
+                fmt_ns(STEP_NS_MIN),
+                fmt_ns(DURATION_NS_MAX),
+                a.step_duration
+            ),
+        ));
+    }
+    Ok(SearchConfig {
+        slo,
+        start_rps,
+        growth,
+        max_rps,
+        precision: parse_precision(&a.precision)?,
+        step_duration_ns: step as u64,
+    })
+}
+
+/// `run`'s defaults, from clap itself, so flags added to `run` later keep their
+/// documented defaults in a search.
+#[derive(clap::Parser)]
+#[command(no_binary_name = true)]
+struct RunDefaults {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// The `run` arguments of every step: the search's run flags, `run`'s defaults for
+/// the rest. `--rate` is the first step's (each step passes its own to `execute`).
+pub fn run_args(a: &SearchArgs, cfg: &SearchConfig) -> Result<RunArgs, PlanError> {
+    use clap::Parser;
+    let mut r = RunDefaults::try_parse_from(std::iter::empty::<String>())
+        .map_err(|e| err("slo", format!("internal: run defaults: {e}")))?
+        .run;
+    r.target = a.target.clone();
+    r.source_ip = a.source_ip.clone();
+    r.cores = a.cores.clone();
+    r.control_core = a.control_core;
+    r.connections = a.connections;
+    r.arrivals = a.arrivals.clone();
+    r.pipeline = a.pipeline;
+    r.payload_size = a.payload_size;
+    r.payload = a.payload.clone();
+    r.payload_file = a.payload_file.clone();
+    r.framing = a.framing.clone();
+    r.http = a.http.clone();
+    r.headers = a.headers.clone();
+    r.body = a.body.clone();
+    r.body_file = a.body_file.clone();
+    r.mix = a.mix.clone();
+    r.timeout = a.timeout.clone();
+    r.max_lag = a.max_lag.clone();
+    r.spin = a.spin.clone();
+    r.seed = a.seed;
+    r.max_response = a.max_response.clone();
+    r.sockbuf = a.sockbuf.clone();
+    r.keepalive = a.keepalive.clone();
+    r.linger0 = a.linger0;
+    r.reconnect_backoff = a.reconnect_backoff.clone();
+    r.no_reconnect = a.no_reconnect;
+    r.rate = Some(cfg.start_rps.to_string());
+    r.duration = a.step_duration.clone();
+    r.quiet = true;
+    Ok(r)
+}
+
+/// Whether a step climbs or bisects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Climb,
+    Bisect,
+}
+
+/// Why the planner ends the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The first step was bad: nothing to bisect.
+    FirstStepBad,
+    /// The last good and the first bad rate are within the precision (or the
+    /// bisection step limit was reached).
+    Converged,
+    /// `--max` was measured and was good.
+    ReachedMax,
+    /// [`CLIMB_STEPS_MAX`] good steps, or the rate bound, without a bad one.
+    StepLimit,
+}
+
+/// What the planner wants next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Next {
+    Run { rate_rps: f64, phase: Phase },
+    Done(End),
+}
+
+/// The next step, from the steps so far: `(intended rate, good)` in the order run.
+pub fn next_step(cfg: &SearchConfig, history: &[(f64, bool)]) -> Next {
+    if history.is_empty() {
+        return Next::Run {
+            rate_rps: cfg.start_rps,
+            phase: Phase::Climb,
+        };
+    }
+    let lowest_bad = history
+        .iter()
+        .filter(|s| !s.1)
+        .map(|s| s.0)
+        .min_by(f64::total_cmp);
+    let Some(bad) = lowest_bad else {
+        let last = history.iter().map(|s| s.0).fold(0.0, f64::max);
+        if cfg.max_rps.is_some_and(|m| last >= m) {
+            return Next::Done(End::ReachedMax);
+        }
+        if history.len() >= CLIMB_STEPS_MAX || last >= RATE_RPS_MAX {
+            return Next::Done(End::StepLimit);
+        }
+        let next = cfg.growth.apply(last).min(RATE_RPS_MAX);
+        return Next::Run {
+            rate_rps: cfg.max_rps.map_or(next, |m| next.min(m)),
+            phase: Phase::Climb,
+        };
+    };
+    let good = history
+        .iter()
+        .filter(|s| s.1 && s.0 < bad)
+        .map(|s| s.0)
+        .max_by(f64::total_cmp);
+    let Some(good) = good else {
+        return Next::Done(End::FirstStepBad);
+    };
+    let first_bad_at = history.iter().position(|s| !s.1).unwrap_or(0);
+    let bisections = history.len() - first_bad_at - 1;
+    if bad - good <= cfg.precision * good || bisections >= BISECT_STEPS_MAX {
+        return Next::Done(End::Converged);
+    }
+    Next::Run {
+        rate_rps: (good + bad) / 2.0,
+        phase: Phase::Bisect,
+    }
+}
+
+/// The knee among `(rate, p99)` points sorted by rate (see the module doc): the index
+/// of the last point before the first persistent steep rise, or `None`.
+pub fn knee(points: &[(f64, f64)]) -> Option<usize> {
+    for i in 0..points.len().saturating_sub(1) {
+        let ((ra, pa), (rb, pb)) = (points[i], points[i + 1]);
+        if !(ra > 0.0 && rb > ra && pa > 0.0 && pb > 0.0) {
+            continue;
+        }
+        let growth = pb / pa;
+        if growth < KNEE_GROWTH_MIN {
+            continue;
+        }
+        let elasticity = growth.ln() / (rb / ra).ln();
+        if elasticity < KNEE_ELASTICITY_MIN {
+            continue;
+        }
+        let floor = (pa * pb).sqrt();
+        if points[i + 2..].iter().all(|&(_, p)| p >= floor) {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// How one step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutcome {
+    /// Valid generator, SLO met.
+    Pass,
+    /// Valid generator, SLO broken: the target's limit.
+    SloBroken,
+    /// The generator fell behind: its limit; the SLO verdict does not count.
+    Invalid,
+}
+
+/// One rate step's figures (`steps[]` in the JSON).
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub phase: Phase,
+    pub intended_rps: f64,
+    pub achieved_rps: f64,
+    pub latency_p50_ns: u64,
+    pub latency_p99_ns: u64,
+    pub latency_p999_ns: u64,
+    pub latency_mean_ns: f64,
+    pub dispatched: u64,
+    pub completed: u64,
+    pub errors: u64,
+    /// errors / dispatched.
+    pub error_ratio: f64,
+    pub dispatch_lag_p99_ns: u64,
+    /// Busy share (CPU minus spinning, over wall time) of the busiest worker: the
+    /// generator's CPU per core.
+    pub generator_busy_ratio_max: f64,
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    pub outcome: StepOutcome,
+    pub slo: Verdict,
+}
+
+impl Step {
+    /// The step's figures from its run report.
+    pub fn of(r: &Report, phase: Phase, slo: &Slo) -> Step {
+        let verdict = slo.judge(&Observed::of(r));
+        let outcome = match (r.valid, verdict.met) {
+            (false, _) => StepOutcome::Invalid,
+            (true, false) => StepOutcome::SloBroken,
+            (true, true) => StepOutcome::Pass,
+        };
+        Step {
+            phase,
+            intended_rps: r.rate.intended_rps,
+            achieved_rps: r.rate.achieved_rps,
+            latency_p50_ns: r.latency_ns.p50,
+            latency_p99_ns: r.latency_ns.p99,
+            latency_p999_ns: r.latency_ns.p999,
+            latency_mean_ns: r.latency_ns.mean,
+            dispatched: r.requests.dispatched,
+            completed: r.requests.completed,
+            errors: r.requests.errors,
+            error_ratio: r.requests.errors as f64 / r.requests.dispatched.max(1) as f64,
+            dispatch_lag_p99_ns: r.dispatch_lag_ns.map_or(0, |p| p.p99),
+            generator_busy_ratio_max: r.workers.iter().map(|w| w.busy_ratio).fold(0.0, f64::max),
+            valid: r.valid,
+            invalid_reasons: r.invalid_reasons.clone(),
+            outcome,
+            slo: verdict,
+        }
+    }
+
+    fn good(&self) -> bool {
+        self.outcome == StepOutcome::Pass
+    }
+
+    /// The verdict column: `met`, `BROKEN p99<20ms`, `INVALID`.
+    fn verdict_text(&self) -> String {
+        match self.outcome {
+            StepOutcome::Pass => "met".to_string(),
+            StepOutcome::SloBroken => format!("BROKEN {}", self.slo.broken_terms()),
+            StepOutcome::Invalid => "INVALID (generator)".to_string(),
+        }
+    }
+}
+
+/// What bounded the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoppedBy {
+    /// The SLO broke with a valid generator.
+    Target,
+    /// A step was invalid: the generator fell behind before the target broke the SLO.
+    Generator,
+    /// `--max` (or the step limit) was reached with the SLO holding.
+    Max,
+    /// Ctrl-C before any step was bad.
+    Interrupted,
+}
+
+/// Search parameters as reported (`config` in the JSON).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigReport {
+    pub start_rps: f64,
+    pub factor: Option<f64>,
+    pub step_rps: Option<f64>,
+    pub max_rps: Option<f64>,
+    pub precision: f64,
+    pub step_duration_ns: u64,
+    pub cores: Vec<usize>,
+    pub connections: usize,
+    pub pipeline: usize,
+    pub payload_bytes: usize,
+    pub timeout_ns: u64,
+    pub max_lag_ns: u64,
+}
+
+/// The search's result (the JSON of `blaster search --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchReport {
+    pub schema_version: u32,
+    pub mode: &'static str,
+    pub target: String,
+    pub slo_spec: String,
+    pub config: ConfigReport,
+    pub steps: Vec<Step>,
+    /// Highest achieved rate of a good step (valid generator, SLO met).
+    pub max_safe_throughput_rps: Option<f64>,
+    /// That step's intended rate.
+    pub max_safe_intended_rps: Option<f64>,
+    pub latency_p99_ns_at_max_safe: Option<u64>,
+    pub latency_mean_ns_at_max_safe: Option<f64>,
+    /// Little's law: max safe throughput x mean latency.
+    pub inflight_at_max_safe: Option<f64>,
+    /// Achieved rate of the knee step (see the module doc).
+    pub knee_rps: Option<f64>,
+    /// Intended rate of the lowest bad step.
+    pub first_bad_rps: Option<f64>,
+    pub stopped_by: StoppedBy,
+    pub interrupted: bool,
+}
+
+impl SearchReport {
+    /// Exit status: generator-bound wins (3), then no good step at all (4).
+    pub fn outcome(&self) -> crate::app::Outcome {
+        use crate::app::Outcome;
+        match self.stopped_by {
+            StoppedBy::Generator => Outcome::Invalid,
+            StoppedBy::Target if self.max_safe_throughput_rps.is_none() => Outcome::SloBroken,
+            _ => Outcome::Ok,
+        }
+    }
+}
+
+/// The lowest-rate bad step, if any.
+fn lowest_bad(steps: &[Step]) -> Option<&Step> {
+    steps
+        .iter()
+        .filter(|s| !s.good())
+        .min_by(|a, b| a.intended_rps.total_cmp(&b.intended_rps))
+}
+
+/// The conclusions from the steps measured (pure).
+pub fn conclude(
+    plan: &RunPlan,
+    target: SocketAddr,
+    cfg: &SearchConfig,
+    steps: Vec<Step>,
+    interrupted: bool,
+) -> SearchReport {
+    let best = steps
+        .iter()
+        .filter(|s| s.good())
+        .max_by(|a, b| a.achieved_rps.total_cmp(&b.achieved_rps));
+    let bad = lowest_bad(&steps);
+    let stopped_by = match bad.map(|s| s.outcome) {
+        Some(StepOutcome::Invalid) => StoppedBy::Generator,
+        Some(_) => StoppedBy::Target,
+        None if interrupted => StoppedBy::Interrupted,
+        None => StoppedBy::Max,
+    };
+    let mut valid: Vec<&Step> = steps.iter().filter(|s| s.valid).collect();
+    valid.sort_by(|a, b| a.intended_rps.total_cmp(&b.intended_rps));
+    let points: Vec<(f64, f64)> = valid
+        .iter()
+        .map(|s| (s.intended_rps, s.latency_p99_ns as f64))
+        .collect();
+    let knee_rps = knee(&points).map(|i| valid[i].achieved_rps);
+    let (factor, step_rps) = match cfg.growth {
+        Growth::Factor(f) => (Some(f), None),
+        Growth::Add(s) => (None, Some(s)),
+    };
+    SearchReport {
+        schema_version: crate::report::SCHEMA_VERSION,
+        mode: "search",
+        target: target.to_string(),
+        slo_spec: cfg.slo.spec.clone(),
+        config: ConfigReport {
+            start_rps: cfg.start_rps,
+            factor,
+            step_rps,
+            max_rps: cfg.max_rps,
+            precision: cfg.precision,
+            step_duration_ns: cfg.step_duration_ns,
+            cores: plan.cores.clone(),
+            connections: plan.connections,
+            pipeline: plan.pipeline,
+            payload_bytes: plan.payload.len(),
+            timeout_ns: plan.timeout_ns,
+            max_lag_ns: plan.max_lag_ns,
+        },
+        max_safe_throughput_rps: best.map(|s| s.achieved_rps),
+        max_safe_intended_rps: best.map(|s| s.intended_rps),
+        latency_p99_ns_at_max_safe: best.map(|s| s.latency_p99_ns),
+        latency_mean_ns_at_max_safe: best.map(|s| s.latency_mean_ns),
+        inflight_at_max_safe: best.map(|s| s.achieved_rps * s.latency_mean_ns / 1e9),
+        knee_rps,
+        first_bad_rps: bad.map(|s| s.intended_rps),
+        stopped_by,
+        interrupted,
+        steps,
+    }
+}
+
+/// Runs the search; one progress line per step goes to stderr, and `on_step` sees the
+/// conclusions so far after every step (to rewrite the JSON file as the search goes).
+pub fn run(
+    plan: &RunPlan,
+    target: SocketAddr,
+    cfg: &SearchConfig,
+    stop: &Arc<AtomicBool>,
+    mut on_step: impl FnMut(&SearchReport) -> Result<(), RunError>,
+) -> Result<SearchReport, RunError> {
+    let mut steps: Vec<Step> = Vec::new();
+    let mut interrupted = false;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        let history: Vec<(f64, bool)> = steps.iter().map(|s| (s.intended_rps, s.good())).collect();
+        let Next::Run { rate_rps, phase } = next_step(cfg, &history) else {
+            break;
+        };
+        let report = execute(plan, target, rate_rps, cfg.step_duration_ns, stop, false)?;
+        if report.interrupted {
+            // A step cut short measures less than it claims: leave it out.
+            interrupted = true;
+            break;
+        }
+        let step = Step::of(&report, phase, &cfg.slo);
+        eprintln!("search: {}", step_line(&step));
+        steps.push(step);
+        on_step(&conclude(plan, target, cfg, steps.clone(), false))?;
+    }
+    Ok(conclude(plan, target, cfg, steps, interrupted))
+}
+
+/// The progress line of one step.
+fn step_line(s: &Step) -> String {
+    format!(
+        "{:<6} {:>8}/s intended -> {:>8}/s achieved, p99 {:>9}, errors {}, lag p99 {:>9}, \
+         busiest worker {:.0}%: {}",
+        match s.phase {
+            Phase::Climb => "climb",
+            Phase::Bisect => "bisect",
+        },
+        fmt_rate(s.intended_rps),
+        fmt_rate(s.achieved_rps),
+        fmt_ns(s.latency_p99_ns),
+        s.errors,
+        fmt_ns(s.dispatch_lag_p99_ns),
+        s.generator_busy_ratio_max * 100.0,
+        s.verdict_text()
+    )
+}
+
+/// The search's text report: the step table (sorted by rate) and the conclusions.
+pub fn render(r: &SearchReport) -> String {
+    let mut s = String::new();
+    let w = &mut s;
+    let c = &r.config;
+    let growth = match (c.factor, c.step_rps) {
+        (Some(f), _) => format!("x{f}"),
+        (_, Some(st)) => format!("+{}/s", fmt_rate(st)),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        w,
+        "search: {} slo {} | from {}/s {growth} per step of {}, precision {}% | cores {}, \
+         {} connections, pipeline {}, payload {}B",
+        r.target,
+        r.slo_spec,
+        fmt_rate(c.start_rps),
+        fmt_ns(c.step_duration_ns),
+        c.precision * 100.0,
+        crate::plan::list_cores(&c.cores),
+        c.connections,
+        c.pipeline,
+        c.payload_bytes
+    );
+    let _ = writeln!(
+        w,
+        "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>6} {:>5}  slo",
+        "phase",
+        "intended/s",
+        "achieved/s",
+        "lat p50",
+        "lat p99",
+        "lat p99.9",
+        "errors",
+        "lag p99",
+        "busy",
+        "valid"
+    );
+    let mut order: Vec<&Step> = r.steps.iter().collect();
+    order.sort_by(|a, b| a.intended_rps.total_cmp(&b.intended_rps));
+    for st in order {
+        let _ = writeln!(
+            w,
+            "{:<6} {:>10.0} {:>10.0} {:>10} {:>10} {:>10} {:>8} {:>10} {:>5.0}% {:>5}  {}",
+            match st.phase {
+                Phase::Climb => "climb",
+                Phase::Bisect => "bisect",
+            },
+            st.intended_rps,
+            st.achieved_rps,
+            fmt_ns(st.latency_p50_ns),
+            fmt_ns(st.latency_p99_ns),
+            fmt_ns(st.latency_p999_ns),
+            st.errors,
+            fmt_ns(st.dispatch_lag_p99_ns),
+            st.generator_busy_ratio_max * 100.0,
+            if st.valid { "yes" } else { "NO" },
+            st.verdict_text()
+        );
+    }
+    let _ = writeln!(w, "(busy: CPU share of the busiest generator worker core)");
+    match (r.max_safe_throughput_rps, r.max_safe_intended_rps) {
+        (Some(a), Some(i)) => {
+            let _ = writeln!(
+                w,
+                "max safe throughput: {}/s achieved (intended {}/s), p99 {}",
+                fmt_rate(a),
+                fmt_rate(i),
+                fmt_ns(r.latency_p99_ns_at_max_safe.unwrap_or(0))
+            );
+            let _ = writeln!(
+                w,
+                "in flight at the max safe rate (Little's law): {}/s x {} mean latency = {:.1} requests",
+                fmt_rate(a),
+                fmt_ns(r.latency_mean_ns_at_max_safe.unwrap_or(0.0) as u64),
+                r.inflight_at_max_safe.unwrap_or(0.0)
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                w,
+                "max safe throughput: none (no step met the SLO with a valid generator)"
+            );
+        }
+    }
+    match r.knee_rps {
+        Some(k) => {
+            let _ = writeln!(
+                w,
+                "knee: {}/s, the last rate before p99 grew at least as fast as the square of the rate",
+                fmt_rate(k)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                w,
+                "knee: none in the measured range (p99 never rose steeply)"
+            );
+        }
+    }
+    let bad = r.first_bad_rps.map(fmt_rate).unwrap_or_default();
+    let _ = match r.stopped_by {
+        StoppedBy::Target if r.max_safe_throughput_rps.is_none() => writeln!(
+            w,
+            "stopped by: target: even the first step ({bad}/s) broke the SLO; lower --start (exit code 4)"
+        ),
+        StoppedBy::Target => writeln!(
+            w,
+            "stopped by: target: the SLO broke at {bad}/s with a valid generator"
+        ),
+        StoppedBy::Generator => writeln!(
+            w,
+            "stopped by: generator: the step at {bad}/s was invalid (the generator fell behind \
+             before the target broke the SLO), so the max safe throughput is a lower bound on \
+             the target's; use more cores (exit code 3)"
+        ),
+        StoppedBy::Max => writeln!(
+            w,
+            "stopped by: max: the SLO held up to the highest rate tried; raise --max to search further"
+        ),
+        StoppedBy::Interrupted => {
+            writeln!(w, "stopped by: interrupted before any step broke the SLO")
+        }
+    };
+    if r.interrupted {
+        let _ = writeln!(
+            w,
+            "interrupted: the conclusions cover the steps measured before Ctrl-C"
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn cfg(growth: Growth, max: Option<f64>) -> SearchConfig {
+        SearchConfig {
+            slo: Slo::parse("p99<20ms").unwrap(),
+            start_rps: 1000.0,
+            growth,
+            max_rps: max,
+            precision: 0.05,
+            step_duration_ns: 1_000_000_000,
+        }
+    }
+
+    /// Runs the planner against a target that is good below `capacity`.
+    fn simulate(cfg: &SearchConfig, capacity: f64) -> (Vec<(f64, bool)>, End) {
+        let mut h = Vec::new();
+        loop {
+            match next_step(cfg, &h) {
+                Next::Run { rate_rps, .. } => h.push((rate_rps, rate_rps < capacity)),
+                Next::Done(end) => return (h, end),
+            }
+            assert!(h.len() < 100, "planner does not end");
+        }
+    }
+
+    #[test]
+    fn climbs_by_factor_then_bisects_to_the_precision() {
+        let c = cfg(Growth::Factor(1.5), None);
+        let (h, end) = simulate(&c, 4000.0);
+        assert_eq!(end, End::Converged);
+        let rates: Vec<f64> = h.iter().map(|s| s.0).collect();
+        assert_eq!(&rates[..5], &[1000.0, 1500.0, 2250.0, 3375.0, 5062.5]);
+        let good = h.iter().filter(|s| s.1).map(|s| s.0).fold(0.0, f64::max);
+        let bad = h
+            .iter()
+            .filter(|s| !s.1)
+            .map(|s| s.0)
+            .fold(f64::MAX, f64::min);
+        assert!(good < 4000.0 && bad >= 4000.0);
+        assert!(bad - good <= 0.05 * good, "{good} {bad}");
+        assert_eq!(
+            next_step(&c, &h[..5]),
+            Next::Run {
+                rate_rps: (3375.0 + 5062.5) / 2.0,
+                phase: Phase::Bisect
+            }
+        );
+    }
+
+    #[test]
+    fn climbs_by_step_and_stops_at_max() {
+        let c = cfg(Growth::Add(500.0), Some(2200.0));
+        let (h, end) = simulate(&c, 1e9);
+        assert_eq!(end, End::ReachedMax);
+        let rates: Vec<f64> = h.iter().map(|s| s.0).collect();
+        assert_eq!(rates, [1000.0, 1500.0, 2000.0, 2200.0]);
+    }
+
+    #[test]
+    fn first_bad_step_ends_at_once() {
+        let c = cfg(Growth::Factor(1.5), None);
+        let (h, end) = simulate(&c, 500.0);
+        assert_eq!((h.len(), end), (1, End::FirstStepBad));
+    }
+
+    #[test]
+    fn a_target_that_never_breaks_hits_the_step_limit() {
+        let mut c = cfg(Growth::Factor(1.5), None);
+        c.start_rps = 1.0;
+        let (h, end) = simulate(&c, f64::INFINITY);
+        assert_eq!((h.len(), end), (CLIMB_STEPS_MAX, End::StepLimit));
+        let c = cfg(Growth::Factor(10.0), None);
+        let (h, end) = simulate(&c, f64::INFINITY);
+        assert_eq!(end, End::StepLimit);
+        assert_eq!(h.last().unwrap().0, RATE_RPS_MAX);
+    }
+
+    #[test]
+    fn bisection_is_bounded() {
+        let mut c = cfg(Growth::Factor(1.5), None);
+        c.precision = PRECISION_MIN;
+        let (h, end) = simulate(&c, 3999.0);
+        assert_eq!(end, End::Converged);
+        assert!(h.len() <= 5 + BISECT_STEPS_MAX);
+    }
+
+    #[test]
+    fn knee_is_the_last_rate_before_a_persistent_steep_rise() {
+        // Flat, then queueing: the rise from 3375 (3 ms) to 3800 (9 ms) has e = 9.3.
+        let pts = [
+            (1000.0, 2.1),
+            (1500.0, 2.2),
+            (2250.0, 2.4),
+            (3375.0, 3.0),
+            (3800.0, 9.0),
+            (5062.0, 900.0),
+        ];
+        assert_eq!(knee(&pts), Some(3));
+        // Just faster than the rate squared is steep enough; linear growth is not.
+        assert_eq!(knee(&[(1000.0, 1.0), (2000.0, 4.1)]), Some(0));
+        assert_eq!(knee(&[(1000.0, 1.0), (2000.0, 2.0), (4000.0, 4.0)]), None);
+        // Jitter between close bisection steps: e = 3 but only 9% growth.
+        assert_eq!(knee(&[(3796.0, 2.3), (3902.0, 2.5)]), None);
+        // A one-step hiccup that the next step does not confirm is ignored.
+        let hiccup = [(1500.0, 2.2), (2250.0, 6.0), (3375.0, 2.6), (5062.0, 500.0)];
+        assert_eq!(knee(&hiccup), Some(2));
+        // Too few points or no rise.
+        assert_eq!(knee(&[]), None);
+        assert_eq!(knee(&[(1000.0, 5.0)]), None);
+        assert_eq!(knee(&[(1000.0, 5.0), (1500.0, 5.0)]), None);
+        // Zero p99 (nothing completed) is skipped, not divided by.
+        assert_eq!(knee(&[(1000.0, 0.0), (1500.0, 5.0)]), None);
+    }
+
+    fn step(rate: f64, achieved: f64, p99_ms: f64, outcome: StepOutcome) -> Step {
+        let slo = Slo::parse("p99<20ms").unwrap();
+        let h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        let mut verdict = slo.judge(&Observed {
+            latency: &h,
+            dispatched: 0,
+            errors: 0,
+            intended_rps: rate,
+            achieved_rps: achieved,
+        });
+        verdict.met = outcome == StepOutcome::Pass;
+        Step {
+            phase: Phase::Climb,
+            intended_rps: rate,
+            achieved_rps: achieved,
+            latency_p50_ns: 1_000_000,
+            latency_p99_ns: (p99_ms * 1e6) as u64,
+            latency_p999_ns: (p99_ms * 2e6) as u64,
+            latency_mean_ns: 2_000_000.0,
+            dispatched: 0,
+            completed: 0,
+            errors: 0,
+            error_ratio: 0.0,
+            dispatch_lag_p99_ns: 0,
+            generator_busy_ratio_max: 0.1,
+            valid: outcome != StepOutcome::Invalid,
+            invalid_reasons: Vec::new(),
+            outcome,
+            slo: verdict,
+        }
+    }
+
+    fn plan() -> RunPlan {
+        let r = RunDefaults::try_parse_from(["--target", "127.0.0.1:9", "--rate", "1"])
+            .unwrap()
+            .run;
+        RunPlan::from_args(&r, &[0]).unwrap()
+    }
+
+    #[test]
+    fn conclusions_and_exit_codes() {
+        use crate::app::Outcome;
+        use StepOutcome::*;
+        let c = cfg(Growth::Factor(1.5), None);
+        let t: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        // The target breaks the SLO at 5062 after a steep p99 rise from 3375.
+        let steps = vec![
+            step(1000.0, 999.0, 3.0, Pass),
+            step(1500.0, 1498.0, 3.1, Pass),
+            step(2250.0, 2247.0, 3.3, Pass),
+            step(3375.0, 3370.0, 4.0, Pass),
+            step(5062.5, 3900.0, 400.0, SloBroken),
+            step(4218.75, 3890.0, 90.0, SloBroken),
+            step(3796.875, 3790.0, 15.0, Pass),
+        ];
+        let r = conclude(&plan(), t, &c, steps, false);
+        assert_eq!(r.stopped_by, StoppedBy::Target);
+        assert_eq!(r.max_safe_throughput_rps, Some(3790.0));
+        assert_eq!(r.max_safe_intended_rps, Some(3796.875));
+        // Little's law: 3790/s x 2 ms.
+        assert!((r.inflight_at_max_safe.unwrap() - 7.58).abs() < 1e-9);
+        // 3375 (4 ms) -> 3796.875 (15 ms): e = 11.2; the knee is 3375's achieved rate.
+        assert_eq!(r.knee_rps, Some(3370.0));
+        assert_eq!(r.first_bad_rps, Some(4218.75));
+        assert_eq!(r.outcome(), Outcome::Ok);
+        let text = render(&r);
+        assert!(
+            text.contains("stopped by: target: the SLO broke at 4219/s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("max safe throughput: 3790/s achieved"),
+            "{text}"
+        );
+        // The lowest bad step invalid: the generator is the limit, exit 3.
+        let steps = vec![
+            step(1000.0, 999.0, 3.0, Pass),
+            step(1500.0, 1200.0, 9.0, Invalid),
+        ];
+        let r = conclude(&plan(), t, &c, steps, false);
+        assert_eq!(
+            (r.stopped_by, r.outcome()),
+            (StoppedBy::Generator, Outcome::Invalid)
+        );
+        assert_eq!(r.knee_rps, None);
+        // Even the first step broke the SLO: exit 4, nothing safe.
+        let r = conclude(
+            &plan(),
+            t,
+            &c,
+            vec![step(1000.0, 990.0, 30.0, SloBroken)],
+            false,
+        );
+        assert_eq!(
+            (r.stopped_by, r.outcome()),
+            (StoppedBy::Target, Outcome::SloBroken)
+        );
+        assert_eq!(
+            (r.max_safe_throughput_rps, r.inflight_at_max_safe),
+            (None, None)
+        );
+        assert!(render(&r).contains("even the first step (1000/s)"));
+        // Never broke: --max; Ctrl-C before any bad step: interrupted. Both exit 0.
+        let good = vec![step(1000.0, 999.0, 3.0, Pass)];
+        let r = conclude(&plan(), t, &c, good.clone(), false);
+        assert_eq!((r.stopped_by, r.outcome()), (StoppedBy::Max, Outcome::Ok));
+        let r = conclude(&plan(), t, &c, good, true);
+        assert_eq!(
+            (r.stopped_by, r.outcome()),
+            (StoppedBy::Interrupted, Outcome::Ok)
+        );
+        let j = serde_json::to_value(&r).unwrap();
+        for k in [
+            "steps",
+            "max_safe_throughput_rps",
+            "knee_rps",
+            "inflight_at_max_safe",
+            "stopped_by",
+            "slo_spec",
+        ] {
+            assert!(j.get(k).is_some(), "{k} missing");
+        }
+        assert_eq!(j["stopped_by"], "interrupted");
+        assert_eq!(j["steps"][0]["outcome"], "pass");
+        assert_eq!(j["steps"][0]["phase"], "climb");
+    }
+
+    fn search_args(extra: &[&str]) -> Result<SearchConfig, String> {
+        let mut argv = vec!["blaster", "search"];
+        argv.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let Command::Search(a) = cli.command else {
+            panic!("not search")
+        };
+        config_from_args(&a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn validates_the_search_flags() {
+        let base = [
+            "--target",
+            "127.0.0.1:9",
+            "--slo",
+            "p99<20ms",
+            "--start",
+            "1000",
+        ];
+        let ok = |extra: &[&str]| {
+            let mut a = base.to_vec();
+            a.extend_from_slice(extra);
+            search_args(&a)
+        };
+        let c = ok(&[]).unwrap();
+        assert_eq!(c.growth, Growth::Factor(FACTOR_DEFAULT));
+        assert_eq!((c.precision, c.step_duration_ns), (0.05, 5_000_000_000));
+        assert_eq!(ok(&["--step", "250"]).unwrap().growth, Growth::Add(250.0));
+        assert_eq!(ok(&["--precision", "2.5%"]).unwrap().precision, 0.025);
+        let cases: [(&[&str], &str); 9] = [
+            (&["--factor", "1"], "--factor: must be greater than 1"),
+            (&["--factor", "11"], "--factor: must be greater than 1"),
+            (&["--step", "0"], "--step: must be greater than 0"),
+            (&["--max", "500"], "--max: must be at least --start"),
+            (&["--precision", "5"], "--precision: expected a percentage"),
+            (&["--precision", "80%"], "--precision: must be between"),
+            (
+                &["--step-duration", "100ms"],
+                "--step-duration: must be between",
+            ),
+            (
+                &["--step-duration", "x"],
+                "--step-duration: expected a duration",
+            ),
+            (&["--factor", "2", "--step", "5"], "cannot be used with"),
+        ];
+        for (extra, needle) in cases {
+            let e = ok(extra).unwrap_err();
+            assert!(e.contains(needle), "{extra:?}: {e}");
+        }
+        let e = search_args(&["--target", "127.0.0.1:9", "--start", "1"]).unwrap_err();
+        assert!(e.contains("--slo: is required"), "{e}");
+        let e = search_args(&["--slo", "p99<1ms", "--start", "1"]).unwrap_err();
+        assert!(e.contains("--target: is required"), "{e}");
+        let e = search_args(&["--target", "127.0.0.1:9", "--slo", "p99<1ms"]).unwrap_err();
+        assert!(e.contains("--start: is required"), "{e}");
+        let e = search_args(&["--target", "x:1", "--slo", "p99", "--start", "1"]).unwrap_err();
+        assert!(e.starts_with("--slo: \"p99\": expected a bound"), "{e}");
+    }
+
+    #[test]
+    fn run_args_carry_the_run_flags_with_run_defaults() {
+        let cli = Cli::try_parse_from([
+            "blaster",
+            "search",
+            "--target",
+            "127.0.0.1:9",
+            "--slo",
+            "p99<1ms",
+            "--start",
+            "1000",
+            "--connections",
+            "8",
+            "--cores",
+            "0",
+            "--step-duration",
+            "2s",
+            "--timeout",
+            "1s",
+        ])
+        .unwrap();
+        let Command::Search(a) = cli.command else {
+            panic!("not search")
+        };
+        let c = config_from_args(&a).unwrap();
+        let r = run_args(&a, &c).unwrap();
+        assert_eq!(r.rate.as_deref(), Some("1000"));
+        assert_eq!((r.connections, r.duration.as_str()), (8, "2s"));
+        assert_eq!((r.timeout.as_str(), r.proto.as_str()), ("1s", "tcp"));
+        assert!(r.quiet && r.slo.is_none() && r.json.is_none());
+        let plan = RunPlan::from_args(&r, &[0]).unwrap();
+        assert_eq!(plan.duration_ns, 2_000_000_000);
+        assert_eq!(plan.connections, 8);
+    }
+}

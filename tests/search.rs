@@ -1,0 +1,304 @@
+//! Issue 5 items 4 and 5: `blaster search` against the sink with a known capacity, and
+//! `blaster run --slo`. The sink runs as a process on its own core; every test that
+//! sends load takes the load lock.
+//!
+//! The known capacity: with `--delay 20ms` every reply takes 20 ms, so 80 connections
+//! with one request in flight each complete at most 80 / 20 ms = 4000 requests/s.
+//! Above that the open-model schedule keeps dispatching into the backlog, connection
+//! wait grows for the whole step and p99 runs into hundreds of milliseconds: the SLO
+//! `p99<100ms` breaks with a valid generator (the target is the limit). Below it p99
+//! stays near 20 ms, so 100 ms leaves room for a noisy 2-core VM.
+//!
+//! Why 20 ms x 80 rather than 2 ms x 8 (the same nominal rate): on the shared 2-core
+//! VM the sink's replies come a few hundred microseconds late whatever the delay (its
+//! core is shared), which is 10-25% of 2 ms but 1-5% of 20 ms. Measured with 6000
+//! requests/s offered: 2 ms x 8 completed 3070-3400/s, 10 ms x 40 3560-3610/s, 20 ms
+//! x 80 3810-3935/s. The search reports what the target completes, so only the longer
+//! delay keeps the known rate within the 15% this test promises.
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// Connections / delay of the sink: the rate the target can complete.
+const CAPACITY_RPS: f64 = 80.0 / 0.020;
+
+#[test]
+fn search_finds_the_pool_limit_and_blames_the_target() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "echo", "--delay", "20ms"]);
+    let (_dir, path) = tmp_json();
+    let p = path.to_str().unwrap();
+    // --max-lag 20ms: the host is shared; the test is about the target's limit, and a
+    // generator stalled by a neighbour for a few milliseconds is not what it checks.
+    let out = run(
+        &[
+            "search",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--connections",
+            "80",
+            "--pipeline",
+            "1",
+            "--slo",
+            "p99<100ms",
+            "--start",
+            "1000",
+            "--factor",
+            "1.5",
+            "--step-duration",
+            "1500ms",
+            "--max-lag",
+            "20ms",
+            "--json",
+            p,
+        ],
+        Duration::from_secs(90),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = stderr(&out);
+    let v = read_json(&path);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    assert_eq!(v["mode"], "search");
+    assert_eq!(v["slo_spec"], "p99<100ms");
+    assert_eq!(v["stopped_by"], "target", "{text}");
+    let safe = f(&v, "max_safe_throughput_rps");
+    assert!(
+        (safe - CAPACITY_RPS).abs() <= 0.15 * CAPACITY_RPS,
+        "max safe {safe}/s is not within 15% of {CAPACITY_RPS}/s:\n{text}"
+    );
+    // The climb: 1000, 1500, 2250, 3375, 5062.5 (bad), then bisection.
+    let steps = v["steps"].as_array().unwrap();
+    let rates: Vec<f64> = steps.iter().map(|s| f(s, "intended_rps")).collect();
+    assert_eq!(
+        &rates[..5],
+        &[1000.0, 1500.0, 2250.0, 3375.0, 5062.5],
+        "{text}"
+    );
+    assert!(steps.len() > 5, "no bisection:\n{text}");
+    for s in steps {
+        for k in [
+            "achieved_rps",
+            "latency_p50_ns",
+            "latency_p99_ns",
+            "latency_p999_ns",
+            "errors",
+            "dispatch_lag_p99_ns",
+            "generator_busy_ratio_max",
+        ] {
+            assert!(s[k].is_number(), "steps[].{k} missing: {s}");
+        }
+        assert!(
+            s["valid"].is_boolean() && s["slo"]["met"].is_boolean(),
+            "{s}"
+        );
+        assert!(s["phase"] == "climb" || s["phase"] == "bisect", "{s}");
+    }
+    // The bisection converged: the first bad rate is within 5% of the best good one.
+    let good = steps
+        .iter()
+        .filter(|s| s["outcome"] == "pass")
+        .map(|s| f(s, "intended_rps"))
+        .fold(0.0, f64::max);
+    let bad = f(&v, "first_bad_rps");
+    assert!(bad > good && bad - good <= 0.05 * good, "{good} {bad}");
+    // An over-capacity step completes about the capacity, not what was intended.
+    let over = &steps[4];
+    assert_eq!(over["outcome"], "slo_broken", "{text}");
+    assert!(f(over, "achieved_rps") < 1.15 * CAPACITY_RPS, "{over}");
+    // Little's law at the max safe rate: rate x mean latency.
+    let inflight = f(&v, "inflight_at_max_safe");
+    let want = safe * f(&v, "latency_mean_ns_at_max_safe") / 1e9;
+    assert!(
+        (inflight - want).abs() < 1e-6 * want.max(1.0),
+        "{inflight} {want}"
+    );
+    // Every request takes at least the 20 ms delay; queueing adds to that.
+    assert!(
+        inflight >= 0.99 * safe * 0.020 && inflight < 800.0,
+        "{inflight} in flight at {safe}/s"
+    );
+    // p99 rises steeply into saturation, so there is a knee, and it is no higher
+    // than the first bad rate.
+    let knee = f(&v, "knee_rps");
+    assert!(
+        knee >= 1000.0 && knee <= bad,
+        "knee {knee}, first bad {bad}:\n{text}"
+    );
+    assert!(text.contains("max safe throughput:"), "{text}");
+    assert!(text.contains("stopped by: target"), "{text}");
+    assert!(text.contains("Little's law"), "{text}");
+    assert!(err.contains("search: climb"), "{err}");
+}
+
+#[test]
+fn search_whose_first_step_breaks_exits_4() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "echo", "--delay", "2ms"]);
+    let (_dir, path) = tmp_json();
+    let out = run(
+        &[
+            "search",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--connections",
+            "8",
+            "--slo",
+            "p99<1ms",
+            "--start",
+            "500",
+            "--step-duration",
+            "1s",
+            "--max-lag",
+            "50ms",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{text}\n{}", stderr(&out));
+    let v = read_json(&path);
+    assert_eq!(v["stopped_by"], "target");
+    assert!(v["max_safe_throughput_rps"].is_null(), "{v}");
+    assert!(v["inflight_at_max_safe"].is_null(), "{v}");
+    assert_eq!(v["steps"].as_array().unwrap().len(), 1);
+    assert!(text.contains("even the first step"), "{text}");
+}
+
+#[test]
+fn run_slo_verdict_sets_exit_4_and_lands_in_the_json() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "echo"]);
+    let run_slo = |slo: &str| {
+        let (_dir, path) = tmp_json();
+        let out = run(
+            &[
+                "run",
+                "--target",
+                &sink.addr,
+                "--cores",
+                "0",
+                "--connections",
+                "8",
+                "--rate",
+                "500",
+                "--duration",
+                "1s",
+                "--max-lag",
+                "50ms",
+                "--slo",
+                slo,
+                "--json",
+                path.to_str().unwrap(),
+            ],
+            Duration::from_secs(30),
+        );
+        (out, read_json(&path))
+    };
+    // No loopback round trip takes under a microsecond. The host is shared with other
+    // load tests: a run a neighbour made invalid exits 3 (which wins over 4), and is
+    // tried again, up to three times, for a valid one.
+    let (mut out, mut v) = run_slo("p99<1us,errors<50%");
+    for _ in 0..2 {
+        if v["valid"] == true {
+            break;
+        }
+        assert_eq!(out.status.code(), Some(3), "invalid wins: {}", stderr(&out));
+        (out, v) = run_slo("p99<1us,errors<50%");
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{text}\n{}", stderr(&out));
+    assert!(text.contains("p99<1us: measured"), "{text}");
+    assert!(text.contains("slo: BROKEN (p99<1us)"), "{text}");
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["slo"]["spec"], "p99<1us,errors<50%");
+    assert_eq!(v["slo"]["met"], false);
+    let t = &v["slo"]["terms"];
+    assert_eq!(
+        (t[0]["term"].as_str(), t[0]["met"].as_bool()),
+        (Some("p99<1us"), Some(false))
+    );
+    assert_eq!(t[0]["limit"], 1000);
+    assert_eq!(t[0]["measured"], v["latency_ns"]["p99"]);
+    assert_eq!(
+        (t[1]["unit"].as_str(), t[1]["met"].as_bool()),
+        (Some("ratio"), Some(true))
+    );
+    // A generous SLO holds: exit 0 (3 if a neighbour made the run invalid), verdict met.
+    let (out, v) = run_slo("p99<4s");
+    let want = if v["valid"] == true { 0 } else { 3 };
+    assert_eq!(out.status.code(), Some(want), "{}", stderr(&out));
+    assert_eq!(v["slo"]["met"], true);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("slo: MET"));
+}
+
+/// Bad specs and flags: exit 2, one line naming the flag; nothing is sent.
+#[test]
+fn bad_slo_and_search_flags_are_one_line_usage_errors() {
+    const T: &str = "127.0.0.1:9";
+    let cases: [(&[&str], &str); 10] = [
+        (
+            &["run", "--target", T, "--rate", "10", "--slo", "p99>1ms"],
+            "--slo: \"p99>1ms\": a latency limit is an upper bound",
+        ),
+        (
+            &["run", "--target", T, "--rate", "10", "--slo", "p99<20"],
+            "--slo: \"p99<20\": expected a duration",
+        ),
+        (
+            &["run", "--target", T, "--rate", "10", "--slo", "errors<1"],
+            "--slo: \"errors<1\": expected a percentage",
+        ),
+        (
+            &["run", "--target", T, "--rate", "10", "--slo", "p42x<1ms"],
+            "--slo: \"p42x<1ms\": unknown metric",
+        ),
+        (&["run", "--slo", "p99<1ms"], "--slo: needs --target"),
+        (
+            &["search", "--target", T, "--start", "100", "--slo", ""],
+            "--slo: expected terms",
+        ),
+        (
+            &["search", "--target", T, "--start", "100"],
+            "--slo: is required",
+        ),
+        (
+            &["search", "--target", T, "--slo", "p99<1ms"],
+            "--start: is required",
+        ),
+        (
+            &[
+                "search", "--target", T, "--slo", "p99<1ms", "--start", "100", "--factor", "0.5",
+            ],
+            "--factor: must be greater than 1",
+        ),
+        (
+            &[
+                "search",
+                "--target",
+                T,
+                "--slo",
+                "p99<1ms",
+                "--start",
+                "100",
+                "--precision",
+                "x",
+            ],
+            "--precision: expected a percentage",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = run(args, Duration::from_secs(20));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err:?}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
+    }
+}
