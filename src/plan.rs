@@ -677,6 +677,13 @@ impl RunPlan {
                     sources: self.sources.clone().into(),
                     sockopts: self.sockopts,
                     connect_gap_ns,
+                    source_ports: (!self.sources.is_empty())
+                        .then(|| {
+                            crate::preflight::ports::read_port_range(std::path::Path::new("/"))
+                                .ok()
+                        })
+                        .flatten()
+                        .map(|r| (r.lo(), r.size())),
                     backoff: self.backoff,
                     per_request: self.per_request,
                     // The baseline steps constant rates of its own (`rate_rps`).

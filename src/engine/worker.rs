@@ -91,6 +91,8 @@ pub struct WorkerPlan {
     /// Source addresses to bind (`--source-ip`); empty: the kernel chooses.
     pub sources: Arc<[IpAddr]>,
     pub sockopts: SockOpts,
+    /// `ip_local_port_range` (first port, size) for explicit source ports (`--source-ip`).
+    pub source_ports: Option<(u16, u32)>,
     /// Minimum gap between two connects of this worker (`--connect-rate`); 0: none.
     pub connect_gap_ns: u64,
     /// Reconnect backoff; `None` with `--no-reconnect`.
@@ -447,6 +449,22 @@ impl<'p> Worker<'p> {
         (self.plan.sources.get(s).copied(), t)
     }
 
+    /// The source port of connection `c`'s first connect with `--source-ip`: the
+    /// connections of one (source, destination) pair take consecutive ports of the
+    /// ephemeral range, so mass establishment needs no port search. Reconnects (which
+    /// may find their old port in TIME_WAIT) and connections per request let the
+    /// kernel choose.
+    #[inline]
+    fn first_port(&self, c: u32) -> Option<u16> {
+        let (lo, size) = self.plan.source_ports?;
+        if self.plan.per_request || self.table.conns[c as usize].opened_before {
+            return None;
+        }
+        let g = self.plan.conn_offset + c as usize;
+        let nth = g / self.placement.pairs().max(1);
+        Some(lo + (nth % size as usize) as u16)
+    }
+
     /// Opens connection `c` now, or, under `--connect-rate`, at its turn.
     fn open(&mut self, c: u32) {
         let now = self.clock.now_ns();
@@ -465,7 +483,9 @@ impl<'p> Worker<'p> {
                 + self.plan.connect_gap_ns;
         }
         let (source, t) = self.pair_of(c);
-        let fd = match socket::tcp_socket(&self.plan.targets[t], source, &self.plan.sockopts) {
+        let port = self.first_port(c);
+        let fd = match socket::tcp_socket(&self.plan.targets[t], source, port, &self.plan.sockopts)
+        {
             Ok(fd) => fd,
             Err(e) => {
                 self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO));
@@ -665,12 +685,15 @@ impl<'p> Worker<'p> {
         }
     }
 
-    /// Closes every connection and waits (at most a second) until the kernel has
-    /// finished every operation that points into the worker's buffers. If some never
-    /// finish, the buffers are leaked rather than freed under the kernel's feet.
+    /// Closes every connection and waits until the kernel has finished every operation
+    /// that points into the worker's buffers, as long as they keep finishing (a second
+    /// without progress ends the wait: closing a few hundred thousand sockets on a
+    /// shared core takes longer than any fixed bound). If some never finish, the
+    /// buffers are leaked rather than freed under the kernel's feet.
     fn quiesce(&mut self) {
         self.close_all();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let quiet = std::time::Duration::from_secs(1);
+        let mut deadline = std::time::Instant::now() + quiet;
         while self.ops_in_ring > 0 && std::time::Instant::now() < deadline {
             if self.ring.submit_and_wait_ns(10_000_000).is_err() {
                 break;
@@ -683,6 +706,9 @@ impl<'p> Worker<'p> {
                 .filter(|c| !io_uring::cqueue::more(c.flags()))
                 .count() as u64;
             self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
+            if n > 0 {
+                deadline = std::time::Instant::now() + quiet;
+            }
         }
         if self.ops_in_ring > 0 {
             eprintln!(
