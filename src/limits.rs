@@ -45,7 +45,8 @@ pub const DRAIN_NS_MAX: u64 = 2_000_000_000;
 pub const FD_MARGIN: u64 = 64;
 /// Length of a report interval (the live line, `intervals[]`).
 pub const INTERVAL_NS: u64 = 1_000_000_000;
-/// Connects one worker keeps pending at once: a larger storm overflows the target's
+/// Connects one core keeps pending at once (split over its rings): a larger storm
+/// overflows the target's
 /// SYN queue, and the dropped SYNs come back as 1 s retransmits that measure the
 /// storm, not the target.
 pub const CONNECTS_IN_FLIGHT_MAX: usize = 512;

@@ -677,10 +677,10 @@ impl RunPlan {
                     sources: self.sources.clone().into(),
                     sockopts: self.sockopts,
                     connect_gap_ns,
+                    connects_in_flight: (CONNECTS_IN_FLIGHT_MAX / self.rings_per_core).max(64),
                     source_ports: (!self.sources.is_empty())
                         .then(|| {
-                            crate::preflight::ports::read_port_range(std::path::Path::new("/"))
-                                .ok()
+                            crate::preflight::ports::read_port_range(std::path::Path::new("/")).ok()
                         })
                         .flatten()
                         .map(|r| (r.lo(), r.size())),

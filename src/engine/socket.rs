@@ -21,8 +21,9 @@ pub struct SockOpts {
 /// A TCP socket for `target`, TCP_NODELAY and `opts` set, bound to `source` (port
 /// chosen by the kernel at connect time: IP_BIND_ADDRESS_NO_PORT keeps the whole
 /// 4-tuple space instead of one port per source); the connect goes through the ring.
-/// With `port`, the socket is bound to exactly (source, port) (SO_REUSEADDR, so one
-/// source port serves several destinations): connect() then skips the kernel's port
+/// With `port`, the socket is bound to exactly (source, port) (with `reuse`,
+/// SO_REUSEADDR, so one source port serves several destinations): connect() then skips
+/// the kernel's port
 /// search, which prefers even ports and scans the whole range once they are taken
 /// (establishment falls to about a thousand connects a second past half the range). A
 /// port that is taken falls back to the kernel's choice.
@@ -30,6 +31,7 @@ pub fn tcp_socket(
     target: &SocketAddr,
     source: Option<std::net::IpAddr>,
     port: Option<u16>,
+    reuse: bool,
     opts: &SockOpts,
 ) -> io::Result<RawFd> {
     let s = Socket::new(
@@ -53,11 +55,15 @@ pub fn tcp_socket(
         s.set_linger(Some(std::time::Duration::ZERO))?;
     }
     if let (Some(ip), Some(port)) = (source, port) {
-        s.set_reuse_address(true)?;
+        if reuse {
+            s.set_reuse_address(true)?;
+        }
         match s.bind(&SockAddr::from(SocketAddr::new(ip, port))) {
             Ok(()) => return Ok(s.into_raw_fd()),
             Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => {
-                s.set_reuse_address(false)?;
+                if reuse {
+                    s.set_reuse_address(false)?;
+                }
             }
             Err(e) => return Err(e),
         }

@@ -19,7 +19,7 @@ use super::ring::Ring;
 use super::socket::{self, SockOpts};
 use super::token::{Op, Token, next_generation};
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::limits::{CONNECTS_IN_FLIGHT_MAX, CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
+use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
 use crate::metrics::recorder::{EntryTotals, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
 use crate::preflight::ports::Placement;
@@ -30,6 +30,7 @@ use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, types};
 use socket2::SockAddr;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -68,6 +69,8 @@ enum Reopen {
     Now,
 }
 
+/// Sockets registered in the ring's file table per update in the connect phase.
+const REGISTER_BATCH: usize = 64;
 /// Most provided receive buffers per worker.
 const RECV_BUFFERS_MAX: usize = 4096;
 /// Size of each provided receive buffer: one completion carries at most this much.
@@ -93,6 +96,9 @@ pub struct WorkerPlan {
     pub sockopts: SockOpts,
     /// `ip_local_port_range` (first port, size) for explicit source ports (`--source-ip`).
     pub source_ports: Option<(u16, u32)>,
+    /// Connects this worker keeps pending at once in the connect phase (the core's
+    /// share of [`crate::limits::CONNECTS_IN_FLIGHT_MAX`]).
+    pub connects_in_flight: usize,
     /// Minimum gap between two connects of this worker (`--connect-rate`); 0: none.
     pub connect_gap_ns: u64,
     /// Reconnect backoff; `None` with `--no-reconnect`.
@@ -482,55 +488,80 @@ impl<'p> Worker<'p> {
                 .max(now.saturating_sub(self.plan.connect_gap_ns))
                 + self.plan.connect_gap_ns;
         }
+        let fd = self.new_socket(c);
+        self.launch(c, &[fd]);
+    }
+
+    /// A socket for connection `c`, options set and bound; -1 when that failed (the
+    /// failure is counted and the connection waits for its backoff).
+    fn new_socket(&mut self, c: u32) -> RawFd {
         let (source, t) = self.pair_of(c);
         let port = self.first_port(c);
-        let fd = match socket::tcp_socket(&self.plan.targets[t], source, port, &self.plan.sockopts)
-        {
+        let reuse = self.plan.targets.len() > 1;
+        match socket::tcp_socket(
+            &self.plan.targets[t],
+            source,
+            port,
+            reuse,
+            &self.plan.sockopts,
+        ) {
             Ok(fd) => fd,
             Err(e) => {
                 self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO));
-                return;
+                -1
             }
-        };
-        // The socket moves into the ring's file table and its descriptor is closed, so
-        // connections are not bounded by RLIMIT_NOFILE (each ring's table is).
-        let fd = if self.fixed_files
+        }
+    }
+
+    /// Connects connections `first..first + fds.len()` on their new sockets (-1: none,
+    /// skipped). The sockets move into the ring's file table in one update and their
+    /// descriptors are closed, so connections are not bounded by RLIMIT_NOFILE (each
+    /// ring's table is).
+    fn launch(&mut self, first: u32, fds: &[RawFd]) {
+        let registered = self.fixed_files
             && self
                 .ring
                 .uring
                 .submitter()
-                .register_files_update(c, &[fd])
-                .is_ok()
-        {
-            socket::close_descriptor(fd);
-            REGISTERED
-        } else {
-            fd
-        };
+                .register_files_update(first, fds)
+                .is_ok();
         let now_t = self.clock.ticks();
-        let conn = &mut self.table.conns[c as usize];
-        if conn.opened_before && !self.plan.per_request {
-            self.out.counters.reconnects += 1;
+        for (i, &fd) in fds.iter().enumerate() {
+            if fd < 0 {
+                continue;
+            }
+            let c = first + i as u32;
+            let fd = if registered {
+                socket::close_descriptor(fd);
+                REGISTERED
+            } else {
+                fd
+            };
+            let (_, t) = self.pair_of(c);
+            let conn = &mut self.table.conns[c as usize];
+            if conn.opened_before && !self.plan.per_request {
+                self.out.counters.reconnects += 1;
+            }
+            conn.opened_before = true;
+            conn.fd = fd;
+            conn.state = ConnState::Connecting;
+            conn.connect_started = now_t;
+            self.closed -= 1;
+            self.connecting += 1;
+            let token = Token {
+                conn: c,
+                op: Op::Connect,
+                generation: conn.generation,
+            };
+            let addr = &self.addrs[t];
+            let (addr, addr_len) = (addr.as_ptr().cast(), addr.len());
+            let entry = on_socket!(self, c, fd, |s| opcode::Connect::new(s, addr, addr_len)
+                .build())
+            .user_data(token.encode());
+            // SAFETY: `self.addrs` lives in the worker, which outlives every operation
+            // it queued (the worker drains or closes all connections before it returns).
+            self.push(&entry);
         }
-        conn.opened_before = true;
-        conn.fd = fd;
-        conn.state = ConnState::Connecting;
-        conn.connect_started = now_t;
-        self.closed -= 1;
-        self.connecting += 1;
-        let token = Token {
-            conn: c,
-            op: Op::Connect,
-            generation: conn.generation,
-        };
-        let addr = &self.addrs[t];
-        let (addr, addr_len) = (addr.as_ptr().cast(), addr.len());
-        let entry = on_socket!(self, c, fd, |s| opcode::Connect::new(s, addr, addr_len)
-            .build())
-        .user_data(token.encode());
-        // SAFETY: `self.addrs` lives in the worker, which outlives every operation it
-        // queued (the worker drains or closes all connections before it returns).
-        self.push(&entry);
     }
 
     /// A connection attempt that failed with `errno`: counted by errno, retried after
@@ -730,7 +761,7 @@ impl<'p> Worker<'p> {
         }
     }
 
-    /// Opens every connection, at most [`CONNECTS_IN_FLIGHT_MAX`] at a time and no
+    /// Opens every connection, at most `connects_in_flight` at a time and no
     /// faster than `--connect-rate`, and waits for the outcomes (each connect bounded
     /// by the timeout). With `--connect-per-request` nothing opens here.
     fn connect_all(&mut self, stop: &AtomicBool) -> Ready {
@@ -747,17 +778,40 @@ impl<'p> Worker<'p> {
         let started = self.clock.now_ns();
         let mut established_at = started;
         let mut next = 0;
+        let mut next_scan = started;
         loop {
             let now = self.clock.now_ns();
-            while next < n
-                && self.connecting < CONNECTS_IN_FLIGHT_MAX
-                && now >= self.next_connect_ns
-            {
-                self.open(next as u32);
-                next += 1;
+            if self.plan.connect_gap_ns > 0 {
+                while next < n
+                    && self.connecting < self.plan.connects_in_flight
+                    && now >= self.next_connect_ns
+                {
+                    self.open(next as u32);
+                    next += 1;
+                }
+            } else {
+                // Unpaced: sockets for consecutive connections, one file-table update
+                // per batch.
+                while next < n && self.connecting < self.plan.connects_in_flight {
+                    let first = next as u32;
+                    let len = (n - next)
+                        .min(self.plan.connects_in_flight - self.connecting)
+                        .min(REGISTER_BATCH);
+                    let mut fds = [-1; REGISTER_BATCH];
+                    for (i, fd) in fds.iter_mut().take(len).enumerate() {
+                        *fd = self.new_socket(first + i as u32);
+                    }
+                    self.launch(first, &fds[..len]);
+                    next += len;
+                }
             }
-            // A connect still pending after the timeout has failed (ETIMEDOUT).
-            for c in 0..n as u32 {
+            // A connect still pending after the timeout has failed (ETIMEDOUT); checked
+            // every 10 ms, not every wake-up (a scan is O(connections)).
+            let scan = now >= next_scan;
+            if scan {
+                next_scan = now + 10_000_000;
+            }
+            for c in (0..n as u32).filter(|_| scan) {
                 let conn = &self.table.conns[c as usize];
                 if conn.state == ConnState::Connecting
                     && self.clock.ns(conn.connect_started) + self.plan.timeout_ns <= now
@@ -768,7 +822,7 @@ impl<'p> Worker<'p> {
             if (next == n && self.connecting == 0) || stop.load(Ordering::Relaxed) {
                 break;
             }
-            let wait = if next < n && self.connecting < CONNECTS_IN_FLIGHT_MAX {
+            let wait = if next < n && self.connecting < self.plan.connects_in_flight {
                 self.next_connect_ns
                     .saturating_sub(now)
                     .clamp(1_000, WAIT_NS_MAX)
