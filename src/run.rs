@@ -286,6 +286,8 @@ struct Load {
     other_load: f64,
     tx_bps: f64,
     rx_bps: f64,
+    tx_pps: f64,
+    rx_pps: f64,
     drops: u64,
 }
 
@@ -324,6 +326,8 @@ impl Load {
             other_load,
             tx_bps: host.tx_bps,
             rx_bps: host.rx_bps,
+            tx_pps: host.tx_pps,
+            rx_pps: host.rx_pps,
             drops: host.drops,
         }
     }
@@ -500,6 +504,8 @@ fn build_report(
                 other_load: row.load.other_load,
                 tx_bps: row.load.tx_bps,
                 rx_bps: row.load.rx_bps,
+                tx_pps: row.load.tx_pps,
+                rx_pps: row.load.rx_pps,
                 link_utilization: link_bps.map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
                 drops: row.load.drops,
             }

@@ -123,6 +123,7 @@ pub struct HostInterval {
     pub tx_bps: f64,
     pub rx_bps: f64,
     pub tx_pps: f64,
+    pub rx_pps: f64,
     pub drops: u64,
 }
 
@@ -180,6 +181,7 @@ impl HostSampler {
             out.tx_bps = n1.tx_bytes.saturating_sub(n0.tx_bytes) as f64 * 8.0 / secs;
             out.rx_bps = n1.rx_bytes.saturating_sub(n0.rx_bytes) as f64 * 8.0 / secs;
             out.tx_pps = n1.tx_packets.saturating_sub(n0.tx_packets) as f64 / secs;
+            out.rx_pps = n1.rx_packets.saturating_sub(n0.rx_packets) as f64 / secs;
             out.drops = n1.drops.saturating_sub(n0.drops);
         }
         self.net = net;

@@ -148,6 +148,9 @@ pub struct Interval {
     /// The interface's bits per second sent and received.
     pub tx_bps: f64,
     pub rx_bps: f64,
+    /// The interface's packets per second sent and received.
+    pub tx_pps: f64,
+    pub rx_pps: f64,
     /// max(tx, rx) over the link speed; `null` without one (loopback).
     pub link_utilization: Option<f64>,
     pub drops: u64,
