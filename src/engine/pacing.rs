@@ -125,6 +125,11 @@ impl Pacer {
     }
 
     /// The interval the loop is in (the drain folds into it after the stop).
+    /// When the current interval ends, ns since start.
+    pub fn interval_end(&self) -> Nanos {
+        self.next_interval
+    }
+
     pub fn interval(&self) -> u64 {
         self.interval_idx
     }

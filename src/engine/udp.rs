@@ -665,7 +665,10 @@ impl<'p> UdpWorker<'p> {
             if pace.scan_due(now) {
                 self.scan(now);
             }
+            // The interval that reaches the schedule's end stays open until the stop
+            // (a late worker would otherwise start one that lies after the end).
             while !self.stopping
+                && pace.interval_end() < self.plan.duration_ns
                 && let Some(i) = pace.interval_ended(now)
             {
                 self.out.send(i, None, &mut pace);

@@ -1554,7 +1554,10 @@ impl<'p> Worker<'p> {
                 self.scan(now);
             }
             // After the stop, the drain folds into the last interval of the schedule.
+            // The interval that reaches the schedule's end stays open until the stop
+            // (a late worker would otherwise start one that lies after the end).
             while !self.stopping
+                && pace.interval_end() < self.plan.duration_ns
                 && let Some(i) = pace.interval_ended(now)
             {
                 self.out.send(i, None, &mut pace);
