@@ -5,9 +5,10 @@
 //! Layout (io_uring ABI): an array of `io_uring_buf { addr: u64, len: u32, bid: u16,
 //! resv: u16 }`, page aligned; the ring's tail is the `resv` field of entry 0 (byte
 //! offset 14). The application writes entries at `tail & mask` and publishes the new
-//! tail with a release store; the kernel consumes from its head.
+//! tail with a release store; the kernel consumes from its head. The engine's workers
+//! and the sink's receive pool (`sink::buf_pool`) both use it.
 
-use super::ring::Ring;
+use io_uring::Submitter;
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::io;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -23,6 +24,8 @@ pub struct BufRing {
     bufs: Box<[u8]>,
     buf_len: usize,
     pub bgid: u16,
+    /// Set by [`BufRing::leak`]: the memory is never freed.
+    leaked: bool,
 }
 
 // SAFETY: the ring memory is owned by this value and only touched by the worker thread
@@ -30,9 +33,15 @@ pub struct BufRing {
 unsafe impl Send for BufRing {}
 
 impl BufRing {
-    /// Registers a ring of `entries` (a power of two, at most 32768) buffers of
-    /// `buf_len` bytes under group `bgid`, all provided to the kernel.
-    pub fn new(ring: &Ring, entries: u16, buf_len: usize, bgid: u16) -> io::Result<BufRing> {
+    /// Registers with `ring` a ring of `entries` (a power of two, at most 32768)
+    /// buffers of `buf_len` bytes under group `bgid`, all provided to the kernel. The
+    /// buffer memory is zero-allocated, so pages the kernel never writes cost nothing.
+    pub fn new(
+        ring: &Submitter<'_>,
+        entries: u16,
+        buf_len: usize,
+        bgid: u16,
+    ) -> io::Result<BufRing> {
         assert!(entries.is_power_of_two() && entries <= 32768);
         let layout = Layout::from_size_align(entries as usize * ENTRY_BYTES, PAGE)
             .map_err(io::Error::other)?;
@@ -49,14 +58,13 @@ impl BufRing {
             bufs: vec![0u8; entries as usize * buf_len].into_boxed_slice(),
             buf_len,
             bgid,
+            leaked: false,
         };
         // SAFETY: `mem` is page aligned, sized for `entries` and lives (with `bufs`)
         // as long as `br`, which the worker drops only after the ring has no operation
         // left that could pick a buffer.
         unsafe {
-            ring.uring
-                .submitter()
-                .register_buf_ring_with_flags(mem as u64, entries, bgid, 0)?;
+            ring.register_buf_ring_with_flags(mem as u64, entries, bgid, 0)?;
         }
         for bid in 0..entries {
             br.recycle(bid);
@@ -70,6 +78,32 @@ impl BufRing {
     pub fn buf(&self, bid: u16, len: usize) -> &[u8] {
         let start = bid as usize * self.buf_len;
         &self.bufs[start..start + len.min(self.buf_len)]
+    }
+
+    /// Buffers in the ring.
+    #[inline]
+    pub fn entries(&self) -> u16 {
+        self.entries
+    }
+
+    /// Bytes per buffer.
+    #[inline]
+    pub fn buf_len(&self) -> usize {
+        self.buf_len
+    }
+
+    /// The address of byte `off` of buffer `bid` (for a send out of it).
+    #[inline]
+    pub fn ptr(&self, bid: u16, off: usize) -> *const u8 {
+        assert!(off <= self.buf_len);
+        self.bufs[bid as usize * self.buf_len + off..].as_ptr()
+    }
+
+    /// Never frees the ring or the buffers: for a shutdown that could not wait for
+    /// every operation, which the kernel may still complete into them.
+    pub fn leak(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.bufs));
+        self.leaked = true;
     }
 
     /// Gives buffer `bid` back to the kernel (visible after [`BufRing::publish`]).
@@ -101,7 +135,9 @@ impl BufRing {
 
 impl Drop for BufRing {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ring, self.layout) };
+        if !self.leaked {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { dealloc(self.ring, self.layout) };
+        }
     }
 }

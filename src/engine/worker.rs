@@ -338,7 +338,7 @@ impl<'p> Worker<'p> {
         if fixed_files {
             ring.features.push("registered_files");
         }
-        let buf_ring = match BufRing::new(&ring, buf_count, RECV_CHUNK_BYTES, 0) {
+        let buf_ring = match BufRing::new(&ring.uring.submitter(), buf_count, RECV_CHUNK_BYTES, 0) {
             Ok(b) => {
                 ring.features.push("multishot_recv");
                 ring.features.push("provided_buffer_ring");
