@@ -39,8 +39,10 @@ pub enum Command {
     Search(SearchArgs),
 }
 
+/// Flags shared by `run` and `search`: the target, the connections and what goes
+/// over them.
 #[derive(Args, Debug, Clone)]
-pub struct RunArgs {
+pub struct LoadArgs {
     /// Target address, HOST:PORT; repeat for several destinations (connections go
     /// round robin over every source x target pair). Without it, blaster measures its
     /// own ceiling against its built-in sink on loopback (the baseline).
@@ -53,33 +55,6 @@ pub struct RunArgs {
     /// kernel chooses.
     #[arg(long)]
     pub source_ip: Option<String>,
-
-    /// Open connections at no more than this many per second, in total (the first
-    /// connects and every reconnect). Default: no limit (at most 512 pending per worker).
-    #[arg(long)]
-    pub connect_rate: Option<f64>,
-
-    /// Hold --connections open for --duration without request traffic (only the
-    /// heartbeats of --heartbeat, if given); report connect times, failures by errno
-    /// and the generator's memory per connection.
-    #[arg(long)]
-    pub hold: bool,
-
-    /// With --hold: send the heartbeat on every connection once per this period,
-    /// spread evenly over it, and expect the framer's response, e.g. `10s`.
-    #[arg(long, requires = "hold")]
-    pub heartbeat: Option<String>,
-
-    /// With --hold: the heartbeat's bytes (escapes as in --payload). Default: the
-    /// request payload.
-    #[arg(long, requires = "heartbeat")]
-    pub heartbeat_payload: Option<String>,
-
-    /// Connect, send, receive and close for every request (latency still counts from
-    /// the intended instant; the connect time is reported separately). --connections
-    /// bounds how many are open at once.
-    #[arg(long)]
-    pub connect_per_request: bool,
 
     /// Close connections with RST (SO_LINGER 0) so the generator keeps no TIME_WAIT.
     #[arg(long)]
@@ -119,40 +94,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
 
-    /// Intended request rate in requests per second, in total across workers, or a
-    /// shape: `step:1000..50000+1000/30s`, `ramp:0..50000/60s`,
-    /// `spike:base=1000,peak=10000,at=30s,for=5s`, `burst:base=500,peak=5000,on=200ms,off=2s`,
-    /// `chaos:base=2000,amp=0.5`, `file:rates.csv`. Required with --target (unless
-    /// --concurrency or --hold); the baseline steps its own rate. `max` (UDP blast
-    /// only): as fast as the send buffers allow.
-    #[arg(long)]
-    pub rate: Option<String>,
-
-    /// The link speed of the interface carrying the run, e.g. `25gbit`, `200mbit`, for
-    /// the NIC utilisation figures (virtual links report none or a nominal figure).
-    /// Default: what /sys/class/net/IF/speed says.
-    #[arg(long)]
-    pub link_speed: Option<String>,
-
     /// How requests are spread within the rate: `constant` (evenly paced) or `poisson`
     /// (exponential gaps from --seed). Default: constant.
     #[arg(long, default_value = "constant")]
     pub arrivals: String,
-
-    /// Closed-loop mode, for comparison: N connections each send the next request when
-    /// the previous response arrives (no --rate). Its latency hides queueing; the
-    /// report says so and the validity gate does not apply.
-    #[arg(long, conflicts_with = "rate")]
-    pub concurrency: Option<usize>,
-
-    /// Transport: `tcp` (persistent connections) or `udp` (connected UDP sockets, one
-    /// datagram per request, matched by sequence). Default: tcp.
-    #[arg(long, default_value = "tcp")]
-    pub proto: String,
-
-    /// UDP only: fire and forget; report packets/s and bits/s sent.
-    #[arg(long)]
-    pub no_response: bool,
 
     /// A response larger than this is a protocol error, e.g. `1MiB`, `64k`, `4096`.
     /// Default: 1MiB.
@@ -169,10 +114,6 @@ pub struct RunArgs {
     /// Default: 1.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-
-    /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s.
-    #[arg(long, default_value = "10s")]
-    pub duration: String,
 
     /// Requests in flight per connection. Default: 1.
     #[arg(long, default_value_t = 1)]
@@ -227,6 +168,74 @@ pub struct RunArgs {
     /// Default: 1ms.
     #[arg(long, default_value = "1ms")]
     pub max_lag: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The flags `run` shares with `search`: where to connect, what to send, how.
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    /// Open connections at no more than this many per second, in total (the first
+    /// connects and every reconnect). Default: no limit (at most 512 pending per worker).
+    #[arg(long)]
+    pub connect_rate: Option<f64>,
+
+    /// Hold --connections open for --duration without request traffic (only the
+    /// heartbeats of --heartbeat, if given); report connect times, failures by errno
+    /// and the generator's memory per connection.
+    #[arg(long)]
+    pub hold: bool,
+
+    /// With --hold: send the heartbeat on every connection once per this period,
+    /// spread evenly over it, and expect the framer's response, e.g. `10s`.
+    #[arg(long, requires = "hold")]
+    pub heartbeat: Option<String>,
+
+    /// With --hold: the heartbeat's bytes (escapes as in --payload). Default: the
+    /// request payload.
+    #[arg(long, requires = "heartbeat")]
+    pub heartbeat_payload: Option<String>,
+
+    /// Connect, send, receive and close for every request (latency still counts from
+    /// the intended instant; the connect time is reported separately). --connections
+    /// bounds how many are open at once.
+    #[arg(long)]
+    pub connect_per_request: bool,
+
+    /// Intended request rate in requests per second, in total across workers, or a
+    /// shape: `step:1000..50000+1000/30s`, `ramp:0..50000/60s`,
+    /// `spike:base=1000,peak=10000,at=30s,for=5s`, `burst:base=500,peak=5000,on=200ms,off=2s`,
+    /// `chaos:base=2000,amp=0.5`, `file:rates.csv`. Required with --target (unless
+    /// --concurrency or --hold); the baseline steps its own rate. `max` (UDP blast
+    /// only): as fast as the send buffers allow.
+    #[arg(long)]
+    pub rate: Option<String>,
+
+    /// The link speed of the interface carrying the run, e.g. `25gbit`, `200mbit`, for
+    /// the NIC utilisation figures (virtual links report none or a nominal figure).
+    /// Default: what /sys/class/net/IF/speed says.
+    #[arg(long)]
+    pub link_speed: Option<String>,
+
+    /// Closed-loop mode, for comparison: N connections each send the next request when
+    /// the previous response arrives (no --rate). Its latency hides queueing; the
+    /// report says so and the validity gate does not apply.
+    #[arg(long, conflicts_with = "rate")]
+    pub concurrency: Option<usize>,
+
+    /// Transport: `tcp` (persistent connections) or `udp` (connected UDP sockets, one
+    /// datagram per request, matched by sequence). Default: tcp.
+    #[arg(long, default_value = "tcp")]
+    pub proto: String,
+
+    /// UDP only: fire and forget; report packets/s and bits/s sent.
+    #[arg(long)]
+    pub no_response: bool,
+
+    /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s.
+    #[arg(long, default_value = "10s")]
+    pub duration: String,
 
     /// Write the JSON report to FILE (`-` for stdout, which then carries only JSON).
     #[arg(long)]
@@ -445,118 +454,14 @@ pub struct SearchArgs {
     #[arg(long, default_value = "5%")]
     pub precision: String,
 
-    /// Target address, HOST:PORT; repeat for several destinations. Required.
-    #[arg(long)]
-    pub target: Vec<String>,
-
-    /// Source addresses to bind (as `run --source-ip`). Default: the kernel chooses.
-    #[arg(long)]
-    pub source_ip: Option<String>,
-
-    /// Cores to run workers on, one pinned worker per core: `3`, `4-11`, `0,2,4-6`.
-    /// Default: core 0.
-    #[arg(long)]
-    pub cores: Option<String>,
-
-    /// Core of the main thread and helper threads (as `run --control-core`).
-    #[arg(long)]
-    pub control_core: Option<usize>,
-
-    /// Persistent connections in total, split across workers. Default: 64.
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
-
-    /// How requests are spread within each step's rate: `constant` or `poisson`.
-    /// Default: constant.
-    #[arg(long, default_value = "constant")]
-    pub arrivals: String,
-
-    /// Requests in flight per connection. Default: 1.
-    #[arg(long, default_value_t = 1)]
-    pub pipeline: usize,
-
-    /// Request payload of N bytes (the letter x repeated). Default: 64.
-    #[arg(long, conflicts_with_all = ["payload", "payload_file"])]
-    pub payload_size: Option<usize>,
-
-    /// Request payload as text; `\r`, `\n`, `\t`, `\\` and `\xHH` escapes are decoded.
-    #[arg(long, conflicts_with = "payload_file")]
-    pub payload: Option<String>,
-
-    /// Request payload read from a file, sent byte for byte.
-    #[arg(long)]
-    pub payload_file: Option<PathBuf>,
-
-    /// How a response ends (as `run --framing`). Default: echo, or http1 with --http.
-    #[arg(long)]
-    pub framing: Option<String>,
-
-    /// An HTTP/1.1 request instead of a raw payload: `--http 'GET /path'`.
-    #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "mix"])]
-    pub http: Option<String>,
-
-    /// HTTP header `Name: value`, repeatable.
-    #[arg(short = 'H', long = "header")]
-    pub headers: Vec<String>,
-
-    /// HTTP request body (with --http); `{rand:N}` placeholders allowed.
-    #[arg(long, requires = "http", conflicts_with = "body_file")]
-    pub body: Option<String>,
-
-    /// HTTP request body read from a file (with --http).
-    #[arg(long, requires = "http")]
-    pub body_file: Option<PathBuf>,
-
-    /// A weighted request mix (as `run --mix`).
-    #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "framing"])]
-    pub mix: Option<PathBuf>,
-
-    /// A request with no response after this long is an error. Default: 5s.
-    #[arg(long, default_value = "5s")]
-    pub timeout: String,
-
-    /// Validity gate of every step: a dispatch lag p99 above this marks the step
-    /// invalid. Default: 1ms.
-    #[arg(long, default_value = "1ms")]
-    pub max_lag: String,
-
-    /// Spin on the TSC for this long before each due send (as `run --spin`).
-    /// Default: 2ms.
-    #[arg(long, default_value = "2ms")]
-    pub spin: String,
-
-    /// Seed of the generator for templates and request mixes. Default: 1.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-
-    /// A response larger than this is a protocol error. Default: 1MiB.
-    #[arg(long, default_value = "1MiB")]
-    pub max_response: String,
-
-    /// SO_SNDBUF and SO_RCVBUF of every connection, e.g. `4k`. Default: autotuning.
-    #[arg(long)]
-    pub sockbuf: Option<String>,
-
-    /// TCP keepalive: `idle,interval,count`, e.g. `30s,10s,3`. Default: off.
-    #[arg(long)]
-    pub keepalive: Option<String>,
-
-    /// Close connections with RST (SO_LINGER 0).
-    #[arg(long)]
-    pub linger0: bool,
-
-    /// Reconnect backoff (as `run --reconnect-backoff`).
-    #[arg(long)]
-    pub reconnect_backoff: Option<String>,
-
-    /// Do not reopen connections the target closed, reset or refused.
-    #[arg(long, conflicts_with = "reconnect_backoff")]
-    pub no_reconnect: bool,
-
     /// Write the search as JSON to FILE (`-` for stdout, which then carries only
     /// JSON); a FILE is rewritten after every step.
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// The run flags of every step (as `blaster run`).
+    #[command(flatten)]
+    pub load: LoadArgs,
 }
 
 /// Inserts `run` when the first argument is not a subcommand, so `blaster` and
@@ -582,6 +487,20 @@ pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
         args.insert(1, "run".to_string());
     }
     args
+}
+
+impl std::ops::Deref for RunArgs {
+    type Target = LoadArgs;
+
+    fn deref(&self) -> &LoadArgs {
+        &self.load
+    }
+}
+
+impl std::ops::DerefMut for RunArgs {
+    fn deref_mut(&mut self) -> &mut LoadArgs {
+        &mut self.load
+    }
 }
 
 #[cfg(test)]

@@ -145,7 +145,7 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         .as_deref()
         .ok_or_else(|| err("slo", "is required, e.g. --slo 'p99<20ms,errors<0.1%'"))?;
     let slo = Slo::parse(spec).map_err(|m| err("slo", m))?;
-    if a.target.is_empty() {
+    if a.load.target.is_empty() {
         return Err(err(
             "target",
             "is required: the address to search, HOST:PORT",
@@ -213,32 +213,7 @@ pub fn run_args(a: &SearchArgs, cfg: &SearchConfig) -> Result<RunArgs, PlanError
     let mut r = RunDefaults::try_parse_from(std::iter::empty::<String>())
         .map_err(|e| err("slo", format!("internal: run defaults: {e}")))?
         .run;
-    r.target = a.target.clone();
-    r.source_ip = a.source_ip.clone();
-    r.cores = a.cores.clone();
-    r.control_core = a.control_core;
-    r.connections = a.connections;
-    r.arrivals = a.arrivals.clone();
-    r.pipeline = a.pipeline;
-    r.payload_size = a.payload_size;
-    r.payload = a.payload.clone();
-    r.payload_file = a.payload_file.clone();
-    r.framing = a.framing.clone();
-    r.http = a.http.clone();
-    r.headers = a.headers.clone();
-    r.body = a.body.clone();
-    r.body_file = a.body_file.clone();
-    r.mix = a.mix.clone();
-    r.timeout = a.timeout.clone();
-    r.max_lag = a.max_lag.clone();
-    r.spin = a.spin.clone();
-    r.seed = a.seed;
-    r.max_response = a.max_response.clone();
-    r.sockbuf = a.sockbuf.clone();
-    r.keepalive = a.keepalive.clone();
-    r.linger0 = a.linger0;
-    r.reconnect_backoff = a.reconnect_backoff.clone();
-    r.no_reconnect = a.no_reconnect;
+    r.load = a.load.clone();
     r.rate = Some(cfg.start_rps.to_string());
     r.duration = a.step_duration.clone();
     r.quiet = true;
