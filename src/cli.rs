@@ -51,8 +51,10 @@ pub struct LoadArgs {
 
     /// Source addresses to bind, so connections spread over more 4-tuples: a list of
     /// addresses, ranges and CIDR blocks, e.g. `127.0.0.2-127.0.0.60`, `10.0.0.0/29`.
-    /// The port is chosen at connect time (IP_BIND_ADDRESS_NO_PORT). Default: the
-    /// kernel chooses.
+    /// Each connection's first connect binds a port of its own from
+    /// ip_local_port_range (the kernel's search scans the whole range once half of it
+    /// is taken); reconnects let the kernel pick at connect time
+    /// (IP_BIND_ADDRESS_NO_PORT). Default: the kernel chooses the source.
     #[arg(long)]
     pub source_ip: Option<String>,
 
