@@ -88,12 +88,15 @@ pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<usize, PreflightError> 
     if !plan.per_request
         && let Ok(range) = ports::read_port_range(std::path::Path::new("/"))
     {
-        ports::check_budget(
+        let budget = ports::check_budget(
             plan.connections,
             plan.sources.len(),
             plan.targets.len(),
             range,
         )?;
+        if let Some(w) = port_search_warning(plan.sources.is_empty(), budget.per_pair_max, range) {
+            eprintln!("blaster: warning: {w}");
+        }
     }
     // Raise the soft limit to the hard one: each ring's table may then be that large.
     let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(PreflightError::Rlimit)?;
@@ -124,6 +127,27 @@ pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<usize, PreflightError> 
         });
     }
     Ok(rings as usize)
+}
+
+/// Without `--source-ip` the kernel picks every port, and its search takes even ports
+/// first and scans the whole range for each connect once they are gone: past half the
+/// range per (source, destination) pair, connects slow to hundreds per second.
+pub fn port_search_warning(
+    kernel_picks: bool,
+    per_pair: usize,
+    range: ports::PortRange,
+) -> Option<String> {
+    let half = range.size() as usize / 2;
+    (kernel_picks && per_pair > half).then(|| {
+        format!(
+            "ports: {per_pair} connections per (source, destination) pair are more than half \
+             of ip_local_port_range {range} ({half}): the kernel's port search slows to \
+             hundreds of connects per second past that point; give --source-ip addresses \
+             (blaster then binds the ports itself), e.g. --source-ip 127.0.0.2-127.0.0.{} \
+             on loopback",
+            1 + per_pair.div_ceil(half.max(1)).max(2)
+        )
+    })
 }
 
 /// The file-descriptor limit after [`ensure_fds`].
@@ -161,6 +185,15 @@ pub fn ensure_fds(connections: u64, margin: u64) -> Result<FdLimit, PreflightErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_port_search_warning_starts_past_half_the_range() {
+        let range = ports::PortRange::new(32768, 60999).unwrap();
+        assert_eq!(port_search_warning(true, 14_116, range), None);
+        let w = port_search_warning(true, 20_000, range).unwrap();
+        assert!(w.contains("20000") && w.contains("--source-ip"), "{w}");
+        assert_eq!(port_search_warning(false, 20_000, range), None);
+    }
 
     #[test]
     fn small_plans_fit_and_huge_ones_explain() {

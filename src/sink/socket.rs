@@ -10,8 +10,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::SinkError;
 
-/// Deep enough that a burst of connects during start-up is never refused.
-pub(crate) const LISTEN_BACKLOG: i32 = 4096;
+/// Accept queue requested from `listen`: the kernel caps it at `net.core.somaxconn`,
+/// so raising that sysctl (the tuning profile does) raises the sink's queue too.
+pub(crate) const LISTEN_BACKLOG: i32 = 65_535;
 
 /// Receive buffer asked for on each UDP socket (the kernel may grant less).
 pub(crate) const UDP_RCVBUF_BYTES: usize = 8 << 20;
