@@ -542,7 +542,17 @@ fn build_report(
             plan.connections
         ));
     }
-    if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 {
+    if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 && ctr.closed_by_target > 0 {
+        diagnosis.push(format!(
+            "connection wait dominates latency (p99 {} of {}): the target closed or reset \
+             {} connections and due requests waited while they came back after the reconnect \
+             backoff ({} reconnects); the target's closes, not the pool size, are the limit.",
+            fmt_ns(wait.p99),
+            fmt_ns(latency.p99),
+            ctr.closed_by_target,
+            ctr.reconnects
+        ));
+    } else if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 {
         let inflight_needed = rate_rps * service.mean / 1e9;
         diagnosis.push(format!(
             "connection wait dominates latency (p99 {} of {}): due requests waited for a free \
