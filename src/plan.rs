@@ -686,11 +686,16 @@ impl RunPlan {
                         .map(|r| (r.lo(), r.size())),
                     backoff: self.backoff,
                     per_request: self.per_request,
-                    // The baseline steps constant rates of its own (`rate_rps`).
-                    shape: self
-                        .shape
-                        .clone()
-                        .filter(|s| s.constant_rps().is_none_or(|r| r == rate_rps)),
+                    // The baseline and the search step constant rates of their own
+                    // (`rate_rps`): a flat shape follows the step's rate, so Poisson
+                    // arrivals still apply.
+                    shape: match &self.shape {
+                        Some(s) if s.constant_rps().is_none() => Some(s.clone()),
+                        _ if rate_rps > 0.0 && rate_rps.is_finite() => {
+                            RateShape::constant(rate_rps).ok()
+                        }
+                        _ => None,
+                    },
                     arrivals: self.arrivals,
                     closed_loop: self.closed_loop,
                     connections,

@@ -158,14 +158,11 @@ fn holds_20000_connections_over_several_source_addresses() {
     assert!(mem > 0.0 && mem < 4096.0, "memory per connection {mem}");
     // Past RLIMIT_NOFILE (20,000 here) the core's connections span several rings.
     assert!(f(&v, "connections.rings_per_core") >= 1.0);
-    let want: Vec<String> = (2..=5).map(|i| format!("127.0.0.{i}")).collect();
-    assert_eq!(
-        per_source.keys().cloned().collect::<Vec<_>>(),
-        want,
-        "{per_source:?}"
-    );
-    for (ip, n) in &per_source {
-        assert_eq!(*n, 5000, "{ip} holds {n}: {per_source:?}");
+    // Each of the four sources holds its quarter (a stray 127.0.0.1 socket, such as
+    // the harness's readiness probe, does not count).
+    for i in 2..=5 {
+        let ip = format!("127.0.0.{i}");
+        assert_eq!(per_source.get(&ip), Some(&5000), "{ip}: {per_source:?}");
     }
 }
 
@@ -219,4 +216,44 @@ fn a_reconnect_storm_is_spread_by_jitter_and_requests_keep_completing() {
     // Requests in flight when the sink closed are errors, not retried; they add up.
     let total = done + f(&v, "requests.errors") + f(&v, "requests.cut_off");
     assert_eq!(total, f(&v, "requests.dispatched"));
+}
+
+#[test]
+fn connect_rate_paces_the_connects() {
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    let (_d, path) = tmp_json();
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--hold",
+            "--connections",
+            "300",
+            "--connect-rate",
+            "1000",
+            "--duration",
+            "1s",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&path);
+    assert_eq!(
+        f(&v, "connections.established"),
+        300.0,
+        "{}",
+        v["connections"]
+    );
+    // 300 connects at 1,000/s take about 0.3 s; unpaced they take a few ms.
+    let took = f(&v, "connections.establish_all_ns") / 1e9;
+    assert!(
+        (0.28..1.5).contains(&took),
+        "300 connects at 1000/s took {took} s"
+    );
 }

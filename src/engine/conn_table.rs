@@ -73,6 +73,8 @@ pub struct Conn {
     pub attempts: u16,
     /// Opened at least once (later opens are reconnects).
     pub opened_before: bool,
+    /// Waiting in the worker's `--connect-rate` queue.
+    pub deferred: bool,
 }
 
 /// A fixed-capacity FIFO ring, allocated once and never grown.
@@ -158,6 +160,7 @@ impl ConnTable {
                 connect_started: 0,
                 attempts: 0,
                 opened_before: false,
+                deferred: false,
             })
             .collect();
         ConnTable {

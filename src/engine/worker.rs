@@ -248,6 +248,10 @@ struct Worker<'p> {
     table: ConnTable,
     ready_q: IndexQueue,
     flush_q: IndexQueue,
+    /// Closed loop: connections whose response completed, to send again.
+    reissue_q: IndexQueue,
+    /// `--connect-rate`: connections waiting for their turn to connect.
+    deferred_q: IndexQueue,
     backlog: Backlog,
     recv_buf: Box<[u8]>,
     /// The payload repeated `pipeline` times: a send of k requests is its first k copies.
@@ -370,6 +374,8 @@ impl<'p> Worker<'p> {
             ring,
             table: ConnTable::new(plan.connections, plan.pipeline, framer),
             ready_q: IndexQueue::with_capacity(plan.connections),
+            reissue_q: IndexQueue::with_capacity(plan.connections),
+            deferred_q: IndexQueue::with_capacity(plan.connections),
             flush_q: IndexQueue::with_capacity(plan.connections),
             backlog: Backlog::with_capacity(plan.backlog_capacity),
             recv_buf: vec![0u8; plan.connections * plan.recv_buffer_bytes].into_boxed_slice(),
@@ -476,9 +482,15 @@ impl<'p> Worker<'p> {
         let now = self.clock.now_ns();
         if self.plan.connect_gap_ns > 0 {
             if now < self.next_connect_ns {
-                if let ConnState::Closed { reopen_at_ns } = &mut self.table.conns[c as usize].state
-                {
+                // Its turn comes at `next_connect_ns`: queued, opened by the loop then.
+                let conn = &mut self.table.conns[c as usize];
+                if let ConnState::Closed { reopen_at_ns } = &mut conn.state {
                     *reopen_at_ns = self.next_connect_ns;
+                }
+                if !conn.deferred {
+                    conn.deferred = true;
+                    let queued = self.deferred_q.push(c);
+                    debug_assert!(queued, "each connection is queued at most once");
                 }
                 return;
             }
@@ -490,6 +502,23 @@ impl<'p> Worker<'p> {
         }
         let fd = self.new_socket(c);
         self.launch(c, &[fd]);
+    }
+
+    /// `--connect-rate`: opens the connections whose turn has come, in order.
+    fn open_deferred(&mut self, now: Nanos) {
+        while now >= self.next_connect_ns
+            && let Some(c) = self.deferred_q.pop()
+        {
+            let conn = &mut self.table.conns[c as usize];
+            conn.deferred = false;
+            // Still closed, and wanted: a connection per request with its request, or a
+            // connection that is to be reopened.
+            if matches!(conn.state, ConnState::Closed { reopen_at_ns } if reopen_at_ns != Nanos::MAX)
+                && !self.stopping
+            {
+                self.open(c);
+            }
+        }
     }
 
     /// A socket for connection `c`, options set and bound; -1 when that failed (the
@@ -699,7 +728,7 @@ impl<'p> Worker<'p> {
             if fd >= 0 {
                 socket::close(fd);
             }
-            if self.plan.per_request && !self.stopping {
+            if self.plan.per_request {
                 self.mark_ready(c);
             }
         }
@@ -710,7 +739,7 @@ impl<'p> Worker<'p> {
         let conn = &mut self.table.conns[c as usize];
         if let ConnState::Closing { reopen_at_ns } = conn.state {
             conn.state = ConnState::Closed { reopen_at_ns };
-            if self.plan.per_request && !self.stopping {
+            if self.plan.per_request {
                 self.mark_ready(c);
             }
         }
@@ -1273,9 +1302,23 @@ impl<'p> Worker<'p> {
             e.latency.saturating_record(latency);
         }
         if self.plan.closed_loop && !self.stopping {
-            self.issue(c, done); // closed loop: the next request follows this response
+            // Closed loop: the next request follows this response, once it is known
+            // that the connection stays open (`Connection: close`, end of stream).
+            let queued = self.reissue_q.push(c);
+            debug_assert!(queued, "one request in flight per connection");
         }
         true
+    }
+
+    /// Closed loop: issues the next request on each connection whose response just
+    /// completed and which is still usable.
+    fn reissue(&mut self) {
+        let now_t = self.clock.ticks();
+        while let Some(c) = self.reissue_q.pop() {
+            if self.table.conns[c as usize].state == ConnState::Ready && !self.stopping {
+                self.issue(c, now_t);
+            }
+        }
     }
 
     /// Closed loop: a request on connection `c`, intended now (there is no timetable,
@@ -1457,6 +1500,25 @@ impl<'p> Worker<'p> {
         }
     }
 
+    /// Times out the requests of connection `c` whose deadline has passed (recorded at
+    /// the timeout); whether any did.
+    fn expire_front(&mut self, c: u32, now_ns: Nanos) -> bool {
+        let timeout = self.plan.timeout_ns;
+        let mut expired = false;
+        while let Some(r) = self.table.front(c) {
+            if r.intended_ns + timeout > now_ns {
+                break;
+            }
+            self.table.pop_front(c);
+            self.inflight -= 1;
+            let conn = &mut self.table.conns[c as usize];
+            conn.unsent = conn.unsent.min(conn.inflight);
+            self.request_error(&r, ErrorKind::Timeout, Some(timeout));
+            expired = true;
+        }
+        expired
+    }
+
     /// Timeouts (in flight and in the backlog) and reconnects; run about once a ms.
     fn scan(&mut self, now_ns: Nanos) {
         let timeout = self.plan.timeout_ns;
@@ -1491,6 +1553,20 @@ impl<'p> Worker<'p> {
                     }
                     if conn.state == ConnState::Expiring && conn.inflight == 0 {
                         self.close_conn(c, None, Reopen::Now);
+                    }
+                }
+                // Connection per request: a request waiting for its connection (deferred
+                // by --connect-rate, or still connecting) times out like any other,
+                // recorded at the timeout; a connect left with nothing to carry is
+                // abandoned.
+                ConnState::Closed { .. } | ConnState::Connecting
+                    if self.expire_front(c, now_ns)
+                        && self.table.conns[c as usize].inflight == 0 =>
+                {
+                    if self.table.conns[c as usize].state == ConnState::Connecting {
+                        self.close_conn(c, None, Reopen::Now);
+                    } else {
+                        self.mark_ready(c);
                     }
                 }
                 ConnState::Closed { reopen_at_ns } if !self.stopping && reopen_at_ns <= now_ns => {
@@ -1550,6 +1626,12 @@ impl<'p> Worker<'p> {
             }
             work += self.reap() as u64;
             self.serve_backlog();
+            if !self.reissue_q.is_empty() {
+                self.reissue();
+            }
+            if !self.deferred_q.is_empty() {
+                self.open_deferred(now);
+            }
             if pace.scan_due(now) {
                 self.scan(now);
             }
@@ -1572,6 +1654,12 @@ impl<'p> Worker<'p> {
             // deadline), then spin on the TSC without entering the kernel needlessly.
             let timers = self.inflight > 0 || self.closed > 0 || !self.backlog.is_empty();
             let next_due = (self.next_k < self.total_k).then_some(self.next_due);
+            // A connection waiting for its turn under --connect-rate wakes the loop too.
+            let next_due = match (next_due, self.deferred_q.is_empty()) {
+                (Some(d), false) => Some(d.min(self.next_connect_ns)),
+                (None, false) => Some(self.next_connect_ns),
+                (d, true) => d,
+            };
             let wake = pace.wake(self.stopping, timers, next_due, self.plan.spin_ns);
             let pending_cqes = !self.ring.uring.completion().is_empty();
             let now2 = if work == 0 && !pending_cqes && wake.at > now + 1_000 {

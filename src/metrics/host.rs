@@ -136,6 +136,7 @@ pub struct HostSampler {
     cpu: Vec<(usize, u64, u64)>,
     net: Option<NetCounters>,
     at: std::time::Instant,
+    last: HostInterval,
 }
 
 impl HostSampler {
@@ -148,14 +149,21 @@ impl HostSampler {
             cpu: Vec::new(),
             net: None,
             at: std::time::Instant::now(),
+            last: HostInterval::default(),
         };
+        s.at -= std::time::Duration::from_millis(200);
         s.sample();
         s
     }
 
-    /// The interval since the previous sample.
+    /// The interval since the previous sample. A sample less than 100 ms after the
+    /// previous one (rows completed together after a stalled worker) repeats it: too
+    /// short a window has no /proc/stat ticks and turns a few packets into Gbit/s.
     pub fn sample(&mut self) -> HostInterval {
         let now = std::time::Instant::now();
+        if now.duration_since(self.at) < std::time::Duration::from_millis(100) {
+            return self.last.clone();
+        }
         let secs = now.duration_since(self.at).as_secs_f64().max(1e-6);
         self.at = now;
         let cpu = std::fs::read_to_string(self.root.join("proc/stat"))
@@ -185,6 +193,7 @@ impl HostSampler {
             out.drops = n1.drops.saturating_sub(n0.drops);
         }
         self.net = net;
+        self.last = out.clone();
         out
     }
 }
