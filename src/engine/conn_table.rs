@@ -56,6 +56,8 @@ pub struct Conn {
     pub send_done: usize,
     pub send_len: usize,
     pub recv_armed: bool,
+    /// A send operation of this connection is in the ring.
+    pub send_armed: bool,
     /// Bytes kept at the start of the receive buffer for the framer (partial frame).
     pub recv_keep: usize,
     /// Index in `slots` of the oldest in-flight request, relative to the connection.
@@ -150,6 +152,7 @@ impl ConnTable {
                 send_done: 0,
                 send_len: 0,
                 recv_armed: false,
+                send_armed: false,
                 recv_keep: 0,
                 head: 0,
                 in_ready_queue: false,

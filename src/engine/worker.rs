@@ -665,15 +665,23 @@ impl<'p> Worker<'p> {
         let conn = &mut self.table.conns[c as usize];
         // The operation that would keep the socket alive in the ring: a pending connect
         // or the armed receive (a send completes by itself).
-        let pending = match conn.state {
-            ConnState::Connecting => Some(Op::Connect),
-            _ if conn.recv_armed => Some(Op::Recv),
-            _ => None,
+        // The operations that would keep the socket alive in the ring: a pending
+        // connect, the armed receive, and a send the socket cannot take (a target that
+        // stopped reading).
+        let mut pending = [None; 2];
+        match conn.state {
+            ConnState::Connecting => pending[0] = Some(Op::Connect),
+            _ => {
+                pending[0] = conn.recv_armed.then_some(Op::Recv);
+                pending[1] = conn.send_armed.then_some(Op::Send);
+            }
         }
-        .map(|op| Token {
-            conn: c,
-            op,
-            generation: conn.generation,
+        let pending = pending.map(|op| {
+            op.map(|op| Token {
+                conn: c,
+                op,
+                generation: conn.generation,
+            })
         });
         match conn.state {
             ConnState::Closed { .. } | ConnState::Closing { .. } => {}
@@ -691,6 +699,7 @@ impl<'p> Worker<'p> {
         conn.sending = 0;
         conn.head = 0;
         conn.recv_armed = false;
+        conn.send_armed = false;
         conn.recv_keep = 0;
         conn.framer.reset();
         conn.at_boundary = true;
@@ -707,21 +716,25 @@ impl<'p> Worker<'p> {
             let close = opcode::Close::new(types::Fixed(c))
                 .build()
                 .user_data(token.encode());
-            let pushed = match pending {
-                Some(t) => {
-                    let cancel =
-                        opcode::AsyncCancel2::new(types::CancelBuilder::user_data(t.encode()))
-                            .build()
-                            .flags(io_uring::squeue::Flags::IO_HARDLINK)
-                            .user_data(0);
-                    // SAFETY: neither entry points into memory.
-                    unsafe { self.ring.push_all(&[cancel, close]) }.map(|()| 2)
-                }
-                // SAFETY: the entry points into no memory.
-                None => unsafe { self.ring.push(&close) }.map(|()| 1),
-            };
-            match pushed {
-                Ok(n) => self.ops_in_ring += n,
+            // Each cancel hard-linked to the next entry, the close last.
+            let mut chain: [Option<io_uring::squeue::Entry>; 3] = [None, None, None];
+            let mut n = 0;
+            for t in pending.into_iter().flatten() {
+                chain[n] = Some(
+                    opcode::AsyncCancel2::new(types::CancelBuilder::user_data(t.encode()))
+                        .build()
+                        .flags(io_uring::squeue::Flags::IO_HARDLINK)
+                        .user_data(0),
+                );
+                n += 1;
+            }
+            chain[n] = Some(close);
+            n += 1;
+            let entries: [io_uring::squeue::Entry; 3] =
+                chain.map(|e| e.unwrap_or_else(|| opcode::Nop::new().build()));
+            // SAFETY: none of the entries points into memory.
+            match unsafe { self.ring.push_all(&entries[..n]) } {
+                Ok(()) => self.ops_in_ring += n as u64,
                 Err(e) => panic!("io_uring submit failed: {e}"),
             }
         } else {
@@ -953,6 +966,7 @@ impl<'p> Worker<'p> {
         let (ptr, n) = (rest.as_ptr(), rest.len() as u32);
         let entry = on_socket!(self, c, conn.fd, |t| opcode::Send::new(t, ptr, n).build())
             .user_data(token.encode());
+        self.table.conns[c as usize].send_armed = true;
         self.push(&entry);
     }
 
@@ -1005,6 +1019,7 @@ impl<'p> Worker<'p> {
     }
 
     fn on_send(&mut self, c: u32, res: i32) {
+        self.table.conns[c as usize].send_armed = false;
         if self.table.conns[c as usize].state == ConnState::Expiring {
             return; // its requests time out; nothing more goes out on it
         }
