@@ -552,7 +552,9 @@ fn build_report(
             ctr.closed_by_target,
             ctr.reconnects
         ));
-    } else if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 {
+    } else if wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99 && !plan.per_request {
+        // (With a connection per request the wait includes the connect, reported as
+        // connect_time_ns; the pool-size advice does not apply.)
         let inflight_needed = rate_rps * service.mean / 1e9;
         diagnosis.push(format!(
             "connection wait dominates latency (p99 {} of {}): due requests waited for a free \

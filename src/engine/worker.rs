@@ -298,6 +298,8 @@ struct Worker<'p> {
     closed_issued: u64,
     /// The schedule has started (the connect phase is over).
     running: bool,
+    /// Stopped by Ctrl-C (requests still in flight are cut off, not errors).
+    interrupted: bool,
     /// This worker's next request number in the schedule, and when it is due.
     next_k: u64,
     next_due: Nanos,
@@ -414,6 +416,7 @@ impl<'p> Worker<'p> {
             closed_issued: 0,
             pacing: PacingFit::new(plan),
             running: false,
+            interrupted: false,
             next_k: 0,
             total_k,
             inflight: 0,
@@ -547,20 +550,23 @@ impl<'p> Worker<'p> {
     /// descriptors are closed, so connections are not bounded by RLIMIT_NOFILE (each
     /// ring's table is).
     fn launch(&mut self, first: u32, fds: &[RawFd]) {
-        let registered = self.fixed_files
-            && self
-                .ring
+        // The update may stop early: the first `registered` slots took their socket.
+        let registered = if self.fixed_files {
+            self.ring
                 .uring
                 .submitter()
                 .register_files_update(first, fds)
-                .is_ok();
+                .unwrap_or(0)
+        } else {
+            0
+        };
         let now_t = self.clock.ticks();
         for (i, &fd) in fds.iter().enumerate() {
             if fd < 0 {
                 continue;
             }
             let c = first + i as u32;
-            let fd = if registered {
+            let fd = if i < registered {
                 socket::close_descriptor(fd);
                 REGISTERED
             } else {
@@ -655,7 +661,9 @@ impl<'p> Worker<'p> {
     fn close_conn(&mut self, c: u32, kind: Option<ErrorKind>, reopen: Reopen) {
         while let Some(req) = self.table.pop_front(c) {
             self.inflight -= 1;
-            if self.stopping {
+            // Cut off by Ctrl-C or the end of the run; but a target that closes or
+            // fails during the drain after the natural end has failed those requests.
+            if self.interrupted || (self.stopping && kind.is_none()) {
                 self.out.counters.cut_off += 1;
             } else {
                 self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);
@@ -1621,6 +1629,7 @@ impl<'p> Worker<'p> {
                 if stop.load(Ordering::Relaxed) {
                     // Ctrl-C: stop now; what waits for a connection was never sent.
                     self.stopping = true;
+                    self.interrupted = true;
                     self.stopped_ns = now.min(self.plan.duration_ns);
                     pace.stop(now, timeout.min(DRAIN_NS_MAX));
                     while self.backlog.pop().is_some() {
