@@ -1,17 +1,19 @@
-//! blaster: an open-model load generator for raw TCP on io_uring, whose numbers do not
-//! lie.
+//! blaster: an open-model load generator for raw TCP and UDP on io_uring, whose
+//! numbers do not lie.
 //!
 //! ```text
 //! main (cli) ──> plan::RunPlan (validated; every bad input is a clear error here)
-//!    ├── preflight: RLIMIT_NOFILE raised to what the plan needs, or a precise error
-//!    ├── run: spawn one engine::worker per core in --cores, pinned
+//!    ├── preflight: port budget, descriptor limit (rings per core), memory, cores
+//!    ├── run: spawn engine::worker(s) per core in --cores, pinned (one ring each; more
+//!    │      than one per core when the connections exceed one ring's file table)
 //!    │      worker = io_uring ring + ConnTable (pre-sized) + schedule shard + framer
 //!    │               + metrics::Histograms + Counters
 //!    │      loop: now = TSC -> dispatch due -> reap completions -> advance connections
 //!    │            -> one submit for the batch -> wait until --spin before the next due
 //!    │            send, then spin
 //!    ├── collector (in run): per-second snapshots over crossbeam-channel, merged by
-//!    │      adding histograms, live line on stderr
+//!    │      adding histograms, live line on stderr; metrics::host samples core load
+//!    │      and the interface each second
 //!    └── report: text and JSON; metrics::gate decides validity (exit 3 when invalid)
 //! ```
 //!
