@@ -77,6 +77,8 @@ pub struct Conn {
     pub opened_before: bool,
     /// Waiting in the worker's `--connect-rate` queue.
     pub deferred: bool,
+    /// On the worker's active list (requests in flight, for the timeout scan).
+    pub in_active: bool,
 }
 
 /// A fixed-capacity FIFO ring, allocated once and never grown.
@@ -164,6 +166,7 @@ impl ConnTable {
                 attempts: 0,
                 opened_before: false,
                 deferred: false,
+                in_active: false,
             })
             .collect();
         ConnTable {

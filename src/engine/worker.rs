@@ -252,6 +252,9 @@ struct Worker<'p> {
     reissue_q: IndexQueue,
     /// `--connect-rate`: connections waiting for their turn to connect.
     deferred_q: IndexQueue,
+    /// Connections with requests in flight: what the timeout scan looks at when every
+    /// connection is open.
+    active_q: IndexQueue,
     backlog: Backlog,
     recv_buf: Box<[u8]>,
     /// The payload repeated `pipeline` times: a send of k requests is its first k copies.
@@ -378,6 +381,7 @@ impl<'p> Worker<'p> {
             ready_q: IndexQueue::with_capacity(plan.connections),
             reissue_q: IndexQueue::with_capacity(plan.connections),
             deferred_q: IndexQueue::with_capacity(plan.connections),
+            active_q: IndexQueue::with_capacity(plan.connections),
             flush_q: IndexQueue::with_capacity(plan.connections),
             backlog: Backlog::with_capacity(plan.backlog_capacity),
             recv_buf: vec![0u8; plan.connections * plan.recv_buffer_bytes].into_boxed_slice(),
@@ -1408,6 +1412,7 @@ impl<'p> Worker<'p> {
         let opening = self.idle_closed(c);
         self.table.push_req(c, req);
         self.inflight += 1;
+        self.activate(c);
         if opening {
             // Its latency still counts from the intended instant, connect included.
             self.open(c);
@@ -1552,57 +1557,88 @@ impl<'p> Worker<'p> {
             self.backlog.pop();
             self.request_error(&req, ErrorKind::Timeout, Some(timeout));
         }
-        for c in 0..self.table.conns.len() as u32 {
-            let state = self.table.conns[c as usize].state;
-            match state {
-                ConnState::Ready | ConnState::Expiring => {
-                    let mut expired = false;
-                    while let Some(r) = self.table.front(c) {
-                        if r.intended_ns + timeout > now_ns {
-                            break;
-                        }
-                        self.table.pop_front(c);
-                        self.inflight -= 1;
-                        self.request_error(&r, ErrorKind::Timeout, Some(timeout));
-                        expired = true;
-                    }
-                    let conn = &mut self.table.conns[c as usize];
-                    if expired && conn.state == ConnState::Ready {
-                        conn.state = ConnState::Expiring;
-                        // Requests not yet on the wire stay in the FIFO and time out
-                        // at their own deadlines like the rest.
-                        conn.unsent += conn.sending;
-                        conn.sending = 0;
-                    }
-                    if conn.state == ConnState::Expiring && conn.inflight == 0 {
-                        self.close_conn(c, None, Reopen::Now);
-                    }
-                }
-                // Connection per request: a request waiting for its connection (deferred
-                // by --connect-rate, or still connecting) times out like any other,
-                // recorded at the timeout; a connect left with nothing to carry is
-                // abandoned.
-                ConnState::Closed { .. } | ConnState::Connecting
-                    if self.expire_front(c, now_ns)
-                        && self.table.conns[c as usize].inflight == 0 =>
-                {
-                    if self.table.conns[c as usize].state == ConnState::Connecting {
-                        self.close_conn(c, None, Reopen::Now);
-                    } else {
-                        self.mark_ready(c);
-                    }
-                }
-                ConnState::Closed { reopen_at_ns } if !self.stopping && reopen_at_ns <= now_ns => {
-                    self.open(c);
-                }
-                ConnState::Connecting
-                    if self.clock.ns(self.table.conns[c as usize].connect_started) + timeout
-                        <= now_ns =>
-                {
-                    self.connect_failed(c, libc::ETIMEDOUT);
-                }
-                _ => {}
+        // With every connection open and none connecting (a steady hold with heartbeats,
+        // say), only the connections with requests in flight need a look: O(active),
+        // not O(connections). Closed or connecting ones need the full pass.
+        if self.closed > 0 || self.connecting > 0 {
+            for c in 0..self.table.conns.len() as u32 {
+                self.scan_conn(c, now_ns);
             }
+        } else {
+            for _ in 0..self.active_q.len() {
+                let Some(c) = self.active_q.pop() else { break };
+                self.table.conns[c as usize].in_active = false;
+                self.scan_conn(c, now_ns);
+            }
+        }
+    }
+
+    /// Timeouts and reopening for connection `c` (see [`Worker::scan`]).
+    fn scan_conn(&mut self, c: u32, now_ns: Nanos) {
+        let timeout = self.plan.timeout_ns;
+        let state = self.table.conns[c as usize].state;
+        match state {
+            ConnState::Ready | ConnState::Expiring => {
+                let mut expired = false;
+                while let Some(r) = self.table.front(c) {
+                    if r.intended_ns + timeout > now_ns {
+                        break;
+                    }
+                    self.table.pop_front(c);
+                    self.inflight -= 1;
+                    self.request_error(&r, ErrorKind::Timeout, Some(timeout));
+                    expired = true;
+                }
+                let conn = &mut self.table.conns[c as usize];
+                if expired && conn.state == ConnState::Ready {
+                    conn.state = ConnState::Expiring;
+                    // Requests not yet on the wire stay in the FIFO and time out
+                    // at their own deadlines like the rest.
+                    conn.unsent += conn.sending;
+                    conn.sending = 0;
+                }
+                if conn.state == ConnState::Expiring && conn.inflight == 0 {
+                    self.close_conn(c, None, Reopen::Now);
+                }
+            }
+            // Connection per request: a request waiting for its connection (deferred
+            // by --connect-rate, or still connecting) times out like any other,
+            // recorded at the timeout; a connect left with nothing to carry is
+            // abandoned.
+            ConnState::Closed { .. } | ConnState::Connecting
+                if self.expire_front(c, now_ns) && self.table.conns[c as usize].inflight == 0 =>
+            {
+                if self.table.conns[c as usize].state == ConnState::Connecting {
+                    self.close_conn(c, None, Reopen::Now);
+                } else {
+                    self.mark_ready(c);
+                }
+            }
+            ConnState::Closed { reopen_at_ns } if !self.stopping && reopen_at_ns <= now_ns => {
+                self.open(c);
+            }
+            ConnState::Connecting
+                if self.clock.ns(self.table.conns[c as usize].connect_started) + timeout
+                    <= now_ns =>
+            {
+                self.connect_failed(c, libc::ETIMEDOUT);
+            }
+            _ => {}
+        }
+        let conn = &self.table.conns[c as usize];
+        if conn.inflight > 0 && matches!(conn.state, ConnState::Ready | ConnState::Expiring) {
+            self.activate(c);
+        }
+    }
+
+    /// Puts connection `c` on the list the timeout scan looks at.
+    #[inline]
+    fn activate(&mut self, c: u32) {
+        let conn = &mut self.table.conns[c as usize];
+        if !conn.in_active {
+            conn.in_active = true;
+            let queued = self.active_q.push(c);
+            debug_assert!(queued, "each connection is queued at most once");
         }
     }
 
