@@ -1579,22 +1579,13 @@ impl<'p> Worker<'p> {
         let state = self.table.conns[c as usize].state;
         match state {
             ConnState::Ready | ConnState::Expiring => {
-                let mut expired = false;
-                while let Some(r) = self.table.front(c) {
-                    if r.intended_ns + timeout > now_ns {
-                        break;
-                    }
-                    self.table.pop_front(c);
-                    self.inflight -= 1;
-                    self.request_error(&r, ErrorKind::Timeout, Some(timeout));
-                    expired = true;
-                }
+                let expired = self.expire_front(c, now_ns);
                 let conn = &mut self.table.conns[c as usize];
                 if expired && conn.state == ConnState::Ready {
                     conn.state = ConnState::Expiring;
                     // Requests not yet on the wire stay in the FIFO and time out
                     // at their own deadlines like the rest.
-                    conn.unsent += conn.sending;
+                    conn.unsent = (conn.unsent + conn.sending).min(conn.inflight);
                     conn.sending = 0;
                 }
                 if conn.state == ConnState::Expiring && conn.inflight == 0 {
