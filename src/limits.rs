@@ -1,7 +1,8 @@
 //! Every bound blaster enforces, in one place, units last, each with the reason.
 
 /// Connections per run: sockets live in io_uring file tables (several rings per core
-/// past RLIMIT_NOFILE), so the bound is memory and ports; 1,048,576 were held here.
+/// past RLIMIT_NOFILE), so the bound is memory and ports (`N=1000000
+/// bench/connections.sh` holds 1,000,000 here).
 pub const CONNECTIONS_MAX: usize = 1_048_576;
 /// Requests in flight per connection (`--pipeline`).
 pub const PIPELINE_MAX: usize = 1024;
