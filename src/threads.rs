@@ -93,10 +93,7 @@ pub fn outside<'a>(
 /// Pins the calling thread to `core` (best effort: a core this process may not use
 /// leaves the affinity as it was, and the thread report shows where it ran).
 pub fn pin_current(core: usize) {
-    let mut set = nix::sched::CpuSet::new();
-    if set.set(core).is_ok() {
-        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-    }
+    core_affinity::set_for_current(core_affinity::CoreId { id: core });
 }
 
 /// Reads the process's threads every [`SAMPLE_PERIOD`] from a thread of its own on

@@ -23,8 +23,7 @@ use super::pacing::Pacer;
 use super::ring::Ring;
 use super::token::{Op, Token};
 use super::worker::{
-    Channels, Control, Outbox, Ready, Transport, WorkerPlan, setup_failed, timetable,
-    wait_for_start,
+    Channels, Engine, Outbox, Ready, Transport, WorkerPlan, drive, timetable, wait_for_start,
 };
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
@@ -87,33 +86,31 @@ struct Flow {
 /// Runs one UDP worker to completion (see [`super::worker::run_worker`] for the
 /// protocol with the main thread).
 pub fn run_udp_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
-    let Channels {
-        ready_tx,
-        control_rx,
-        snap_tx,
-        recycle_rx,
-    } = ch;
-    if let Some(core) = plan.core {
-        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    drive(&plan, &stop, ch, "UDP setup", UdpWorker::new);
+}
+
+impl Engine for UdpWorker<'_> {
+    /// The flows are connected UDP sockets, ready once created.
+    fn connect(&mut self, _stop: &AtomicBool) -> Ready {
+        Ready {
+            worker: self.plan.index,
+            established: self.flows.len(),
+            failed: 0,
+            first_errno: None,
+            establish_ns: 0,
+            fatal: None,
+            features: self.features.clone(),
+        }
     }
-    let mut w = match UdpWorker::new(&plan, snap_tx, recycle_rx) {
-        Ok(w) => w,
-        Err(e) => return setup_failed(&ready_tx, &plan, "UDP setup", &e),
-    };
-    let _ = ready_tx.send(Ready {
-        worker: plan.index,
-        established: w.flows.len(),
-        failed: 0,
-        first_errno: None,
-        establish_ns: 0,
-        fatal: None,
-        features: w.features.clone(),
-    });
-    if let Ok(Control::Start(clock)) = control_rx.recv() {
-        w.clock = clock;
-        w.run(&stop);
+
+    fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
+        self.clock = clock;
+        self.run(stop);
     }
-    w.quiesce();
+
+    fn quiesce(&mut self) {
+        UdpWorker::quiesce(self);
+    }
 }
 
 struct UdpWorker<'p> {

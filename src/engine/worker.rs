@@ -166,6 +166,29 @@ pub struct Channels {
 /// Runs one worker to completion. Every outcome, including setup failure, is reported
 /// on the channels, so the main thread never waits forever.
 pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
+    drive(&plan, &stop, ch, "io_uring setup", Worker::new);
+}
+
+/// A worker loop as the thread that drives it sees it (TCP and UDP).
+pub trait Engine {
+    /// Opens the connections (or flows) and says how that went.
+    fn connect(&mut self, stop: &AtomicBool) -> Ready;
+    /// Runs the schedule from `clock`'s start instant to its end.
+    fn run_from(&mut self, clock: Clock, stop: &AtomicBool);
+    /// Closes everything and waits for the kernel to let go of the buffers.
+    fn quiesce(&mut self);
+}
+
+/// One worker thread: pin, set up, connect, report ready, run when told, quiesce.
+/// Every outcome, setup failure included, is reported on the channels, so the main
+/// thread never waits forever.
+pub fn drive<'p, W: Engine>(
+    plan: &'p WorkerPlan,
+    stop: &AtomicBool,
+    ch: Channels,
+    what: &str,
+    make: impl FnOnce(&'p WorkerPlan, Sender<Snapshot>, Receiver<Histograms>) -> std::io::Result<W>,
+) {
     let Channels {
         ready_tx,
         control_rx,
@@ -173,24 +196,38 @@ pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
         recycle_rx,
     } = ch;
     if let Some(core) = plan.core {
-        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+        crate::threads::pin_current(core);
     }
-    let mut w = match Worker::new(&plan, snap_tx, recycle_rx) {
+    let mut w = match make(plan, snap_tx, recycle_rx) {
         Ok(w) => w,
-        Err(e) => return setup_failed(&ready_tx, &plan, "io_uring setup", &e),
+        Err(e) => return setup_failed(&ready_tx, plan, what, &e),
     };
-    let ready = w.connect_all(&stop);
+    let ready = w.connect(stop);
     let fatal = ready.fatal.is_some();
     let _ = ready_tx.send(ready);
     if !fatal && let Ok(Control::Start(clock)) = control_rx.recv() {
+        w.run_from(clock, stop);
+    }
+    w.quiesce();
+}
+
+impl Engine for Worker<'_> {
+    fn connect(&mut self, stop: &AtomicBool) -> Ready {
+        self.connect_all(stop)
+    }
+
+    fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
         let unix_now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        w.unix_at_start_ns = unix_now + clock.until_start_ns();
-        w.rebase(clock);
-        w.run(&stop);
+        self.unix_at_start_ns = unix_now + clock.until_start_ns();
+        self.rebase(clock);
+        self.run(stop);
     }
-    w.quiesce();
+
+    fn quiesce(&mut self) {
+        Worker::quiesce(self);
+    }
 }
 
 /// What a worker records for the current interval, and the channels to the collector.

@@ -341,7 +341,7 @@ pub(crate) fn spawn(
         .stack_size(256 * 1024)
         .spawn(move || {
             // Pinning is best-effort: an unpinned sink serves correctly, with more jitter.
-            let _ = core_affinity::set_for_current(core_affinity::CoreId { id: spec.core });
+            crate::threads::pin_current(spec.core);
             let (ring, bufs) = match build_ring(spec, &shared) {
                 Ok(built) => built,
                 Err(e) => {

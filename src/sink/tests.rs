@@ -395,7 +395,7 @@ fn echo_throughput_64_connections_one_core() {
     const CONNS: usize = 64;
     const MSG: usize = 64;
     let sink = start(&config(SinkMode::Echo)).expect("sink starts");
-    let _ = core_affinity::set_for_current(core_affinity::CoreId { id: 1 });
+    crate::threads::pin_current(1);
     let streams: Vec<TcpStream> = (0..CONNS).map(|_| connect(sink.local_addr())).collect();
     let out = [b'r'; MSG];
     let mut bufs = vec![[0u8; MSG]; CONNS];

@@ -183,7 +183,7 @@ pub(crate) fn spawn(
         .name(format!("blaster-sink-udp-{core}"))
         .spawn(move || {
             // Pinning is best-effort: an unpinned sink serves correctly, with more jitter.
-            let _ = core_affinity::set_for_current(core_affinity::CoreId { id: core });
+            crate::threads::pin_current(core);
             let mut worker = Worker::new(index, socket, shared, live);
             worker.run();
             lock(&worker.live).to_stats()
