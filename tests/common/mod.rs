@@ -142,6 +142,19 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
     }
 }
 
+/// Runs `blaster run --cores 0 ARGS... --json TMP` (bounded by `limit`) and returns
+/// the parsed report. Exit 3 is accepted with 0: the shared host may stall the
+/// generator and make a run invalid; the figures the callers check still hold.
+pub fn run_report(args: &[&str], limit: Duration) -> serde_json::Value {
+    let (_dir, path) = tmp_json();
+    let mut all: Vec<&str> = vec!["run", "--cores", "0"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", path.to_str().unwrap()]);
+    let out = run(&all, limit);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    read_json(&path)
+}
+
 pub fn read_json(p: &PathBuf) -> serde_json::Value {
     let text = std::fs::read_to_string(p).expect("JSON report written");
     serde_json::from_str(&text).expect("JSON report parses")
