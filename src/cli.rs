@@ -157,7 +157,7 @@ pub struct LoadArgs {
     #[arg(long, requires = "http")]
     pub body_file: Option<PathBuf>,
 
-    /// A weighted request mix: one `name weight framer request` per line (see README).
+    /// A weighted request mix: one `name weight framer request` per line (see docs/flags.md).
     #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "framing"])]
     pub mix: Option<PathBuf>,
 

@@ -880,15 +880,15 @@ fn bad_arguments_exit_2_with_one_line() {
     );
 }
 
-/// The check names the README documents are exactly the ones the script prints.
+/// The check names docs/preflight.md documents are exactly the ones the script prints.
 #[test]
-fn readme_lists_every_check() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let section = readme
-        .split("### Preflight checks")
+fn docs_list_every_check() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/preflight.md")).unwrap();
+    let section = doc
+        .split("## Preflight checks")
         .nth(1)
-        .expect("README has a '### Preflight checks' section");
+        .expect("docs/preflight.md has a '## Preflight checks' section");
     let section = section.split("\n#").next().unwrap();
     let mut documented: Vec<&str> = section
         .lines()

@@ -211,7 +211,7 @@ fn holds_more_connections_than_the_descriptor_limit() {
     assert!(u(&v, "connections.accepted") >= total, "{v}");
     // Idle connections own no receive buffer: what the sink holds per connection in
     // user space is its table entry plus its share of rings and tables (generous
-    // bound; the README records the measured figure).
+    // bound; docs/figures.md records the measured figure).
     let per = f(&v, "memory.user_bytes_per_connection");
     assert!(per > 0.0 && per < 2048.0, "{per} bytes per connection");
     drop(holders);

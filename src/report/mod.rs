@@ -1,6 +1,6 @@
 //! The report: one serialisable structure built from merged histograms and counters,
-//! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in the
-//! README; `schema_version` changes when a key changes meaning or goes away.
+//! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
+//! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
 pub mod json;
 pub mod text;
 

@@ -1119,7 +1119,7 @@ mod tests {
 
     #[test]
     fn a_connection_slot_stays_small() {
-        // What an idle connection costs in user space (README: "48-byte table entry").
+        // What an idle connection costs in user space (docs/sink.md: "48-byte table entry").
         assert!(
             std::mem::size_of::<Conn>() <= 48,
             "{}",
