@@ -2,46 +2,15 @@
 //! [`Outcome`] or [`AppError`] to an exit code.
 
 use crate::cli::{Cli, Command, PlanArgs, RunArgs, SearchArgs, SinkArgs, with_default_subcommand};
+use crate::outcome::{Outcome, exit};
 use crate::plan::{PlanError, RunPlan, sink_config, usable_cores};
 use crate::report::{json, text};
 use crate::run::{RunError, execute};
-use crate::slo::{Observed, Slo};
+use crate::slo::{Observed, Slo, Verdict};
 use clap::Parser;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Exit codes, as documented in the README.
-pub mod exit {
-    pub const OK: i32 = 0;
-    pub const RUNTIME: i32 = 1;
-    pub const USAGE: i32 = 2;
-    pub const INVALID: i32 = 3;
-    /// The run broke its `--slo` (an invalid run exits 3 instead), or a search's
-    /// first step already broke it.
-    pub const SLO_BROKEN: i32 = 4;
-}
-
-/// How a command that ran ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    /// The run's generator was the bottleneck: the report says why.
-    Invalid,
-    /// The run was valid but broke its `--slo`; the report names the terms.
-    SloBroken,
-}
-
-impl Outcome {
-    /// The process exit code of this outcome.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Outcome::Ok => exit::OK,
-            Outcome::Invalid => exit::INVALID,
-            Outcome::SloBroken => exit::SLO_BROKEN,
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -135,11 +104,11 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     let report = execute(&plan, target, rate, plan.duration_ns, stop, plan.progress)?;
     let verdict = slo.map(|s| s.judge(&Observed::of(&report)));
     emit_text(
-        &text::render_with_slo(&report, verdict.as_ref()),
+        &text::render_with_verdict(&report, verdict.as_ref().map(Verdict::render).as_deref()),
         json_stdout,
     );
     if let Some(p) = &plan.json {
-        let out = crate::report::RunOutput {
+        let out = crate::slo::RunOutput {
             report: &report,
             slo: verdict.as_ref(),
         };
@@ -276,7 +245,7 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         "sink: {} on {} (cores {}{rings}), Ctrl-C to stop",
         a.mode,
         sink.local_addr(),
-        crate::plan::list_cores(&cfg.cores)
+        crate::units::list_cores(&cfg.cores)
     );
     if let Some(why) = sink.tcp_layout().and_then(|l| l.fallback.as_deref()) {
         eprintln!(

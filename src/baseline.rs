@@ -6,9 +6,10 @@
 
 use crate::plan::RunPlan;
 use crate::proto::Framing;
-use crate::report::{Report, fmt_ns, fmt_rate};
+use crate::report::Report;
 use crate::run::{RunError, execute};
 use crate::sink::{self, SinkConfig, SinkMode};
+use crate::units::{fmt_ns, fmt_rate};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -117,8 +118,8 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let addr = sink.local_addr();
     eprintln!(
         "baseline: generator on cores {}, built-in sink on core {} at {addr}{}",
-        crate::plan::list_cores(&plan.cores),
-        crate::plan::list_cores(&sink_cores),
+        crate::units::list_cores(&plan.cores),
+        crate::units::list_cores(&sink_cores),
         if shared_core {
             " (sharing a core: the ceiling is a lower bound)"
         } else {
@@ -202,8 +203,8 @@ pub fn render(b: &Baseline) -> String {
         "loopback baseline: {} connections, {}-byte echo requests, generator cores {}, sink core {}\n",
         b.connections,
         b.payload_bytes,
-        crate::plan::list_cores(&b.worker_cores),
-        crate::plan::list_cores(&b.sink_cores)
+        crate::units::list_cores(&b.worker_cores),
+        crate::units::list_cores(&b.sink_cores)
     ));
     s.push_str(&format!(
         "{:>12} {:>12} {:>6} {:>12} {:>12} {:>12} {:>10}\n",

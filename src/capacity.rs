@@ -22,12 +22,7 @@ use crate::cli::PlanArgs;
 use crate::plan::PlanError;
 use serde::Serialize;
 
-/// Default `--conns-per-machine`: blaster's own per-run cap
-/// ([`crate::limits::CONNECTIONS_MAX`]), which is also what 16 GiB set aside for
-/// sockets holds at 16 KiB per connection (kernel socket with small buffers ~10 KiB,
-/// blaster's slot and receive buffer ~4 KiB, headroom).
-pub const CONNS_PER_MACHINE_DEFAULT: u64 = crate::limits::CONNECTIONS_MAX as u64;
-/// Bytes of memory per connection behind [`CONNS_PER_MACHINE_DEFAULT`].
+/// Bytes of memory per connection behind [`crate::limits::CONNS_PER_MACHINE_DEFAULT`].
 pub const CONN_MEMORY_BYTES: u64 = 16 << 10;
 /// The NIC speed of the "what if" line.
 pub const WHAT_IF_NIC_GBPS: f64 = 100.0;
@@ -594,7 +589,7 @@ mod tests {
             syscalls_per_core: 200_000.0,
             cpu_watermark: 0.65,
             nic_watermark: 0.7,
-            conns_per_machine: CONNS_PER_MACHINE_DEFAULT,
+            conns_per_machine: crate::limits::CONNS_PER_MACHINE_DEFAULT,
         }
     }
 

@@ -412,7 +412,7 @@ pub struct PlanArgs {
 
     /// Connections one generator machine can hold. Default: 1048576 (blaster's cap per
     /// run, and what 16 GiB holds at 16 KiB per connection).
-    #[arg(long, default_value_t = crate::capacity::CONNS_PER_MACHINE_DEFAULT)]
+    #[arg(long, default_value_t = crate::limits::CONNS_PER_MACHINE_DEFAULT)]
     pub conns_per_machine: u64,
 
     /// Write the plan as JSON to FILE (`-` for stdout, which then carries only JSON).

@@ -29,6 +29,13 @@
 //! ([`capacity`]) sizes a generator cluster for a target load from such a measured cost.
 //! `blaster search` ([`search`]) steps the rate against a target until an [`slo`]
 //! breaks, and reports the max safe throughput and the knee.
+//!
+//! Imports point one way, each layer using only the layers before it: leaf helpers
+//! ([`units`], [`limits`], [`outcome`], [`clock`], [`threads`], [`ports`]) -> the
+//! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] (with
+//! [`metrics`]) -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
+//! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]).
+//! `python3 ../shared/tools/layers.py src` prints any cycle.
 pub mod app;
 pub mod baseline;
 pub mod capacity;
@@ -37,7 +44,9 @@ pub mod clock;
 pub mod engine;
 pub mod limits;
 pub mod metrics;
+pub mod outcome;
 pub mod plan;
+pub mod ports;
 pub mod preflight;
 pub mod proto;
 pub mod report;
@@ -48,3 +57,4 @@ pub mod search;
 pub mod sink;
 pub mod slo;
 pub mod threads;
+pub mod units;

@@ -4,6 +4,10 @@
 /// past RLIMIT_NOFILE), so the bound is memory and ports (`N=1000000
 /// bench/connections.sh` holds 1,000,000 here).
 pub const CONNECTIONS_MAX: usize = 1_048_576;
+/// Default `--conns-per-machine` of `blaster plan`: the per-run cap above, which is
+/// also what 16 GiB set aside for sockets holds at 16 KiB per connection (kernel socket
+/// with small buffers ~10 KiB, blaster's slot and receive buffer ~4 KiB, headroom).
+pub const CONNS_PER_MACHINE_DEFAULT: u64 = CONNECTIONS_MAX as u64;
 /// Requests in flight per connection (`--pipeline`).
 pub const PIPELINE_MAX: usize = 1024;
 /// Request payload size. Larger payloads are a bulk-transfer test, not a request test.

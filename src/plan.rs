@@ -11,6 +11,7 @@ use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
 use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec};
 use crate::sink::{CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, SinkConfig, SinkMode};
+use crate::units::list_cores;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -131,7 +132,7 @@ fn duration_ns(flag: &'static str, s: &str, max_ns: u64) -> Result<u64, PlanErro
             flag,
             format!(
                 "must be at most {}, got {s:?}",
-                crate::report::fmt_ns(max_ns)
+                crate::units::fmt_ns(max_ns)
             ),
         ));
     }
@@ -179,27 +180,6 @@ pub fn parse_cores(flag: &'static str, s: &str, usable: &[usize]) -> Result<Vec<
         }
     }
     Ok(cores)
-}
-
-/// `0-3,6` style rendering of a core list.
-pub fn list_cores(cores: &[usize]) -> String {
-    let mut sorted = cores.to_vec();
-    sorted.sort_unstable();
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let mut j = i;
-        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            sorted[i].to_string()
-        } else {
-            format!("{}-{}", sorted[i], sorted[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
 }
 
 /// `--control-core`: the given core when this process may use it; by default the first
@@ -270,8 +250,7 @@ impl RunPlan {
                 if target.is_none() {
                     return Err(err("source-ip", "needs --target"));
                 }
-                let ips = crate::preflight::ports::parse_source_ips(spec)
-                    .map_err(|m| err("source-ip", m))?;
+                let ips = crate::ports::parse_source_ips(spec).map_err(|m| err("source-ip", m))?;
                 if let Some(bad) = targets.iter().find(|t| t.is_ipv4() != ips[0].is_ipv4()) {
                     return Err(err(
                         "source-ip",
@@ -567,9 +546,7 @@ impl RunPlan {
             link_speed_bps: a
                 .link_speed
                 .as_deref()
-                .map(|s| {
-                    crate::metrics::host::parse_link_speed(s).map_err(|m| err("link-speed", m))
-                })
+                .map(|s| crate::units::parse_link_speed(s).map_err(|m| err("link-speed", m)))
                 .transpose()?,
             targets,
             sources,
@@ -679,9 +656,7 @@ impl RunPlan {
                     connect_gap_ns,
                     connects_in_flight: (CONNECTS_IN_FLIGHT_MAX / self.rings_per_core).max(64),
                     source_ports: (!self.sources.is_empty())
-                        .then(|| {
-                            crate::preflight::ports::read_port_range(std::path::Path::new("/")).ok()
-                        })
+                        .then(|| crate::ports::read_port_range(std::path::Path::new("/")).ok())
                         .flatten()
                         .map(|r| (r.lo(), r.size())),
                     backoff: self.backoff,
@@ -903,7 +878,6 @@ mod tests {
         assert!(parse_cores("cores", "3-1", &usable).is_err());
         assert!(parse_cores("cores", "a", &usable).is_err());
         assert!(parse_cores("cores", "1,1", &usable).is_err());
-        assert_eq!(list_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
     }
 
     #[test]

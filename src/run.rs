@@ -15,8 +15,9 @@ use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
     Bytes, Config, Connections, HostReport, HttpReport, Interval, Memory, MixEntryReport,
-    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport, fmt_ns, text,
+    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport, text,
 };
+use crate::units::fmt_ns;
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -182,7 +183,7 @@ pub fn execute(
 /// Connection per request without `--linger0`: whether the rate would use up the
 /// ephemeral ports within TIME_WAIT (60 s), with the numbers and fixes.
 pub fn time_wait_warning(plan: &RunPlan, rate_rps: f64) -> Option<String> {
-    use crate::preflight::ports;
+    use crate::ports;
     if !plan.per_request || plan.sockopts.linger0 {
         return None;
     }
@@ -233,7 +234,8 @@ fn rss_bytes() -> u64 {
 
 /// The numbers a failed connection's wall message needs.
 fn wall_context(plan: &RunPlan) -> crate::preflight::walls::WallContext {
-    use crate::preflight::{ports, walls};
+    use crate::ports;
+    use crate::preflight::walls;
     let root = std::path::Path::new("/");
     let (soft, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .unwrap_or((0, 0));

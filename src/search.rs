@@ -34,9 +34,10 @@
 use crate::cli::{RunArgs, SearchArgs};
 use crate::limits::{DURATION_NS_MAX, RATE_RPS_MAX};
 use crate::plan::{PlanError, RunPlan};
-use crate::report::{Report, fmt_ns, fmt_rate};
+use crate::report::Report;
 use crate::run::{RunError, execute};
 use crate::slo::{Observed, Slo, Verdict};
+use crate::units::{fmt_ns, fmt_rate};
 use serde::Serialize;
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -458,8 +459,8 @@ pub struct SearchReport {
 
 impl SearchReport {
     /// Exit status: generator-bound wins (3), then no good step at all (4).
-    pub fn outcome(&self) -> crate::app::Outcome {
-        use crate::app::Outcome;
+    pub fn outcome(&self) -> crate::outcome::Outcome {
+        use crate::outcome::Outcome;
         match self.stopped_by {
             StoppedBy::Generator => Outcome::Invalid,
             StoppedBy::Target if self.max_safe_throughput_rps.is_none() => Outcome::SloBroken,
@@ -610,7 +611,7 @@ pub fn render(r: &SearchReport) -> String {
         fmt_rate(c.start_rps),
         fmt_ns(c.step_duration_ns),
         c.precision * 100.0,
-        crate::plan::list_cores(&c.cores),
+        crate::units::list_cores(&c.cores),
         c.connections,
         c.pipeline,
         c.payload_bytes
@@ -883,7 +884,7 @@ mod tests {
 
     #[test]
     fn conclusions_and_exit_codes() {
-        use crate::app::Outcome;
+        use crate::outcome::Outcome;
         use StepOutcome::*;
         let c = cfg(Growth::Factor(1.5), None);
         let t: SocketAddr = "127.0.0.1:9".parse().unwrap();

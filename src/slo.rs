@@ -22,7 +22,8 @@
 //! is broken (a run that measured nothing cannot prove it met a bound), and so is
 //! `achieved>X%` when the run had no intended rate.
 
-use crate::report::{Report, fmt_ns};
+use crate::report::Report;
+use crate::units::fmt_ns;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::fmt::Write;
@@ -334,6 +335,16 @@ impl TermVerdict {
             if self.met { "met" } else { "BROKEN" }
         )
     }
+}
+
+/// The run report as written to JSON: the [`Report`]'s keys, plus `slo` when the run
+/// was judged against `--slo`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutput<'a> {
+    #[serde(flatten)]
+    pub report: &'a Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<&'a Verdict>,
 }
 
 impl Verdict {

@@ -22,7 +22,7 @@ use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
 use crate::metrics::recorder::{EntryTotals, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Histograms, Snapshot};
-use crate::preflight::ports::Placement;
+use crate::ports::Placement;
 use crate::proto::{AnyFramer, Framer, Framing, Parsed};
 use crate::request::{Ctx, RequestSet};
 use crate::schedule::{ArrivalKind, Arrivals, Constant, RateShape, Schedule};

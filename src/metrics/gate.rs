@@ -55,8 +55,8 @@ impl Gate {
                 reasons.push(format!(
                     "dispatch lag p99 {} exceeds --max-lag {}: the generator was the bottleneck; \
                      use more cores or a lower rate",
-                    crate::report::fmt_ns(p99),
-                    crate::report::fmt_ns(self.max_lag_ns)
+                    crate::units::fmt_ns(p99),
+                    crate::units::fmt_ns(self.max_lag_ns)
                 ));
             }
         }

@@ -29,28 +29,6 @@ pub fn cpu_jiffies(stat: &str) -> Vec<(usize, u64, u64)> {
         .collect()
 }
 
-/// `25gbit`, `200mbit`, `10g`, `1000m`, `100000000` (bits per second) -> bits/s.
-pub fn parse_link_speed(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("bps")
-        .or_else(|| t.strip_suffix("bit"))
-        .unwrap_or(&t);
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'k')) => (&t[..i], 1e3),
-        Some((i, 'm')) => (&t[..i], 1e6),
-        Some((i, 'g')) => (&t[..i], 1e9),
-        Some((i, 't')) => (&t[..i], 1e12),
-        _ => (t, 1.0),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok((v * mult) as u64),
-        _ => Err(format!(
-            "expected a link speed such as 25gbit, 200mbit or 10g, got {s:?}"
-        )),
-    }
-}
-
 /// The `dev` of `ip route get` output (`10.0.0.2 dev veth0 src 10.0.0.1 ...`).
 pub fn route_dev(ip_route_get: &str) -> Option<String> {
     let mut it = ip_route_get.split_whitespace();
@@ -209,17 +187,6 @@ mod tests {
                     cpu1 5 1 4 30 10 0 0 0 0 0\n\
                     intr 1 2 3\n";
         assert_eq!(cpu_jiffies(stat), vec![(0, 10, 50), (1, 10, 50)]);
-    }
-
-    #[test]
-    fn link_speeds_parse_with_units() {
-        assert_eq!(parse_link_speed("25gbit"), Ok(25_000_000_000));
-        assert_eq!(parse_link_speed("200mbit"), Ok(200_000_000));
-        assert_eq!(parse_link_speed("10G"), Ok(10_000_000_000));
-        assert_eq!(parse_link_speed("1000000"), Ok(1_000_000));
-        assert!(parse_link_speed("fast").is_err());
-        assert!(parse_link_speed("0gbit").is_err());
-        assert!(parse_link_speed("-5m").is_err());
     }
 
     #[test]

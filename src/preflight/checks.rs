@@ -13,12 +13,13 @@
 //! [`Host`] (what the machine offers, read once from files under a root directory, as
 //! the script's `PREFLIGHT_ROOT`), so tests drive every path with fixture trees.
 
-use super::ports::{self, PortRange};
 use super::walls::read_proc_u64;
 use super::{RING_FILES_MIN, RINGS_PER_CORE_MAX};
 use crate::engine::Transport;
 use crate::limits::FD_MARGIN;
-use crate::plan::{RunPlan, list_cores};
+use crate::plan::RunPlan;
+use crate::ports::{self, PortRange};
+use crate::units::list_cores;
 use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,10 @@
 //! preflight` prints in full.
 
 pub mod checks;
-pub mod ports;
 pub mod walls;
 
 use crate::limits::FD_MARGIN;
+use crate::ports;
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@
 //! [`errno_name`] gives the symbolic name used as the key of
 //! `connections.failed_by_errno` in the JSON report.
 
-use super::ports::PortRange;
+use crate::ports::PortRange;
 use std::path::Path;
 
 /// The symbolic name of a Linux errno: `ECONNREFUSED`, `EADDRNOTAVAIL`, ...; aliases

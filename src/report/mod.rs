@@ -337,16 +337,6 @@ pub struct Report {
     pub histograms: Histograms,
 }
 
-/// The run report as written to JSON: the [`Report`]'s keys, plus `slo` when the run
-/// was judged against `--slo`.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunOutput<'a> {
-    #[serde(flatten)]
-    pub report: &'a Report,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slo: Option<&'a crate::slo::Verdict>,
-}
-
 impl Report {
     pub fn errors_map(c: &Counters) -> BTreeMap<&'static str, u64> {
         ErrorKind::ALL
@@ -357,44 +347,9 @@ impl Report {
     }
 }
 
-/// Human form of a nanosecond count: `850 ns`, `12.3 us`, `4.56 ms`, `1.20 s`.
-pub fn fmt_ns(ns: u64) -> String {
-    let v = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} us", v / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2} ms", v / 1e6)
-    } else {
-        format!("{:.2} s", v / 1e9)
-    }
-}
-
-/// Human form of a rate: `20000`, `183.4k`, `1.20M`.
-pub fn fmt_rate(r: f64) -> String {
-    if r < 10_000.0 {
-        format!("{r:.0}")
-    } else if r < 1_000_000.0 {
-        format!("{:.1}k", r / 1e3)
-    } else {
-        format!("{:.2}M", r / 1e6)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn formats_units() {
-        assert_eq!(fmt_ns(850), "850 ns");
-        assert_eq!(fmt_ns(12_345), "12.3 us");
-        assert_eq!(fmt_ns(4_560_000), "4.56 ms");
-        assert_eq!(fmt_ns(1_200_000_000), "1.20 s");
-        assert_eq!(fmt_rate(20_000.0), "20.0k");
-        assert_eq!(fmt_rate(1_200_000.0), "1.20M");
-    }
 
     #[test]
     fn percentiles_of_empty_are_zero() {

@@ -1,15 +1,17 @@
 //! The text report and the live line.
 
-use super::{Percentiles, Report, fmt_ns, fmt_rate};
+use super::{Percentiles, Report};
+use crate::units::{fmt_ns, fmt_rate};
 use std::fmt::Write;
 
 /// The final report as text.
 pub fn render(r: &Report) -> String {
-    render_with_slo(r, None)
+    render_with_verdict(r, None)
 }
 
-/// The final report as text, with the verdict against `--slo` before the last line.
-pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String {
+/// The final report as text, with a verdict block (the judgement against `--slo`, which
+/// the layer above renders) before the last line.
+pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     let mut s = String::new();
     let w = &mut s;
     if !r.valid {
@@ -30,7 +32,7 @@ pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String 
         r.target,
         r.framer,
         r.seed,
-        crate::plan::list_cores(&r.config.cores),
+        crate::units::list_cores(&r.config.cores),
         r.config.connections,
         r.config.pipeline,
         r.config.payload_bytes,
@@ -238,15 +240,15 @@ pub fn render_with_slo(r: &Report, slo: Option<&crate::slo::Verdict>) -> String 
             t.name,
             t.tid,
             t.cpu,
-            crate::plan::list_cores(&r.config.cores),
+            crate::units::list_cores(&r.config.cores),
             r.config.control_core
         );
     }
     for d in &r.diagnosis {
         let _ = writeln!(w, "note: {d}");
     }
-    if let Some(v) = slo {
-        w.push_str(&v.render());
+    if let Some(v) = verdict {
+        w.push_str(v);
     }
     if r.valid {
         let _ = writeln!(w, "run: VALID");

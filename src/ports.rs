@@ -19,7 +19,7 @@
 //!
 //! The budget is an upper bound: ports held by other sockets (other processes, TIME_WAIT
 //! from a previous run, `ip_local_reserved_ports`) come off it, and the engine still maps
-//! a late EADDRNOTAVAIL to the same wall (see [`super::walls`]).
+//! a late EADDRNOTAVAIL to the same wall (see `preflight/walls.rs`).
 
 use std::collections::HashSet;
 use std::fmt;

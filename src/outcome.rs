@@ -1,0 +1,34 @@
+//! How a command ended, and the process exit code for it: a leaf, so every command
+//! can return an [`Outcome`] without importing the application that maps it.
+
+/// Exit codes, as documented in the README.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const RUNTIME: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const INVALID: i32 = 3;
+    /// The run broke its `--slo` (an invalid run exits 3 instead), or a search's
+    /// first step already broke it.
+    pub const SLO_BROKEN: i32 = 4;
+}
+
+/// How a command that ran ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// The run's generator was the bottleneck: the report says why.
+    Invalid,
+    /// The run was valid but broke its `--slo`; the report names the terms.
+    SloBroken,
+}
+
+impl Outcome {
+    /// The process exit code of this outcome.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Ok => exit::OK,
+            Outcome::Invalid => exit::INVALID,
+            Outcome::SloBroken => exit::SLO_BROKEN,
+        }
+    }
+}

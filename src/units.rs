@@ -1,0 +1,102 @@
+//! Leaf helpers shared by every layer: the human forms of durations, rates and core
+//! lists, and the parsers of values given in units. Nothing here imports another module
+//! of the crate, so anything may use it.
+
+/// Human form of a nanosecond count: `850 ns`, `12.3 us`, `4.56 ms`, `1.20 s`.
+pub fn fmt_ns(ns: u64) -> String {
+    let v = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", v / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", v / 1e6)
+    } else {
+        format!("{:.2} s", v / 1e9)
+    }
+}
+
+/// Human form of a rate: `20000`, `183.4k`, `1.20M`.
+pub fn fmt_rate(r: f64) -> String {
+    if r < 10_000.0 {
+        format!("{r:.0}")
+    } else if r < 1_000_000.0 {
+        format!("{:.1}k", r / 1e3)
+    } else {
+        format!("{:.2}M", r / 1e6)
+    }
+}
+
+/// `0-3,6` style rendering of a core list.
+pub fn list_cores(cores: &[usize]) -> String {
+    let mut sorted = cores.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// `25gbit`, `200mbit`, `10g`, `1000m`, `100000000` (bits per second) -> bits/s.
+pub fn parse_link_speed(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("bps")
+        .or_else(|| t.strip_suffix("bit"))
+        .unwrap_or(&t);
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 1e3),
+        Some((i, 'm')) => (&t[..i], 1e6),
+        Some((i, 'g')) => (&t[..i], 1e9),
+        Some((i, 't')) => (&t[..i], 1e12),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok((v * mult) as u64),
+        _ => Err(format!(
+            "expected a link speed such as 25gbit, 200mbit or 10g, got {s:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_units() {
+        assert_eq!(fmt_ns(850), "850 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 us");
+        assert_eq!(fmt_ns(4_560_000), "4.56 ms");
+        assert_eq!(fmt_ns(1_200_000_000), "1.20 s");
+        assert_eq!(fmt_rate(20_000.0), "20.0k");
+        assert_eq!(fmt_rate(1_200_000.0), "1.20M");
+    }
+
+    #[test]
+    fn core_lists_render_as_ranges() {
+        assert_eq!(list_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+    }
+
+    #[test]
+    fn link_speeds_parse_with_units() {
+        assert_eq!(parse_link_speed("25gbit"), Ok(25_000_000_000));
+        assert_eq!(parse_link_speed("200mbit"), Ok(200_000_000));
+        assert_eq!(parse_link_speed("10G"), Ok(10_000_000_000));
+        assert_eq!(parse_link_speed("1000000"), Ok(1_000_000));
+        assert!(parse_link_speed("fast").is_err());
+        assert!(parse_link_speed("0gbit").is_err());
+        assert!(parse_link_speed("-5m").is_err());
+    }
+}
