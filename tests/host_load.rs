@@ -93,7 +93,10 @@ impl Netns {
                 .status()
                 .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!("SKIP: cannot create network namespaces with a tbf-limited veth here");
+            skip(
+                "a_rate_limited_link_is_reported_as_nic_saturated",
+                "cannot create network namespaces with a tbf-limited veth here",
+            );
             return None;
         }
         Some(n)

@@ -50,6 +50,7 @@ fn run_json(
     assert!(path.exists(), "no JSON; stderr: {}", stderr(&out));
     let v = read_json(&path);
     assert_accounted(&v);
+    assert_exit_matches_validity(&out, &v);
     (out, v)
 }
 
@@ -71,12 +72,12 @@ fn end_to_end_report_has_the_documented_keys() {
         ],
         Duration::from_secs(30),
     );
-    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    // 2,000/s on 16 connections is far below one core's ceiling: the run must be
+    // valid, and the report must say so.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(v["schema_version"], 1);
-    // valid and invalid_reasons agree with the exit code.
-    let valid = v["valid"].as_bool().unwrap();
-    assert_eq!(valid, out.status.code() == Some(0));
-    assert_eq!(v["invalid_reasons"].as_array().unwrap().is_empty(), valid);
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["invalid_reasons"].as_array().unwrap().len(), 0);
     assert_eq!(f(&v, "rate.intended_rps"), 2000.0);
     assert_eq!(f(&v, "requests.sent"), 4000.0);
     assert_eq!(f(&v, "requests.completed"), 4000.0);

@@ -6,7 +6,7 @@
 //! the sink on `--cores 0` reports every worker thread on CPU 0.
 mod common;
 
-use common::{Sink, bin, load_lock, wait_bounded};
+use common::{Sink, bin, load_lock, skip, wait_bounded};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -181,7 +181,10 @@ fn run_refuses_an_offline_control_core_with_the_checks_line() {
     // must stop at cores.online, before it tries the (closed) target.
     let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
     if usable < 2 {
-        eprintln!("skipped: needs two usable cores for --control-core 1");
+        skip(
+            "run_refuses_an_offline_control_core_with_the_checks_line",
+            "needs two usable cores for --control-core 1",
+        );
         return;
     }
     let d = tempfile::tempdir().unwrap();

@@ -5,6 +5,8 @@
 //! environment overrides; the stand-ins for `ip` and `ethtool` live in
 //! tests/fixtures/preflight/bin. scripts/tune.sh is run for real, inside a throwaway
 //! network namespace.
+mod common;
+use common::skip;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -942,8 +944,11 @@ fn tune_arguments_and_missing_state() {
 fn tune_apply_then_revert_restores_every_value() {
     let probe = Command::new("unshare").args(["-n", "true"]).output();
     if !matches!(&probe, Ok(o) if o.status.success()) {
-        println!(
-            "SKIP tune_apply_then_revert_restores_every_value: cannot create a network namespace (unshare -n needs root or user namespaces): {probe:?}"
+        skip(
+            "tune_apply_then_revert_restores_every_value",
+            &format!(
+                "cannot create a network namespace (unshare -n needs root or user namespaces): {probe:?}"
+            ),
         );
         return;
     }

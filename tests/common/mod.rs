@@ -152,7 +152,20 @@ pub fn run_report(args: &[&str], limit: Duration) -> serde_json::Value {
     all.extend_from_slice(&["--json", path.to_str().unwrap()]);
     let out = run(&all, limit);
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
-    read_json(&path)
+    let v = read_json(&path);
+    assert_exit_matches_validity(&out, &v);
+    v
+}
+
+/// Exit 0 goes with `"valid": true` and no reasons, exit 3 with `"valid": false` and
+/// at least one reason; any other exit code leaves the report unchecked here.
+pub fn assert_exit_matches_validity(out: &Output, v: &serde_json::Value) {
+    let reasons = v["invalid_reasons"].as_array().map_or(0, Vec::len);
+    match out.status.code() {
+        Some(0) => assert!(v["valid"] == true && reasons == 0, "exit 0 but {v}"),
+        Some(3) => assert!(v["valid"] == false && reasons > 0, "exit 3 but {v}"),
+        _ => {}
+    }
 }
 
 pub fn read_json(p: &PathBuf) -> serde_json::Value {
@@ -171,4 +184,24 @@ pub fn f(v: &serde_json::Value, path: &str) -> f64 {
     }
     cur.as_f64()
         .unwrap_or_else(|| panic!("{path} is not a number in {v}"))
+}
+
+/// Reports a test that cannot run on this machine (no permission for namespaces, too
+/// few cores) and returns so the caller can `return`. The line `SKIP <test>: <reason>`
+/// goes straight to stderr, past libtest's capture (which would hide it for a passing
+/// test), and is appended to `$BLASTER_SKIP_LOG` when set, so `scripts/test.sh` can
+/// count the skips instead of letting them pass silently.
+pub fn skip(test: &str, reason: &str) {
+    use std::io::Write;
+    let line = format!("SKIP {test}: {reason}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(path) = std::env::var_os("BLASTER_SKIP_LOG") {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        if let Ok(mut file) = file {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
 }
