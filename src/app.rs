@@ -1,7 +1,9 @@
 //! The command-line application: parse, plan, run, report. `main` only maps the
 //! [`Outcome`] or [`AppError`] to an exit code.
 
-use crate::cli::{Cli, Command, PlanArgs, RunArgs, SearchArgs, SinkArgs, with_default_subcommand};
+use crate::cli::{
+    Cli, Command, PlanArgs, ReportArgs, RunArgs, SearchArgs, SinkArgs, with_default_subcommand,
+};
 use crate::outcome::{Outcome, exit};
 use crate::plan::{PlanError, RunPlan, sink_config, usable_cores};
 use crate::report::{json, text};
@@ -19,6 +21,14 @@ pub enum AppError {
     Usage(String),
     #[error(transparent)]
     Run(#[from] RunError),
+    /// A file `blaster report` reads is missing, unreadable or not a run report.
+    #[error(transparent)]
+    Input(#[from] crate::report::input::InputError),
+    /// An output file could not be claimed or written.
+    #[error(transparent)]
+    Output(#[from] crate::report::output::OutputError),
+    #[error(transparent)]
+    Render(#[from] crate::report::html::RenderError),
 }
 
 impl From<PlanError> for AppError {
@@ -31,7 +41,9 @@ impl AppError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AppError::Usage(_) => exit::USAGE,
-            AppError::Run(_) => exit::RUNTIME,
+            AppError::Run(_) | AppError::Input(_) | AppError::Output(_) | AppError::Render(_) => {
+                exit::RUNTIME
+            }
         }
     }
 }
@@ -66,7 +78,35 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
         Command::Plan(a) => plan_command(&a),
         Command::Search(a) => search_command(&a, &stop),
         Command::Preflight(a) => preflight_command(&a),
+        Command::Report(a) => report_command(&a),
     }
+}
+
+/// `blaster report RUN.json [B.json ...] --html FILE`: reads the runs and writes the
+/// page. The output is claimed first, so an unwritable path fails before any reading.
+fn report_command(a: &ReportArgs) -> Result<Outcome, AppError> {
+    use crate::report::{html, input, output};
+    let out = output::Pending::claim(&a.html)?;
+    let runs = a
+        .runs
+        .iter()
+        .map(|p| input::read_run(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let views: Vec<html::RunView> = a
+        .runs
+        .iter()
+        .zip(&runs)
+        .map(|(p, run)| html::RunView {
+            label: p
+                .file_name()
+                .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into()),
+            run,
+        })
+        .collect();
+    let page = html::render(&views)?;
+    out.commit(page.as_bytes())?;
+    eprintln!("blaster: wrote {}", a.html.display());
+    Ok(Outcome::Ok)
 }
 
 fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {

@@ -37,6 +37,9 @@ pub enum Command {
     /// Capacity search: raise the rate step by step until --slo breaks, bisect to
     /// --precision, report the max safe throughput, the knee and what stopped it.
     Search(SearchArgs),
+    /// Render run reports (the JSON of `run --json`): `--html FILE` writes one
+    /// self-contained HTML page of charts; two or more runs are overlaid.
+    Report(ReportArgs),
 }
 
 /// Flags shared by `run` and `search`: the target, the connections and what goes
@@ -351,6 +354,20 @@ pub struct SinkArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Run reports written by `blaster run --json`, of this blaster's schema_version;
+    /// up to four, drawn over each other in distinct colours.
+    #[arg(required = true, num_args = 1..=4, value_name = "RUN.json")]
+    pub runs: Vec<PathBuf>,
+
+    /// Write the charts as one HTML file that opens with no network: latency
+    /// percentiles, intended vs achieved rate, the percentile spectrum, dispatch lag
+    /// against its gate, errors and generator core load over time.
+    #[arg(long, value_name = "FILE", required = true)]
+    pub html: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct PlanArgs {
     /// Concurrent users (streams) of the target load. Required.
     #[arg(long)]
@@ -478,6 +495,7 @@ pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
                 | "plan"
                 | "preflight"
                 | "search"
+                | "report"
                 | "help"
                 | "-h"
                 | "--help"

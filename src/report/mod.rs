@@ -1,18 +1,21 @@
 //! The report: one serialisable structure built from merged histograms and counters,
 //! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
 //! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
+pub mod html;
+pub mod input;
 pub mod json;
+pub mod output;
 pub mod text;
 
 use crate::metrics::{Counters, ErrorKind, Histograms};
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Percentiles of one histogram, in nanoseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
     pub p50: u64,
     pub p90: u64,
@@ -127,7 +130,7 @@ pub struct WorkerReport {
     pub backlog_peak: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Interval {
     /// Interval number: second `second` .. `second + 1` of the schedule.
     pub second: u64,

@@ -1,0 +1,764 @@
+//! `blaster report RUN.json [B.json] --html FILE`: one self-contained HTML page of
+//! charts, drawn with plotters' SVG backend and inlined, so the page opens with no
+//! network (no scripts, fonts, stylesheets or images from anywhere).
+//!
+//! Charts: latency percentiles over time; intended vs achieved rate; the percentile
+//! spectrum of latency and of service time on a "nines" axis (x = -log10(1 - q), so
+//! 90%, 99%, 99.9% are evenly spaced: the tail gets the room it deserves); dispatch lag
+//! over time against the `--max-lag` gate; errors over time; generator core load. Each
+//! run has its own colour; within a chart, line styles tell the series apart and a
+//! legend beside the plot names both (file name first).
+//!
+//! [`render`] is a pure function from the runs read back by [`super::input`] to the
+//! page's text; the command in `app` does the reading and the writing.
+
+use super::Percentiles;
+use super::input::RunInput;
+use hdrhistogram::Histogram;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+use plotters::prelude::*;
+use std::fmt::Write as _;
+
+/// One run to draw: its label (the file name) and its report.
+pub struct RunView<'a> {
+    pub label: String,
+    pub run: &'a RunInput,
+}
+
+/// A percentile spectrum: (nines, value in ns) points, nines = -log10(1 - q).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spectrum {
+    pub points: Vec<(f64, u64)>,
+    /// Drawn from the full histogram (every bucket), not from a few printed percentiles.
+    pub full: bool,
+}
+
+/// How far right the spectrum goes: the quantile of the largest sample is about
+/// 1 - 1/count, so past log10(count) nines every percentile is the max.
+fn nines_of_count(count: u64) -> f64 {
+    (count.max(1) as f64).log10()
+}
+
+fn nines(q: f64) -> f64 {
+    -(1.0 - q).log10()
+}
+
+/// The spectrum of a full histogram: the points of HdrHistogram's own percentile
+/// distribution (`.hgrm`, five steps per halving of the remaining tail), ending at the
+/// max.
+pub fn spectrum_of(h: &Histogram<u64>) -> Spectrum {
+    let mut points = Vec::new();
+    if h.is_empty() {
+        return Spectrum { points, full: true };
+    }
+    let last = nines_of_count(h.len());
+    for v in h.iter_quantiles(5) {
+        let x = nines(v.quantile_iterated_to());
+        if !x.is_finite() || x >= last {
+            break;
+        }
+        points.push((x, h.highest_equivalent(v.value_iterated_to())));
+    }
+    points.push((last, h.max()));
+    Spectrum { points, full: true }
+}
+
+/// The spectrum from the percentile summary alone (p50 .. p99.99 and the max): what a
+/// report without embedded histograms offers. Five points, so the curve between them is
+/// a straight guess; the chart says so.
+pub fn spectrum_of_summary(p: &Percentiles) -> Spectrum {
+    if p.count == 0 {
+        return Spectrum {
+            points: Vec::new(),
+            full: false,
+        };
+    }
+    let last = nines_of_count(p.count);
+    let mut points: Vec<(f64, u64)> = [
+        (0.5, p.p50),
+        (0.9, p.p90),
+        (0.99, p.p99),
+        (0.999, p.p999),
+        (0.9999, p.p9999),
+    ]
+    .into_iter()
+    .map(|(q, v)| (nines(q), v))
+    .filter(|&(x, _)| x < last)
+    .collect();
+    points.push((last, p.max));
+    Spectrum {
+        points,
+        full: false,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("drawing the {chart} chart failed: {reason}")]
+pub struct RenderError {
+    chart: String,
+    reason: String,
+}
+
+/// Run colours: distinct on screen and in greyscale order; red is kept for the gate.
+const PALETTE: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+const GATE: RGBColor = RGBColor(214, 39, 40);
+pub const RUNS_MAX: usize = PALETTE.len();
+
+const FONT: &str = "sans-serif";
+const WIDE: (u32, u32) = (1120, 280);
+const HALF: (u32, u32) = (555, 340);
+
+/// The page for `runs` (1 to [`RUNS_MAX`]).
+pub fn render(runs: &[RunView]) -> Result<String, RenderError> {
+    assert!(
+        (1..=RUNS_MAX).contains(&runs.len()),
+        "the command checks the count"
+    );
+    let names: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let mut page = String::new();
+    let _ = write!(
+        page,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>blaster report: {}</title><style>{CSS}</style></head><body>\n\
+         <h1>blaster report</h1>\n",
+        esc(&names.join(" vs "))
+    );
+    page.push_str(&runs_table(runs));
+    let spectra: Vec<(Spectrum, Spectrum)> = runs
+        .iter()
+        .map(|r| {
+            // TODO(export): decode the embedded histograms once the run JSON carries
+            // them; until then the spectrum comes from the percentile summary.
+            (
+                spectrum_of_summary(&r.run.latency_ns),
+                spectrum_of_summary(&r.run.service_time_ns),
+            )
+        })
+        .collect();
+    for section in sections(runs, &spectra) {
+        let _ = write!(
+            page,
+            "<section><h2>{}</h2><p>{}</p><div class=\"row\">",
+            section.heading, section.note
+        );
+        for chart in &section.charts {
+            page.push_str(&draw(chart)?);
+        }
+        page.push_str("</div></section>\n");
+    }
+    page.push_str("</body></html>\n");
+    Ok(page)
+}
+
+const CSS: &str = "body{font-family:sans-serif;margin:16px;color:#222;max-width:1140px}\
+h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:18px 0 2px}\
+p{margin:2px 0 6px;font-size:13px;color:#555}\
+table{border-collapse:collapse;font-size:13px}td,th{padding:3px 8px;text-align:right;\
+border-bottom:1px solid #ddd}th{background:#f4f4f4}td.l,th.l{text-align:left}\
+.sw{display:inline-block;width:14px;height:14px;vertical-align:middle;margin-right:6px}\
+.bad{color:#b00;font-weight:bold}.row{display:flex;gap:10px;flex-wrap:wrap}svg{display:block}";
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn css_colour(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// The runs side by side: which colour is which file, and the headline figures.
+fn runs_table(runs: &[RunView]) -> String {
+    let mut t = String::from(
+        "<table><tr><th class=\"l\">run</th><th class=\"l\">target</th><th>valid</th>\
+         <th>duration</th><th>intended rate</th><th>achieved rate</th>\
+         <th>latency p50</th><th>p99</th><th>p99.9</th><th>max</th>\
+         <th>service p99</th><th>dispatch lag p99</th></tr>\n",
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let run = r.run;
+        let valid = if run.valid {
+            "yes".to_string()
+        } else {
+            "<span class=\"bad\">INVALID</span>".to_string()
+        };
+        let lag = run
+            .dispatch_lag_ns
+            .map_or("closed loop".to_string(), |p| super::fmt_ns(p.p99));
+        let _ = writeln!(
+            t,
+            "<tr><td class=\"l\"><span class=\"sw\" style=\"background:{}\"></span>{}</td>\
+             <td class=\"l\">{} ({})</td><td>{valid}</td><td>{:.1} s</td><td>{}/s</td>\
+             <td>{}/s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            css_colour(PALETTE[i]),
+            esc(&r.label),
+            esc(&run.target),
+            esc(&run.mode),
+            run.duration_s,
+            super::fmt_rate(run.rate.intended_rps),
+            super::fmt_rate(run.rate.achieved_rps),
+            super::fmt_ns(run.latency_ns.p50),
+            super::fmt_ns(run.latency_ns.p99),
+            super::fmt_ns(run.latency_ns.p999),
+            super::fmt_ns(run.latency_ns.max),
+            super::fmt_ns(run.service_time_ns.p99),
+            lag,
+        );
+    }
+    t.push_str("</table>\n");
+    t
+}
+
+struct Section {
+    heading: &'static str,
+    note: String,
+    charts: Vec<Chart>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum XAxis {
+    Seconds,
+    Nines,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum YAxis {
+    /// Nanoseconds on a log scale, labelled in ns/us/ms/s.
+    Nanos,
+    /// Requests per second.
+    Rate,
+    /// A share, drawn as percent.
+    Percent,
+    /// Plain count per second.
+    PerSecond,
+}
+
+struct Line {
+    label: String,
+    colour: RGBColor,
+    dashed: bool,
+    /// Circles at the points: the curve between them is interpolated.
+    marks: bool,
+    points: Vec<(f64, f64)>,
+}
+
+struct Chart {
+    title: String,
+    y_desc: &'static str,
+    x: XAxis,
+    y: YAxis,
+    size: (u32, u32),
+    lines: Vec<Line>,
+    /// Horizontal reference lines: (value, label).
+    gates: Vec<(f64, String)>,
+}
+
+/// Time of an interval's point: its end, so a short last interval sits where it ended.
+fn at(i: &super::Interval) -> f64 {
+    i.second as f64 + i.duration_s
+}
+
+fn series(
+    label: String,
+    colour: RGBColor,
+    dashed: bool,
+    r: &RunInput,
+    y: impl Fn(&super::Interval) -> f64,
+) -> Line {
+    Line {
+        label,
+        colour,
+        dashed,
+        marks: false,
+        points: r.intervals.iter().map(|i| (at(i), y(i))).collect(),
+    }
+}
+
+fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> {
+    let colour = |i: usize| PALETTE[i];
+    let each = |f: &dyn Fn(usize, &RunView) -> Vec<Line>| -> Vec<Line> {
+        runs.iter().enumerate().flat_map(|(i, r)| f(i, r)).collect()
+    };
+    let time_chart = |title: &str, y_desc, y, lines| Chart {
+        title: title.to_string(),
+        y_desc,
+        x: XAxis::Seconds,
+        y,
+        size: WIDE,
+        lines,
+        gates: Vec::new(),
+    };
+    let mut out = Vec::new();
+
+    out.push(Section {
+        heading: "Latency percentiles over time",
+        note: "Latency counts from the intended send time (the schedule), so a stalled \
+               target cannot hide; p50 dashed, p99 solid, one point per second, log scale."
+            .into(),
+        charts: vec![time_chart(
+            "latency per second",
+            "latency (log scale)",
+            YAxis::Nanos,
+            each(&|i, r| {
+                vec![
+                    series(format!("{} p99", r.label), colour(i), false, r.run, |s| {
+                        s.latency_p99_ns as f64
+                    }),
+                    series(format!("{} p50", r.label), colour(i), true, r.run, |s| {
+                        s.latency_p50_ns as f64
+                    }),
+                ]
+            }),
+        )],
+    });
+
+    out.push(Section {
+        heading: "Intended vs achieved rate",
+        note: "Intended (the timetable) dashed, achieved (responses completed) solid. A gap \
+               means the target or the generator did not keep up."
+            .into(),
+        charts: vec![time_chart(
+            "rate per second",
+            "requests per second",
+            YAxis::Rate,
+            each(&|i, r| {
+                vec![
+                    series(
+                        format!("{} achieved", r.label),
+                        colour(i),
+                        false,
+                        r.run,
+                        |s| s.achieved_rps,
+                    ),
+                    series(
+                        format!("{} intended", r.label),
+                        colour(i),
+                        true,
+                        r.run,
+                        |s| s.intended_rps,
+                    ),
+                ]
+            }),
+        )],
+    });
+
+    let full = spectra.iter().all(|(l, s)| l.full && s.full);
+    let spectrum_chart = |title: &str, pick: fn(&(Spectrum, Spectrum)) -> &Spectrum| Chart {
+        title: title.to_string(),
+        y_desc: "value at percentile (log scale)",
+        x: XAxis::Nines,
+        y: YAxis::Nanos,
+        size: HALF,
+        lines: runs
+            .iter()
+            .zip(spectra)
+            .enumerate()
+            .map(|(i, (r, s))| {
+                let s = pick(s);
+                Line {
+                    label: r.label.clone(),
+                    colour: colour(i),
+                    dashed: false,
+                    marks: !s.full,
+                    points: s.points.iter().map(|&(x, v)| (x, v as f64)).collect(),
+                }
+            })
+            .collect(),
+        gates: Vec::new(),
+    };
+    out.push(Section {
+        heading: "Percentile spectrum",
+        note: format!(
+            "Whole-run percentiles; each step right is one more nine (90%, 99%, 99.9%, ...), \
+             ending at the max. Latency counts from the intended send time, service time from \
+             the actual send (what closed-loop tools report). {}",
+            if full {
+                "Drawn from the full histograms."
+            } else {
+                "Drawn from the report's printed percentiles (p50, p90, p99, p99.9, p99.99, \
+                 max; the circles): between them the line is interpolated."
+            }
+        ),
+        charts: vec![
+            spectrum_chart("latency", |s| &s.0),
+            spectrum_chart("service time", |s| &s.1),
+        ],
+    });
+
+    let mut lag = time_chart(
+        "dispatch lag p99 per second",
+        "dispatch lag p99 (log scale)",
+        YAxis::Nanos,
+        each(&|i, r| {
+            if r.run.dispatch_lag_ns.is_none() {
+                return Vec::new();
+            }
+            vec![series(
+                format!("{} p99", r.label),
+                colour(i),
+                false,
+                r.run,
+                |s| s.dispatch_lag_p99_ns as f64,
+            )]
+        }),
+    );
+    let mut gates: Vec<u64> = runs
+        .iter()
+        .filter(|r| r.run.dispatch_lag_ns.is_some())
+        .map(|r| r.run.config.max_lag_ns)
+        .collect();
+    gates.sort_unstable();
+    gates.dedup();
+    lag.gates = gates
+        .into_iter()
+        .map(|g| (g as f64, format!("gate {}", super::fmt_ns(g))))
+        .collect();
+    out.push(Section {
+        heading: "Dispatch lag over time",
+        note: "How late the generator handled each request against its timetable: its own \
+               health. A run whose dispatch lag p99 crosses the gate (--max-lag, red) is \
+               invalid: the generator, not the target, was the bottleneck. Closed-loop runs \
+               have no timetable and no line."
+            .into(),
+        charts: vec![lag],
+    });
+
+    out.push(Section {
+        heading: "Errors over time",
+        note: "Failed requests (timeouts, resets, protocol errors, ...) per second.".into(),
+        charts: vec![time_chart(
+            "errors per second",
+            "errors per second",
+            YAxis::PerSecond,
+            each(&|i, r| {
+                vec![series(r.label.clone(), colour(i), false, r.run, |s| {
+                    s.errors as f64 / s.duration_s.max(1e-9)
+                })]
+            }),
+        )],
+    });
+
+    out.push(Section {
+        heading: "Generator core load",
+        note: "The busiest generator core per /proc/stat less the workers' spinning (solid), \
+               and as the workers measure themselves from the TSC (dashed). Near 100% the \
+               generator is the limit."
+            .into(),
+        charts: vec![time_chart(
+            "busiest generator core",
+            "busy share of the core",
+            YAxis::Percent,
+            each(&|i, r| {
+                vec![
+                    series(format!("{} core", r.label), colour(i), false, r.run, |s| {
+                        s.core_load
+                    }),
+                    series(
+                        format!("{} workers", r.label),
+                        colour(i),
+                        true,
+                        r.run,
+                        |s| s.worker_busy,
+                    ),
+                ]
+            }),
+        )],
+    });
+    out
+}
+
+/// Tick label of a nanosecond value, three significant figures at most.
+fn ns_label(v: f64) -> String {
+    let (x, unit) = if v < 1e3 {
+        (v, "ns")
+    } else if v < 1e6 {
+        (v / 1e3, "us")
+    } else if v < 1e9 {
+        (v / 1e6, "ms")
+    } else {
+        (v / 1e9, "s")
+    };
+    let digits = if x >= 100.0 || x.fract().abs() < 1e-9 {
+        0
+    } else if x >= 10.0 {
+        1
+    } else {
+        2
+    };
+    let s = format!("{x:.digits$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    format!("{s} {unit}")
+}
+
+/// Tick label of the nines axis: x = 2 is "99%", x = 3 "99.9%".
+fn nines_label(x: f64) -> String {
+    if x <= 0.0 {
+        return "0%".into();
+    }
+    let pct = 100.0 * (1.0 - 10f64.powf(-x));
+    // As many decimals as the nines need, so 99.9 never prints as 100.
+    let decimals = (x.ceil() as usize).saturating_sub(2);
+    format!("{pct:.decimals$}%")
+}
+
+fn y_label(y: YAxis, v: f64) -> String {
+    match y {
+        YAxis::Nanos => ns_label(v),
+        YAxis::Rate => super::fmt_rate(v),
+        YAxis::Percent => format!("{:.0}%", v * 100.0),
+        YAxis::PerSecond => {
+            if v.fract().abs() < 1e-9 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
+        }
+    }
+}
+
+/// Draws one chart into an SVG string: plot on the left, legend on the right.
+fn draw(c: &Chart) -> Result<String, RenderError> {
+    let fail = |reason: String| RenderError {
+        chart: c.title.clone(),
+        reason,
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, c.size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
+        let legend_w = if c.size.0 > 800 { 250 } else { 150 };
+        let (plot, legend) = root.split_horizontally(c.size.0 - legend_w);
+        draw_legend(&legend, c).map_err(|e| fail(e.to_string()))?;
+        let values = || {
+            c.lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|p| p.1))
+                .chain(c.gates.iter().map(|g| g.0))
+                .filter(|v| v.is_finite())
+        };
+        let x_max = c
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.0))
+            .filter(|x| x.is_finite())
+            .fold(1.0_f64, f64::max);
+        let x_range = match c.x {
+            XAxis::Seconds => 0.0..x_max,
+            // Whole nines, so every tick is 90%, 99%, 99.9%, ...
+            XAxis::Nines => 0.0..x_max.ceil().max(2.0),
+        };
+        let y_max = values().fold(0.0_f64, f64::max);
+        match c.y {
+            YAxis::Nanos => {
+                // Log scale needs positive values: a 0 (an empty interval) is drawn at
+                // the floor.
+                let lo = values().filter(|&v| v > 0.0).fold(f64::INFINITY, f64::min);
+                let lo = if lo.is_finite() { lo } else { 1.0 };
+                let hi = y_max.max(lo * 10.0);
+                let floor = (lo / 1.5).max(1.0);
+                plot_on(&plot, c, x_range, (floor..hi * 1.5).log_scale(), floor)
+            }
+            YAxis::Percent => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(1.0), 0.0),
+            _ => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(1.0), 0.0),
+        }
+        .map_err(fail)?;
+        root.present().map_err(|e| fail(e.to_string()))?;
+    }
+    // Inline SVG in HTML needs no namespace, and without it the page carries no URL
+    // at all, which the test checks.
+    Ok(svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1))
+}
+
+fn plot_on<Y>(
+    area: &DrawingArea<SVGBackend, Shift>,
+    c: &Chart,
+    x_range: std::ops::Range<f64>,
+    y_range: Y,
+    floor: f64,
+) -> Result<(), String>
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let mut chart = ChartBuilder::on(area)
+        .caption(&c.title, (FONT, 17))
+        .margin(8)
+        .x_label_area_size(44)
+        .y_label_area_size(84)
+        .build_cartesian_2d(x_range.clone(), y_range)
+        .map_err(|e| e.to_string())?;
+    let x_desc = match c.x {
+        XAxis::Seconds => "time since start (s)",
+        XAxis::Nines => "percentile (nines scale)",
+    };
+    let y_kind = c.y;
+    let y_fmt = |v: &f64| y_label(y_kind, *v);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .y_desc(c.y_desc)
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 14))
+        .light_line_style(RGBColor(240, 240, 240))
+        .y_label_formatter(&y_fmt);
+    let nines_fmt = |x: &f64| nines_label(*x);
+    if c.x == XAxis::Nines {
+        mesh.x_labels((x_range.end - x_range.start) as usize + 1)
+            .x_label_formatter(&nines_fmt);
+    } else {
+        mesh.x_labels(12);
+    }
+    mesh.draw().map_err(|e| e.to_string())?;
+    for l in &c.lines {
+        let style = l.colour.stroke_width(2);
+        let pts: Vec<(f64, f64)> = l.points.iter().map(|&(x, y)| (x, y.max(floor))).collect();
+        if l.dashed {
+            chart
+                .draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, style))
+                .map_err(|e| e.to_string())?;
+        } else {
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), style))
+                .map_err(|e| e.to_string())?;
+        }
+        if l.marks {
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, l.colour.filled())))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    for (g, _) in &c.gates {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x_range.start, *g), (x_range.end, *g)],
+                8,
+                5,
+                GATE.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The legend beside the plot: a line sample and the series' name per row.
+fn draw_legend(
+    area: &DrawingArea<SVGBackend, Shift>,
+    c: &Chart,
+) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
+    let font = (FONT, 13).into_font().color(&BLACK);
+    let rows = c
+        .lines
+        .iter()
+        .map(|l| (l.label.clone(), l.colour, l.dashed))
+        .chain(c.gates.iter().map(|(_, label)| (label.clone(), GATE, true)));
+    let (w, _) = area.dim_in_pixel();
+    // Long file names are cut so the row stays inside the legend.
+    let chars = (w as usize).saturating_sub(44) / 7;
+    for (row, (label, colour, dashed)) in rows.enumerate() {
+        let y = 40 + row as i32 * 22;
+        let style = colour.stroke_width(2);
+        if dashed {
+            area.draw(&PathElement::new([(4, y), (12, y)], style))?;
+            area.draw(&PathElement::new([(18, y), (26, y)], style))?;
+        } else {
+            area.draw(&PathElement::new([(4, y), (26, y)], style))?;
+        }
+        let text: String = if label.chars().count() > chars {
+            let keep: String = label.chars().rev().take(chars - 1).collect();
+            format!("…{}", keep.chars().rev().collect::<String>())
+        } else {
+            label
+        };
+        area.draw(&Text::new(text, (34, y - 7), font.clone()))?;
+    }
+    if c.lines.iter().all(|l| l.points.is_empty()) {
+        area.draw(&Text::new("no data", (34, 16), font))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nines_axis_labels() {
+        assert_eq!(nines_label(0.0), "0%");
+        assert_eq!(nines_label(1.0), "90%");
+        assert_eq!(nines_label(2.0), "99%");
+        assert_eq!(nines_label(3.0), "99.9%");
+        assert_eq!(nines_label(5.0), "99.999%");
+    }
+
+    #[test]
+    fn nanosecond_ticks_carry_units() {
+        assert_eq!(ns_label(500.0), "500 ns");
+        assert_eq!(ns_label(1_000.0), "1 us");
+        assert_eq!(ns_label(2_500_000.0), "2.5 ms");
+        assert_eq!(ns_label(20_000_000_000.0), "20 s");
+    }
+
+    #[test]
+    fn spectrum_of_a_histogram_follows_its_percentiles_to_the_max() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        for v in 1..=100_000u64 {
+            h.record(v * 10).unwrap();
+        }
+        let s = spectrum_of(&h);
+        assert!(s.full);
+        assert!(s.points.len() > 30, "{} points", s.points.len());
+        // Nines and values rise together, from about the median to the max at 5 nines.
+        assert!(
+            s.points
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1)
+        );
+        let at = |q: f64| {
+            s.points
+                .iter()
+                .find(|p| p.0 >= nines(q) - 1e-9)
+                .map(|p| p.1)
+                .unwrap()
+        };
+        let close = |a: u64, b: u64| (a as f64 / b as f64 - 1.0).abs() < 0.01;
+        assert!(close(at(0.99), h.value_at_quantile(0.99)), "{}", at(0.99));
+        assert!(close(at(0.999), h.value_at_quantile(0.999)));
+        assert_eq!(*s.points.last().unwrap(), (5.0, h.max()));
+        assert!(
+            spectrum_of(&Histogram::<u64>::new(3).unwrap())
+                .points
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn spectrum_of_a_summary_stops_at_the_max() {
+        let p = Percentiles {
+            p50: 10,
+            p90: 20,
+            p99: 30,
+            p999: 40,
+            p9999: 50,
+            max: 60,
+            mean: 12.0,
+            count: 500,
+        };
+        let s = spectrum_of_summary(&p);
+        assert!(!s.full);
+        // 500 samples reach 2.7 nines: p99.9 and p99.99 are the max, not points.
+        let values: Vec<u64> = s.points.iter().map(|p| p.1).collect();
+        assert_eq!(values, vec![10, 20, 30, 60]);
+        assert!((s.points[3].0 - 500f64.log10()).abs() < 1e-9);
+    }
+}
