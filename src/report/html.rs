@@ -14,6 +14,7 @@
 
 use super::Percentiles;
 use super::input::RunInput;
+use crate::units::{fmt_ns, fmt_rate};
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
@@ -192,7 +193,7 @@ fn runs_table(runs: &[RunView]) -> String {
         };
         let lag = run
             .dispatch_lag_ns
-            .map_or("closed loop".to_string(), |p| super::fmt_ns(p.p99));
+            .map_or("closed loop".to_string(), |p| fmt_ns(p.p99));
         let _ = writeln!(
             t,
             "<tr><td class=\"l\"><span class=\"sw\" style=\"background:{}\"></span>{}</td>\
@@ -203,13 +204,13 @@ fn runs_table(runs: &[RunView]) -> String {
             esc(&run.target),
             esc(&run.mode),
             run.duration_s,
-            super::fmt_rate(run.rate.intended_rps),
-            super::fmt_rate(run.rate.achieved_rps),
-            super::fmt_ns(run.latency_ns.p50),
-            super::fmt_ns(run.latency_ns.p99),
-            super::fmt_ns(run.latency_ns.p999),
-            super::fmt_ns(run.latency_ns.max),
-            super::fmt_ns(run.service_time_ns.p99),
+            fmt_rate(run.rate.intended_rps),
+            fmt_rate(run.rate.achieved_rps),
+            fmt_ns(run.latency_ns.p50),
+            fmt_ns(run.latency_ns.p99),
+            fmt_ns(run.latency_ns.p999),
+            fmt_ns(run.latency_ns.max),
+            fmt_ns(run.service_time_ns.p99),
             lag,
         );
     }
@@ -419,7 +420,7 @@ fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> 
     gates.dedup();
     lag.gates = gates
         .into_iter()
-        .map(|g| (g as f64, format!("gate {}", super::fmt_ns(g))))
+        .map(|g| (g as f64, format!("gate {}", fmt_ns(g))))
         .collect();
     out.push(Section {
         heading: "Dispatch lag over time",
@@ -516,7 +517,7 @@ fn nines_label(x: f64) -> String {
 fn y_label(y: YAxis, v: f64) -> String {
     match y {
         YAxis::Nanos => ns_label(v),
-        YAxis::Rate => super::fmt_rate(v),
+        YAxis::Rate => fmt_rate(v),
         YAxis::Percent => format!("{:.0}%", v * 100.0),
         YAxis::PerSecond => {
             if v.fract().abs() < 1e-9 {
