@@ -613,8 +613,13 @@ fn parse_file(path: &str, spec: &str) -> Result<RateShape, String> {
     }
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("file: cannot read {path}: {e}"))?;
-    let rows = parse_rate_csv(&text).map_err(|e| format!("file: {path} {e}"))?;
-    shape_from_rows(&rows, spec)
+    parse_rate_file(&text, spec).map_err(|e| format!("file: {path} {e}"))
+}
+
+/// The shape of a rate file's text (`file:` without the reading): a pure function of the
+/// text, so the fuzz target (fuzz/fuzz_targets/rate_file.rs) reaches all of it.
+pub fn parse_rate_file(text: &str, spec: &str) -> Result<RateShape, String> {
+    shape_from_rows(&parse_rate_csv(text)?, spec)
 }
 
 /// Parses `time_s,rate` rows: blank lines and `#` comments are skipped, a header line
