@@ -17,8 +17,9 @@
 # is saved under fuzz/artifacts/TARGET/ and the end of the log is printed. Exit 1 when
 # any target crashed, 2 on a bad argument.
 #
-# Seeds: fuzz/seeds/TARGET/ (hand-written, in git) are read with the corpus; what the
-# fuzzer finds goes to fuzz/corpus/TARGET/ (not in git). Builds with the nightly
+# Seeds: fuzz/seeds/TARGET/ (hand-written, in git) are read with the corpus, and
+# fuzz/dicts/TARGET.dict (the grammar's tokens) is passed as -dict; what the fuzzer
+# finds goes to fuzz/corpus/TARGET/ (not in git). Builds with the nightly
 # toolchain, installing it and cargo-fuzz when missing. The targets are built with
 # overflow checks and debug assertions on (-a) and no sanitizer (-s none): the parsers
 # are safe Rust, where an out-of-bounds access is a panic already, and without ASan
@@ -71,21 +72,23 @@ failed=0
 for t in "${TARGETS[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t"
     seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
+    dict=(); [ -f "dicts/$t.dict" ] && dict=(-dict="dicts/$t.dict")
     touch "$LOG/$t.start"
     run=(cargo +nightly fuzz run "${FLAGS[@]}" "$t" "corpus/$t" "${seeds[@]}" --
-        "${LIMIT[@]}" -timeout=10 -print_final_stats=1)
+        "${LIMIT[@]}" "${dict[@]}" -timeout=10 -print_final_stats=1)
     [ -z "${FUZZ_LOCK:-}" ] || run=(flock "$FUZZ_LOCK" "${run[@]}")
     start=$(date +%s.%N)
     rc=0; "${run[@]}" >"$LOG/$t" 2>&1 || rc=$?
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
-    execs=$(awk -F: '/^stat::number_of_executed_units/ { n = $2 } END { print n + 0 }' "$LOG/$t")
+    execs=$(awk '/^stat::number_of_executed_units:/ { n = $NF } END { print n + 0 }' "$LOG/$t")
     crashes=$(find "artifacts/$t" -type f -newer "$LOG/$t.start" | wc -l)
     [ "$rc" -eq 0 ] || [ "$crashes" -gt 0 ] || crashes=1 # died without an artifact
     printf '%-16s %12s %8s %8s %8.1f\n' "$t" "$execs" "$crashes" \
         "$(find "corpus/$t" -type f | wc -l)" "$secs"
     if [ "$crashes" -gt 0 ]; then
         failed=1
-        { echo "fuzz: $t crashed (exit $rc); the end of its log:"; tail -n 40 "$LOG/$t"
+        { echo "fuzz: $t crashed (exit $rc):"
+          grep -E -m4 -A2 'panicked at|==ERROR|ERROR: libFuzzer|^error' "$LOG/$t" || tail -n 40 "$LOG/$t"
           find "artifacts/$t" -type f -newer "$LOG/$t.start" -printf 'fuzz: input saved as fuzz/%p\n'; } >&2
     fi
 done

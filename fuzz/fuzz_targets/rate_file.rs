@@ -46,7 +46,18 @@ fuzz_target!(|data: &[u8]| {
         assert!(i == 0 || rows[i - 1].0 <= t, "times go back at row {i}");
     }
     let shape = parse_rate_file(text, "file:fuzz").expect("rows parsed");
-    let peak_row = rows.iter().map(|r| r.1).fold(0.0, f64::max);
+    // The highest rate a row holds for some time: before the first row, on either side
+    // of a row (a ramp to or from it), or after the last; a row between two rows at the
+    // same time (a step through it) holds for no time at all.
+    let n = rows.len();
+    let holds = |i: usize| {
+        let t = rows[i].0;
+        (i == 0 && t > 0.0)
+            || (i > 0 && rows[i - 1].0 < t)
+            || (i + 1 < n && t < rows[i + 1].0)
+            || i + 1 == n
+    };
+    let peak_row = (0..n).filter(|&i| holds(i)).map(|i| rows[i].1).fold(0.0, f64::max);
     assert!(
         near(shape.peak_rps(), peak_row, peak_row),
         "peak {}",

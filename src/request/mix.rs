@@ -76,6 +76,15 @@ pub fn parse(
             entries.len()
         ));
     }
+    // The weighted choice draws a u32 below the total: a larger total would saturate
+    // and starve the entries after it.
+    let total: u64 = entries.iter().map(|e| u64::from(e.weight)).sum();
+    if total > u64::from(u32::MAX) {
+        return Err(format!(
+            "the weights add up to {total}; at most {}",
+            u32::MAX
+        ));
+    }
     Ok(entries)
 }
 
@@ -113,5 +122,10 @@ mod tests {
         assert!(p("\na 1 nope x").unwrap_err().starts_with("line 2:"));
         assert!(p("a 1 echo x\na 1 echo y").unwrap_err().contains("twice"));
         assert!(p("# nothing").unwrap_err().contains("no entries"));
+        // 4e9 twice saturated the weighted choice's running sum: the second entry got
+        // 7% of the requests instead of half.
+        let e = p("a 4000000000 echo x\nb 4000000000 echo y").unwrap_err();
+        assert!(e.contains("weights add up to 8000000000"), "{e}");
+        assert_eq!(p("a 4294967294 echo x\nb 1 echo y").unwrap().len(), 2);
     }
 }

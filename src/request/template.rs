@@ -82,6 +82,9 @@ impl Template {
                         _ => match name.strip_prefix("rand:").map(str::parse::<usize>) {
                             Some(Ok(n)) if (1..=RAND_BYTES_MAX).contains(&n) => Segment::Rand(n),
                             _ => {
+                                // Escaped and cut short: the name may hold a newline
+                                // (from `\n` in a payload), and the error is one line.
+                                let name = crate::proto::escape_prefix(name.as_bytes(), 40);
                                 return Err(format!(
                                     "unknown placeholder {{{name}}}: expected {{seq}}, {{conn}}, \
                                      {{worker}}, {{rand:N}} (N in 1..={RAND_BYTES_MAX}) or \
@@ -241,6 +244,14 @@ mod tests {
                 .contains("unknown placeholder {nope}")
         );
         assert!(Template::parse(b"{seq").unwrap_err().contains("unclosed"));
+        // Found by fuzz/fuzz_targets/mix.rs: a name holding a line break (a payload's
+        // `\r\n` unescaped) broke the one-line error in two.
+        let e = Template::parse(b"{seqg 1\r\n PING {seq}").unwrap_err();
+        assert!(!e.contains(['\r', '\n']), "{e:?}");
+        assert!(
+            e.contains("unknown placeholder {seqg 1\\r\\n PING {seq}"),
+            "{e:?}"
+        );
         assert!(Template::parse(b"{rand:0}").is_err());
     }
 
