@@ -85,10 +85,33 @@ impl Piece {
             return 0.0;
         }
         let disc = self.rate0 * self.rate0 + 2.0 * self.slope * c;
-        if disc < 0.0 {
-            return f64::INFINITY;
+        if disc < f64::MIN_POSITIVE {
+            // Negative (the piece never gets there), or below f64's normal range:
+            // rates under ~1e-145/s square to 0 and the root came out twice too late.
+            return self.solve_small(c);
         }
         let denom = self.rate0 + disc.sqrt();
+        if denom > 0.0 {
+            2.0 * c / denom
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// [`Piece::solve`] when `a² + 2bc` is negative or underflowed: the same root from
+    /// square roots of each term, so no intermediate leaves f64's range.
+    #[cold]
+    fn solve_small(&self, c: f64) -> f64 {
+        let (a, b) = (self.rate0, self.slope);
+        let s = (2.0 * b.abs()).sqrt() * c.sqrt(); // sqrt(|2bc|)
+        let root = if b >= 0.0 {
+            a.hypot(s)
+        } else if s <= a {
+            (a - s).sqrt() * (a + s).sqrt()
+        } else {
+            return f64::INFINITY;
+        };
+        let denom = a + root;
         if denom > 0.0 {
             2.0 * c / denom
         } else {

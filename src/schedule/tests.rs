@@ -273,6 +273,30 @@ fn inverse_undoes_cumulative() {
     }
 }
 
+/// Found by fuzz/fuzz_targets/rate_file.rs: below ~1e-145 requests/s the rate per ns
+/// squares to 0 in f64, and Λ⁻¹ came out twice too late (a flat piece) or never (a
+/// falling one). Each `file:` shape is walked instant -> Λ -> Λ⁻¹ and must come back.
+#[test]
+fn tiny_rates_keep_their_timetable() {
+    for text in [
+        "0,1e-231",
+        "0,1e-160\n1,0",
+        "0,1e-200\n1,3e-200",
+        "0,1e-290",
+    ] {
+        let shape = parse_rate_file(text, "file:tiny").unwrap();
+        for t in [0.25, 0.5, 0.75].map(|s| s * S as f64) {
+            let n = shape.cumulative(t);
+            assert!(n > 0.0, "{text:?}: Λ({t}) = {n}");
+            let back = shape.inverse(n);
+            assert!(
+                (back - t).abs() <= 1e-9 * t,
+                "{text:?}: Λ⁻¹(Λ({t})) = {back}"
+            );
+        }
+    }
+}
+
 #[test]
 fn burst_with_zero_base_sends_nothing_between_bursts() {
     // 1000 requests per burst and none between. Request n is due when Λ reaches n, so
