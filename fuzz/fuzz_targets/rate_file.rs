@@ -57,7 +57,10 @@ fuzz_target!(|data: &[u8]| {
             || (i + 1 < n && t < rows[i + 1].0)
             || i + 1 == n
     };
-    let peak_row = (0..n).filter(|&i| holds(i)).map(|i| rows[i].1).fold(0.0, f64::max);
+    let peak_row = (0..n)
+        .filter(|&i| holds(i))
+        .map(|i| rows[i].1)
+        .fold(0.0, f64::max);
     assert!(
         near(shape.peak_rps(), peak_row, peak_row),
         "peak {}",
@@ -66,7 +69,10 @@ fuzz_target!(|data: &[u8]| {
     if peak_row <= 0.0 {
         return; // parse_rate_spec rejects a rate that is 0 everywhere
     }
-    if rows.iter().any(|r| r.1 > 0.0 && r.1 / NS < f64::MIN_POSITIVE) {
+    if rows
+        .iter()
+        .any(|r| r.1 > 0.0 && r.1 / NS < f64::MIN_POSITIVE)
+    {
         return; // per ns the rate is subnormal: f64 keeps it to a few digits only
     }
 
