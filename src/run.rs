@@ -4,13 +4,13 @@
 
 use crate::clock::Clock;
 use crate::engine::pacing::Usage;
+use crate::engine::recorder::{CONNECT_ERRNOS, WorkerTotals};
 use crate::engine::udp::run_udp_worker;
 use crate::engine::{Channels, Control, Ready, Transport, run_worker};
 use crate::metrics::host::{
     CORE_BUSY_WATERMARK, HostInterval, HostSampler, LINK_SATURATED, OTHER_LOAD_WARN, iface_for,
     read_link_speed,
 };
-use crate::metrics::recorder::{CONNECT_ERRNOS, WorkerTotals};
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::{
@@ -618,7 +618,7 @@ fn build_report(
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                let mut sum = crate::metrics::recorder::EntryTotals::new();
+                let mut sum = crate::engine::recorder::EntryTotals::new();
                 for t in &c.totals {
                     if let Some(x) = t.entries.get(i) {
                         sum.add(x);
@@ -747,7 +747,7 @@ fn build_report(
         rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
         poisson_fit: crate::metrics::gate::ks_exponential(
             &c.total.pacing,
-            crate::engine::worker::GAP_SCALE,
+            crate::engine::GAP_SCALE,
         )
         .map(|(d, n)| {
             let critical = crate::metrics::gate::ks_critical_1pct(n);

@@ -1,22 +1,31 @@
 //! The engine: one pinned worker thread per core, each owning an io_uring ring and a
 //! pre-sized connection table, sending on an absolute timetable.
 //!
+//! - [`driver`]: the thread protocol shared by the TCP and UDP loops, and the outbox.
+//! - [`worker_plan`]: what a worker is told before it starts, and its timetable.
+//! - [`recorder`]: the histograms and counters a worker records per interval.
 //! - [`backoff`]: reconnect delays, exponential with jitter (gRPC's defaults).
 //! - [`token`]: what `user_data` carries (connection index, operation, generation).
 //! - [`ring`]: ring setup with feature probing and fallback; push with a full-SQ path.
 //! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
 //! - [`pacing`]: the loops' shared bookkeeping: intervals, scans, stop, spin, wake.
-//! - [`worker`]: the TCP loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
+//! - [`tcp`]: the TCP loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
 //! - [`udp`]: the UDP loop: request/response matched by sequence, or blast.
 pub mod backoff;
 pub mod buf_ring;
 pub mod conn_table;
+pub mod driver;
 pub mod pacing;
+pub mod recorder;
 pub mod ring;
 pub mod socket;
+pub mod tcp;
 pub mod token;
 pub mod udp;
-pub mod worker;
+pub mod worker_plan;
 
-pub use worker::{Channels, Control, Ready, Transport, WorkerPlan, run_worker};
+pub use driver::{Channels, Control, Ready};
+pub use tcp::fit::GAP_SCALE;
+pub use tcp::run_worker;
+pub use worker_plan::{Transport, WorkerPlan};

@@ -3,7 +3,6 @@
 //! Pure arithmetic on instants handed in (ns since the run's start); the loops own the
 //! ring and decide what to do.
 
-use super::worker::thread_cpu_ns;
 use crate::clock::Nanos;
 
 pub struct Pacer {
@@ -191,6 +190,17 @@ impl Pacer {
         let busy = cpu_at_stop.saturating_sub(spin_at_stop) as f64 / stopped_ns.max(1) as f64;
         (cpu, self.spin_ns, busy)
     }
+}
+
+/// CPU time (user + system) of the calling thread, ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

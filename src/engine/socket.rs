@@ -1,7 +1,7 @@
 //! Sockets for the generator side and the errno -> error kind mapping, done once at the
 //! ring boundary.
 
-use crate::metrics::ErrorKind;
+use super::recorder::ErrorKind;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::SocketAddr;

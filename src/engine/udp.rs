@@ -19,16 +19,14 @@
 //! only the 24-byte header is written per datagram. Nothing allocates per request.
 
 use super::conn_table::Fifo;
+use super::driver::{Channels, Engine, Outbox, Ready, drive, wait_for_start};
 use super::pacing::Pacer;
+use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
 use super::token::{Op, Token};
-use super::worker::{
-    Channels, Engine, Outbox, Ready, Transport, WorkerPlan, drive, timetable, wait_for_start,
-};
+use super::worker_plan::{Transport, WorkerPlan, timetable};
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
-use crate::metrics::recorder::WorkerTotals;
-use crate::metrics::{ErrorKind, Histograms, Snapshot};
 use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
 use crate::schedule::{Arrivals, Schedule};
 use crossbeam_channel::{Receiver, Sender};
@@ -83,7 +81,7 @@ struct Flow {
     recv_armed: bool,
 }
 
-/// Runs one UDP worker to completion (see [`super::worker::run_worker`] for the
+/// Runs one UDP worker to completion (see [`super::tcp::run_worker`] for the
 /// protocol with the main thread).
 pub fn run_udp_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
     drive(&plan, &stop, ch, "UDP setup", UdpWorker::new);

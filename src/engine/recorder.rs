@@ -1,5 +1,6 @@
 //! Per-worker recorder: the four histograms of DESIGN.md and the counters, for one
-//! interval. Histograms are created with explicit bounds so recording never resizes;
+//! interval. It lives in the engine because the worker loops write it on the hot path;
+//! `metrics` merges what the workers send and judges it. Histograms are created with explicit bounds so recording never resizes;
 //! values beyond the bound are clamped (saturating), never dropped.
 
 use crate::limits::{HISTOGRAM_NS_MAX, HISTOGRAM_SIGFIG};
@@ -280,7 +281,7 @@ pub struct Snapshot {
     pub histograms: Histograms,
     pub counters: Counters,
     /// How the worker spent the interval (its own measure of how busy it was).
-    pub usage: crate::engine::pacing::Usage,
+    pub usage: super::pacing::Usage,
     /// Set on the worker's last snapshot; carries its totals of CPU use.
     pub last: Option<WorkerTotals>,
 }

@@ -1,0 +1,194 @@
+//! I/O submission and reaping: entries built on a connection's socket and pushed into
+//! the ring, completions drained into a fixed array and handed out by operation, and
+//! the sends that cover each connection's unsent requests.
+
+use super::{Reopen, Worker};
+use crate::engine::conn_table::ConnState;
+use crate::engine::socket;
+use crate::engine::token::{Op, Token};
+use crate::request::Ctx;
+use io_uring::opcode;
+
+impl Worker<'_> {
+    #[inline]
+    pub(super) fn push(&mut self, entry: &io_uring::squeue::Entry) {
+        // SAFETY: every entry built in this file points into buffers owned by the
+        // worker (`recv_buf`, `send_buf`, `addr`), allocated once and never moved or
+        // freed while the worker runs; stale completions are filtered by generation.
+        if let Err(e) = unsafe { self.ring.push(entry) } {
+            // A submit error other than a transient one means the ring is unusable.
+            panic!("io_uring submit failed: {e}");
+        }
+        self.ops_in_ring += 1;
+    }
+
+    pub(super) fn arm_recv(&mut self, c: u32) {
+        let len = self.plan.recv_buffer_bytes;
+        let conn = &mut self.table.conns[c as usize];
+        let keep = conn.recv_keep;
+        conn.recv_armed = true;
+        let token = Token {
+            conn: c,
+            op: Op::Recv,
+            generation: conn.generation,
+        };
+        let entry = if self.multishot
+            && let Some(br) = &self.buf_ring
+        {
+            // One multishot receive per connection: it stays armed across responses.
+            let bgid = br.bgid;
+            on_socket!(self, c, conn.fd, |t| opcode::RecvMulti::new(t, bgid)
+                .build())
+            .user_data(token.encode())
+        } else {
+            let start = c as usize * len + keep;
+            // `start..start + len - keep` lies inside this connection's region of
+            // `recv_buf`, which outlives the operation.
+            let ptr = self.recv_buf[start..].as_mut_ptr();
+            let n = (len - keep) as u32;
+            on_socket!(self, c, conn.fd, |t| opcode::Recv::new(t, ptr, n).build())
+                .user_data(token.encode())
+        };
+        self.push(&entry);
+    }
+
+    pub(super) fn push_send(&mut self, c: u32) {
+        let conn = &self.table.conns[c as usize];
+        let token = Token {
+            conn: c,
+            op: Op::Send,
+            generation: conn.generation,
+        };
+        let rest = if self.render {
+            let base = c as usize * self.staging_len;
+            &self.staging[base + conn.send_done..base + conn.send_len]
+        } else {
+            &self.send_buf[conn.send_done..conn.send_len]
+        };
+        let (ptr, n) = (rest.as_ptr(), rest.len() as u32);
+        let entry = on_socket!(self, c, conn.fd, |t| opcode::Send::new(t, ptr, n).build())
+            .user_data(token.encode());
+        self.table.conns[c as usize].send_armed = true;
+        self.push(&entry);
+    }
+
+    /// Drains up to `CQE_BATCH_MAX` completions into the fixed array, then handles them.
+    pub(super) fn reap(&mut self) -> usize {
+        let mut n = 0;
+        let mut finished = 0;
+        for cqe in self.ring.uring.completion() {
+            self.cqes[n] = (cqe.user_data(), cqe.result(), cqe.flags());
+            // A multishot operation ends with its last completion (no MORE flag).
+            finished += u64::from(!io_uring::cqueue::more(cqe.flags()));
+            n += 1;
+            if n == self.cqes.len() {
+                break;
+            }
+        }
+        self.ops_in_ring -= finished;
+        if n == 0 {
+            return 0; // no clock read on an empty poll (the spinning path)
+        }
+        let now_t = self.clock.ticks();
+        for i in 0..n {
+            let (data, res, flags) = self.cqes[i];
+            let Some(token) = Token::decode(data) else {
+                continue;
+            };
+            let conn = &self.table.conns[token.conn as usize];
+            if conn.generation != token.generation {
+                // A completion for a connection since closed; its buffer goes back.
+                if let (Some(bid), Some(br)) =
+                    (io_uring::cqueue::buffer_select(flags), &mut self.buf_ring)
+                {
+                    br.recycle(bid);
+                }
+                continue;
+            }
+            match token.op {
+                Op::Connect => self.on_connect(token.conn, res),
+                Op::Send => self.on_send(token.conn, res),
+                Op::Recv => self.on_recv(token.conn, res, flags, now_t),
+                Op::Close => self.on_close(token.conn),
+            }
+        }
+        if n > 0
+            && let Some(br) = &self.buf_ring
+        {
+            br.publish();
+        }
+        n
+    }
+
+    pub(super) fn on_send(&mut self, c: u32, res: i32) {
+        self.table.conns[c as usize].send_armed = false;
+        if self.table.conns[c as usize].state == ConnState::Expiring {
+            return; // its requests time out; nothing more goes out on it
+        }
+        if res < 0 {
+            self.out.counters.closed_by_target += u64::from(-res == libc::ECONNRESET);
+            self.close_conn(c, Some(socket::io_error_kind(-res)), Reopen::Backoff);
+            return;
+        }
+        self.out.counters.bytes_sent += res as u64;
+        let conn = &mut self.table.conns[c as usize];
+        conn.send_done += res as usize;
+        if conn.send_done < conn.send_len {
+            self.push_send(c); // partial send: re-arm from the offset
+            return;
+        }
+        conn.sending = 0;
+        if conn.unsent > 0 {
+            self.mark_flush(c);
+        }
+    }
+
+    /// Queues one send per connection covering all its unsent requests (rendering
+    /// them first when requests are templated or mixed).
+    pub(super) fn flush_sends(&mut self) {
+        if self.flush_q.is_empty() {
+            return;
+        }
+        // The send instant: read here, after the completions of this iteration were
+        // handled, so their cost is not charged to the target; the submit follows.
+        let t = self.clock.ticks();
+        let t_ns = self.clock.ns(t);
+        let payload_len = self.plan.payload.len();
+        while let Some(c) = self.flush_q.pop() {
+            let conn = &mut self.table.conns[c as usize];
+            conn.in_flush_queue = false;
+            if conn.state != ConnState::Ready || conn.sending > 0 || conn.unsent == 0 {
+                continue;
+            }
+            let k = conn.unsent;
+            let first = conn.inflight - k;
+            conn.sending = k;
+            conn.send_done = 0;
+            conn.unsent = 0;
+            let base = c as usize * self.staging_len;
+            let mut len = 0;
+            for nth in first..first + k {
+                let i = self.table.slot_index(c, nth);
+                let req = &mut self.table.slots[i];
+                req.sent = t;
+                let wait = t_ns.saturating_sub(self.clock.ns(req.dispatched));
+                self.out.hist.connection_wait.saturating_record(wait);
+                if self.render {
+                    let ctx = Ctx {
+                        seq: req.seq,
+                        conn: (self.plan.conn_offset + c as usize) as u64,
+                        worker: self.plan.index as u64,
+                        time_ns: self.unix_at_start_ns + req.intended_ns,
+                    };
+                    let template = &self.plan.requests.entries[req.entry as usize].template;
+                    len += template.render(&ctx, &mut self.rng, &mut self.staging[base + len..]);
+                } else {
+                    len += payload_len;
+                }
+            }
+            self.table.conns[c as usize].send_len = len;
+            self.out.counters.sent += k as u64;
+            self.push_send(c);
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! Connection lifecycle: opening (paced by `--connect-rate`, placed over the
+//! (source, target) pairs), connecting, closing through the ring, reopening after
+//! the backoff, and the quiesce that waits for the kernel before buffers are freed.
+
+use super::workload::Workload;
+use super::{Reopen, Worker};
+use crate::clock::{Clock, Nanos};
+use crate::engine::conn_table::{ConnState, REGISTERED};
+use crate::engine::recorder::ErrorKind;
+use crate::engine::socket;
+use crate::engine::token::{Op, Token, next_generation};
+use crate::proto::Framer;
+use io_uring::{opcode, types};
+use std::net::IpAddr;
+use std::os::fd::RawFd;
+
+impl Worker<'_> {
+    /// Switches to the run's clock: instants set during the connect phase (reopen
+    /// times, the next connect) keep their distance from now.
+    pub(super) fn rebase(&mut self, clock: Clock) {
+        let setup_now = self.clock.now_ns();
+        self.clock = clock;
+        let shift = |t: Nanos| {
+            if t == Nanos::MAX {
+                t
+            } else {
+                t.saturating_sub(setup_now)
+            }
+        };
+        for conn in self.table.conns.iter_mut() {
+            if let ConnState::Closed { reopen_at_ns } | ConnState::Closing { reopen_at_ns } =
+                &mut conn.state
+            {
+                *reopen_at_ns = shift(*reopen_at_ns);
+            }
+        }
+        self.next_connect_ns = shift(self.next_connect_ns);
+    }
+
+    /// The (source, target) indices of connection `c`: connections go round robin over
+    /// every pair, so each pair carries at most ceil(connections / pairs) of them.
+    #[inline]
+    pub(super) fn pair_of(&self, c: u32) -> (Option<IpAddr>, usize) {
+        let (s, t) = self.placement.pair_of(self.plan.conn_offset + c as usize);
+        (self.plan.sources.get(s).copied(), t)
+    }
+
+    /// The source port of connection `c`'s first connect with `--source-ip`: the
+    /// connections of one (source, destination) pair take consecutive ports of the
+    /// ephemeral range, so mass establishment needs no port search. Reconnects (which
+    /// may find their old port in TIME_WAIT) and connections per request let the
+    /// kernel choose.
+    #[inline]
+    pub(super) fn first_port(&self, c: u32) -> Option<u16> {
+        let (lo, size) = self.plan.source_ports?;
+        if self.workload.per_request() || self.table.conns[c as usize].opened_before {
+            return None;
+        }
+        let g = self.plan.conn_offset + c as usize;
+        let nth = g / self.placement.pairs().max(1);
+        Some(lo + (nth % size as usize) as u16)
+    }
+
+    /// Opens connection `c` now, or, under `--connect-rate`, at its turn.
+    pub(super) fn open(&mut self, c: u32) {
+        let now = self.clock.now_ns();
+        if self.plan.connect_gap_ns > 0 {
+            if now < self.next_connect_ns {
+                // Its turn comes at `next_connect_ns`: queued, opened by the loop then.
+                let conn = &mut self.table.conns[c as usize];
+                if let ConnState::Closed { reopen_at_ns } = &mut conn.state {
+                    *reopen_at_ns = self.next_connect_ns;
+                }
+                if !conn.deferred {
+                    conn.deferred = true;
+                    let queued = self.deferred_q.push(c);
+                    debug_assert!(queued, "each connection is queued at most once");
+                }
+                return;
+            }
+            // No credit for idle time beyond one gap: the rate is a ceiling.
+            self.next_connect_ns = self
+                .next_connect_ns
+                .max(now.saturating_sub(self.plan.connect_gap_ns))
+                + self.plan.connect_gap_ns;
+        }
+        let fd = self.new_socket(c);
+        self.launch(c, &[fd]);
+    }
+
+    /// `--connect-rate`: opens the connections whose turn has come, in order.
+    pub(super) fn open_deferred(&mut self, now: Nanos) {
+        while now >= self.next_connect_ns
+            && let Some(c) = self.deferred_q.pop()
+        {
+            let conn = &mut self.table.conns[c as usize];
+            conn.deferred = false;
+            // Still closed, and wanted: a connection per request with its request, or a
+            // connection that is to be reopened.
+            if matches!(conn.state, ConnState::Closed { reopen_at_ns } if reopen_at_ns != Nanos::MAX)
+                && !self.stopping
+            {
+                self.open(c);
+            }
+        }
+    }
+
+    /// A socket for connection `c`, options set and bound; -1 when that failed (the
+    /// failure is counted and the connection waits for its backoff).
+    pub(super) fn new_socket(&mut self, c: u32) -> RawFd {
+        let (source, t) = self.pair_of(c);
+        let port = self.first_port(c);
+        let reuse = self.plan.targets.len() > 1;
+        match socket::tcp_socket(
+            &self.plan.targets[t],
+            source,
+            port,
+            reuse,
+            &self.plan.sockopts,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO));
+                -1
+            }
+        }
+    }
+
+    /// Connects connections `first..first + fds.len()` on their new sockets (-1: none,
+    /// skipped). The sockets move into the ring's file table in one update and their
+    /// descriptors are closed, so connections are not bounded by RLIMIT_NOFILE (each
+    /// ring's table is).
+    pub(super) fn launch(&mut self, first: u32, fds: &[RawFd]) {
+        // The update may stop early: the first `registered` slots took their socket.
+        let registered = if self.fixed_files {
+            self.ring
+                .uring
+                .submitter()
+                .register_files_update(first, fds)
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let now_t = self.clock.ticks();
+        for (i, &fd) in fds.iter().enumerate() {
+            if fd < 0 {
+                continue;
+            }
+            let c = first + i as u32;
+            let fd = if i < registered {
+                socket::close_descriptor(fd);
+                REGISTERED
+            } else {
+                fd
+            };
+            let (_, t) = self.pair_of(c);
+            let conn = &mut self.table.conns[c as usize];
+            if conn.opened_before && !self.workload.per_request() {
+                self.out.counters.reconnects += 1;
+            }
+            conn.opened_before = true;
+            conn.fd = fd;
+            conn.state = ConnState::Connecting;
+            conn.connect_started = now_t;
+            self.closed -= 1;
+            self.connecting += 1;
+            let token = Token {
+                conn: c,
+                op: Op::Connect,
+                generation: conn.generation,
+            };
+            let addr = &self.addrs[t];
+            let (addr, addr_len) = (addr.as_ptr().cast(), addr.len());
+            let entry = on_socket!(self, c, fd, |s| opcode::Connect::new(s, addr, addr_len)
+                .build())
+            .user_data(token.encode());
+            // SAFETY: `self.addrs` lives in the worker, which outlives every operation
+            // it queued (the worker drains or closes all connections before it returns).
+            self.push(&entry);
+        }
+    }
+
+    /// A connection attempt that failed with `errno`: counted by errno, retried after
+    /// the backoff.
+    pub(super) fn connect_failed(&mut self, c: u32, errno: i32) {
+        self.first_errno.get_or_insert(errno);
+        self.out.counters.connect_failed(errno);
+        self.out.counters.error(socket::connect_error_kind(errno));
+        // Only a connection per request has a request waiting for its connect.
+        self.close_conn(c, Some(ErrorKind::NoConnection), Reopen::Backoff);
+    }
+
+    pub(super) fn on_connect(&mut self, c: u32, res: i32) {
+        if res < 0 {
+            self.connect_failed(c, -res);
+            return;
+        }
+        self.connecting -= 1;
+        let now_t = self.clock.ticks();
+        let conn = &mut self.table.conns[c as usize];
+        conn.attempts = 0;
+        conn.state = ConnState::Ready;
+        let took = self.clock.ns(now_t) - self.clock.ns(conn.connect_started);
+        let unsent = conn.unsent;
+        self.out.hist.connect.saturating_record(took);
+        self.out.counters.connections_opened += 1;
+        self.arm_recv(c);
+        if unsent > 0 {
+            self.mark_flush(c); // connection per request: its request goes out now
+        } else {
+            match self.workload {
+                // Requests go out only once the schedule runs (not in the connect phase).
+                Workload::ClosedLoop(_) => {
+                    if self.running && !self.stopping {
+                        self.issue(c, now_t);
+                    }
+                }
+                Workload::Timetable(_) => self.mark_ready(c),
+                Workload::PerRequest(_) => {}
+            }
+        }
+    }
+
+    /// When a closed connection opens again: after the backoff (a target that closed
+    /// or refused it), at once (the generator's own decision: expired requests, a
+    /// response that did not parse, `Connection: close`), or never.
+    pub(super) fn reopen_at(&mut self, c: u32, reopen: Reopen) -> Nanos {
+        if self.stopping || self.workload.per_request() {
+            return Nanos::MAX;
+        }
+        match (reopen, &self.plan.backoff) {
+            (Reopen::Now, _) => 0,
+            (Reopen::Backoff, Some(b)) => {
+                let conn = &mut self.table.conns[c as usize];
+                let delay = b.delay_ns(u32::from(conn.attempts), self.rng.f64());
+                conn.attempts = conn.attempts.saturating_add(1);
+                self.out.hist.reconnect_delay.saturating_record(delay);
+                self.clock.now_ns() + delay
+            }
+            (Reopen::Backoff, None) => Nanos::MAX, // --no-reconnect
+        }
+    }
+
+    /// Closes connection `c`; requests in flight on it become errors of `kind` (or are
+    /// cut off when the run is stopping). It reopens as `reopen` says.
+    pub(super) fn close_conn(&mut self, c: u32, kind: Option<ErrorKind>, reopen: Reopen) {
+        while let Some(req) = self.table.pop_front(c) {
+            self.inflight -= 1;
+            // Cut off by Ctrl-C or the end of the run; but a target that closes or
+            // fails during the drain after the natural end has failed those requests.
+            if self.interrupted || (self.stopping && kind.is_none()) {
+                self.out.counters.cut_off += 1;
+            } else {
+                self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);
+            }
+        }
+        let reopen_at_ns = self.reopen_at(c, reopen);
+        let conn = &mut self.table.conns[c as usize];
+        // The operation that would keep the socket alive in the ring: a pending connect
+        // or the armed receive (a send completes by itself).
+        // The operations that would keep the socket alive in the ring: a pending
+        // connect, the armed receive, and a send the socket cannot take (a target that
+        // stopped reading).
+        let mut pending = [None; 2];
+        match conn.state {
+            ConnState::Connecting => pending[0] = Some(Op::Connect),
+            _ => {
+                pending[0] = conn.recv_armed.then_some(Op::Recv);
+                pending[1] = conn.send_armed.then_some(Op::Send);
+            }
+        }
+        let pending = pending.map(|op| {
+            op.map(|op| Token {
+                conn: c,
+                op,
+                generation: conn.generation,
+            })
+        });
+        match conn.state {
+            ConnState::Closed { .. } | ConnState::Closing { .. } => {}
+            ConnState::Connecting => {
+                self.connecting -= 1;
+                self.closed += 1;
+            }
+            _ => self.closed += 1,
+        }
+        conn.generation = next_generation(conn.generation);
+        let generation = conn.generation;
+        let fd = std::mem::replace(&mut conn.fd, -1);
+        conn.state = ConnState::Closed { reopen_at_ns };
+        conn.unsent = 0;
+        conn.sending = 0;
+        conn.head = 0;
+        conn.recv_armed = false;
+        conn.send_armed = false;
+        conn.recv_keep = 0;
+        conn.framer.reset();
+        conn.at_boundary = true;
+        if fd == REGISTERED {
+            // Cancel the operation still holding the socket (by its user_data: a hash
+            // lookup, where cancelling by file would scan every request in the ring),
+            // then drop the table's reference; the slot is free once the close is done.
+            conn.state = ConnState::Closing { reopen_at_ns };
+            let token = Token {
+                conn: c,
+                op: Op::Close,
+                generation,
+            };
+            let close = opcode::Close::new(types::Fixed(c))
+                .build()
+                .user_data(token.encode());
+            // Each cancel hard-linked to the next entry, the close last.
+            let mut chain: [Option<io_uring::squeue::Entry>; 3] = [None, None, None];
+            let mut n = 0;
+            for t in pending.into_iter().flatten() {
+                chain[n] = Some(
+                    opcode::AsyncCancel2::new(types::CancelBuilder::user_data(t.encode()))
+                        .build()
+                        .flags(io_uring::squeue::Flags::IO_HARDLINK)
+                        .user_data(0),
+                );
+                n += 1;
+            }
+            chain[n] = Some(close);
+            n += 1;
+            let entries: [io_uring::squeue::Entry; 3] =
+                chain.map(|e| e.unwrap_or_else(|| opcode::Nop::new().build()));
+            // SAFETY: none of the entries points into memory.
+            match unsafe { self.ring.push_all(&entries[..n]) } {
+                Ok(()) => self.ops_in_ring += n as u64,
+                Err(e) => panic!("io_uring submit failed: {e}"),
+            }
+        } else {
+            if fd >= 0 {
+                socket::close(fd);
+            }
+            if self.workload.per_request() {
+                self.mark_ready(c);
+            }
+        }
+    }
+
+    /// The ring has closed connection `c`'s socket: its slot may be reused.
+    pub(super) fn on_close(&mut self, c: u32) {
+        let conn = &mut self.table.conns[c as usize];
+        if let ConnState::Closing { reopen_at_ns } = conn.state {
+            conn.state = ConnState::Closed { reopen_at_ns };
+            if self.workload.per_request() {
+                self.mark_ready(c);
+            }
+        }
+    }
+
+    /// Closes every connection and waits until the kernel has finished every operation
+    /// that points into the worker's buffers, as long as they keep finishing (a second
+    /// without progress ends the wait: closing a few hundred thousand sockets on a
+    /// shared core takes longer than any fixed bound). If some never finish, the
+    /// buffers are leaked rather than freed under the kernel's feet.
+    pub(super) fn quiesce(&mut self) {
+        self.close_all();
+        let quiet = std::time::Duration::from_secs(1);
+        let mut deadline = std::time::Instant::now() + quiet;
+        while self.ops_in_ring > 0 && std::time::Instant::now() < deadline {
+            if self.ring.submit_and_wait_ns(10_000_000).is_err() {
+                break;
+            }
+            // Only a completion without MORE ends an operation (multishot receives).
+            let n = self
+                .ring
+                .uring
+                .completion()
+                .filter(|c| !io_uring::cqueue::more(c.flags()))
+                .count() as u64;
+            self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
+            if n > 0 {
+                deadline = std::time::Instant::now() + quiet;
+            }
+        }
+        if self.ops_in_ring > 0 {
+            eprintln!(
+                "blaster: worker {}: {} io_uring operations did not finish; leaking their buffers",
+                self.plan.index, self.ops_in_ring
+            );
+            std::mem::forget(self.buf_ring.take());
+            std::mem::forget(std::mem::take(&mut self.recv_buf));
+            std::mem::forget(std::mem::take(&mut self.send_buf));
+            Box::leak(std::mem::take(&mut self.addrs));
+        }
+    }
+
+    pub(super) fn close_all(&mut self) {
+        for c in 0..self.table.conns.len() as u32 {
+            if self.table.conns[c as usize].fd != -1 {
+                self.close_conn(c, None, Reopen::Now);
+            }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The worker: one pinned thread, one ring, one shard of the timetable.
+//!
+//! Each loop iteration: read the TSC -> dispatch every request now due (stamping its
+//! dispatch lag) onto a connection with a free pipeline slot or into the backlog ->
+//! drain completions into a fixed array, then handle them (responses are framed and
+//! their latencies recorded) -> hand freed slots to the backlog -> queue one send per
+//! connection with unsent requests -> one submit for the whole batch. The wait is a
+//! ring wait with a timeout that ends `--spin` before the next due send; the rest is
+//! spent spinning on the TSC, because timer wake-ups arrive tens of microseconds late.
+//!
+//! Nothing here allocates per request: the connection table, request slots, backlog,
+//! receive buffers and the completion array are sized before the first send.
+//!
+//! The worker is split by job, one file each; every file adds methods to [`Worker`]:
+//! - [`lifecycle`]: opening, closing and reopening connections;
+//! - [`connect`]: the connect phase before the schedule starts;
+//! - [`io`]: building entries, pushing them into the ring, reaping completions, sends;
+//! - [`recv`]: receives, framing and completing requests;
+//! - [`dispatch`]: due requests onto connections, the backlog, the closed loop;
+//! - [`expiry`]: the timeout scan and reopening;
+//! - [`run`]: the loop;
+//! - [`workload`]: what the connections carry (the timetable, or a closed loop) and
+//!   [`fit`], the Poisson pacing fit.
+
+/// Builds an operation on connection `$c`'s socket: through its file-table slot when
+/// the socket lives there (no descriptor, no per-operation fd lookup), else by
+/// descriptor.
+macro_rules! on_socket {
+    ($w:expr, $c:expr, $fd:expr, |$t:ident| $build:expr) => {
+        if $fd == $crate::engine::conn_table::REGISTERED {
+            let $t = ::io_uring::types::Fixed($c);
+            $build
+        } else {
+            let $t = ::io_uring::types::Fd($fd);
+            $build
+        }
+    };
+}
+
+mod connect;
+mod dispatch;
+mod expiry;
+pub mod fit;
+mod io;
+mod lifecycle;
+mod recv;
+mod run;
+mod workload;
+
+use super::buf_ring::BufRing;
+use super::conn_table::{Backlog, ConnTable, IndexQueue};
+use super::driver::{Channels, Engine, Outbox, Ready, drive};
+use super::recorder::{EntryTotals, Histograms, Snapshot};
+use super::ring::Ring;
+use super::socket;
+use super::worker_plan::WorkerPlan;
+use crate::clock::{Clock, Nanos, Ticks};
+use crate::limits::CQE_BATCH_MAX;
+use crate::ports::Placement;
+use crate::proto::AnyFramer;
+use crossbeam_channel::{Receiver, Sender};
+use socket2::SockAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use workload::Workload;
+
+/// When a closed connection opens again (see `Worker::reopen_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reopen {
+    /// After the reconnect backoff (the target closed, reset or refused it).
+    Backoff,
+    /// At once (the generator closed it).
+    Now,
+}
+
+/// Sockets registered in the ring's file table per update in the connect phase.
+const REGISTER_BATCH: usize = 64;
+/// Most provided receive buffers per worker.
+const RECV_BUFFERS_MAX: usize = 4096;
+/// Size of each provided receive buffer: one completion carries at most this much.
+const RECV_CHUNK_BYTES: usize = 4096;
+
+/// Runs one worker to completion. Every outcome, including setup failure, is reported
+/// on the channels, so the main thread never waits forever.
+pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
+    drive(&plan, &stop, ch, "io_uring setup", Worker::new);
+}
+
+impl Engine for Worker<'_> {
+    fn connect(&mut self, stop: &AtomicBool) -> Ready {
+        self.connect_all(stop)
+    }
+
+    fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
+        let unix_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.unix_at_start_ns = unix_now + clock.until_start_ns();
+        self.rebase(clock);
+        self.run(stop);
+    }
+
+    fn quiesce(&mut self) {
+        Worker::quiesce(self);
+    }
+}
+
+struct Worker<'p> {
+    plan: &'p WorkerPlan,
+    ring: Ring,
+    table: ConnTable,
+    ready_q: IndexQueue,
+    flush_q: IndexQueue,
+    /// `--connect-rate`: connections waiting for their turn to connect.
+    deferred_q: IndexQueue,
+    /// Connections with requests in flight: what the timeout scan looks at when every
+    /// connection is open.
+    active_q: IndexQueue,
+    backlog: Backlog,
+    recv_buf: Box<[u8]>,
+    /// The payload repeated `pipeline` times: a send of k requests is its first k copies.
+    /// Empty when requests are rendered (`staging` instead).
+    send_buf: Box<[u8]>,
+    /// Rendered requests: per connection, room for `pipeline` requests of the longest
+    /// rendering; a send covers the unsent requests rendered back to back.
+    staging: Box<[u8]>,
+    /// Bytes of `staging` per connection.
+    staging_len: usize,
+    /// Requests are rendered per request (templates or a mix).
+    render: bool,
+    /// The framer of each request-set entry (cloned into a connection when the next
+    /// response belongs to another entry).
+    entry_framers: Vec<AnyFramer>,
+    mixed_framing: bool,
+    /// Per `--mix` entry figures (empty without a mix).
+    entries: Vec<EntryTotals>,
+    rng: fastrand::Rng,
+    unix_at_start_ns: u64,
+    /// One per target; boxed so a connect still in the ring at exit can be leaked.
+    addrs: Box<[SockAddr]>,
+    /// Which (source, target) pair each connection uses.
+    placement: Placement,
+    /// Earliest instant of the next connect (`--connect-rate`), ns.
+    next_connect_ns: Nanos,
+    /// Connections in `Connecting`.
+    connecting: usize,
+    clock: Clock,
+    /// This interval's histograms and counters, and the channel to the collector.
+    out: Outbox,
+    cqes: Box<[(u64, i32, u32)]>,
+    /// Multishot receives pick buffers from here (None: kernel without provided-buffer
+    /// rings; each receive is then re-armed into the connection's region).
+    buf_ring: Option<BufRing>,
+    /// Sockets are registered in the ring's file table at their connection's index.
+    fixed_files: bool,
+    /// Receives are multishot (into `buf_ring`); false after the kernel refused one.
+    multishot: bool,
+    /// What the connections carry: where requests come from, how connections live.
+    workload: Workload,
+    /// The schedule has started (the connect phase is over).
+    running: bool,
+    /// Stopped by Ctrl-C (requests still in flight are cut off, not errors).
+    interrupted: bool,
+    inflight: u64,
+    closed: usize,
+    stopping: bool,
+    first_errno: Option<i32>,
+    backlog_peak: u64,
+    completed_total: u64,
+    stopped_ns: Nanos,
+    /// When the last response completed.
+    last_done: Ticks,
+    /// The first response that did not parse, escaped and truncated.
+    first_bad: Option<String>,
+    /// Operations submitted whose completion has not been reaped: buffers they point
+    /// into must stay alive until this is zero.
+    ops_in_ring: u64,
+}
+
+impl<'p> Worker<'p> {
+    fn new(
+        plan: &'p WorkerPlan,
+        snap_tx: Sender<Snapshot>,
+        recycle_rx: Receiver<Histograms>,
+    ) -> std::io::Result<Self> {
+        let entries = (plan.connections * 2 + 64) as u32;
+        let mut ring = Ring::new(entries)?;
+        ring.confine_io_workers(plan.core);
+        // Two receive buffers per connection, 64 to 4096 of 4 KiB each: buffers are
+        // handed back as soon as their bytes are framed, so thousands of mostly idle
+        // connections share a pool (a receive that finds it empty is re-armed).
+        let buf_count = (plan.connections * 2)
+            .clamp(64, RECV_BUFFERS_MAX)
+            .next_power_of_two() as u16;
+        let fixed_files = ring
+            .uring
+            .submitter()
+            .register_files_sparse(plan.connections as u32)
+            .is_ok();
+        if fixed_files {
+            ring.features.push("registered_files");
+        }
+        let buf_ring = match BufRing::new(&ring.uring.submitter(), buf_count, RECV_CHUNK_BYTES, 0) {
+            Ok(b) => {
+                ring.features.push("multishot_recv");
+                ring.features.push("provided_buffer_ring");
+                Some(b)
+            }
+            Err(_) => None,
+        };
+        let entry_framers: Vec<AnyFramer> = plan
+            .requests
+            .entries
+            .iter()
+            .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
+            .collect();
+        let framer = entry_framers[0].clone();
+        let render = plan.requests.static_bytes().is_none();
+        let send_buf = if render {
+            Box::default()
+        } else {
+            plan.payload.repeat(plan.pipeline).into_boxed_slice()
+        };
+        let staging_len = if render {
+            plan.requests.max_len() * plan.pipeline
+        } else {
+            0
+        };
+        Ok(Worker {
+            plan,
+            ring,
+            table: ConnTable::new(plan.connections, plan.pipeline, framer),
+            ready_q: IndexQueue::with_capacity(plan.connections),
+            deferred_q: IndexQueue::with_capacity(plan.connections),
+            active_q: IndexQueue::with_capacity(plan.connections),
+            flush_q: IndexQueue::with_capacity(plan.connections),
+            backlog: Backlog::with_capacity(plan.backlog_capacity),
+            recv_buf: vec![0u8; plan.connections * plan.recv_buffer_bytes].into_boxed_slice(),
+            send_buf,
+            staging: vec![0u8; staging_len * plan.connections].into_boxed_slice(),
+            staging_len,
+            render,
+            entry_framers,
+            mixed_framing: plan.requests.mixed_framing(),
+            entries: if plan.requests.is_mix {
+                vec![EntryTotals::new(); plan.requests.entries.len()]
+            } else {
+                Vec::new()
+            },
+            // Per-worker streams derived from the one seed, so runs repeat.
+            rng: fastrand::Rng::with_seed(
+                plan.seed ^ (plan.index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            ),
+            unix_at_start_ns: 0,
+            addrs: plan.targets.iter().map(socket::sock_addr).collect(),
+            placement: Placement::new(
+                plan.conn_offset + plan.connections * plan.workers,
+                plan.sources.len(),
+                plan.targets.len(),
+            ),
+            next_connect_ns: 0,
+            connecting: 0,
+            clock: Clock::new(),
+            out: Outbox::new(plan.index, snap_tx, recycle_rx),
+            cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
+            multishot: buf_ring.is_some(),
+            buf_ring,
+            fixed_files,
+            workload: Workload::new(plan),
+            running: false,
+            interrupted: false,
+            inflight: 0,
+            closed: plan.connections,
+            stopping: false,
+            first_errno: None,
+            backlog_peak: 0,
+            completed_total: 0,
+            stopped_ns: 0,
+            last_done: 0,
+            first_bad: None,
+            ops_in_ring: 0,
+        })
+    }
+}

@@ -1,0 +1,298 @@
+//! Receive and framing: bytes from a provided buffer or the connection's own region
+//! go through the connection's framer; each complete response completes the oldest
+//! request in flight and records its latencies.
+
+use super::{Reopen, Worker};
+use crate::clock::Ticks;
+use crate::engine::conn_table::{ConnState, Req};
+use crate::engine::recorder::ErrorKind;
+use crate::engine::socket;
+use crate::proto::{Framer, Framing, Parsed};
+
+impl Worker<'_> {
+    pub(super) fn on_recv(&mut self, c: u32, res: i32, flags: u32, now_t: Ticks) {
+        let bid = io_uring::cqueue::buffer_select(flags);
+        if !io_uring::cqueue::more(flags) {
+            self.table.conns[c as usize].recv_armed = false;
+        }
+        let expiring = self.table.conns[c as usize].state == ConnState::Expiring;
+        if res <= 0 || expiring {
+            if let (Some(bid), Some(br)) = (bid, &mut self.buf_ring) {
+                br.recycle(bid);
+            }
+            if expiring {
+                return; // unmatched bytes; the scan closes it once its requests expired
+            }
+            if res == -libc::EINVAL && bid.is_none() && self.multishot {
+                // A kernel with buffer rings but without multishot receive (5.19):
+                // fall back to single-shot receives for the rest of the run.
+                self.multishot = false;
+                self.arm_recv(c);
+                return;
+            }
+            if res == -libc::ENOBUFS {
+                // Every provided buffer was in use: receive again once some are back.
+                if !self.table.conns[c as usize].recv_armed {
+                    self.arm_recv(c);
+                }
+                return;
+            }
+            let kind = if res == 0 {
+                // A body that runs until the connection closes ends here.
+                if self.table.conns[c as usize].framer.eof() && self.complete_one(c, now_t) {
+                    self.count_status(c);
+                }
+                ErrorKind::ClosedByPeer
+            } else {
+                socket::io_error_kind(-res)
+            };
+            self.out.counters.closed_by_target += u64::from(res == 0 || res == -libc::ECONNRESET);
+            self.close_conn(c, Some(kind), Reopen::Backoff);
+            return;
+        }
+        self.out.counters.bytes_received += res as u64;
+        let total = res as usize;
+        let open = match bid {
+            // Single-shot receive: the bytes already sit after the kept ones.
+            None => self.parse_received(c, total, now_t),
+            Some(bid) => {
+                // Multishot: frame straight out of the provided buffer; only an
+                // unfinished tail is copied into the connection's region, and bytes
+                // that follow a kept tail are appended there.
+                let br = self.buf_ring.take().expect("buffer id implies a ring");
+                let data = br.buf(bid, total);
+                let open = if self.table.conns[c as usize].recv_keep == 0 {
+                    self.parse_direct(c, data, now_t)
+                } else {
+                    let len = self.plan.recv_buffer_bytes;
+                    let base = c as usize * len;
+                    let mut off = 0;
+                    let mut open = true;
+                    while open && off < total {
+                        let keep = self.table.conns[c as usize].recv_keep;
+                        let n = (len - keep).min(total - off);
+                        self.recv_buf[base + keep..base + keep + n]
+                            .copy_from_slice(&data[off..off + n]);
+                        off += n;
+                        open = self.parse_received(c, n, now_t);
+                    }
+                    open
+                };
+                let mut br = br;
+                br.recycle(bid);
+                self.buf_ring = Some(br);
+                open
+            }
+        };
+        if !open {
+            return;
+        }
+        if !self.table.conns[c as usize].recv_armed {
+            self.arm_recv(c);
+        }
+        if self.table.has_free_slot(c) {
+            self.mark_ready(c);
+        }
+    }
+
+    /// Frames `data` (a provided buffer, nothing kept before it); an unfinished tail
+    /// moves into the connection's region. Returns false when the connection closed.
+    pub(super) fn parse_direct(&mut self, c: u32, data: &[u8], now_t: Ticks) -> bool {
+        let Some(pos) = self.parse(c, data, now_t) else {
+            return false;
+        };
+        let tail = &data[pos..];
+        let len = self.plan.recv_buffer_bytes;
+        if tail.len() >= len {
+            self.protocol_error(c, "response larger than the receive buffer", tail);
+            return false;
+        }
+        let base = c as usize * len;
+        self.recv_buf[base..base + tail.len()].copy_from_slice(tail);
+        self.table.conns[c as usize].recv_keep = tail.len();
+        true
+    }
+
+    /// Frames the `n` bytes just placed after the kept ones in connection `c`'s region,
+    /// completing requests; keeps an unfinished tail for the next bytes. Returns false
+    /// when the connection was closed (protocol error, `Connection: close`).
+    pub(super) fn parse_received(&mut self, c: u32, n: usize, now_t: Ticks) -> bool {
+        let len = self.plan.recv_buffer_bytes;
+        let base = c as usize * len;
+        let end = self.table.conns[c as usize].recv_keep + n;
+        // Lent out while framing, so the bytes and the worker can be borrowed at once.
+        let buf = std::mem::take(&mut self.recv_buf);
+        let parsed = self.parse(c, &buf[base..base + end], now_t);
+        self.recv_buf = buf;
+        let Some(pos) = parsed else {
+            return false;
+        };
+        let keep = end - pos;
+        if keep == len {
+            let buf = std::mem::take(&mut self.recv_buf);
+            self.protocol_error(
+                c,
+                "response larger than the receive buffer",
+                &buf[base + pos..base + end],
+            );
+            self.recv_buf = buf;
+            return false;
+        }
+        if keep > 0 && pos > 0 {
+            self.recv_buf.copy_within(base + pos..base + end, base);
+        }
+        self.table.conns[c as usize].recv_keep = keep;
+        true
+    }
+
+    /// Frames the responses at the start of `input`, completing requests. Returns how
+    /// many bytes they took (the rest is an unfinished response), or `None` when the
+    /// connection was closed (protocol error, `Connection: close`, connection per
+    /// request done).
+    pub(super) fn parse(&mut self, c: u32, input: &[u8], now_t: Ticks) -> Option<usize> {
+        let end = input.len();
+        let mut pos = 0;
+        while pos < end {
+            if self.mixed_framing && self.table.conns[c as usize].at_boundary {
+                self.select_framer(c);
+            }
+            let parsed = self.table.conns[c as usize].framer.feed(&input[pos..]);
+            self.table.conns[c as usize].at_boundary = matches!(parsed, Parsed::Complete { .. });
+            match parsed {
+                Parsed::Complete { consumed } => {
+                    if !self.complete_one(c, now_t) {
+                        // A response nobody asked for: the stream is out of step.
+                        let why = "response with no request in flight";
+                        self.protocol_error(c, why, &input[pos..]);
+                        return None;
+                    }
+                    pos += consumed;
+                    self.count_status(c);
+                    if self.table.conns[c as usize].framer.close_after() {
+                        // `Connection: close`: requests pipelined behind this response
+                        // will not be answered on this connection. An orderly close:
+                        // reopen at once.
+                        self.close_conn(c, Some(ErrorKind::ClosedByPeer), Reopen::Now);
+                        return None;
+                    }
+                    if self.workload.per_request() && self.table.conns[c as usize].inflight == 0 {
+                        self.close_conn(c, None, Reopen::Now);
+                        return None;
+                    }
+                }
+                Parsed::Incomplete { consumed } => {
+                    pos += consumed;
+                    break;
+                }
+                Parsed::Invalid { reason } => {
+                    self.protocol_error(c, reason, &input[pos..]);
+                    return None;
+                }
+            }
+        }
+        Some(pos)
+    }
+
+    /// Counts the status of the response that just completed: HTTP status classes, and
+    /// RESP error replies.
+    #[inline]
+    pub(super) fn count_status(&mut self, c: u32) {
+        let conn = &self.table.conns[c as usize];
+        let Some(status) = conn.framer.status() else {
+            return;
+        };
+        let framing = self.plan.requests.entries[conn.framer_entry as usize].framing;
+        match framing {
+            Framing::Http1 => {
+                let class = (status / 100) as usize;
+                self.out.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] +=
+                    1;
+            }
+            Framing::Resp if status != 0 => self.out.counters.error_replies += 1,
+            _ => {}
+        }
+    }
+
+    /// Points the connection's framer at the entry of its oldest request in flight
+    /// (mixes whose entries use different framers).
+    pub(super) fn select_framer(&mut self, c: u32) {
+        let Some(front) = self.table.front(c) else {
+            return;
+        };
+        let conn = &mut self.table.conns[c as usize];
+        if conn.framer_entry != front.entry {
+            conn.framer = self.entry_framers[front.entry as usize].clone();
+            conn.framer_entry = front.entry;
+        }
+    }
+
+    /// Counts a failed request of `kind` (per mix entry too); `latency_ns` is recorded
+    /// when given (timeouts are recorded at the timeout).
+    #[inline]
+    pub(super) fn request_error(&mut self, req: &Req, kind: ErrorKind, latency_ns: Option<u64>) {
+        self.out.counters.error(kind);
+        if let Some(e) = self.entries.get_mut(req.entry as usize) {
+            e.errors += 1;
+            if let Some(l) = latency_ns {
+                e.latency.saturating_record(l);
+            }
+        }
+        if let Some(l) = latency_ns {
+            self.out.hist.latency.saturating_record(l);
+        }
+    }
+
+    /// A response that cannot be parsed: the requests in flight are protocol errors and
+    /// the connection is reopened; with nothing in flight the bytes were unsolicited.
+    /// The first such event keeps its reason and first bytes (escaped) for the report.
+    pub(super) fn protocol_error(&mut self, c: u32, reason: &str, bytes: &[u8]) {
+        if self.first_bad.is_none() {
+            self.first_bad = Some(format!(
+                "{reason}: \"{}\"",
+                crate::proto::escape_prefix(bytes, 64)
+            ));
+        }
+        if self.table.conns[c as usize].inflight == 0 {
+            self.out.counters.error(ErrorKind::Unsolicited);
+        }
+        self.close_conn(c, Some(ErrorKind::Protocol), Reopen::Now);
+    }
+
+    /// Records the oldest in-flight request of `c` as answered at `done`.
+    #[inline]
+    pub(super) fn complete_one(&mut self, c: u32, done: Ticks) -> bool {
+        let conn = &self.table.conns[c as usize];
+        if conn.inflight == conn.unsent {
+            // Nothing in flight has been sent: this response answers no request.
+            return false;
+        }
+        let Some(req) = self.table.pop_front(c) else {
+            return false;
+        };
+        self.inflight -= 1;
+        self.out.counters.completed += 1;
+        self.completed_total += 1;
+        self.last_done = done;
+        let done_ns = self.clock.ns(done);
+        let sent_ns = self.clock.ns(req.sent);
+        let latency = done_ns.saturating_sub(req.intended_ns);
+        self.out.hist.latency.saturating_record(latency);
+        self.out
+            .hist
+            .service
+            .saturating_record(done_ns.saturating_sub(sent_ns));
+        if let Some(e) = self.entries.get_mut(req.entry as usize) {
+            e.completed += 1;
+            e.latency.saturating_record(latency);
+        }
+        if !self.stopping
+            && let Some(closed_loop) = self.workload.closed_loop()
+        {
+            // Closed loop: the next request follows this response, once it is known
+            // that the connection stays open (`Connection: close`, end of stream).
+            let queued = closed_loop.reissue_q.push(c);
+            debug_assert!(queued, "one request in flight per connection");
+        }
+        true
+    }
+}

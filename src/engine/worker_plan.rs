@@ -1,0 +1,103 @@
+//! What one worker is told before it starts ([`WorkerPlan`]), and the timetable it
+//! derives from it.
+
+use super::backoff::Backoff;
+use super::socket::SockOpts;
+use crate::proto::Framing;
+use crate::request::RequestSet;
+use crate::schedule::{ArrivalKind, Arrivals, Constant, RateShape, Schedule};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+/// What goes over the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Persistent TCP connections, requests and framed responses.
+    Tcp,
+    /// Connected UDP sockets, one datagram per request, responses matched by sequence.
+    Udp,
+    /// Connected UDP sockets, fire and forget (`--no-response`).
+    UdpBlast,
+}
+
+/// Everything one worker needs, fixed before it starts.
+#[derive(Debug, Clone)]
+pub struct WorkerPlan {
+    pub index: usize,
+    pub transport: Transport,
+    /// Global index of this worker's first connection (flow ids, `{conn}`).
+    pub conn_offset: usize,
+    /// Largest response accepted (`--max-response`).
+    pub max_response: usize,
+    pub workers: usize,
+    pub core: Option<usize>,
+    /// The first of `targets` (UDP uses only it).
+    pub target: SocketAddr,
+    /// Destinations: connection g (global index) uses pair g mod (sources x targets).
+    pub targets: Arc<[SocketAddr]>,
+    /// Source addresses to bind (`--source-ip`); empty: the kernel chooses.
+    pub sources: Arc<[IpAddr]>,
+    pub sockopts: SockOpts,
+    /// `ip_local_port_range` (first port, size) for explicit source ports (`--source-ip`).
+    pub source_ports: Option<(u16, u32)>,
+    /// Connects this worker keeps pending at once in the connect phase (the core's
+    /// share of [`crate::limits::CONNECTS_IN_FLIGHT_MAX`]).
+    pub connects_in_flight: usize,
+    /// Minimum gap between two connects of this worker (`--connect-rate`); 0: none.
+    pub connect_gap_ns: u64,
+    /// Reconnect backoff; `None` with `--no-reconnect`.
+    pub backoff: Option<Backoff>,
+    /// `--connect-per-request`: connect, send, receive, close for every request.
+    pub per_request: bool,
+    /// The `--rate` shape; `None`: a constant `rate_rps`.
+    pub shape: Option<RateShape>,
+    pub arrivals: ArrivalKind,
+    /// `--concurrency`: each connection sends its next request when the previous
+    /// response arrives (no timetable).
+    pub closed_loop: bool,
+    pub connections: usize,
+    pub pipeline: usize,
+    /// Intended rate in total; infinite for `--rate max` (UDP blast only).
+    pub rate_rps: f64,
+    pub duration_ns: u64,
+    pub timeout_ns: u64,
+    /// The request when it is one static payload (else empty).
+    pub payload: Arc<[u8]>,
+    pub requests: Arc<RequestSet>,
+    /// Seed of the request choice and `{rand:N}` (per-worker streams derive from it).
+    pub seed: u64,
+    pub framing: Framing,
+    pub recv_buffer_bytes: usize,
+    pub backlog_capacity: usize,
+    pub interval_ns: u64,
+    /// Spin on the TSC for this long before a due send instead of sleeping.
+    pub spin_ns: u64,
+}
+
+/// A worker's timetable and how many of its requests fall before the end (`u64::MAX`
+/// until found on the way, for Poisson arrivals); no timetable (0 requests) for
+/// `--hold` without heartbeats and for closed loop.
+pub fn timetable(plan: &WorkerPlan) -> (Arrivals, u64) {
+    let schedule = match &plan.shape {
+        Some(s) => Arrivals::new(plan.arrivals, s, plan.workers, plan.index, plan.seed),
+        None => Arrivals::Constant(Constant::new(
+            if plan.rate_rps.is_finite() {
+                plan.rate_rps.max(1.0)
+            } else {
+                1.0
+            },
+            plan.workers,
+            plan.index,
+        )),
+    };
+    let total = if plan.rate_rps > 0.0 && !plan.closed_loop {
+        match schedule.count_before(plan.duration_ns) {
+            Some(n) => n,
+            None if schedule.due_ns(0) >= plan.duration_ns => 0,
+            None => u64::MAX,
+        }
+    } else {
+        0
+    };
+    (schedule, total)
+}
