@@ -154,6 +154,11 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         };
         json::write(p, &out).map_err(|e| output_error(p, e))?;
     }
+    // A worker whose ring failed: what it measured is reported above, and the run
+    // ends as an environment error.
+    if let Some(e) = report.worker_error {
+        return Err(RunError::Worker(e.to_string()).into());
+    }
     // An invalid run's figures describe the generator, so its SLO verdict cannot
     // count: exit code 3 wins over 4.
     Ok(if !report.valid {

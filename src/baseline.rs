@@ -134,6 +134,13 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let mut bisections = 0;
     while !stop.load(Ordering::Relaxed) {
         let report = match execute(plan, addr, rate, plan.step_duration_ns, stop, false) {
+            Ok(Report {
+                worker_error: Some(e),
+                ..
+            }) => {
+                result = Err(RunError::Worker(e.to_string()));
+                break;
+            }
             Ok(r) => r,
             Err(e) => {
                 result = Err(e);

@@ -156,6 +156,7 @@ pub fn execute(
     let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
     let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
     let mut collected = collect(&snap_rx, &recycle, rate_rps, live, &mut host, &worker_cores);
+    let worker_error = collected.totals.iter().find_map(|t| t.error.clone());
     collected.iface = host.iface.clone();
     for h in handles {
         if h.join().is_err() {
@@ -177,6 +178,7 @@ pub fn execute(
         stop.load(Ordering::Relaxed),
     );
     report.threads = threads;
+    report.worker_error = worker_error;
     Ok(report)
 }
 
@@ -763,6 +765,7 @@ fn build_report(
         workers,
         io_uring_features: features,
         threads: Vec::new(),
+        worker_error: None,
         diagnosis,
         interrupted,
         intervals,

@@ -560,6 +560,9 @@ pub fn run(
             break;
         };
         let report = execute(plan, target, rate_rps, cfg.step_duration_ns, stop, false)?;
+        if let Some(e) = report.worker_error {
+            return Err(RunError::Worker(e.to_string()));
+        }
         if report.interrupted {
             // A step cut short measures less than it claims: leave it out.
             interrupted = true;

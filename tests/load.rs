@@ -418,3 +418,57 @@ fn udp_blast_at_max_rate() {
         "max has no intended rate"
     );
 }
+
+/// Issue 10 §4: a submit error that is not transient (ENOMEM, injected through the
+/// ring's test hook) ends the run with one line naming it and exit code 1, with what
+/// was measured so far still reported; no panic. TCP and UDP.
+#[test]
+fn a_failing_submit_ends_the_run_with_one_line_and_the_figures_so_far() {
+    let _g = load_lock();
+    for udp in [false, true] {
+        let sink = if udp {
+            Sink::start_udp(&["--mode", "echo"])
+        } else {
+            Sink::start(&["--mode", "echo"])
+        };
+        let (_dir, path) = tmp_json();
+        let mut args = vec!["run", "--target", &sink.addr, "--cores", "0"];
+        args.extend_from_slice(&["--rate", "2000", "--duration", "3s", "--connections", "4"]);
+        args.extend_from_slice(&["--json", path.to_str().unwrap()]);
+        if udp {
+            args.extend_from_slice(&["--proto", "udp"]);
+        }
+        let child = Command::new(bin())
+            .args(&args)
+            .env("BLASTER_TEST_FAIL_SUBMIT_AFTER", "300")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_bounded(child, Duration::from_secs(20));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "udp={udp}: {err}");
+        assert!(!err.contains("panicked"), "udp={udp}: {err}");
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("io_uring submit failed"))
+            .collect();
+        assert_eq!(lines.len(), 1, "udp={udp}: {err}");
+        assert!(lines[0].contains("Cannot allocate memory"), "{}", lines[0]);
+        // What was measured before the failure is still reported, in text and JSON.
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("rate:"), "udp={udp}: no report: {text}");
+        let v = read_json(&path);
+        assert!(
+            f(&v, "requests.completed") > 0.0,
+            "udp={udp}: {}",
+            v["requests"]
+        );
+        assert!(
+            f(&v, "duration_s") < 2.5,
+            "udp={udp}: the run did not stop early"
+        );
+        assert_accounted(&v);
+    }
+}

@@ -4,6 +4,7 @@
 
 use super::pacing::Pacer;
 use super::recorder::{Counters, Histograms, Snapshot, WorkerTotals};
+use super::ring::{FAULT_SUBMIT_ENV, Ring};
 use super::worker_plan::WorkerPlan;
 use crate::clock::Clock;
 use crossbeam_channel::{Receiver, Sender};
@@ -22,6 +23,27 @@ pub struct Ready {
     /// A setup failure that stops this worker (ring, pinning is not one).
     pub fatal: Option<String>,
     pub features: Vec<&'static str>,
+}
+
+/// What stops a worker in the middle of its run. The worker ends its run at once, sends
+/// what it measured so far (its last snapshot carries the error), and the run ends
+/// with this as its one line and exit code 1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerError {
+    /// io_uring_enter failed with an error that is not transient (ENOMEM, say): the
+    /// ring cannot take more work.
+    #[error("worker {worker}: io_uring submit failed: {}", std::io::Error::from_raw_os_error(*.errno))]
+    Submit { worker: usize, errno: i32 },
+}
+
+impl WorkerError {
+    /// A failed submit of worker `worker`.
+    pub fn submit(worker: usize, e: &std::io::Error) -> WorkerError {
+        WorkerError::Submit {
+            worker,
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
 }
 
 /// The main thread's answer to [`Ready`].
@@ -131,6 +153,17 @@ pub fn setup_failed(ready_tx: &Sender<Ready>, plan: &WorkerPlan, what: &str, e: 
         fatal: Some(format!("worker {}: {what} failed: {e}", plan.index)),
         features: Vec::new(),
     });
+}
+
+/// Arms the ring's submit-failure hook when the test environment asks for it
+/// ([`FAULT_SUBMIT_ENV`]); the end-to-end test of the submit-error path uses it.
+pub fn arm_fault_hook(ring: &mut Ring) {
+    if let Some(n) = std::env::var(FAULT_SUBMIT_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        ring.fail_submits_after(n);
+    }
 }
 
 /// Sleeps, then spins, until the schedule's start instant.

@@ -311,6 +311,8 @@ pub struct WorkerTotals {
     pub first_protocol_error: Option<String>,
     /// Per `--mix` entry (empty without a mix).
     pub entries: Vec<EntryTotals>,
+    /// What stopped the worker before the end of its schedule (a broken ring).
+    pub error: Option<super::driver::WorkerError>,
 }
 
 /// One `--mix` entry's figures over the whole run.

@@ -10,7 +10,13 @@ pub struct Ring {
     pub uring: IoUring,
     /// Names of the setup flags and features in use, for the report.
     pub features: Vec<&'static str>,
+    /// Test hook ([`Ring::fail_submits_after`]): submits left before every submit fails.
+    submits_left: Option<u64>,
 }
+
+/// Environment variable that makes a worker's ring fail its submits after this many
+/// with ENOMEM: the end-to-end test of the submit-error path. Not for users.
+pub const FAULT_SUBMIT_ENV: &str = "BLASTER_TEST_FAIL_SUBMIT_AFTER";
 
 impl Ring {
     /// A ring of `entries` (rounded and clamped), completion queue twice as large.
@@ -51,7 +57,11 @@ impl Ring {
                             "io_uring without IORING_FEAT_EXT_ARG (kernel 5.11+) is not supported",
                         ));
                     }
-                    return Ok(Ring { uring, features });
+                    return Ok(Ring {
+                        uring,
+                        features,
+                        submits_left: None,
+                    });
                 }
                 Err(e) => last_err = Some(e),
             }
@@ -124,9 +134,29 @@ impl Ring {
         }
     }
 
+    /// Test hook: after `n` more submits, every submit fails with ENOMEM (a
+    /// non-transient error), as a kernel out of memory would make it.
+    pub fn fail_submits_after(&mut self, n: u64) {
+        self.submits_left = Some(n);
+    }
+
+    /// The injected failure, when the test hook's count has run out.
+    #[inline]
+    fn injected_failure(&mut self) -> io::Result<()> {
+        match &mut self.submits_left {
+            None => Ok(()),
+            Some(0) => Err(io::Error::from_raw_os_error(libc::ENOMEM)),
+            Some(n) => {
+                *n -= 1;
+                Ok(())
+            }
+        }
+    }
+
     /// Submits everything queued without waiting.
     #[inline]
     pub fn submit(&mut self) -> io::Result<()> {
+        self.injected_failure()?;
         match self.uring.submit() {
             Ok(_) => Ok(()),
             Err(e) if is_transient(&e) => Ok(()),
@@ -149,6 +179,7 @@ impl Ring {
             .sec(timeout_ns / 1_000_000_000)
             .nsec((timeout_ns % 1_000_000_000) as u32);
         let args = types::SubmitArgs::new().timespec(&ts);
+        self.injected_failure()?;
         match self.uring.submitter().submit_with_args(1, &args) {
             Ok(_) => Ok(()),
             Err(e) if is_transient(&e) => Ok(()),
@@ -239,6 +270,27 @@ mod tests {
             .split(|c: char| !c.is_ascii_digit())
             .filter_map(|p| p.parse().ok());
         (it.next().unwrap_or(0), it.next().unwrap_or(0))
+    }
+
+    #[test]
+    fn the_fault_hook_fails_submits_after_its_count() {
+        let mut r = Ring::new(8).unwrap();
+        r.fail_submits_after(2);
+        r.submit().unwrap();
+        r.submit_and_wait_ns(1_000).unwrap();
+        let e = r.submit().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOMEM));
+        // A full queue's push goes through the failing submit and reports it.
+        let nop = opcode::Nop::new().build();
+        let mut failed = None;
+        for _ in 0..16 {
+            // SAFETY: a NOP references no memory.
+            if let Err(e) = unsafe { r.push(&nop) } {
+                failed = Some(e);
+                break;
+            }
+        }
+        assert_eq!(failed.and_then(|e| e.raw_os_error()), Some(libc::ENOMEM));
     }
 
     #[test]

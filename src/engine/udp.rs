@@ -19,7 +19,9 @@
 //! only the 24-byte header is written per datagram. Nothing allocates per request.
 
 use super::conn_table::Fifo;
-use super::driver::{Channels, Engine, Outbox, Ready, drive, wait_for_start};
+use super::driver::{
+    Channels, Engine, Outbox, Ready, WorkerError, arm_fault_hook, drive, wait_for_start,
+};
 use super::pacing::Pacer;
 use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
@@ -139,6 +141,8 @@ struct UdpWorker<'p> {
     next_flow: usize,
     inflight: u64,
     ops_in_ring: u64,
+    /// The ring failed: the run ends at once and reports this.
+    fatal: Option<WorkerError>,
     completed_total: u64,
     stopping: bool,
     stopped_ns: Nanos,
@@ -240,6 +244,7 @@ impl<'p> UdpWorker<'p> {
         };
         let mut ring = Ring::new((buffers + plan.connections + 64) as u32)?;
         ring.confine_io_workers(plan.core);
+        arm_fault_hook(&mut ring);
         features.extend(ring.features.iter().copied());
         // `--rate max` has no timetable: every free buffer is filled at once.
         let (schedule, total_k) = if plan.rate_rps.is_finite() {
@@ -282,6 +287,7 @@ impl<'p> UdpWorker<'p> {
             next_flow: 0,
             inflight: 0,
             ops_in_ring: 0,
+            fatal: None,
             completed_total: 0,
             stopping: false,
             stopped_ns: 0,
@@ -296,14 +302,32 @@ impl<'p> UdpWorker<'p> {
         self.schedule.as_ref().map_or(Nanos::MAX, |s| s.due_ns(k))
     }
 
+    /// Queues `entry` and counts it as in the ring. A submit that fails for good marks
+    /// the worker failed: nothing is queued from then on, and the loop ends the run.
+    ///
+    /// # Safety
+    /// Every buffer the entry points to must stay valid and unmoved until its
+    /// completion has been reaped. `send_bufs` and `recv_bufs` do: allocated once,
+    /// never reallocated, and leaked instead of freed when the worker is dropped with
+    /// operations in the ring (`Drop for UdpWorker`).
     #[inline]
-    fn push(&mut self, entry: &io_uring::squeue::Entry) {
-        // SAFETY: entries point into `send_bufs` and `recv_bufs`, allocated once and
-        // kept alive until every operation has completed (`quiesce`).
-        if let Err(e) = unsafe { self.ring.push(entry) } {
-            panic!("io_uring submit failed: {e}");
+    unsafe fn push(&mut self, entry: &io_uring::squeue::Entry) {
+        if self.fatal.is_some() {
+            return;
         }
-        self.ops_in_ring += 1;
+        // SAFETY: forwarded to this function's contract.
+        match unsafe { self.ring.push(entry) } {
+            Ok(()) => self.ops_in_ring += 1,
+            Err(e) => self.ring_failed(&e),
+        }
+    }
+
+    /// The ring refused a submit for good: the first such error ends the run.
+    #[cold]
+    fn ring_failed(&mut self, e: &std::io::Error) {
+        if self.fatal.is_none() {
+            self.fatal = Some(WorkerError::submit(self.plan.index, e));
+        }
     }
 
     fn arm_recv(&mut self, f: usize) {
@@ -318,7 +342,10 @@ impl<'p> UdpWorker<'p> {
         let entry = opcode::Recv::new(types::Fd(flow.fd), buf.as_mut_ptr(), RECV_BYTES as u32)
             .build()
             .user_data(token.encode());
-        self.push(&entry);
+        // SAFETY: the receive writes into flow `f`'s region of `recv_bufs` (bounds
+        // checked by the slice above), owned by the worker, never reallocated, and
+        // outliving the operation (leaked if the worker is dropped before it completes).
+        unsafe { self.push(&entry) };
     }
 
     /// Sends up to `count` datagrams on one flow from one buffer. Returns how many.
@@ -372,7 +399,11 @@ impl<'p> UdpWorker<'p> {
         let entry = opcode::Send::new(types::Fd(self.flows[f].fd), buf.as_ptr(), buf.len() as u32)
             .build()
             .user_data(token.encode());
-        self.push(&entry);
+        // SAFETY: the send reads buffer `b` of `send_bufs`, owned by the worker and
+        // never reallocated; `b` stays out of `free_bufs` (so is not rewritten) until
+        // this send completes, and the memory outlives the operation (leaked if the
+        // worker is dropped before it completes).
+        unsafe { self.push(&entry) };
         n
     }
 
@@ -632,6 +663,16 @@ impl<'p> UdpWorker<'p> {
             let now_t = self.clock.ticks();
             let now = self.clock.ns(now_t);
             pace.begin(now);
+            if self.fatal.is_some() {
+                // The ring refused a submit for good: end the run now, with what was
+                // measured so far (datagrams in flight are cut off, not errors).
+                if !self.stopping {
+                    self.stopped_ns = now.min(self.plan.duration_ns);
+                    pace.stop(now, 0);
+                }
+                self.stopping = true;
+                break;
+            }
             if !self.stopping {
                 let at_end = now >= self.plan.duration_ns
                     && (self.schedule.is_none() || self.next_k >= self.total_k);
@@ -693,10 +734,14 @@ impl<'p> UdpWorker<'p> {
                     wake.at.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX)
                 };
                 pace.sleep(now2);
-                let _ = self.ring.submit_and_wait_ns(wait);
+                if let Err(e) = self.ring.submit_and_wait_ns(wait) {
+                    self.ring_failed(&e);
+                }
             } else {
-                if self.ring.needs_enter() || (work == 0 && !wake.due_soon) {
-                    let _ = self.ring.submit();
+                if (self.ring.needs_enter() || (work == 0 && !wake.due_soon))
+                    && let Err(e) = self.ring.submit()
+                {
+                    self.ring_failed(&e);
                 }
                 if work == 0 && !pending_cqes {
                     pace.idle(now);
@@ -728,13 +773,14 @@ impl<'p> UdpWorker<'p> {
             ring_features: self.features.clone(),
             first_protocol_error: None,
             entries: Vec::new(),
+            error: self.fatal.clone(),
         };
         let interval = pace.interval();
         self.out.send(interval, Some(totals), &mut pace);
     }
 
-    /// Closes the sockets and waits (at most a second) for every operation in the ring,
-    /// leaking the buffers if some never finish.
+    /// Closes the sockets and waits (at most a second) for every operation in the ring;
+    /// `Drop` leaks the buffers if some never finish.
     fn quiesce(&mut self) {
         for flow in &self.flows {
             // SAFETY: plain syscalls on descriptors this worker owns.
@@ -756,6 +802,15 @@ impl<'p> UdpWorker<'p> {
                 libc::close(flow.fd);
             }
         }
+    }
+}
+
+/// Whatever ends the worker's life (a normal return after `quiesce`, a setup error, a
+/// panic unwinding through the loop), buffers the kernel may still read or write are
+/// never freed under it: while operations remain in the ring they are leaked (the ring,
+/// dropped after this, cancels what is left).
+impl Drop for UdpWorker<'_> {
+    fn drop(&mut self) {
         if self.ops_in_ring > 0 {
             std::mem::forget(std::mem::take(&mut self.send_bufs));
             std::mem::forget(std::mem::take(&mut self.recv_bufs));

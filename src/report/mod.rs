@@ -323,6 +323,10 @@ pub struct Report {
     /// Every thread of the process seen during the run and the CPU it last ran on
     /// (`/proc/self/task/*/stat` field 39), by tid.
     pub threads: Vec<crate::threads::ThreadCpu>,
+    /// A worker stopped early because its ring failed: the figures cover the run up
+    /// to then, and the command ends with this error (exit code 1). Not in the JSON.
+    #[serde(skip)]
+    pub worker_error: Option<crate::engine::driver::WorkerError>,
     /// Observations with their remedy, e.g. connection wait dominating latency.
     pub diagnosis: Vec<String>,
     pub interrupted: bool,

@@ -77,8 +77,9 @@ impl Worker<'_> {
             } else {
                 WAIT_NS_MAX
             };
-            if let Err(e) = self.ring.submit_and_wait_ns(wait) {
-                return self.ready(Some(format!("io_uring wait failed: {e}")), 0);
+            self.submit_and_wait(wait);
+            if let Some(e) = &self.fatal {
+                return self.ready(Some(e.to_string()), 0);
             }
             let before = self.out.counters.connections_opened;
             self.reap();
@@ -91,7 +92,8 @@ impl Worker<'_> {
                 self.close_conn(c, None, Reopen::Now); // Ctrl-C during the connect phase
             }
         }
-        self.ready(None, established_at - started)
+        let fatal = self.fatal.as_ref().map(|e| e.to_string());
+        self.ready(fatal, established_at - started)
     }
 
     pub(super) fn ready(&self, fatal: Option<String>, establish_ns: u64) -> Ready {

@@ -4,22 +4,64 @@
 
 use super::{Reopen, Worker};
 use crate::engine::conn_table::ConnState;
+use crate::engine::driver::WorkerError;
 use crate::engine::socket;
 use crate::engine::token::{Op, Token};
 use crate::request::Ctx;
 use io_uring::opcode;
 
 impl Worker<'_> {
+    /// Queues `entries` (a linked chain stays together) and counts them as in the
+    /// ring. A submit that fails for good (not a transient error) marks the worker
+    /// failed: nothing is queued from then on, and the loop ends the run.
+    ///
+    /// # Safety
+    /// Every buffer and address the entries point to must stay valid and unmoved until
+    /// their completions have been reaped. Memory owned by the worker does: it is
+    /// allocated once, never reallocated, and leaked instead of freed when the worker
+    /// is dropped with operations in the ring (`Drop for Worker`).
     #[inline]
-    pub(super) fn push(&mut self, entry: &io_uring::squeue::Entry) {
-        // SAFETY: every entry built in this file points into buffers owned by the
-        // worker (`recv_buf`, `send_buf`, `addr`), allocated once and never moved or
-        // freed while the worker runs; stale completions are filtered by generation.
-        if let Err(e) = unsafe { self.ring.push(entry) } {
-            // A submit error other than a transient one means the ring is unusable.
-            panic!("io_uring submit failed: {e}");
+    pub(super) unsafe fn push(&mut self, entries: &[io_uring::squeue::Entry]) {
+        if self.fatal.is_some() {
+            return;
         }
-        self.ops_in_ring += 1;
+        // SAFETY: forwarded to this function's contract.
+        let pushed = unsafe {
+            if let [entry] = entries {
+                self.ring.push(entry)
+            } else {
+                self.ring.push_all(entries)
+            }
+        };
+        match pushed {
+            Ok(()) => self.ops_in_ring += entries.len() as u64,
+            Err(e) => self.ring_failed(&e),
+        }
+    }
+
+    /// The ring refused a submit for good: the first such error ends the run.
+    #[cold]
+    pub(super) fn ring_failed(&mut self, e: &std::io::Error) {
+        if self.fatal.is_none() {
+            self.fatal = Some(WorkerError::submit(self.plan.index, e));
+        }
+    }
+
+    /// Submits what is queued; a non-transient error marks the worker failed.
+    #[inline]
+    pub(super) fn submit(&mut self) {
+        if let Err(e) = self.ring.submit() {
+            self.ring_failed(&e);
+        }
+    }
+
+    /// Submits and waits up to `timeout_ns`; a non-transient error marks the worker
+    /// failed.
+    #[inline]
+    pub(super) fn submit_and_wait(&mut self, timeout_ns: u64) {
+        if let Err(e) = self.ring.submit_and_wait_ns(timeout_ns) {
+            self.ring_failed(&e);
+        }
     }
 
     pub(super) fn arm_recv(&mut self, c: u32) {
@@ -49,7 +91,11 @@ impl Worker<'_> {
             on_socket!(self, c, conn.fd, |t| opcode::Recv::new(t, ptr, n).build())
                 .user_data(token.encode())
         };
-        self.push(&entry);
+        // SAFETY: a multishot receive writes into the buffer ring's memory, a single
+        // receive into this connection's region of `recv_buf` (bounds checked by the
+        // slice above); both are owned by the worker, never reallocated, and outlive
+        // the operation (leaked if the worker is dropped before it completes).
+        unsafe { self.push(&[entry]) };
     }
 
     pub(super) fn push_send(&mut self, c: u32) {
@@ -69,7 +115,11 @@ impl Worker<'_> {
         let entry = on_socket!(self, c, conn.fd, |t| opcode::Send::new(t, ptr, n).build())
             .user_data(token.encode());
         self.table.conns[c as usize].send_armed = true;
-        self.push(&entry);
+        // SAFETY: the send reads `rest`, a slice of `staging` or `send_buf`, owned by
+        // the worker and never reallocated; this connection's part of it is not
+        // written again until the send completes (`sending` > 0 keeps `flush_sends`
+        // away), and it outlives the operation (leaked if the worker is dropped first).
+        unsafe { self.push(&[entry]) };
     }
 
     /// Drains up to `CQE_BATCH_MAX` completions into the fixed array, then handles them.

@@ -174,9 +174,10 @@ impl Worker<'_> {
             let entry = on_socket!(self, c, fd, |s| opcode::Connect::new(s, addr, addr_len)
                 .build())
             .user_data(token.encode());
-            // SAFETY: `self.addrs` lives in the worker, which outlives every operation
-            // it queued (the worker drains or closes all connections before it returns).
-            self.push(&entry);
+            // SAFETY: the connect reads the address in `self.addrs`, a boxed slice
+            // owned by the worker and never reallocated, which outlives the operation
+            // (leaked if the worker is dropped before it completes).
+            unsafe { self.push(&[entry]) };
         }
     }
 
@@ -325,11 +326,9 @@ impl Worker<'_> {
             n += 1;
             let entries: [io_uring::squeue::Entry; 3] =
                 chain.map(|e| e.unwrap_or_else(|| opcode::Nop::new().build()));
-            // SAFETY: none of the entries points into memory.
-            match unsafe { self.ring.push_all(&entries[..n]) } {
-                Ok(()) => self.ops_in_ring += n as u64,
-                Err(e) => panic!("io_uring submit failed: {e}"),
-            }
+            // SAFETY: cancels by user_data and a close of a file-table slot point into
+            // no memory.
+            unsafe { self.push(&entries[..n]) };
         } else {
             if fd >= 0 {
                 socket::close(fd);
@@ -355,7 +354,7 @@ impl Worker<'_> {
     /// that points into the worker's buffers, as long as they keep finishing (a second
     /// without progress ends the wait: closing a few hundred thousand sockets on a
     /// shared core takes longer than any fixed bound). If some never finish, the
-    /// buffers are leaked rather than freed under the kernel's feet.
+    /// worker's `Drop` leaks the buffers rather than freeing them under the kernel.
     pub(super) fn quiesce(&mut self) {
         self.close_all();
         let quiet = std::time::Duration::from_secs(1);
@@ -375,16 +374,6 @@ impl Worker<'_> {
             if n > 0 {
                 deadline = std::time::Instant::now() + quiet;
             }
-        }
-        if self.ops_in_ring > 0 {
-            eprintln!(
-                "blaster: worker {}: {} io_uring operations did not finish; leaking their buffers",
-                self.plan.index, self.ops_in_ring
-            );
-            std::mem::forget(self.buf_ring.take());
-            std::mem::forget(std::mem::take(&mut self.recv_buf));
-            std::mem::forget(std::mem::take(&mut self.send_buf));
-            Box::leak(std::mem::take(&mut self.addrs));
         }
     }
 

@@ -49,7 +49,7 @@ mod workload;
 
 use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnTable, IndexQueue};
-use super::driver::{Channels, Engine, Outbox, Ready, drive};
+use super::driver::{Channels, Engine, Outbox, Ready, WorkerError, arm_fault_hook, drive};
 use super::recorder::{EntryTotals, Histograms, Snapshot};
 use super::ring::Ring;
 use super::socket;
@@ -173,8 +173,38 @@ struct Worker<'p> {
     /// The first response that did not parse, escaped and truncated.
     first_bad: Option<String>,
     /// Operations submitted whose completion has not been reaped: buffers they point
-    /// into must stay alive until this is zero.
+    /// into must stay alive until this is zero (see the `Drop` below).
     ops_in_ring: u64,
+    /// The ring failed: the run ends at once and reports this.
+    fatal: Option<WorkerError>,
+}
+
+/// Whatever ends the worker's life (a normal return after `quiesce`, a setup error, a
+/// panic unwinding through the loop), buffers the kernel may still read or write are
+/// never freed under it: while operations remain in the ring they are leaked. The ring
+/// itself is dropped after this (its fields drop after `drop` returns), which cancels
+/// what is left; the leaked memory is what those cancels may still touch.
+impl Drop for Worker<'_> {
+    fn drop(&mut self) {
+        if self.ops_in_ring == 0 {
+            return;
+        }
+        // A broken ring (`fatal`) explains itself; the leak needs no line of its own.
+        if self.fatal.is_none() {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "blaster: worker {}: {} io_uring operations did not finish; leaking their buffers",
+                self.plan.index,
+                self.ops_in_ring
+            );
+        }
+        std::mem::forget(self.buf_ring.take());
+        std::mem::forget(std::mem::take(&mut self.recv_buf));
+        std::mem::forget(std::mem::take(&mut self.send_buf));
+        std::mem::forget(std::mem::take(&mut self.staging));
+        std::mem::forget(std::mem::take(&mut self.addrs));
+    }
 }
 
 impl<'p> Worker<'p> {
@@ -186,6 +216,7 @@ impl<'p> Worker<'p> {
         let entries = (plan.connections * 2 + 64) as u32;
         let mut ring = Ring::new(entries)?;
         ring.confine_io_workers(plan.core);
+        arm_fault_hook(&mut ring);
         // Two receive buffers per connection, 64 to 4096 of 4 KiB each: buffers are
         // handed back as soon as their bytes are framed, so thousands of mostly idle
         // connections share a pool (a receive that finds it empty is re-armed).
@@ -279,6 +310,7 @@ impl<'p> Worker<'p> {
             last_done: 0,
             first_bad: None,
             ops_in_ring: 0,
+            fatal: None,
         })
     }
 }

@@ -58,8 +58,12 @@ impl Worker<'_> {
             Some(bid) => {
                 // Multishot: frame straight out of the provided buffer; only an
                 // unfinished tail is copied into the connection's region, and bytes
-                // that follow a kept tail are appended there.
-                let br = self.buf_ring.take().expect("buffer id implies a ring");
+                // that follow a kept tail are appended there. The ring is lent out
+                // while framing; ManuallyDrop leaks it if a panic unwinds meanwhile
+                // (the kernel still owns its other buffers).
+                let br = std::mem::ManuallyDrop::new(
+                    self.buf_ring.take().expect("buffer id implies a ring"),
+                );
                 let data = br.buf(bid, total);
                 let open = if self.table.conns[c as usize].recv_keep == 0 {
                     self.parse_direct(c, data, now_t)
@@ -78,7 +82,7 @@ impl Worker<'_> {
                     }
                     open
                 };
-                let mut br = br;
+                let mut br = std::mem::ManuallyDrop::into_inner(br);
                 br.recycle(bid);
                 self.buf_ring = Some(br);
                 open
@@ -120,22 +124,24 @@ impl Worker<'_> {
         let len = self.plan.recv_buffer_bytes;
         let base = c as usize * len;
         let end = self.table.conns[c as usize].recv_keep + n;
-        // Lent out while framing, so the bytes and the worker can be borrowed at once.
-        let buf = std::mem::take(&mut self.recv_buf);
+        // Lent out while framing, so the bytes and the worker can be borrowed at once;
+        // held in ManuallyDrop so that a panic while lent leaks it (other connections'
+        // receives may be writing into it) instead of freeing it.
+        let buf = std::mem::ManuallyDrop::new(std::mem::take(&mut self.recv_buf));
         let parsed = self.parse(c, &buf[base..base + end], now_t);
-        self.recv_buf = buf;
+        self.recv_buf = std::mem::ManuallyDrop::into_inner(buf);
         let Some(pos) = parsed else {
             return false;
         };
         let keep = end - pos;
         if keep == len {
-            let buf = std::mem::take(&mut self.recv_buf);
+            let buf = std::mem::ManuallyDrop::new(std::mem::take(&mut self.recv_buf));
             self.protocol_error(
                 c,
                 "response larger than the receive buffer",
                 &buf[base + pos..base + end],
             );
-            self.recv_buf = buf;
+            self.recv_buf = std::mem::ManuallyDrop::into_inner(buf);
             return false;
         }
         if keep > 0 && pos > 0 {

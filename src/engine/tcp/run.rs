@@ -27,6 +27,17 @@ impl Worker<'_> {
             let now_t = self.clock.ticks();
             let now = self.clock.ns(now_t);
             pace.begin(now);
+            if self.fatal.is_some() {
+                // The ring refused a submit for good: end the run now, with what was
+                // measured so far (requests in flight are cut off, not errors).
+                if !self.stopping {
+                    self.stopped_ns = now.min(self.plan.duration_ns);
+                    pace.stop(now, 0);
+                }
+                self.stopping = true;
+                self.interrupted = true;
+                break;
+            }
             if !self.stopping {
                 if stop.load(Ordering::Relaxed) {
                     // Ctrl-C: stop now; what waits for a connection was never sent.
@@ -99,12 +110,10 @@ impl Worker<'_> {
             };
             if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
                 pace.sleep(now2);
-                let _ = self
-                    .ring
-                    .submit_and_wait_ns((wake.at - now2).min(WAIT_NS_MAX));
+                self.submit_and_wait((wake.at - now2).min(WAIT_NS_MAX));
             } else {
                 if self.ring.needs_enter() || (work == 0 && !wake.due_soon) {
-                    let _ = self.ring.submit();
+                    self.submit();
                 }
                 if work == 0 && !pending_cqes {
                     // The whole iteration did nothing but look: count it as spinning.
@@ -139,6 +148,7 @@ impl Worker<'_> {
             ring_features: self.ring.features.clone(),
             first_protocol_error: self.first_bad.take(),
             entries: std::mem::take(&mut self.entries),
+            error: self.fatal.clone(),
         };
         let interval = pace.interval();
         self.out.send(interval, Some(totals), &mut pace);
