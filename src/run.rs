@@ -707,7 +707,7 @@ fn build_report(
             failed: ctr.connections_failed,
             failed_by_errno: CONNECT_ERRNOS
                 .iter()
-                .map(|&e| crate::preflight::walls::errno_name(e).to_string())
+                .map(|&e| crate::preflight::walls::errno_name(e))
                 .chain(std::iter::once("other".to_string()))
                 .zip(ctr.failed_errno)
                 .filter(|&(_, n)| n > 0)
