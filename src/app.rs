@@ -269,9 +269,9 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
     )
     .or_else(|_| crate::preflight::ensure_fds(0, crate::limits::FD_MARGIN))
     .map_err(RunError::from)?;
-    let rss_before_start = crate::sink::rss_bytes().unwrap_or(0);
+    let rss_before_start = crate::metrics::host::rss_bytes().unwrap_or(0);
     let sink = crate::sink::start(&cfg).map_err(RunError::from)?;
-    let rss_started = crate::sink::rss_bytes().unwrap_or(0);
+    let rss_started = crate::metrics::host::rss_bytes().unwrap_or(0);
     let rings = match sink.tcp_layout() {
         Some(l) => format!(
             ", {} ring{} of {} slots, {}",

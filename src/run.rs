@@ -9,7 +9,7 @@ use crate::engine::udp::run_udp_worker;
 use crate::engine::{Channels, Control, Ready, Transport, run_worker};
 use crate::metrics::host::{
     CORE_BUSY_WATERMARK, HostInterval, HostSampler, LINK_SATURATED, OTHER_LOAD_WARN, iface_for,
-    read_link_speed,
+    read_link_speed, rss_bytes,
 };
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms, Snapshot};
 use crate::plan::RunPlan;
@@ -72,7 +72,7 @@ pub fn execute(
 ) -> Result<Report, RunError> {
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     let n = workers.len();
-    let rss_before = rss_bytes();
+    let rss_before = rss_bytes().unwrap_or(0);
     keep_off_worker_cores(plan.control_core);
     let (ready_tx, ready_rx) = unbounded::<Ready>();
     let (snap_tx, snap_rx) = unbounded::<Snapshot>();
@@ -118,7 +118,7 @@ pub fn execute(
         features: Vec::new(),
         established: established as u64,
         establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
-        rss_growth: rss_bytes().saturating_sub(rss_before),
+        rss_growth: rss_bytes().unwrap_or(0).saturating_sub(rss_before),
         first_errno: readies.iter().find_map(|r| r.first_errno),
     };
     // A connection per request opens nothing before the schedule starts.
@@ -221,17 +221,6 @@ struct Setup {
     establish_ns: u64,
     rss_growth: u64,
     first_errno: Option<i32>,
-}
-
-/// Resident set size of this process, bytes (0 if /proc cannot be read).
-fn rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    pages * page
 }
 
 /// The numbers a failed connection's wall message needs.

@@ -29,6 +29,24 @@ pub fn cpu_jiffies(stat: &str) -> Vec<(usize, u64, u64)> {
         .collect()
 }
 
+/// Resident set size of this process in bytes (`/proc/self/statm`'s resident pages
+/// times the page size), or `None` where that file is missing or unreadable.
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    rss_of_statm(&statm, page_bytes()?)
+}
+
+fn page_bytes() -> Option<u64> {
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok()??;
+    u64::try_from(page).ok()
+}
+
+/// The resident pages (second field) of a statm line, in bytes.
+fn rss_of_statm(statm: &str, page_bytes: u64) -> Option<u64> {
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    pages.checked_mul(page_bytes)
+}
+
 /// The `dev` of `ip route get` output (`10.0.0.2 dev veth0 src 10.0.0.1 ...`).
 pub fn route_dev(ip_route_get: &str) -> Option<String> {
     let mut it = ip_route_get.split_whitespace();
@@ -179,6 +197,16 @@ impl HostSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rss_is_resident_pages_times_page_size() {
+        assert_eq!(rss_of_statm("1000 250 40 5 0 300 0\n", 4096), Some(1_024_000));
+        assert_eq!(rss_of_statm("1000", 4096), None);
+        assert_eq!(rss_of_statm("1000 x", 4096), None);
+        let rss = rss_bytes().expect("Linux has /proc/self/statm");
+        // A test binary is at least a megabyte resident and well under a terabyte.
+        assert!((1 << 20..1 << 40).contains(&rss), "{rss}");
+    }
 
     #[test]
     fn proc_stat_lines_give_busy_and_total() {

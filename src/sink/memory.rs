@@ -1,14 +1,6 @@
 //! The process's resident memory, for the sink's memory-per-connection figure.
 
-/// Resident set size of this process in bytes (from `/proc/self/statm`), or `None`
-/// where that file is missing or unreadable.
-pub fn rss_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf only reads a configuration value.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages * u64::try_from(page).ok()?)
-}
+use crate::metrics::host::rss_bytes;
 
 /// Memory figures of a TCP sink at one instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -46,12 +38,6 @@ impl MemoryFigures {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rss_is_plausible() {
-        let rss = rss_bytes().expect("Linux has /proc/self/statm");
-        assert!(rss > 100_000 && rss < 1 << 40, "{rss}");
-    }
 
     #[test]
     fn per_connection_needs_connections() {

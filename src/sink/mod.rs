@@ -91,7 +91,7 @@ pub const CLOSE_EVERY_MAX: Duration = Duration::from_secs(86_400);
 /// Shortest `close_every` period: closing every connection more often than this
 /// leaves none to hold.
 pub const CLOSE_EVERY_MIN: Duration = Duration::from_millis(10);
-pub use memory::{MemoryFigures, rss_bytes};
+pub use memory::MemoryFigures;
 /// Largest `fixed:N` reply of the UDP sink (the IPv4 UDP payload limit).
 pub const UDP_FIXED_REPLY_BYTES_MAX: usize = udp::UDP_REPLY_BYTES_MAX;
 /// Smallest `fixed:N` reply of the UDP sink: the request's header is copied into it.
