@@ -111,14 +111,9 @@ fn parse_keepalive(s: &str) -> Result<(Duration, Duration, u32), PlanError> {
     Ok((idle, interval, count))
 }
 
-/// Parses a duration such as `10s`, `500ms`, `1m`, `250us`.
+/// Parses a duration in the one grammar ([`crate::units::parse_duration`]).
 pub fn parse_duration(flag: &'static str, s: &str) -> Result<Duration, PlanError> {
-    humantime::parse_duration(s.trim()).map_err(|_| {
-        err(
-            flag,
-            format!("expected a duration such as 10s or 500ms, got {s:?}"),
-        )
-    })
+    crate::units::parse_duration(s).map_err(|m| err(flag, m))
 }
 
 fn duration_ns(flag: &'static str, s: &str, max_ns: u64) -> Result<u64, PlanError> {

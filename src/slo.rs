@@ -9,7 +9,7 @@
 //!          | "errors" "<" percent       errored / dispatched requests below a share
 //!          | "achieved" ">" percent     achieved / intended rate above a share
 //! latency  = "max" | "p" digits ["." digits]
-//! duration = number ("ns" | "us" | "µs" | "ms" | "s"), e.g. 20ms, 1.5ms, 500us
+//! duration = every flag's duration grammar (humantime), e.g. 20ms, 1.5ms, 500us, 2s
 //! percent  = number "%"
 //! ```
 //!
@@ -245,26 +245,15 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     Ok(v / 100.0)
 }
 
-/// `20ms`, `1.5ms`, `500us`, `500µs`, `2s`, `800ns` -> nanoseconds (greater than 0).
+/// A latency limit in the one duration grammar ([`crate::units::parse_duration`]):
+/// `20ms`, `1.5ms`, `500us`, `500µs`, `2s`, `800ns` -> nanoseconds, from 1 ns to the
+/// histogram's ceiling.
 pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let bad = || format!("expected a duration such as 20ms, 500us or 1.5s, got {s:?}");
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(bad)?;
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let scale = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return Err(bad()),
-    };
-    let ns = (v * scale).round();
-    if ns < 1.0 {
+    let ns = crate::units::parse_duration(s)?.as_nanos();
+    if ns < 1 {
         return Err(format!("a latency limit must be at least 1ns, got {s:?}"));
     }
-    if ns > crate::limits::HISTOGRAM_NS_MAX as f64 {
+    if ns > u128::from(crate::limits::HISTOGRAM_NS_MAX) {
         return Err(format!(
             "a latency limit must be at most {}, got {s:?}",
             fmt_ns(crate::limits::HISTOGRAM_NS_MAX)
@@ -436,7 +425,10 @@ mod tests {
         assert_eq!(parse_duration_ns("500µs"), Ok(500_000));
         assert_eq!(parse_duration_ns("2s"), Ok(2_000_000_000));
         assert_eq!(parse_duration_ns("800ns"), Ok(800));
-        for bad in ["20", "ms", "20 m", "1.2.3ms", "-1ms", "20min", ""] {
+        // The grammar every flag uses: minutes too, within the histogram's hour.
+        assert_eq!(parse_duration_ns("20min"), Ok(1_200_000_000_000));
+        assert_eq!(parse_duration_ns("1h"), Ok(3_600_000_000_000));
+        for bad in ["20", "ms", "1.2.3ms", "-1ms", "1.5ns", ""] {
             assert!(parse_duration_ns(bad).is_err(), "{bad:?} accepted");
         }
         assert!(

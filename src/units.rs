@@ -2,6 +2,17 @@
 //! lists, and the parsers of values given in units. Nothing here imports another module
 //! of the crate, so anything may use it.
 
+/// The one duration grammar of every flag and spec (`--duration`, `--timeout`,
+/// `--backoff`, `--rate` shapes, `--slo`, ...): humantime's, e.g. `10s`, `500ms`,
+/// `1.5ms`, `250us` (or `µs`), `800ns`, `2m`, `1h 30m`. Units are required; fractions
+/// are exact down to the nanosecond (a finer fraction is an error, not a rounding).
+/// Bounds are the caller's: each flag has its own. The error is one line without the
+/// flag (the caller names it).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|_| format!("expected a duration such as 10s or 500ms, got {s:?}"))
+}
+
 /// Human form of a nanosecond count: `850 ns`, `12.3 us`, `4.56 ms`, `1.20 s`.
 pub fn fmt_ns(ns: u64) -> String {
     let v = ns as f64;
@@ -82,6 +93,23 @@ mod tests {
         assert_eq!(fmt_ns(1_200_000_000), "1.20 s");
         assert_eq!(fmt_rate(20_000.0), "20.0k");
         assert_eq!(fmt_rate(1_200_000.0), "1.20M");
+    }
+
+    #[test]
+    fn durations_have_one_grammar() {
+        let ns = |s: &str| parse_duration(s).map(|d| d.as_nanos());
+        assert_eq!(ns("10s"), Ok(10_000_000_000));
+        assert_eq!(ns(" 500ms "), Ok(500_000_000));
+        assert_eq!(ns("1.5ms"), Ok(1_500_000));
+        assert_eq!(ns("250us"), Ok(250_000));
+        assert_eq!(ns("250µs"), Ok(250_000));
+        assert_eq!(ns("800ns"), Ok(800));
+        assert_eq!(ns("2m"), Ok(120_000_000_000));
+        assert_eq!(ns("1h 30m"), Ok(5_400_000_000_000));
+        for bad in ["", "20", "ms", "fast", "-1ms", "1.2.3ms", "1.5ns", "p99<5ms"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert_eq!(e, format!("expected a duration such as 10s or 500ms, got {bad:?}"));
+        }
     }
 
     #[test]

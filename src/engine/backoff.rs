@@ -119,12 +119,7 @@ fn value_err(key: &'static str, message: impl Into<String>) -> BackoffParseError
 }
 
 fn parse_ns(key: &'static str, v: &str) -> Result<u64, BackoffParseError> {
-    let d = humantime::parse_duration(v).map_err(|_| {
-        value_err(
-            key,
-            format!("expected a duration such as 100ms, 1s or 2m, got {v:?}"),
-        )
-    })?;
+    let d = crate::units::parse_duration(v).map_err(|m| value_err(key, m))?;
     let ns = d.as_nanos();
     if ns > DURATION_NS_MAX as u128 {
         return Err(value_err(
@@ -323,7 +318,7 @@ mod tests {
             ("mult=2,multiplier=3", "mult is given twice"),
             (
                 "base=fast",
-                "base: expected a duration such as 100ms, 1s or 2m, got \"fast\"",
+                "base: expected a duration such as 10s or 500ms, got \"fast\"",
             ),
             ("base=1", "base: expected a duration"),
             ("max=1000d", "max: must be at most 1day"),

@@ -817,8 +817,7 @@ fn span_value(shape: &str, what: &str, v: &str) -> Result<f64, String> {
 /// A duration such as `30s` or `200ms`, in ns.
 fn duration_value(shape: &str, what: &str, v: &str) -> Result<f64, String> {
     let v = v.trim();
-    let d = humantime::parse_duration(v)
-        .map_err(|_| format!("{shape}: {what} {v:?} is not a duration such as 30s or 200ms"))?;
+    let d = crate::units::parse_duration(v).map_err(|m| format!("{shape}: {what}: {m}"))?;
     if d.as_nanos() > crate::limits::DURATION_NS_MAX as u128 {
         return Err(format!("{shape}: {what} {v} is longer than a day"));
     }

@@ -387,7 +387,10 @@ fn bad_specs_say_what_is_wrong() {
         ("step:1..100000000+1/1s", "steps, at most"),
         ("step:-1..5+1/1s", "step: start -1 is negative"),
         ("step:1..5+1/0s", "step: hold 0s must be longer than 0"),
-        ("step:1..5+1/soon", "step: hold \"soon\" is not a duration"),
+        (
+            "step:1..5+1/soon",
+            "step: hold: expected a duration such as 10s or 500ms, got \"soon\"",
+        ),
         ("ramp:0..100/0s", "ramp: duration 0s must be longer than 0"),
         ("ramp:0..x/1s", "ramp: end \"x\" is not a rate"),
         ("ramp:0..0/10s", "ramp: the rate is 0 everywhere"),
