@@ -137,28 +137,8 @@ fn duration_ns(flag: &'static str, s: &str, max_ns: u64) -> Result<u64, PlanErro
 /// Parses `3`, `4-11`, `0,2,4-6` and checks every core is one this process may use.
 pub fn parse_cores(flag: &'static str, s: &str, usable: &[usize]) -> Result<Vec<usize>, PlanError> {
     let mut cores = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        let bad = || {
-            err(
-                flag,
-                format!("expected a core list such as 3, 4-11 or 0,2,4-6, got {s:?}"),
-            )
-        };
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (
-                a.trim().parse::<usize>().map_err(|_| bad())?,
-                b.trim().parse::<usize>().map_err(|_| bad())?,
-            ),
-            None => {
-                let v = part.parse::<usize>().map_err(|_| bad())?;
-                (v, v)
-            }
-        };
-        if lo > hi {
-            return Err(bad());
-        }
-        for c in lo..=hi {
+    for range in crate::units::parse_core_list(s).map_err(|m| err(flag, m))? {
+        for c in range {
             if !usable.contains(&c) {
                 return Err(err(
                     flag,

@@ -38,6 +38,29 @@ pub fn fmt_rate(r: f64) -> String {
     }
 }
 
+/// Parses a core list as `--cores` and sysfs (`/sys/devices/system/cpu/online`) write
+/// it: comma-separated items, each a core `3` or an inclusive range `4-11`, white
+/// space around items and numbers ignored (`0, 2, 4-6`, a trailing newline). Returns
+/// the ranges in the order given, without expanding them, so `0-99999999999` costs
+/// nothing; duplicates and whether the cores exist are the caller's checks.
+pub fn parse_core_list(s: &str) -> Result<Vec<std::ops::RangeInclusive<usize>>, String> {
+    let bad = || format!("expected a core list such as 3, 4-11 or 0,2,4-6, got {s:?}");
+    let num = |t: &str| t.trim().parse::<usize>().map_err(|_| bad());
+    s.trim()
+        .split(',')
+        .map(|item| {
+            let (lo, hi) = match item.split_once('-') {
+                Some((a, b)) => (num(a)?, num(b)?),
+                None => (num(item)?, num(item)?),
+            };
+            if lo > hi {
+                return Err(bad());
+            }
+            Ok(lo..=hi)
+        })
+        .collect()
+}
+
 /// `0-3,6` style rendering of a core list.
 pub fn list_cores(cores: &[usize]) -> String {
     let mut sorted = cores.to_vec();
@@ -113,8 +136,19 @@ mod tests {
     }
 
     #[test]
-    fn core_lists_render_as_ranges() {
+    fn core_lists_parse_as_ranges_and_render_back() {
+        assert_eq!(parse_core_list("3"), Ok(vec![3..=3]));
+        assert_eq!(parse_core_list("0-2,5\n"), Ok(vec![0..=2, 5..=5]));
+        assert_eq!(parse_core_list(" 0, 2 ,4 - 6"), Ok(vec![0..=0, 2..=2, 4..=6]));
+        assert_eq!(parse_core_list("0-99999999999"), Ok(vec![0..=99_999_999_999]));
+        for bad in ["", "3-1", "a", "1,,2", "1,", "-1", "1-", "1-2-3", "0x3"] {
+            assert_eq!(
+                parse_core_list(bad),
+                Err(format!("expected a core list such as 3, 4-11 or 0,2,4-6, got {bad:?}")),
+            );
+        }
         assert_eq!(list_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(list_cores(&[8, 7, 0]), "0,7-8");
     }
 
     #[test]
