@@ -24,6 +24,8 @@ use serde::Serialize;
 
 /// Bytes of memory per connection behind [`crate::limits::CONNS_PER_MACHINE_DEFAULT`].
 pub const CONN_MEMORY_BYTES: u64 = 16 << 10;
+/// Messages per second per user: far past any real client, so only nonsense is refused.
+const MSG_RATE_MAX: f64 = 1e9;
 /// The NIC speed of the "what if" line.
 pub const WHAT_IF_NIC_GBPS: f64 = 100.0;
 /// Ephemeral ports per (source IP, destination) with Linux's default
@@ -454,13 +456,14 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
         return Err(err("users", "must be at least 1, got 0"));
     }
     let up_msg_rate = required("msg-rate", a.msg_rate, "messages per second per user")?;
-    let up_msg_rate = bounded("msg-rate", up_msg_rate, 0.0, true, 1e9)?;
+    let up_msg_rate = crate::units::check_rate(up_msg_rate, MSG_RATE_MAX, "messages/s")
+        .map_err(|m| err("msg-rate", m))?;
     let down_msg_rate = bounded(
         "down-msg-rate",
         a.down_msg_rate.unwrap_or(up_msg_rate),
         0.0,
         false,
-        1e9,
+        MSG_RATE_MAX,
     )?;
     let up_bytes = required("up-bytes", a.up_bytes, "payload bytes per message sent")?;
     let up_bytes = bounded("up-bytes", up_bytes, 0.0, false, 1e9)?;

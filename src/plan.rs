@@ -704,20 +704,10 @@ pub fn parse_size(flag: &'static str, s: &str) -> Result<usize, PlanError> {
     Ok(v)
 }
 
-fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
-    if r.is_nan() || r <= 0.0 || !r.is_finite() {
-        return Err(err(
-            flag,
-            format!("must be greater than 0 requests/s, got {r}"),
-        ));
-    }
-    if r > RATE_RPS_MAX {
-        return Err(err(
-            flag,
-            format!("must be at most {RATE_RPS_MAX} requests/s, got {r}"),
-        ));
-    }
-    Ok(r)
+/// A rate in requests/s, at most [`RATE_RPS_MAX`] (the one rate check, shared with
+/// `blaster search`).
+pub fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
+    crate::units::check_rate(r, RATE_RPS_MAX, "requests/s").map_err(|m| err(flag, m))
 }
 
 /// Validates `blaster sink` arguments into a sink configuration.

@@ -33,7 +33,7 @@
 
 use crate::cli::{RunArgs, SearchArgs};
 use crate::limits::{DURATION_NS_MAX, RATE_RPS_MAX};
-use crate::plan::{PlanError, RunPlan};
+use crate::plan::{PlanError, RunPlan, check_rate};
 use crate::report::Report;
 use crate::run::{RunError, execute};
 use crate::slo::{Observed, Slo, Verdict};
@@ -97,16 +97,6 @@ fn err(flag: &'static str, message: impl Into<String>) -> PlanError {
         flag,
         message: message.into(),
     }
-}
-
-fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
-    if !(r > 0.0 && r <= RATE_RPS_MAX) {
-        return Err(err(
-            flag,
-            format!("must be greater than 0 and at most {RATE_RPS_MAX} requests/s, got {r}"),
-        ));
-    }
-    Ok(r)
 }
 
 /// `5%` -> 0.05, within [`PRECISION_MIN`, `PRECISION_MAX`].

@@ -13,6 +13,18 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("expected a duration such as 10s or 500ms, got {s:?}"))
 }
 
+/// The one check of a rate given on the command line: greater than 0 and at most
+/// `max` (so neither NaN nor infinite), counted in `unit` (`requests/s`). The error is
+/// one line without the flag (the caller names it).
+pub fn check_rate(r: f64, max: f64, unit: &str) -> Result<f64, String> {
+    if r > 0.0 && r <= max {
+        return Ok(r);
+    }
+    Err(format!(
+        "must be greater than 0 and at most {max} {unit}, got {r}"
+    ))
+}
+
 /// Human form of a nanosecond count: `850 ns`, `12.3 us`, `4.56 ms`, `1.20 s`.
 pub fn fmt_ns(ns: u64) -> String {
     let v = ns as f64;
@@ -129,9 +141,28 @@ mod tests {
         assert_eq!(ns("800ns"), Ok(800));
         assert_eq!(ns("2m"), Ok(120_000_000_000));
         assert_eq!(ns("1h 30m"), Ok(5_400_000_000_000));
-        for bad in ["", "20", "ms", "fast", "-1ms", "1.2.3ms", "1.5ns", "p99<5ms"] {
+        for bad in [
+            "", "20", "ms", "fast", "-1ms", "1.2.3ms", "1.5ns", "p99<5ms",
+        ] {
             let e = parse_duration(bad).unwrap_err();
-            assert_eq!(e, format!("expected a duration such as 10s or 500ms, got {bad:?}"));
+            assert_eq!(
+                e,
+                format!("expected a duration such as 10s or 500ms, got {bad:?}")
+            );
+        }
+    }
+
+    #[test]
+    fn rates_are_positive_finite_and_bounded() {
+        assert_eq!(check_rate(1.0, 1e8, "requests/s"), Ok(1.0));
+        assert_eq!(check_rate(1e8, 1e8, "requests/s"), Ok(1e8));
+        assert_eq!(
+            check_rate(0.0, 1e8, "requests/s"),
+            Err("must be greater than 0 and at most 100000000 requests/s, got 0".into())
+        );
+        for bad in [-5.0, -0.0, f64::NAN, f64::INFINITY, 1e8 + 1.0] {
+            let e = check_rate(bad, 1e8, "requests/s").unwrap_err();
+            assert!(e.ends_with(&format!("got {bad}")), "{e}");
         }
     }
 
@@ -139,12 +170,20 @@ mod tests {
     fn core_lists_parse_as_ranges_and_render_back() {
         assert_eq!(parse_core_list("3"), Ok(vec![3..=3]));
         assert_eq!(parse_core_list("0-2,5\n"), Ok(vec![0..=2, 5..=5]));
-        assert_eq!(parse_core_list(" 0, 2 ,4 - 6"), Ok(vec![0..=0, 2..=2, 4..=6]));
-        assert_eq!(parse_core_list("0-99999999999"), Ok(vec![0..=99_999_999_999]));
+        assert_eq!(
+            parse_core_list(" 0, 2 ,4 - 6"),
+            Ok(vec![0..=0, 2..=2, 4..=6])
+        );
+        assert_eq!(
+            parse_core_list("0-99999999999"),
+            Ok(vec![0..=99_999_999_999])
+        );
         for bad in ["", "3-1", "a", "1,,2", "1,", "-1", "1-", "1-2-3", "0x3"] {
             assert_eq!(
                 parse_core_list(bad),
-                Err(format!("expected a core list such as 3, 4-11 or 0,2,4-6, got {bad:?}")),
+                Err(format!(
+                    "expected a core list such as 3, 4-11 or 0,2,4-6, got {bad:?}"
+                )),
             );
         }
         assert_eq!(list_cores(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");

@@ -200,7 +200,10 @@ mod tests {
 
     #[test]
     fn rss_is_resident_pages_times_page_size() {
-        assert_eq!(rss_of_statm("1000 250 40 5 0 300 0\n", 4096), Some(1_024_000));
+        assert_eq!(
+            rss_of_statm("1000 250 40 5 0 300 0\n", 4096),
+            Some(1_024_000)
+        );
         assert_eq!(rss_of_statm("1000", 4096), None);
         assert_eq!(rss_of_statm("1000 x", 4096), None);
         let rss = rss_bytes().expect("Linux has /proc/self/statm");

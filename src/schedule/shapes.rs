@@ -211,14 +211,7 @@ impl RateShape {
     /// A constant rate. `rate_rps` must be positive, finite and at most
     /// [`RATE_RPS_MAX`].
     pub fn constant(rate_rps: f64) -> Result<RateShape, String> {
-        if rate_rps.is_nan() || rate_rps <= 0.0 {
-            return Err(format!("must be greater than 0 requests/s, got {rate_rps}"));
-        }
-        if rate_rps > RATE_RPS_MAX {
-            return Err(format!(
-                "must be at most {RATE_RPS_MAX} requests/s, got {rate_rps}"
-            ));
-        }
+        crate::units::check_rate(rate_rps, RATE_RPS_MAX, "requests/s")?;
         Ok(Builder::new().tail(rate_rps, &fmt_number(rate_rps)))
     }
 

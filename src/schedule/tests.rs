@@ -371,9 +371,12 @@ fn error_of(spec: &str) -> String {
 fn bad_specs_say_what_is_wrong() {
     let cases: &[(&str, &str)] = &[
         ("abc", "expected requests per second or max"),
-        ("0", "must be greater than 0 requests/s, got 0"),
-        ("-5", "must be greater than 0 requests/s"),
-        ("1e12", "must be at most"),
+        (
+            "0",
+            "must be greater than 0 and at most 100000000 requests/s, got 0",
+        ),
+        ("-5", "must be greater than 0 and at most"),
+        ("1e12", "at most 100000000 requests/s, got 1000000000000"),
         ("wobble:3", "unknown shape \"wobble\""),
         ("step:1000..500+100/1s", "step: end 500 is below start 1000"),
         (
