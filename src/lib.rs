@@ -34,8 +34,8 @@
 //! ([`units`], [`limits`], [`outcome`], [`clock`], [`threads`], [`ports`]) -> the
 //! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] (with
 //! [`metrics`]) -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
-//! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]).
-//! `python3 ../shared/tools/layers.py src` prints any cycle.
+//! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]). A helper
+//! a low layer needs belongs in a low layer, not imported from above.
 pub mod app;
 pub mod baseline;
 pub mod capacity;
