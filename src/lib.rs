@@ -32,8 +32,8 @@
 //!
 //! Imports point one way, each layer using only the layers before it: leaf helpers
 //! ([`units`], [`limits`], [`outcome`], [`clock`], [`threads`], [`ports`]) -> the
-//! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] (with
-//! [`metrics`]) -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
+//! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] ->
+//! [`metrics`] -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
 //! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]). A helper
 //! a low layer needs belongs in a low layer, not imported from above.
 pub mod app;
