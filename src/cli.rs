@@ -261,6 +261,27 @@ pub struct RunArgs {
     #[arg(long)]
     pub quiet: bool,
 
+    /// Run as shard i of N machines (0-based, like Kubernetes' JOB_COMPLETION_INDEX),
+    /// e.g. `2/8`: this machine sends every N-th request of the one global timetable,
+    /// so the N shards together send exactly what one machine would have. Connections,
+    /// pipeline slots and --connect-rate are split; --source-ip stays per machine.
+    /// Needs --start-at when N > 1. Default: 0/1, the whole run.
+    #[arg(long)]
+    pub shard: Option<String>,
+
+    /// Start the timetable at this wall-clock instant, RFC 3339
+    /// (`2025-06-01T12:00:00Z`) or Unix milliseconds: wait for it, then run on the TSC.
+    /// Give every shard the same instant. Must lie ahead, by at most 24 h. The report
+    /// records the start skew and the clock's sync state. Default: start at once.
+    #[arg(long)]
+    pub start_at: Option<String>,
+
+    /// Name tying the shards of one run together (letters, digits, `.`, `_`, `-`; at
+    /// most 64). Default: derived from --start-at and the plan, so shards started
+    /// with the same command line agree on it.
+    #[arg(long)]
+    pub run_id: Option<String>,
+
     /// Baseline only: duration of each rate step. Default: 2s.
     #[arg(long, default_value = "2s")]
     pub step_duration: String,

@@ -64,3 +64,9 @@ pub const CONNECTS_IN_FLIGHT_MAX: usize = 512;
 /// with the worker: one of each keeps the rare fallback working without letting a burst
 /// of punted operations fill the core with threads.
 pub const IOWQ_WORKERS_MAX: [u32; 2] = [1, 1];
+/// Machine shards per run (`--shard i/N`): 10,000 generator machines is far beyond any
+/// fleet blaster's planner sizes, and `blaster merge` reads one file per shard.
+pub const SHARDS_MAX: usize = 10_000;
+/// How far ahead `--start-at` may be: a start a day away is a typo or a scheduler's
+/// job, and a shard waiting that long is indistinguishable from a hung one.
+pub const START_AHEAD_NS_MAX: u64 = 86_400 * 1_000_000_000;

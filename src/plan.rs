@@ -6,6 +6,7 @@ use crate::cli::{RunArgs, SinkArgs};
 use crate::engine::backoff::Backoff;
 use crate::engine::socket::SockOpts;
 use crate::engine::{Transport, WorkerPlan};
+use crate::fleet::Fleet;
 use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
@@ -85,6 +86,9 @@ pub struct RunPlan {
     pub progress: bool,
     pub step_duration_ns: u64,
     pub start_rate_rps: f64,
+    /// `--shard`, `--start-at`, `--run-id`. With N shards, `connections` and
+    /// `connect_rate` above are already this shard's part.
+    pub fleet: Fleet,
 }
 
 /// Parses `--keepalive idle,interval,count`, e.g. `30s,10s,3`.
@@ -214,6 +218,19 @@ fn resolve(flag: &'static str, s: &str) -> Result<SocketAddr, PlanError> {
 
 impl RunPlan {
     pub fn from_args(a: &RunArgs, usable: &[usize]) -> Result<RunPlan, PlanError> {
+        let fleet = Fleet::parse(
+            a.shard.as_deref(),
+            a.start_at.as_deref(),
+            a.run_id.as_deref(),
+            crate::wallclock::now_unix_ns(),
+        )
+        .map_err(|(flag, m)| err(flag, m))?;
+        if !fleet.shard.is_whole() && a.target.is_empty() {
+            return Err(err(
+                "shard",
+                "needs --target (the loopback baseline runs on one machine)",
+            ));
+        }
         let targets = a
             .target
             .iter()
@@ -513,7 +530,8 @@ impl RunPlan {
                 "a UDP payload must fit one datagram (at most 64976 bytes)",
             ));
         }
-        Ok(RunPlan {
+        let mut plan = RunPlan {
+            fleet,
             target,
             shape,
             arrivals,
@@ -565,7 +583,61 @@ impl RunPlan {
             },
             step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,
             start_rate_rps: check_rate("start-rate", a.start_rate)?,
-        })
+        };
+        let text = plan.fleet_text(a.rate.as_deref().unwrap_or(""));
+        plan.fleet.seal(&text);
+        plan.take_shard_share()?;
+        Ok(plan)
+    }
+
+    /// What every shard of a run must agree on, rendered canonically for the run's
+    /// fingerprint: the target, the global timetable (rate, arrivals, seed, duration,
+    /// and for Poisson the worker count, whose streams make up the sequence), the
+    /// requests, and the totals the shards split.
+    fn fleet_text(&self, rate_spec: &str) -> String {
+        let lanes = match self.arrivals {
+            ArrivalKind::Poisson => self.cores.len(),
+            ArrivalKind::Constant => 0,
+        };
+        format!(
+            "targets={:?} rate={rate_spec} arrivals={} lanes={lanes} seed={} duration={} \
+             connections={} pipeline={} transport={:?} requests={:?} shards={}",
+            self.targets,
+            self.arrivals,
+            self.seed,
+            self.duration_ns,
+            self.connections,
+            self.pipeline,
+            self.transport,
+            self.requests,
+            self.fleet.shard.count(),
+        )
+    }
+
+    /// Cuts the plan's totals down to this shard's part: connections (and so pipeline
+    /// slots) and `--connect-rate`. The request timetable is cut per worker
+    /// (`schedule::shard`).
+    fn take_shard_share(&mut self) -> Result<(), PlanError> {
+        let shard = self.fleet.shard;
+        if shard.is_whole() {
+            return Ok(());
+        }
+        let total = self.connections;
+        self.connections = shard.split_count(total);
+        if self.connections < self.cores.len() {
+            return Err(err(
+                "shard",
+                format!(
+                    "shard {shard} gets {} of the {total} --connections, fewer than its {} \
+                     worker cores: raise --connections to at least {}",
+                    self.connections,
+                    self.cores.len(),
+                    self.cores.len() * shard.count() as usize
+                ),
+            ));
+        }
+        self.connect_rate = self.connect_rate.map(|r| r / f64::from(shard.count()));
+        Ok(())
     }
 
     /// Bytes of one response, for sizing receive buffers.
@@ -609,10 +681,12 @@ impl RunPlan {
                     .shape
                     .as_ref()
                     .map_or(rate_rps, |s| s.peak_rps().max(rate_rps));
+                let lanes = w as f64 * f64::from(self.fleet.shard.count());
                 let backlog =
-                    (peak / w as f64 * timeout_s * 1.1) as usize + connections * self.pipeline;
+                    (peak / lanes * timeout_s * 1.1) as usize + connections * self.pipeline;
                 WorkerPlan {
                     index: i,
+                    shard: self.fleet.shard,
                     transport: self.transport,
                     conn_offset: (0..i)
                         .map(|j| self.connections / w + usize::from(j < self.connections % w))

@@ -148,7 +148,10 @@ pub fn execute(
     }
     // Every worker has pinned itself by now (before its Ready).
     let sampler = crate::threads::Sampler::start(plan.control_core);
-    let clock = Clock::new().with_start_in(START_DELAY_NS);
+    let clock = match plan.fleet.start_at_ns {
+        Some(at) => clock_starting_at(at),
+        None => Clock::new().with_start_in(START_DELAY_NS),
+    };
     for c in &controls {
         let _ = c.send(Control::Start(clock.clone()));
     }
@@ -180,6 +183,18 @@ pub fn execute(
     report.threads = threads;
     report.worker_error = worker_error;
     Ok(report)
+}
+
+/// A TSC clock whose start instant is the wall-clock instant `at_ns` (`--start-at`):
+/// sleep on the wall clock until shortly before it, then read the wall clock and the
+/// TSC together and put the start the remaining distance ahead on the TSC, where the
+/// workers spin to it. Past `at_ns` already (connecting took too long), it starts at
+/// once and the report's start skew shows by how much it was late.
+fn clock_starting_at(at_ns: u64) -> Clock {
+    crate::wallclock::wait_until(at_ns.saturating_sub(START_DELAY_NS));
+    let clock = Clock::new();
+    let wall = crate::wallclock::now_unix_ns();
+    clock.with_start_in(at_ns.saturating_sub(wall))
 }
 
 /// Connection per request without `--linger0`: whether the rate would use up the

@@ -5,7 +5,7 @@ use super::backoff::Backoff;
 use super::socket::SockOpts;
 use crate::proto::Framing;
 use crate::request::RequestSet;
-use crate::schedule::{ArrivalKind, Arrivals, Constant, RateShape, Schedule};
+use crate::schedule::{ArrivalKind, Arrivals, Constant, RateShape, Schedule, Shard};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -24,6 +24,9 @@ pub enum Transport {
 #[derive(Debug, Clone)]
 pub struct WorkerPlan {
     pub index: usize,
+    /// This machine's shard of the run (`--shard`): the worker takes its share of the
+    /// shard's share of the global timetable.
+    pub shard: Shard,
     pub transport: Transport,
     /// Global index of this worker's first connection (flow ids, `{conn}`).
     pub conn_offset: usize,
@@ -79,7 +82,14 @@ pub struct WorkerPlan {
 /// `--hold` without heartbeats and for closed loop.
 pub fn timetable(plan: &WorkerPlan) -> (Arrivals, u64) {
     let schedule = match &plan.shape {
-        Some(s) => Arrivals::new(plan.arrivals, s, plan.workers, plan.index, plan.seed),
+        Some(s) => Arrivals::sharded(
+            plan.arrivals,
+            s,
+            plan.workers,
+            plan.index,
+            plan.seed,
+            plan.shard,
+        ),
         None => Arrivals::Constant(Constant::new(
             if plan.rate_rps.is_finite() {
                 plan.rate_rps.max(1.0)

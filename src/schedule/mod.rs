@@ -19,12 +19,16 @@
 //! wire; with Poisson arrivals each worker runs its own Poisson process at rate/W from
 //! its own derived seed, and their superposition is Poisson at the full rate.
 //!
+//! Machine shards (`--shard i/N`) cut the same global sequence once more: see
+//! [`shard`] for the rule and why it differs between paced and Poisson arrivals.
+//!
 //! [`Arrivals`] is what a worker holds: one enum over the three timetables, with
 //! [`Schedule`] for the due instants and [`Arrivals::count_before`] for the number of
 //! requests before the run's end (known in advance only for constant arrivals).
 mod constant;
 mod poisson;
 mod shapes;
+pub mod shard;
 
 pub use constant::{Constant, Paced};
 pub use poisson::{Poisson, exp1};
@@ -32,6 +36,7 @@ pub use shapes::{
     CHAOS_SAMPLE_NS, CHAOS_SAMPLES_MAX, RateShape, RateSpec, SHAPE_PIECES_MAX, lorenz_x,
     parse_rate_csv, parse_rate_file, parse_rate_spec,
 };
+pub use shard::Shard;
 
 use crate::clock::Nanos;
 
@@ -97,17 +102,32 @@ impl Arrivals {
         index: usize,
         seed: u64,
     ) -> Self {
+        Self::sharded(kind, shape, workers, index, seed, Shard::WHOLE)
+    }
+
+    /// As [`Arrivals::new`] for worker `index` of `workers` on machine shard `shard`:
+    /// its share of the global timetable (see [`shard`]).
+    pub fn sharded(
+        kind: ArrivalKind,
+        shape: &RateShape,
+        workers: usize,
+        index: usize,
+        seed: u64,
+        shard: Shard,
+    ) -> Self {
         let workers = workers.max(1);
         let index = index.min(workers - 1);
+        let (lanes, lane) = shard.lanes(workers as u64, index as u64);
+        let (lanes, lane) = (lanes as usize, lane as usize);
         match (kind, shape.constant_rps()) {
             (ArrivalKind::Constant, Some(rate)) => {
-                Arrivals::Constant(Constant::new(rate, workers, index))
+                Arrivals::Constant(Constant::new(rate, lanes, lane))
             }
             (ArrivalKind::Constant, None) => {
-                Arrivals::Paced(Paced::new(shape.clone(), workers, index))
+                Arrivals::Paced(Paced::new(shape.clone(), lanes, lane))
             }
             (ArrivalKind::Poisson, _) => {
-                Arrivals::Poisson(Poisson::new(shape.clone(), workers, index, seed))
+                Arrivals::Poisson(Poisson::sharded(shape.clone(), workers, index, seed, shard))
             }
         }
     }

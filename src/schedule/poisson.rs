@@ -12,16 +12,22 @@
 //! seed and w). Unlike constant arrivals there is no global interleaving; the
 //! `global_seq` `k·W + w` is a unique identifier, not the rank of the arrival.
 //!
+//! Machine shards (`--shard i/N`, see `shard`): the worker still walks its whole
+//! stream, drawing every exponential, but keeps only the arrivals at positions
+//! `j·N + i`; its `due_ns(j)` and `global_seq(j)` are those of that arrival, so N shards
+//! together are exactly the unsharded run's arrivals.
+//!
 //! The worker asks for `due_ns(k)` with k rising one at a time; the process keeps a
 //! cursor (k, S, generator state, piece of `Λ`) in a `Cell`, so each next request is
 //! one exponential draw and an O(1) inverse, and nothing allocates. Asking for an
 //! earlier k replays the stream from the start: correct, only slower.
 
-use super::{RateShape, Schedule, to_nanos, worker_seed};
+use super::{RateShape, Schedule, Shard, to_nanos, worker_seed};
 use crate::clock::Nanos;
 use std::cell::Cell;
 
-/// Where the process stands: request `k` is due at `due`, `sum` = `S_(k+1)`.
+/// Where the process stands: the stream's arrival `k` is due at `due`,
+/// `sum` = `S_(k+1)`.
 #[derive(Debug, Clone, Copy)]
 struct Cursor {
     k: u64,
@@ -38,6 +44,7 @@ pub struct Poisson {
     workers: u64,
     index: u64,
     seed: u64,
+    shard: Shard,
     cursor: Cell<Cursor>,
 }
 
@@ -45,6 +52,17 @@ impl Poisson {
     /// Worker `index` of `workers` (clamped into range: `workers >= 1`,
     /// `index < workers`), drawing from a stream derived from the run's `seed`.
     pub fn new(shape: RateShape, workers: usize, index: usize, seed: u64) -> Self {
+        Self::sharded(shape, workers, index, seed, Shard::WHOLE)
+    }
+
+    /// As [`Poisson::new`], keeping only `shard`'s share of the worker's stream.
+    pub fn sharded(
+        shape: RateShape,
+        workers: usize,
+        index: usize,
+        seed: u64,
+        shard: Shard,
+    ) -> Self {
         let workers = workers.max(1) as u64;
         let index = (index as u64).min(workers - 1);
         let seed = worker_seed(seed, index);
@@ -53,6 +71,7 @@ impl Poisson {
             workers,
             index,
             seed,
+            shard,
             cursor: Cell::new(Cursor {
                 k: 0,
                 sum: 0.0,
@@ -100,7 +119,8 @@ impl Poisson {
 
 impl Schedule for Poisson {
     #[inline]
-    fn due_ns(&self, k: u64) -> Nanos {
+    fn due_ns(&self, j: u64) -> Nanos {
+        let k = self.shard.lane_position(j);
         let mut c = self.cursor.get();
         if k == c.k {
             return c.due;
@@ -118,8 +138,11 @@ impl Schedule for Poisson {
     }
 
     #[inline]
-    fn global_seq(&self, k: u64) -> u64 {
-        k.saturating_mul(self.workers).saturating_add(self.index)
+    fn global_seq(&self, j: u64) -> u64 {
+        self.shard
+            .lane_position(j)
+            .saturating_mul(self.workers)
+            .saturating_add(self.index)
     }
 }
 
