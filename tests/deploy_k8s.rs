@@ -2,6 +2,7 @@
 //! here: scripts/k8s-run.sh renders the Job, `kubernetes-validate` (PyPI) checks it
 //! against the Kubernetes schemas, and tests/deploy/k8s_check.py checks the shape the
 //! docs promise and runs the pod's wrapper script with a stand-in blaster.
+mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
@@ -20,7 +21,10 @@ fn have(tool: &str, args: &[&str]) -> bool {
             std::env::var_os("CI").is_none(),
             "{tool} is missing under CI: scripts/test.sh installs it"
         );
-        println!("SKIP deploy_k8s: {tool} not installed (pip install kubernetes-validate)");
+        common::skip(
+            "deploy_k8s",
+            &format!("{tool} not installed (pip install kubernetes-validate pyyaml)"),
+        );
     }
     ok
 }
