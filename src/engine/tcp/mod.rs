@@ -314,3 +314,6 @@ impl<'p> Worker<'p> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

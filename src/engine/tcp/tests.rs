@@ -1,0 +1,238 @@
+//! The worker's logic driven by a mock clock, without a network: the timetable's
+//! cursor, request expiry, connection-per-request assignment and the closed loop.
+//! Connections are put into the state a test needs by hand (no socket: descriptor -1,
+//! so closing one queues nothing in the ring).
+
+use super::Worker;
+use super::workload::{Timetable, Workload};
+use crate::clock::{Clock, Nanos};
+use crate::engine::conn_table::{ConnState, Req};
+use crate::engine::recorder::ErrorKind;
+use crate::engine::worker_plan::{Transport, WorkerPlan};
+use crate::proto::Framing;
+use crate::request::{RequestSet, Template};
+use crate::schedule::ArrivalKind;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MS: Nanos = 1_000_000;
+
+fn plan(connections: usize) -> WorkerPlan {
+    let payload: Arc<[u8]> = Arc::from(&b"ping"[..]);
+    WorkerPlan {
+        index: 0,
+        transport: Transport::Tcp,
+        conn_offset: 0,
+        max_response: 1024,
+        workers: 1,
+        core: None,
+        target: "127.0.0.1:9".parse().unwrap(),
+        targets: vec!["127.0.0.1:9".parse().unwrap()].into(),
+        sources: Vec::new().into(),
+        sockopts: Default::default(),
+        source_ports: None,
+        connects_in_flight: 64,
+        connect_gap_ns: 0,
+        backoff: None,
+        per_request: false,
+        shape: None,
+        arrivals: ArrivalKind::Constant,
+        closed_loop: false,
+        connections,
+        pipeline: 4,
+        rate_rps: 1000.0,
+        duration_ns: 10 * MS,
+        timeout_ns: 10 * MS,
+        requests: Arc::new(RequestSet::single(
+            Template::literal(&payload),
+            Framing::Echo,
+        )),
+        payload,
+        seed: 1,
+        framing: Framing::Echo,
+        recv_buffer_bytes: 1024,
+        backlog_capacity: 16,
+        interval_ns: 1_000 * MS,
+        spin_ns: 0,
+    }
+}
+
+/// A worker on `plan` whose clock is the returned mock (time zero = the run's start).
+fn worker(plan: &WorkerPlan) -> (Worker<'_>, Arc<quanta::Mock>) {
+    let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+    let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+    let mut w = Worker::new(plan, snap_tx, recycle_rx).expect("io_uring available");
+    let (clock, mock) = Clock::mock();
+    w.clock = clock;
+    w.running = true;
+    (w, mock)
+}
+
+/// Connection `c` open and usable (no socket behind it).
+fn make_ready(w: &mut Worker<'_>, c: u32) {
+    w.table.conns[c as usize].state = ConnState::Ready;
+    w.closed -= 1;
+}
+
+fn req(intended_ns: Nanos) -> Req {
+    Req {
+        intended_ns,
+        ..Req::default()
+    }
+}
+
+#[test]
+fn the_timetable_hands_out_each_request_at_its_instant_and_ends_at_the_duration() {
+    // 1000/s for 10 ms: requests due at 0, 1, ..., 9 ms, each once, none early.
+    let mut t = Timetable::new(&plan(1));
+    let (clock, mock) = Clock::mock();
+    let mut got = Vec::new();
+    while clock.now_ns() <= 12 * MS {
+        let now = clock.now_ns();
+        while let Some((intended, seq)) = t.pop_due(now) {
+            assert!(intended <= now, "request {seq} handed out early");
+            assert!(now - intended < 250_000, "request {seq} handed out late");
+            got.push((intended, seq));
+        }
+        mock.increment(Duration::from_micros(250));
+    }
+    let want: Vec<(Nanos, u64)> = (0..10).map(|k| (k * MS, k)).collect();
+    assert_eq!(got, want);
+    assert!(t.all_dispatched());
+    assert_eq!(t.next_due(), None);
+}
+
+#[test]
+fn expired_requests_are_timeouts_recorded_at_the_timeout_then_the_connection_reopens() {
+    let p = plan(1);
+    let (mut w, mock) = worker(&p);
+    make_ready(&mut w, 0);
+    for intended in [0, 5 * MS] {
+        w.assign(0, req(intended));
+    }
+    assert_eq!(w.inflight, 2);
+    // Just before the first deadline: nothing expires.
+    mock.increment(Duration::from_micros(9_999));
+    w.scan(w.clock.now_ns());
+    assert_eq!(w.out.counters.errors_of(ErrorKind::Timeout), 0);
+    // At it: the first request times out, recorded at exactly the timeout; the
+    // connection stops taking requests (responses can no longer be matched).
+    mock.increment(Duration::from_micros(1));
+    w.scan(w.clock.now_ns());
+    assert_eq!(w.out.counters.errors_of(ErrorKind::Timeout), 1);
+    assert_eq!(w.out.hist.latency.len(), 1);
+    assert!(
+        w.out
+            .hist
+            .latency
+            .equivalent(w.out.hist.latency.max(), p.timeout_ns)
+    );
+    assert_eq!(w.table.conns[0].state, ConnState::Expiring);
+    assert!(!w.table.has_free_slot(0));
+    // The second at its own deadline; with nothing left in flight the connection is
+    // closed and reopens at once (the generator's decision, not the target's).
+    mock.increment(Duration::from_millis(5));
+    w.scan(w.clock.now_ns());
+    assert_eq!(w.out.counters.errors_of(ErrorKind::Timeout), 2);
+    assert_eq!(w.inflight, 0);
+    assert_eq!(
+        w.table.conns[0].state,
+        ConnState::Closed { reopen_at_ns: 0 }
+    );
+}
+
+#[test]
+fn a_request_waiting_in_the_backlog_times_out_too() {
+    let p = plan(1);
+    let (mut w, mock) = worker(&p);
+    // No connection is open: due requests wait in the backlog.
+    mock.increment(Duration::from_micros(2_500));
+    let now_t = w.clock.ticks();
+    assert_eq!(w.dispatch_due(now_t, w.clock.ns(now_t)), 3);
+    assert_eq!(w.backlog.len(), 3);
+    assert_eq!(w.out.hist.dispatch_lag.len(), 3);
+    // 10 ms after the first one's intended instant, it (only) has timed out.
+    mock.increment(Duration::from_micros(7_500));
+    w.scan(w.clock.now_ns());
+    assert_eq!(w.backlog.len(), 2);
+    assert_eq!(w.out.counters.errors_of(ErrorKind::Timeout), 1);
+}
+
+#[test]
+fn connection_per_request_gives_each_request_its_own_closed_connection() {
+    let mut p = plan(2);
+    p.per_request = true;
+    p.pipeline = 1;
+    // Connects are paced far apart, so the test opens no socket: every open waits.
+    p.connect_gap_ns = 1_000 * MS;
+    let (mut w, mock) = worker(&p);
+    assert!(matches!(w.workload, Workload::PerRequest(_)));
+    w.next_connect_ns = 1_000 * MS;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let ready = w.connect_all(&stop);
+    assert_eq!(ready.established, 0, "nothing opens before the schedule");
+    // Two requests due: one per connection, each waiting for its connect.
+    mock.increment(Duration::from_micros(1_500));
+    let now_t = w.clock.ticks();
+    assert_eq!(w.dispatch_due(now_t, w.clock.ns(now_t)), 2);
+    assert!(w.backlog.is_empty());
+    for c in 0..2 {
+        assert_eq!(w.table.conns[c].inflight, 1, "connection {c}");
+        assert!(
+            w.table.conns[c].deferred,
+            "connection {c} waits for its connect"
+        );
+    }
+    // A third finds no idle connection and waits in the backlog.
+    mock.increment(Duration::from_millis(1));
+    let now_t = w.clock.ticks();
+    assert_eq!(w.dispatch_due(now_t, w.clock.ns(now_t)), 1);
+    assert_eq!(w.backlog.len(), 1);
+    // The first request times out while its connection waits: recorded at the
+    // timeout, and the connection is free for the next request, never reopened by
+    // itself.
+    mock.increment(Duration::from_micros(7_500));
+    w.scan(w.clock.now_ns());
+    assert_eq!(w.out.counters.errors_of(ErrorKind::Timeout), 1);
+    assert_eq!(w.table.conns[0].inflight, 0);
+    assert_eq!(w.reopen_at(0, super::Reopen::Now), Nanos::MAX);
+    w.serve_backlog();
+    assert!(w.backlog.is_empty());
+    assert_eq!(w.table.conns[0].inflight, 1);
+}
+
+#[test]
+fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
+    let mut p = plan(1);
+    p.closed_loop = true;
+    p.rate_rps = 0.0;
+    p.workers = 2;
+    p.index = 1;
+    let (mut w, mock) = worker(&p);
+    assert_eq!(w.workload.next_due(), None, "no timetable");
+    make_ready(&mut w, 0);
+    let t0 = w.clock.ticks();
+    w.issue(0, t0);
+    let first = w.table.front(0).unwrap();
+    assert_eq!(first.seq, 1, "worker 1 of 2 takes odd sequence numbers");
+    // The request goes out (no ring here: marked sent by hand), its response comes
+    // 300 us later: latency = service time (intended = issued, no queueing).
+    w.table.conns[0].unsent = 0;
+    mock.increment(Duration::from_micros(300));
+    assert!(w.complete_one(0, w.clock.ticks()));
+    assert_eq!(w.out.counters.completed, 1);
+    let l = w.out.hist.latency.max();
+    assert!(w.out.hist.latency.equivalent(l, 300_000), "{l}");
+    // The next request follows on the same connection.
+    w.reissue();
+    let next = w.table.front(0).unwrap();
+    assert_eq!(next.seq, 3);
+    assert_eq!(w.out.counters.dispatched, 2);
+    // Once the run stops, a completion issues nothing more.
+    w.table.conns[0].unsent = 0;
+    w.stopping = true;
+    assert!(w.complete_one(0, w.clock.ticks()));
+    w.reissue();
+    assert_eq!(w.table.conns[0].inflight, 0);
+    assert_eq!(w.out.counters.dispatched, 2);
+}
