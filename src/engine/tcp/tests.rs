@@ -11,7 +11,7 @@ use crate::engine::recorder::ErrorKind;
 use crate::engine::worker_plan::{Transport, WorkerPlan};
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
-use crate::schedule::ArrivalKind;
+use crate::schedule::{ArrivalKind, Shard};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ fn plan(connections: usize) -> WorkerPlan {
     let payload: Arc<[u8]> = Arc::from(&b"ping"[..]);
     WorkerPlan {
         index: 0,
+        shard: Shard::WHOLE,
         transport: Transport::Tcp,
         conn_offset: 0,
         max_response: 1024,
