@@ -12,10 +12,10 @@
 #                  other jobs that take the same lock (benchmarks) in between targets
 #
 # Table: target, executions, crashes, corpus (files in fuzz/corpus/TARGET after the
-# run), seconds (wall). libFuzzer stops a target at its first crash, panic, hang
-# (-timeout=10 s per input) or out-of-memory, so crashes is 0 or 1 per run; the input
-# is saved under fuzz/artifacts/TARGET/ and the end of the log is printed. Exit 1 when
-# any target crashed, 2 on a bad argument.
+# run), seconds (wall, from when the lock is held). libFuzzer stops a target at its
+# first crash, panic, hang (-timeout=10 s per input) or out-of-memory, so crashes is 0
+# or 1 per run; the input is saved under fuzz/artifacts/TARGET/ and the panic printed.
+# Exit 1 when any target crashed, 2 on a bad argument.
 #
 # Seeds: fuzz/seeds/TARGET/ (hand-written, in git) are read with the corpus, and
 # fuzz/dicts/TARGET.dict (the grammar's tokens) is passed as -dict; what the fuzzer
@@ -74,12 +74,13 @@ for t in "${TARGETS[@]}"; do
     seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
     dict=(); [ -f "dicts/$t.dict" ] && dict=(-dict="dicts/$t.dict")
     touch "$LOG/$t.start"
-    run=(cargo +nightly fuzz run "${FLAGS[@]}" "$t" "corpus/$t" "${seeds[@]}" --
+    # The clock starts inside the lock: seconds are the run's, not the wait for it.
+    run=(sh -c 'date +%s.%N >"$0"; exec "$@"' "$LOG/$t.t0"
+        cargo +nightly fuzz run "${FLAGS[@]}" "$t" "corpus/$t" "${seeds[@]}" --
         "${LIMIT[@]}" "${dict[@]}" -timeout=10 -print_final_stats=1)
     [ -z "${FUZZ_LOCK:-}" ] || run=(flock "$FUZZ_LOCK" "${run[@]}")
-    start=$(date +%s.%N)
     rc=0; "${run[@]}" >"$LOG/$t" 2>&1 || rc=$?
-    secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+    secs=$(awk -v b="$(date +%s.%N)" '{ print b - $1 }' "$LOG/$t.t0")
     execs=$(awk '/^stat::number_of_executed_units:/ { n = $NF } END { print n + 0 }' "$LOG/$t")
     crashes=$(find "artifacts/$t" -type f -newer "$LOG/$t.start" | wc -l)
     [ "$rc" -eq 0 ] || [ "$crashes" -gt 0 ] || crashes=1 # died without an artifact
