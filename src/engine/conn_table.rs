@@ -81,6 +81,18 @@ pub struct Conn {
     pub in_active: bool,
 }
 
+/// `i mod cap` for `i < 2 * cap`: a compare and a subtraction instead of an integer
+/// division. Every index below is a position (< cap) plus an offset (<= cap), so one
+/// subtraction always suffices, and capacity stays exactly what was asked for.
+#[inline(always)]
+fn wrap<I: Copy + PartialOrd + std::ops::Sub<Output = I>>(i: I, cap: I) -> I {
+    if i >= cap {
+        i - cap
+    } else {
+        i
+    }
+}
+
 /// A fixed-capacity FIFO ring, allocated once and never grown.
 #[derive(Debug)]
 pub struct Fifo<T> {
@@ -104,7 +116,7 @@ impl<T: Copy + Default> Fifo<T> {
         if self.len == self.buf.len() {
             return false;
         }
-        let i = (self.head + self.len) % self.buf.len();
+        let i = wrap(self.head + self.len, self.buf.len());
         self.buf[i] = v;
         self.len += 1;
         true
@@ -116,7 +128,7 @@ impl<T: Copy + Default> Fifo<T> {
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
         let v = self.front()?;
-        self.head = (self.head + 1) % self.buf.len();
+        self.head = wrap(self.head + 1, self.buf.len());
         self.len -= 1;
         Some(v)
     }
@@ -179,7 +191,8 @@ impl ConnTable {
     #[inline]
     pub fn slot_index(&self, c: u32, nth: u32) -> usize {
         let conn = &self.conns[c as usize];
-        c as usize * self.pipeline as usize + ((conn.head + nth) % self.pipeline) as usize
+        debug_assert!(conn.head < self.pipeline && nth < self.pipeline);
+        c as usize * self.pipeline as usize + wrap(conn.head + nth, self.pipeline) as usize
     }
 
     /// Appends a request to connection `c`'s FIFO. The caller checked there is room.
@@ -204,7 +217,7 @@ impl ConnTable {
     pub fn pop_front(&mut self, c: u32) -> Option<Req> {
         let r = self.front(c)?;
         let conn = &mut self.conns[c as usize];
-        conn.head = (conn.head + 1) % self.pipeline;
+        conn.head = wrap(conn.head + 1, self.pipeline);
         conn.inflight -= 1;
         Some(r)
     }
@@ -286,5 +299,51 @@ mod tests {
             (q.pop(), q.pop(), q.pop(), q.pop()),
             (Some(1), Some(2), Some(0), None)
         );
+    }
+
+    /// Against a VecDeque model, for capacities around powers of two: every push up to
+    /// the requested depth fits, the next is refused, and order survives many wraps.
+    #[test]
+    fn fifo_matches_model_at_capacity_boundaries() {
+        for cap in [1usize, 2, 3, 4, 5, 7, 8, 9, 16, 17] {
+            let mut f = Fifo::<u64>::with_capacity(cap);
+            let mut model = std::collections::VecDeque::new();
+            let mut rng = fastrand::Rng::with_seed(cap as u64);
+            for v in 0..2_000u64 {
+                if rng.bool() {
+                    let fits = model.len() < cap;
+                    assert_eq!(f.push(v), fits, "cap {cap} len {}", model.len());
+                    if fits {
+                        model.push_back(v);
+                    }
+                } else {
+                    assert_eq!(f.pop(), model.pop_front(), "cap {cap}");
+                }
+                assert_eq!(f.len(), model.len());
+                assert_eq!(f.front(), model.front().copied());
+            }
+            // Fill to exactly the requested depth from a wrapped head.
+            while f.push(0) {}
+            assert_eq!(f.len(), cap, "a requested depth still fits");
+        }
+    }
+
+    /// The slot index equals the `%` formula for every head and offset, for pipelines
+    /// that are and are not powers of two, and stays inside the connection's slots.
+    #[test]
+    fn slot_index_wraps_like_modulo() {
+        for pipeline in [1u32, 2, 3, 4, 5, 8, 13] {
+            let mut t = ConnTable::new(3, pipeline as usize, Framing::Echo.framer(8, 1 << 20));
+            for head in 0..pipeline {
+                t.conns[2].head = head;
+                for nth in 0..pipeline {
+                    let want = 2 * pipeline as usize + ((head + nth) % pipeline) as usize;
+                    assert_eq!(t.slot_index(2, nth), want, "p {pipeline} h {head} n {nth}");
+                }
+                t.conns[2].inflight = 1;
+                t.pop_front(2);
+                assert_eq!(t.conns[2].head, (head + 1) % pipeline);
+            }
+        }
     }
 }
