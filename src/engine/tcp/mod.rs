@@ -168,8 +168,11 @@ struct Worker<'p> {
     backlog_peak: u64,
     completed_total: u64,
     stopped_ns: Nanos,
-    /// When the last response completed.
+    /// When the last response completed, and the same instant in ns since start. A
+    /// completion batch is reaped at one instant, so the tick-to-ns conversion is done
+    /// once per batch (when the instant changes), not once per response.
     last_done: Ticks,
+    last_done_ns: Nanos,
     /// The first response that did not parse, escaped and truncated.
     first_bad: Option<String>,
     /// Operations submitted whose completion has not been reaped: buffers they point
@@ -308,6 +311,7 @@ impl<'p> Worker<'p> {
             completed_total: 0,
             stopped_ns: 0,
             last_done: 0,
+            last_done_ns: 0,
             first_bad: None,
             ops_in_ring: 0,
             fatal: None,

@@ -278,8 +278,11 @@ impl Worker<'_> {
         self.inflight -= 1;
         self.out.counters.completed += 1;
         self.completed_total += 1;
-        self.last_done = done;
-        let done_ns = self.clock.ns(done);
+        if done != self.last_done {
+            self.last_done = done;
+            self.last_done_ns = self.clock.ns(done);
+        }
+        let done_ns = self.last_done_ns;
         let sent_ns = self.clock.ns(req.sent);
         let latency = done_ns.saturating_sub(req.intended_ns);
         self.out.hist.latency.saturating_record(latency);

@@ -141,7 +141,7 @@ impl Worker<'_> {
             spin_ns,
             wall_ns: end,
             stopped_ns: self.stopped_ns,
-            last_done_ns: self.clock.ns(self.last_done),
+            last_done_ns: self.last_done_ns,
             busy_at_stop,
             completed: self.completed_total,
             backlog_peak: self.backlog_peak,

@@ -237,3 +237,34 @@ fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
     assert_eq!(w.table.conns[0].inflight, 0);
     assert_eq!(w.out.counters.dispatched, 2);
 }
+
+#[test]
+fn a_completion_batch_converts_its_instant_once_and_each_new_instant_again() {
+    let p = plan(1);
+    let (mut w, mock) = worker(&p);
+    make_ready(&mut w, 0);
+    mock.increment(Duration::from_millis(1));
+    for i in 0..3 {
+        w.table.push_req(0, req(i * 100_000));
+    }
+    w.table.conns[0].unsent = 0;
+    w.inflight = 3;
+    // Three responses reaped in one batch, at one instant (1 ms): latencies 1 ms,
+    // 0.9 ms, 0.8 ms, all measured to the same converted instant.
+    mock.increment(Duration::from_millis(1));
+    let batch = w.clock.ticks();
+    for _ in 0..3 {
+        assert!(w.complete_one(0, batch));
+    }
+    assert_eq!(w.last_done_ns, 2 * MS);
+    assert!(w.out.hist.latency.equivalent(w.out.hist.latency.min(), 1_800_000));
+    assert!(w.out.hist.latency.equivalent(w.out.hist.latency.max(), 2_000_000));
+    // The next batch, 5 ms later, is converted afresh (no stale instant).
+    mock.increment(Duration::from_millis(5));
+    w.table.push_req(0, req(6 * MS));
+    w.table.conns[0].unsent = 0;
+    w.inflight = 1;
+    assert!(w.complete_one(0, w.clock.ticks()));
+    assert_eq!(w.last_done_ns, 7 * MS);
+    assert!(w.out.hist.latency.equivalent(w.out.hist.latency.min(), MS));
+}
