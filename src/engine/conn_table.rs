@@ -86,11 +86,7 @@ pub struct Conn {
 /// subtraction always suffices, and capacity stays exactly what was asked for.
 #[inline(always)]
 fn wrap<I: Copy + PartialOrd + std::ops::Sub<Output = I>>(i: I, cap: I) -> I {
-    if i >= cap {
-        i - cap
-    } else {
-        i
-    }
+    if i >= cap { i - cap } else { i }
 }
 
 /// A fixed-capacity FIFO ring, allocated once and never grown.

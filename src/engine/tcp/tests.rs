@@ -257,8 +257,18 @@ fn a_completion_batch_converts_its_instant_once_and_each_new_instant_again() {
         assert!(w.complete_one(0, batch));
     }
     assert_eq!(w.last_done_ns, 2 * MS);
-    assert!(w.out.hist.latency.equivalent(w.out.hist.latency.min(), 1_800_000));
-    assert!(w.out.hist.latency.equivalent(w.out.hist.latency.max(), 2_000_000));
+    assert!(
+        w.out
+            .hist
+            .latency
+            .equivalent(w.out.hist.latency.min(), 1_800_000)
+    );
+    assert!(
+        w.out
+            .hist
+            .latency
+            .equivalent(w.out.hist.latency.max(), 2_000_000)
+    );
     // The next batch, 5 ms later, is converted afresh (no stale instant).
     mock.increment(Duration::from_millis(5));
     w.table.push_req(0, req(6 * MS));
