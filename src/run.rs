@@ -751,10 +751,24 @@ fn build_report(
         service_time_ns: service,
         dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
         rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
+        pacing: crate::metrics::pacing::judge(
+            &c.total.pacing,
+            crate::engine::GAP_SCALE,
+            &c.total.dispatch_lag,
+            match plan.arrivals {
+                crate::schedule::ArrivalKind::Constant => {
+                    crate::metrics::pacing::Intended::Constant
+                }
+                crate::schedule::ArrivalKind::Poisson => crate::metrics::pacing::Intended::Poisson,
+            },
+            // A worker's mean intended gap, from what the workers dispatched.
+            stopped_ns as f64 * c.totals.len() as f64 / ctr.dispatched.max(1) as f64,
+        ),
         poisson_fit: crate::metrics::gate::ks_exponential(
             &c.total.pacing,
             crate::engine::GAP_SCALE,
         )
+        .filter(|_| plan.arrivals == crate::schedule::ArrivalKind::Poisson)
         .map(|(d, n)| {
             let critical = crate::metrics::gate::ks_critical_1pct(n);
             crate::report::PoissonFit {

@@ -21,8 +21,8 @@ pub struct Histograms {
     pub connect: Histogram<u64>,
     /// Delay chosen before each reconnect (backoff with jitter).
     pub reconnect_delay: Histogram<u64>,
-    /// Poisson arrivals: time-rescaled gaps between actual dispatches, x 1e6 (Exp(1)
-    /// when the pacing is exact).
+    /// Time-rescaled gaps between actual dispatches, x 1e6 (Exp(1) for Poisson and 1
+    /// for constant arrivals when the pacing is exact).
     pub pacing: Histogram<u64>,
 }
 

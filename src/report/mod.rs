@@ -317,6 +317,10 @@ pub struct Report {
     /// Poisson arrivals: how well the actual dispatch instants fit the intended process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poisson_fit: Option<PoissonFit>,
+    /// The pacing self-check at the run's pacing resolution (TCP runs with a
+    /// timetable): see [`crate::metrics::pacing`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<crate::metrics::pacing::Pacing>,
     pub connection_wait_ns: Percentiles,
     pub workers: Vec<WorkerReport>,
     pub io_uring_features: Vec<&'static str>,

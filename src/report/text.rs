@@ -67,6 +67,23 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
                 }
             );
         }
+        if let Some(p) = &r.pacing {
+            let _ = writeln!(
+                w,
+                "pacing: {} at resolution {} ({:.2} of a worker's mean gap {}): D = {:.4} over {} \
+                 gaps (critical {:.4}; plain KS D = {:.4}, critical {:.4})",
+                if p.passed() { "PASS" } else { "FAIL" },
+                fmt_ns(p.resolution_ns),
+                p.resolution_gaps,
+                fmt_ns(p.mean_gap_ns as u64),
+                p.statistic,
+                p.gaps,
+                p.critical,
+                p.raw_statistic,
+                p.raw_critical,
+            );
+            let _ = writeln!(w, "  {}", p.reason);
+        }
         let _ = writeln!(
             w,
             "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
