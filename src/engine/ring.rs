@@ -5,6 +5,10 @@
 use crate::limits::{IOWQ_WORKERS_MAX, RING_ENTRIES_MAX};
 use io_uring::{IoUring, squeue, types};
 use std::io;
+use std::os::fd::RawFd;
+
+/// The kernel's ceiling on completion queue entries (`IORING_MAX_CQ_ENTRIES`).
+const CQ_ENTRIES_MAX: u32 = 65536;
 
 pub struct Ring {
     pub uring: IoUring,
@@ -21,7 +25,15 @@ pub const FAULT_SUBMIT_ENV: &str = "BLASTER_TEST_FAIL_SUBMIT_AFTER";
 impl Ring {
     /// A ring of `entries` (rounded and clamped), completion queue twice as large.
     pub fn new(entries: u32) -> io::Result<Ring> {
+        Ring::with_completions(entries, 2)
+    }
+
+    /// [`Ring::new`] with `per_entry` completion queue entries per submission queue
+    /// entry (at most the kernel's 65,536 in all): a server whose multishot accepts
+    /// and receives post many completions per submission wants more than two.
+    pub fn with_completions(entries: u32, per_entry: u32) -> io::Result<Ring> {
         let entries = entries.clamp(8, RING_ENTRIES_MAX).next_power_of_two();
+        let cq_entries = entries.saturating_mul(per_entry).min(CQ_ENTRIES_MAX);
         type Setup = (&'static [&'static str], fn(&mut io_uring::Builder));
         let attempts: [Setup; 3] = [
             (&["single_issuer", "defer_taskrun"], |b| {
@@ -37,7 +49,7 @@ impl Ring {
         let mut last_err = None;
         for (names, apply) in attempts {
             let mut b = IoUring::builder();
-            b.setup_cqsize(entries * 2);
+            b.setup_cqsize(cq_entries);
             apply(&mut b);
             match b.build(entries) {
                 Ok(uring) => {
@@ -153,6 +165,15 @@ impl Ring {
         }
     }
 
+    /// Free entries in the submission queue now. A caller that has work to do before
+    /// any submit (the sink publishes the receive buffers the entries may pick) checks
+    /// this before [`Ring::push_all`], which submits when the entries do not fit.
+    #[inline]
+    pub fn sq_room(&mut self) -> usize {
+        let sq = self.uring.submission();
+        sq.capacity() - sq.len()
+    }
+
     /// Submits everything queued without waiting.
     #[inline]
     pub fn submit(&mut self) -> io::Result<()> {
@@ -187,6 +208,34 @@ impl Ring {
         }
     }
 }
+
+/// Where an operation on a socket points: a slot of the ring's file table (a direct
+/// descriptor, or a socket registered there: no per-operation descriptor lookup) or an
+/// ordinary descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Fd(RawFd),
+    Fixed(u32),
+}
+
+/// Builds an entry on either kind of [`Target`]: the crate's `types::Fd` and
+/// `types::Fixed` are distinct types, so the builder is written once and expanded
+/// for each.
+macro_rules! on_target {
+    ($target:expr, |$t:ident| $build:expr) => {
+        match $target {
+            $crate::engine::ring::Target::Fd(fd) => {
+                let $t = ::io_uring::types::Fd(fd);
+                $build
+            }
+            $crate::engine::ring::Target::Fixed(slot) => {
+                let $t = ::io_uring::types::Fixed(slot);
+                $build
+            }
+        }
+    };
+}
+pub(crate) use on_target;
 
 /// Results of io_uring_enter that only mean "nothing happened this time".
 fn is_transient(e: &io::Error) -> bool {

@@ -128,6 +128,12 @@ pub fn io_error_kind(errno: i32) -> ErrorKind {
     }
 }
 
+/// Whether a failed socket operation only has to be issued again: interrupted by a
+/// signal, or nothing to do yet.
+pub fn is_transient(errno: i32) -> bool {
+    matches!(errno, libc::EINTR | libc::EAGAIN)
+}
+
 /// "Connection refused (os error 111)" for an errno.
 pub fn errno_text(errno: i32) -> String {
     io::Error::from_raw_os_error(errno).to_string()
@@ -150,5 +156,7 @@ mod tests {
         assert_eq!(io_error_kind(libc::EPIPE), ErrorKind::Reset);
         assert_eq!(io_error_kind(libc::EIO), ErrorKind::Io);
         assert!(errno_text(libc::ECONNREFUSED).contains("refused"));
+        assert!(is_transient(libc::EINTR) && is_transient(libc::EAGAIN));
+        assert!(!is_transient(libc::ECONNRESET) && !is_transient(libc::ENOBUFS));
     }
 }

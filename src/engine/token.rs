@@ -24,13 +24,14 @@ const GEN_MASK: u64 = (1 << 24) - 1;
 impl Token {
     #[inline]
     pub fn encode(self) -> u64 {
-        ((self.conn as u64) << 32) | ((self.op as u64) << 24) | (self.generation as u64 & GEN_MASK)
+        pack(self.conn, self.op as u8, self.generation)
     }
 
     /// `None` for user_data no operation of ours carries (e.g. 0 from a timeout).
     #[inline]
     pub fn decode(v: u64) -> Option<Token> {
-        let op = match (v >> 24) & 0xff {
+        let (conn, op, generation) = unpack(v);
+        let op = match op {
             1 => Op::Connect,
             2 => Op::Send,
             3 => Op::Recv,
@@ -38,11 +39,26 @@ impl Token {
             _ => return None,
         };
         Some(Token {
-            conn: (v >> 32) as u32,
+            conn,
             op,
-            generation: (v & GEN_MASK) as u32,
+            generation,
         })
     }
+}
+
+/// The layout without the generator's operations, for a ring with operations of its
+/// own (the sink's): `slot` in the high 32 bits, `op` in the next 8 (0 is never an
+/// operation, so a zero `user_data` decodes to none), `generation` in the low 24
+/// (wrapped).
+#[inline]
+pub fn pack(slot: u32, op: u8, generation: u32) -> u64 {
+    ((slot as u64) << 32) | ((op as u64) << 24) | (generation as u64 & GEN_MASK)
+}
+
+/// The fields [`pack`] put in: (slot, op, generation).
+#[inline]
+pub fn unpack(v: u64) -> (u32, u8, u32) {
+    ((v >> 32) as u32, (v >> 24) as u8, (v & GEN_MASK) as u32)
 }
 
 /// Generations wrap within 24 bits.
@@ -65,6 +81,15 @@ mod tests {
             };
             assert_eq!(Token::decode(t.encode()), Some(t));
         }
+    }
+
+    #[test]
+    fn packed_fields_round_trip_and_the_generation_wraps() {
+        assert_eq!(
+            unpack(pack(u32::MAX, 0xff, 0xab_cdef)),
+            (u32::MAX, 0xff, 0xab_cdef)
+        );
+        assert_eq!(unpack(pack(7, 2, GEN_MASK as u32 + 2)), (7, 2, 1));
     }
 
     #[test]

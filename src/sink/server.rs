@@ -40,14 +40,17 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use io_uring::{cqueue, opcode, squeue, types};
 use socket2::Socket;
 
 use super::buf_pool::{BufPool, Chain};
 use super::prng::SplitMix64;
 use super::stall::{Phase, Stall};
-use super::token::{GENERATION_MASK, NO_BUF, Op, Token};
+use super::token::{NO_BUF, Op, Token};
 use super::{SinkError, SinkMode, SinkStats};
+use crate::engine::ring::{Ring, Target, on_target};
+use crate::engine::socket::{close_descriptor, is_transient};
+use crate::engine::token::next_generation;
 
 /// Submission queue depth: large enough that a full batch of completions (each
 /// queueing at most three entries) rarely has to flush mid-dispatch.
@@ -60,8 +63,6 @@ pub(crate) const SQ_ENTRIES_MIN: u32 = 8;
 /// Completion queue entries per submission queue entry. Completions beyond it are
 /// kept by the kernel (IORING_FEAT_NODROP) until there is room.
 const CQ_PER_SQ: u32 = 4;
-/// The kernel's ceiling on completion queue entries (2 × IORING_MAX_ENTRIES).
-const CQ_ENTRIES_MAX: u32 = 65536;
 /// Receive buffers per ring, shared by all its connections.
 pub(crate) const RECV_BUFFERS: u16 = 256;
 /// Bytes per receive buffer.
@@ -181,29 +182,6 @@ struct Completion {
     flags: u32,
 }
 
-/// Where operations on a connection point.
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    Fd(RawFd),
-    Fixed(u32),
-}
-
-/// Builds an entry for either kind of target (the crate's fd types are distinct).
-macro_rules! on_target {
-    ($target:expr, |$t:ident| $build:expr) => {
-        match $target {
-            Target::Fd(fd) => {
-                let $t = types::Fd(fd);
-                $build
-            }
-            Target::Fixed(slot) => {
-                let $t = types::Fixed(slot);
-                $build
-            }
-        }
-    };
-}
-
 /// One slot of the connection table: all a held connection costs in user space.
 #[derive(Debug, Clone, Copy)]
 struct Conn {
@@ -252,26 +230,6 @@ impl Conn {
     };
 }
 
-fn is_transient(errno: i32) -> bool {
-    matches!(errno, libc::EINTR | libc::EAGAIN)
-}
-
-/// Errors of `io_uring_enter` that only mean "nothing to report yet".
-fn is_benign_enter_error(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ETIME | libc::EINTR | libc::EAGAIN | libc::EBUSY)
-    )
-}
-
-fn close_fd(fd: RawFd) {
-    // SAFETY: `fd` was returned by accept to this thread and is closed exactly once
-    // (its slot is freed or it was never given one); no Rust object owns it.
-    unsafe {
-        libc::close(fd);
-    }
-}
-
 fn ring_error(core: usize, entries: u32) -> impl Fn(io::Error) -> SinkError {
     move |source| SinkError::Ring {
         core,
@@ -280,48 +238,34 @@ fn ring_error(core: usize, entries: u32) -> impl Fn(io::Error) -> SinkError {
     }
 }
 
-/// The ring with its fixed-file table (direct descriptors) and its buffer pool.
-fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(IoUring, BufPool), SinkError> {
+/// The ring (the engine's setup: the best flags the kernel accepts, waits with a
+/// timeout required) with its fixed-file table (direct descriptors) and its buffer
+/// pool.
+fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(Ring, BufPool), SinkError> {
     let sq_entries = shared.sq_entries;
     let core = spec.core;
-    let cq_entries = (sq_entries * CQ_PER_SQ).clamp(2 * sq_entries, CQ_ENTRIES_MAX);
-    let ring = match IoUring::builder()
-        .setup_cqsize(cq_entries)
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .build(sq_entries)
-    {
-        Ok(ring) => ring,
-        // Kernels before 6.1 reject DEFER_TASKRUN; it is an optimisation only.
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::builder()
-            .setup_cqsize(cq_entries)
-            .build(sq_entries)
-            .map_err(ring_error(core, sq_entries))?,
-        Err(e) => return Err(ring_error(core, sq_entries)(e)),
-    };
-    if !ring.params().is_feature_ext_arg() {
-        return Err(SinkError::Unsupported {
-            core,
-            feature: "IORING_FEAT_EXT_ARG (waiting for completions with a timeout)",
-            kernel: "5.11",
-        });
-    }
+    let ring =
+        Ring::with_completions(sq_entries, CQ_PER_SQ).map_err(ring_error(core, sq_entries))?;
     if spec.direct {
-        ring.submitter()
+        ring.uring
+            .submitter()
             .register_files_sparse(spec.table as u32)
             .map_err(ring_error(core, sq_entries))?;
     }
-    let pool =
-        BufPool::new(&ring, shared.recv_buffers, RECV_BUFFER_BYTES, BUFFER_GROUP).map_err(|e| {
-            match e.raw_os_error() {
-                Some(libc::EINVAL) => SinkError::Unsupported {
-                    core,
-                    feature: "IORING_REGISTER_PBUF_RING (provided buffer rings)",
-                    kernel: "5.19",
-                },
-                _ => ring_error(core, sq_entries)(e),
-            }
-        })?;
+    let pool = BufPool::new(
+        &ring.uring,
+        shared.recv_buffers,
+        RECV_BUFFER_BYTES,
+        BUFFER_GROUP,
+    )
+    .map_err(|e| match e.raw_os_error() {
+        Some(libc::EINVAL) => SinkError::Unsupported {
+            core,
+            feature: "IORING_REGISTER_PBUF_RING (provided buffer rings)",
+            kernel: "5.19",
+        },
+        _ => ring_error(core, sq_entries)(e),
+    })?;
     Ok((ring, pool))
 }
 
@@ -366,7 +310,7 @@ pub(crate) fn spawn(
 
 struct Worker {
     spec: RingSpec,
-    ring: IoUring,
+    ring: Ring,
     /// Declared after the ring: dropped after it.
     bufs: BufPool,
     listener: Socket,
@@ -398,7 +342,7 @@ struct Worker {
 impl Worker {
     fn new(
         spec: RingSpec,
-        ring: IoUring,
+        ring: Ring,
         bufs: BufPool,
         listener: Socket,
         shared: Arc<Shared>,
@@ -452,11 +396,8 @@ impl Worker {
             self.close_all_if_due();
             self.arm_accept_if_due();
             self.bufs.publish();
-            let ts = types::Timespec::from(self.wait_budget());
-            let args = types::SubmitArgs::new().timespec(&ts);
-            if let Err(e) = self.ring.submitter().submit_with_args(1, &args)
-                && !is_benign_enter_error(&e)
-            {
+            let wait_ns = u64::try_from(self.wait_budget().as_nanos()).unwrap_or(u64::MAX);
+            if let Err(e) = self.ring.submit_and_wait_ns(wait_ns) {
                 self.fatal = Some(e);
                 break;
             }
@@ -529,33 +470,29 @@ impl Worker {
             entries.len() <= SQ_ENTRIES_MIN as usize,
             "a group of entries must fit an empty submission queue"
         );
-        loop {
-            {
-                let mut sq = self.ring.submission();
-                if sq.capacity() - sq.len() >= entries.len() {
-                    for entry in entries {
-                        // SAFETY: the caller guarantees the entry's memory outlives
-                        // the operation; room was checked just above.
-                        if unsafe { sq.push(entry) }.is_err() {
-                            unreachable!("submission queue full after checking for room");
-                        }
-                    }
-                    self.inflight += entries.len();
-                    return;
-                }
-            }
+        while self.ring.sq_room() < entries.len() {
             // Entries about to be submitted may pick receive buffers: publish first.
             self.bufs.publish();
-            match self.ring.submit() {
-                Ok(_) => {}
-                Err(e) if is_benign_enter_error(&e) && !self.stopping() => {
-                    std::thread::yield_now();
-                }
-                Err(e) => {
-                    self.fatal = Some(e);
+            if let Err(e) = self.ring.submit() {
+                self.fatal = Some(e);
+                return;
+            }
+            if self.ring.sq_room() < entries.len() {
+                // The kernel took nothing (busy, or a signal). At shutdown nobody
+                // reaps the completions it may be waiting to post: give up rather
+                // than spin.
+                if self.stopping() {
+                    self.fatal = Some(io::Error::from_raw_os_error(libc::EBUSY));
                     return;
                 }
+                std::thread::yield_now();
             }
+        }
+        // SAFETY: the caller guarantees the entries' memory outlives the operations;
+        // room was made above, so they are queued together without a submit.
+        match unsafe { self.ring.push_all(entries) } {
+            Ok(()) => self.inflight += entries.len(),
+            Err(e) => self.fatal = Some(e),
         }
     }
 
@@ -677,7 +614,7 @@ impl Worker {
         }
         let generation = conn.generation;
         self.conns[index] = Conn {
-            generation: generation.wrapping_add(1) & GENERATION_MASK,
+            generation: next_generation(generation),
             listed: conn.listed,
             ..Conn::FREE
         };
@@ -780,7 +717,7 @@ impl Worker {
 
     fn drain(&mut self, batch: &mut [Completion]) -> usize {
         let mut n = 0;
-        let mut cq = self.ring.completion();
+        let mut cq = self.ring.uring.completion();
         // `zip` asks `batch` first, so no completion is consumed without a place to go.
         for (slot, cqe) in batch.iter_mut().zip(&mut cq) {
             *slot = Completion {
@@ -829,7 +766,7 @@ impl Worker {
     fn reject(&mut self, target: Target) {
         self.stats.connections_rejected += 1;
         match target {
-            Target::Fd(fd) => close_fd(fd),
+            Target::Fd(fd) => close_descriptor(fd),
             Target::Fixed(slot) => {
                 let close = opcode::Close::new(types::Fixed(slot))
                     .build()
@@ -849,7 +786,7 @@ impl Worker {
                 // The fixed-file table is full: the kernel has closed the socket.
                 libc::ENFILE if self.spec.direct => self.stats.connections_rejected += 1,
                 // The peer gave up before we accepted, or a signal: just re-arm.
-                libc::ECONNABORTED | libc::EINTR | libc::EAGAIN | libc::ECANCELED => {}
+                e if is_transient(e) || matches!(e, libc::ECONNABORTED | libc::ECANCELED) => {}
                 // EMFILE, ENFILE, ENOBUFS, ENOMEM, …: wait before trying again.
                 _ => self.accept_retry_at = Some(Instant::now() + ACCEPT_RETRY_DELAY),
             }
@@ -1072,11 +1009,8 @@ impl Worker {
             if now >= deadline {
                 break;
             }
-            let ts = types::Timespec::from((deadline - now).min(Duration::from_millis(5)));
-            let args = types::SubmitArgs::new().timespec(&ts);
-            if let Err(e) = self.ring.submitter().submit_with_args(1, &args)
-                && !is_benign_enter_error(&e)
-            {
+            let wait = (deadline - now).min(Duration::from_millis(5));
+            if let Err(e) = self.ring.submit_and_wait_ns(wait.as_nanos() as u64) {
                 self.fatal = Some(e);
                 break;
             }
@@ -1085,14 +1019,14 @@ impl Worker {
                 self.retire(c.flags);
                 let accepted_fd = !self.spec.direct && c.result >= 0;
                 if accepted_fd && Token::decode(c.user_data).map(|t| t.op) == Some(Op::Accept) {
-                    close_fd(c.result);
+                    close_descriptor(c.result);
                 }
             }
         }
         let mut held = 0;
         for conn in self.conns.iter_mut().filter(|c| c.open) {
             if conn.fd >= 0 {
-                close_fd(conn.fd);
+                close_descriptor(conn.fd);
             }
             conn.open = false;
             held += 1;
@@ -1108,7 +1042,11 @@ impl Worker {
             std::mem::forget(Arc::clone(&self.shared));
             std::mem::forget(self.delay_ts.take());
         } else {
-            let _ = self.ring.submitter().unregister_buf_ring(self.bufs.bgid());
+            let _ = self
+                .ring
+                .uring
+                .submitter()
+                .unregister_buf_ring(self.bufs.bgid());
         }
     }
 }

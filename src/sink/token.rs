@@ -1,21 +1,24 @@
 //! The sink's `user_data` token: which connection slot, which operation, which
 //! incarnation of the slot, and (for echo sends) which provided buffer.
 //!
-//! Layout (64 bits): bits 0..20 slot index, bits 20..36 buffer id, bits 36..40
-//! operation kind, bits 40..64 slot generation. A slot's generation is bumped every
+//! Layout: the engine's ([`token::pack`]: slot 32 bits | operation 8 | generation 24),
+//! with the sink's own operations and its slot field split in two: bits 0..20 the
+//! connection index, bits 20..32 the buffer id. A slot's generation is bumped every
 //! time its connection is torn down, so a completion that arrives for an earlier
 //! occupant of the slot is recognised as stale and ignored instead of being applied
 //! to the new connection. The buffer id travels in the token because a stale echo
 //! send must still give its buffer back to the pool: the slot no longer says which.
 
-/// Generations wrap at 24 bits; a stale completion would have to survive 16 million
-/// reuses of its slot to be mistaken for a live one.
-pub(crate) const GENERATION_MASK: u32 = (1 << 24) - 1;
+use crate::engine::token;
+
 /// Slots per ring: 20 bits, the kernel's own ceiling on a fixed-file table
 /// (`IORING_MAX_FIXED_FILES`).
-pub(crate) const INDEX_LIMIT: u32 = 1 << 20;
-/// "No buffer" in the buffer field.
-pub(crate) const NO_BUF: u16 = u16::MAX;
+pub(crate) const INDEX_LIMIT: u32 = 1 << INDEX_BITS;
+const INDEX_BITS: u32 = 20;
+/// Bits of the buffer id: the rest of the engine's 32-bit slot field.
+const BUF_BITS: u32 = 32 - INDEX_BITS;
+/// "No buffer" in the buffer field; pools are smaller (`RECV_BUFFERS` is 256).
+pub(crate) const NO_BUF: u16 = (1 << BUF_BITS) - 1;
 
 /// The operation a completion belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,29 +77,31 @@ impl Token {
             index < INDEX_LIMIT,
             "slot index {index} beyond the token's 20 bits"
         );
+        assert!(
+            buf <= NO_BUF,
+            "buffer id {buf} beyond the token's {BUF_BITS} bits"
+        );
         Token {
             index,
             op,
-            generation: generation & GENERATION_MASK,
+            generation,
             buf,
         }
     }
 
     pub(crate) fn encode(self) -> u64 {
-        u64::from(self.index)
-            | u64::from(self.buf) << 20
-            | (self.op as u64) << 36
-            | u64::from(self.generation & GENERATION_MASK) << 40
+        let slot = self.index | u32::from(self.buf) << INDEX_BITS;
+        token::pack(slot, self.op as u8, self.generation)
     }
 
     /// `None` for a value the sink never produced (unknown operation bits).
     pub(crate) fn decode(user_data: u64) -> Option<Token> {
-        let op = Op::from_bits((user_data >> 36) as u8 & 0xf)?;
+        let (slot, op, generation) = token::unpack(user_data);
         Some(Token {
-            index: user_data as u32 & (INDEX_LIMIT - 1),
-            op,
-            generation: (user_data >> 40) as u32 & GENERATION_MASK,
-            buf: (user_data >> 20) as u16,
+            index: slot & (INDEX_LIMIT - 1),
+            op: Op::from_bits(op)?,
+            generation,
+            buf: (slot >> INDEX_BITS) as u16,
         })
     }
 }
@@ -104,6 +109,9 @@ impl Token {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The largest generation: the one `next_generation` wraps to 0.
+    const GENERATION_MAX: u32 = (1 << 24) - 1;
 
     const OPS: [Op; 8] = [
         Op::Accept,
@@ -120,7 +128,7 @@ mod tests {
     fn round_trips_every_op_and_extreme_fields() {
         for op in OPS {
             for index in [0, 1, INDEX_LIMIT - 1] {
-                for generation in [0, 1, GENERATION_MASK] {
+                for generation in [0, 1, GENERATION_MAX] {
                     for buf in [0, 1, 255, NO_BUF - 1, NO_BUF] {
                         let t = Token::with_buf(index, op, generation, buf);
                         assert_eq!(Token::decode(t.encode()), Some(t));
@@ -132,10 +140,12 @@ mod tests {
 
     #[test]
     fn generation_wraps_at_24_bits() {
-        let t = Token::new(7, Op::Recv, GENERATION_MASK + 1);
-        assert_eq!(t.generation, 0);
+        let t = Token::new(7, Op::Recv, GENERATION_MAX + 1);
         let d = Token::decode(t.encode()).expect("decodes");
-        assert_eq!((d.index, d.buf), (7, NO_BUF));
+        assert_eq!(
+            (d.index, d.op, d.generation, d.buf),
+            (7, Op::Recv, 0, NO_BUF)
+        );
     }
 
     #[test]
@@ -145,8 +155,15 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "12 bits")]
+    fn a_buffer_beyond_12_bits_is_a_bug() {
+        let _ = Token::with_buf(0, Op::Send, 0, NO_BUF + 1);
+    }
+
+    #[test]
     fn unknown_op_bits_decode_to_none() {
         assert_eq!(Token::decode(0), None);
-        assert_eq!(Token::decode(0xf << 36), None);
+        assert_eq!(Token::decode(0xff << 24), None);
+        assert_eq!(crate::engine::token::next_generation(GENERATION_MAX), 0);
     }
 }
