@@ -22,8 +22,6 @@
 //! flow from sequence 0), and `lost = expected - distinct tracked arrivals`, so a
 //! reordered datagram arriving later reduces it.
 
-use super::prng::mix;
-
 /// Flows tracked per sink thread.
 pub(crate) const FLOW_CAPACITY: usize = 65_536;
 /// Slots of the open-addressing index (a power of two, twice the capacity).
@@ -31,6 +29,16 @@ const INDEX_SLOTS: usize = 2 * FLOW_CAPACITY;
 /// Bits in the per-flow arrival window.
 pub(crate) const WINDOW_BITS: u64 = 1024;
 const WINDOW_WORDS: usize = (WINDOW_BITS / 64) as usize;
+
+/// The splitmix64 finaliser (Steele, Lea, Flood 2014), the flow index's hash: every
+/// input bit reaches every output bit, so the table's low bits spread well even for
+/// sources that differ in one port or flow id; no per-datagram cost beyond a few
+/// multiplies (std's SipHash would be several times that).
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 /// Who sent a datagram: IPv4 addresses are stored v4-mapped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -53,7 +53,7 @@
 //! Every mode counts datagrams carrying blaster's header per flow (source address,
 //! flow id): received, lost, reordered, duplicates, plus foreign datagrams (no
 //! header); see `flows.rs` for the definitions. `drop_ratio` drops that fraction of
-//! datagrams (a seeded splitmix64 draw per datagram, before anything else): they are
+//! datagrams (a seeded fastrand draw per datagram, before anything else): they are
 //! counted in `dropped`, neither received nor answered, so they show up in `lost`
 //! exactly as they do in the client's loss. A per-second series starts at the first
 //! datagram. Delay, stalls and the connection faults are TCP-only; `request_size`
@@ -64,7 +64,6 @@ mod config;
 mod flows;
 mod layout;
 mod memory;
-mod prng;
 mod server;
 mod socket;
 mod stall;
@@ -95,6 +94,13 @@ use udp::{Published, UdpShared};
 /// Fixed mode keeps one reply buffer of about this size (a whole number of replies,
 /// at least one), so a read that completes many requests is answered in one send.
 const REPLY_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The generator of sink thread `index` (TCP: ring index; UDP: position in
+/// `SinkConfig::cores`): one stream per thread derived from the one seed, as the
+/// generator's workers derive theirs, so a thread fed the same traffic draws the same.
+fn thread_rng(seed: u64, index: usize) -> fastrand::Rng {
+    fastrand::Rng::with_seed(seed ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
 
 /// Why a sink could not start.
 #[derive(Debug, thiserror::Error)]

@@ -47,7 +47,6 @@ use socket2::Socket;
 mod conn;
 
 use super::buf_pool::{BufPool, Chain};
-use super::prng::SplitMix64;
 use super::stall::{Phase, Stall};
 use super::token::{Op, Token};
 use super::{SinkError, SinkMode, SinkStats};
@@ -335,7 +334,7 @@ struct Worker {
     /// This thread has reported a request byte to the stall schedule.
     stall_marked: bool,
     /// Draws which connections are reset.
-    rng: SplitMix64,
+    rng: fastrand::Rng,
     next_close: Option<Instant>,
     stats: SinkStats,
     fatal: Option<io::Error>,
@@ -361,7 +360,7 @@ impl Worker {
             .filter(|d| !d.is_zero())
             .map(|d| Box::new(types::Timespec::from(d)));
         let next_close = shared.close_every.map(|every| shared.started + every);
-        let rng = SplitMix64::for_thread(shared.seed, spec.index);
+        let rng = super::thread_rng(shared.seed, spec.index);
         Worker {
             spec,
             ring,

@@ -654,3 +654,14 @@ fn bad_fault_values_are_refused() {
     cfg.close_every = Some(Duration::from_secs(1));
     assert!(matches!(start(&cfg), Err(SinkError::Config(_))));
 }
+
+#[test]
+fn thread_streams_repeat_for_a_seed_and_differ_between_threads() {
+    let draws = |seed, index| {
+        let mut rng = thread_rng(seed, index);
+        (0..4).map(|_| rng.u64(..)).collect::<Vec<_>>()
+    };
+    assert_eq!(draws(7, 0), draws(7, 0));
+    assert_ne!(draws(7, 0), draws(7, 1));
+    assert_ne!(draws(7, 0), draws(8, 0));
+}

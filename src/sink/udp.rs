@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use super::flows::{Counters, FlowKey, FlowTable};
-use super::prng::SplitMix64;
 use super::{SecondStats, SinkMode, SinkStats};
 use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
 
@@ -206,7 +205,7 @@ struct Worker {
     live: Arc<Mutex<Published>>,
     table: FlowTable,
     counters: Counters,
-    rng: SplitMix64,
+    rng: fastrand::Rng,
     first_ns: Option<u64>,
     last_ns: Option<u64>,
     kernel_drops: u64,
@@ -246,7 +245,7 @@ impl Worker {
             h.msg_iovlen = 1;
             h.msg_control = b.control[i].as_mut_ptr().cast();
         }
-        let rng = SplitMix64::for_thread(shared.seed, index);
+        let rng = super::thread_rng(shared.seed, index);
         Worker {
             socket,
             shared,
@@ -359,7 +358,7 @@ impl Worker {
         }
         for i in 0..n {
             let len = (b.recv[i].msg_len as usize).min(DATAGRAM_BYTES_MAX);
-            if drop_ratio > 0.0 && self.rng.next_f64() < drop_ratio {
+            if drop_ratio > 0.0 && self.rng.f64() < drop_ratio {
                 self.counters.dropped += 1;
                 continue;
             }

@@ -5,7 +5,6 @@ use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use super::prng::SplitMix64;
 use super::*;
 use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
 
@@ -212,8 +211,8 @@ fn drop_ratio_drops_the_seeded_half_and_echo_answers_the_rest() {
     cfg.drop_ratio = 0.5;
     cfg.seed = SEED;
     // The decisions the single sink thread must make, datagram by datagram.
-    let mut rng = SplitMix64::for_thread(SEED, 0);
-    let dropped: Vec<bool> = (0..N).map(|_| rng.next_f64() < 0.5).collect();
+    let mut rng = thread_rng(SEED, 0);
+    let dropped: Vec<bool> = (0..N).map(|_| rng.f64() < 0.5).collect();
     let expected_dropped = dropped.iter().filter(|&&d| d).count() as u64;
     assert!((400..600).contains(&expected_dropped), "{expected_dropped}");
 

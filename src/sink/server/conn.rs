@@ -284,7 +284,7 @@ impl Worker {
         }
         self.shared.peak.fetch_max(open, Ordering::Relaxed);
         let reset_pending =
-            self.shared.reset_ratio > 0.0 && self.rng.next_f64() < self.shared.reset_ratio;
+            self.shared.reset_ratio > 0.0 && self.rng.f64() < self.shared.reset_ratio;
         let conn = &mut self.conns[index];
         *conn = Conn {
             fd,
