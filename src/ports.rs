@@ -453,7 +453,7 @@ pub fn time_wait_warning(
     pairs: usize,
     range: PortRange,
     time_wait_s: f64,
-) -> Option<String> {
+) -> Option<crate::diagnosis::Diagnosis> {
     let ok = |x: f64| x.is_finite() && x > 0.0;
     if !ok(rate_per_s) || !ok(time_wait_s) {
         return None;
@@ -464,25 +464,16 @@ pub fn time_wait_warning(
     if held <= capacity {
         return None;
     }
-    let factor = (held / capacity).ceil();
-    Some(format!(
-        "ports: connection-per-request at {rate:.0}/s keeps about {held:.0} ports in TIME_WAIT \
-         ({tw:.0} s each) but {pairs} x {size} ports (ip_local_port_range {range}) hold \
-         {cap:.0}, so connects start failing with EADDRNOTAVAIL after about {after:.1} s; \
-         use --linger0 (close with RST, no TIME_WAIT), sysctl -w net.ipv4.tcp_tw_reuse=1 \
-         (reuse TIME_WAIT ports for new connects; needs TCP timestamps), or {factor:.0}x \
-         as many source IPs (--source-ip)",
-        rate = rate_per_s,
-        tw = time_wait_s,
-        pairs = plural(
-            pairs,
-            "(source, destination) pair",
-            "(source, destination) pairs"
-        ),
-        size = range.size(),
-        cap = capacity,
-        after = capacity / rate_per_s,
-    ))
+    Some(crate::diagnosis::Diagnosis::TimeWaitExhaustsPorts {
+        rate_per_s,
+        held,
+        time_wait_s,
+        pairs,
+        range_size: range.size(),
+        range: range.to_string(),
+        capacity,
+        factor: (held / capacity).ceil(),
+    })
 }
 
 #[cfg(test)]
@@ -685,7 +676,7 @@ mod tests {
         let r = range(32768, 60999);
         // 400/s x 60 s = 24000 < 28232.
         assert_eq!(time_wait_warning(400.0, 1, r, 60.0), None);
-        let w = time_wait_warning(1000.0, 1, r, 60.0).unwrap();
+        let w = time_wait_warning(1000.0, 1, r, 60.0).unwrap().to_string();
         for needle in [
             "1000/s",
             "60000 ports in TIME_WAIT",

@@ -342,7 +342,7 @@ pub struct Step {
     /// generator's CPU per core.
     pub generator_busy_ratio_max: f64,
     pub valid: bool,
-    pub invalid_reasons: Vec<String>,
+    pub invalid_reasons: Vec<crate::diagnosis::Diagnosis>,
     pub outcome: StepOutcome,
     pub slo: Verdict,
 }

@@ -192,7 +192,7 @@ fn a_rate_limited_link_is_reported_as_nic_saturated() {
         v["host"]
     );
     assert!(
-        v["diagnosis"].to_string().contains("NIC-saturated"),
+        common::codes(&v["diagnosis"]).contains(&"nic_saturated".to_string()),
         "{}",
         v["diagnosis"]
     );

@@ -30,10 +30,10 @@ fn closed_loop_hides_the_stall_that_open_loop_shows() {
         closed["valid"], true,
         "the gate does not apply to a closed loop"
     );
-    let note = closed["diagnosis"].to_string();
     assert!(
-        note.contains("closed model") && note.contains("hides queueing"),
-        "{note}"
+        common::codes(&closed["diagnosis"]).contains(&"closed_loop_hides_queueing".to_string()),
+        "{}",
+        closed["diagnosis"]
     );
     // Open loop: requests due during each freeze queue up and count from their due
     // instant; closed loop: the 8 connections just wait, and the waits do not count.

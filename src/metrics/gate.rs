@@ -12,6 +12,7 @@
 //!   growing backlog: its connection wait and latency would then be the generator's
 //!   own queueing, blamed on the target. A worker without idle time cannot tell.
 
+use crate::diagnosis::Diagnosis;
 use hdrhistogram::Histogram;
 
 /// Largest share of its time a worker may be busy for the run to count as valid.
@@ -22,10 +23,10 @@ pub struct Gate {
     pub max_lag_ns: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
     pub valid: bool,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Diagnosis>,
 }
 
 impl Gate {
@@ -40,24 +41,19 @@ impl Gate {
         if let Some((core, ratio)) = busiest
             && ratio > BUSY_RATIO_MAX
         {
-            reasons.push(format!(
-                "the worker on core {} was busy {:.0}% of the run (gate: {:.0}%): the generator \
-                 had no headroom, so connection wait and latency include its own queueing; \
-                 use more cores or a lower rate",
-                core.map_or("-".to_string(), |c| c.to_string()),
-                ratio * 100.0,
-                BUSY_RATIO_MAX * 100.0
-            ));
+            reasons.push(Diagnosis::WorkerWithoutHeadroom {
+                core,
+                busy_ratio: ratio,
+                gate: BUSY_RATIO_MAX,
+            });
         }
         if !dispatch_lag.is_empty() {
             let p99 = dispatch_lag.value_at_quantile(0.99);
             if p99 > self.max_lag_ns {
-                reasons.push(format!(
-                    "dispatch lag p99 {} exceeds --max-lag {}: the generator was the bottleneck; \
-                     use more cores or a lower rate",
-                    crate::units::fmt_ns(p99),
-                    crate::units::fmt_ns(self.max_lag_ns)
-                ));
+                reasons.push(Diagnosis::DispatchLagHigh {
+                    p99_ns: p99,
+                    max_lag_ns: self.max_lag_ns,
+                });
             }
         }
         Verdict {
@@ -96,7 +92,7 @@ mod tests {
         };
         let v = g.judge(&lag_with(980, 20, 300_000_000), None);
         assert!(!v.valid);
-        assert!(v.reasons[0].contains("dispatch lag p99"), "{:?}", v.reasons);
+        assert_eq!(v.reasons[0].code(), "dispatch_lag_high", "{:?}", v.reasons);
     }
 
     #[test]
@@ -107,7 +103,7 @@ mod tests {
         let v = g.judge(&lag_with(1000, 0, 1), Some((Some(3), 0.99)));
         assert!(!v.valid);
         assert!(
-            v.reasons[0].contains("core 3 was busy 99%"),
+            v.reasons[0].to_string().contains("core 3 was busy 99%"),
             "{:?}",
             v.reasons
         );

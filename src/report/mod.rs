@@ -1,18 +1,21 @@
 //! The report: one serialisable structure built from merged histograms and counters,
 //! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
 //! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
+pub mod assemble;
 pub mod html;
 pub mod input;
 pub mod json;
 pub mod output;
 pub mod text;
 
+use crate::diagnosis::Diagnosis;
 use crate::metrics::{Counters, ErrorKind, Histograms};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `invalid_reasons` and `diagnosis` became `{code, message, remedy}` objects.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Percentiles of one histogram, in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
@@ -202,36 +205,28 @@ impl HostReport {
     }
 
     /// The report's warnings about the host.
-    pub fn warnings(&self) -> Vec<String> {
+    pub fn warnings(&self) -> Vec<Diagnosis> {
         let mut w = Vec::new();
         if self.near_saturation() {
-            w.push(format!(
-                "generator near saturation: a generator core was {:.0}% busy (its workers' \
-                 own measure {:.0}%; watermark {:.0}%): use more cores or a lower rate, and keep \
-                 other load off --cores",
-                self.max_core_load * 100.0,
-                self.max_worker_busy * 100.0,
-                self.core_busy_watermark * 100.0
-            ));
+            w.push(Diagnosis::GeneratorNearSaturation {
+                core_load: self.max_core_load,
+                worker_busy: self.max_worker_busy,
+                watermark: self.core_busy_watermark,
+            });
         }
         if self.max_other_load > self.other_load_warn_at {
-            w.push(format!(
-                "generator core shared: other processes took {:.0}% of a generator core \
-                 (warning above {:.0}%): the generator did not have its core to itself; keep \
-                 other load off --cores (isolcpus, taskset)",
-                self.max_other_load * 100.0,
-                self.other_load_warn_at * 100.0
-            ));
+            w.push(Diagnosis::GeneratorCoreShared {
+                other_load: self.max_other_load,
+                warn_at: self.other_load_warn_at,
+            });
         }
         if self.nic_saturated() {
-            w.push(format!(
-                "NIC-saturated: {} carried {:.1} Mbit/s, {:.0}% of its {:.1} Mbit/s link: the \
-                 link, not the target, may be the limit",
-                self.iface.as_deref().unwrap_or("the interface"),
-                self.tx_bps_max.max(self.rx_bps_max) / 1e6,
-                self.link_utilization_max.unwrap_or(0.0) * 100.0,
-                self.link_speed_bps.unwrap_or(0) as f64 / 1e6
-            ));
+            w.push(Diagnosis::NicSaturated {
+                iface: self.iface.clone(),
+                bps: self.tx_bps_max.max(self.rx_bps_max),
+                utilization: self.link_utilization_max.unwrap_or(0.0),
+                link_bps: self.link_speed_bps.unwrap_or(0),
+            });
         }
         w
     }
@@ -282,7 +277,8 @@ pub struct HttpReport {
 pub struct Report {
     pub schema_version: u32,
     pub valid: bool,
-    pub invalid_reasons: Vec<String>,
+    /// The validity gate's reasons, as `{code, message, remedy}` (schema 2).
+    pub invalid_reasons: Vec<Diagnosis>,
     pub target: String,
     pub protocol: &'static str,
     pub framer: String,
@@ -331,8 +327,9 @@ pub struct Report {
     /// to then, and the command ends with this error (exit code 1). Not in the JSON.
     #[serde(skip)]
     pub worker_error: Option<crate::engine::driver::WorkerError>,
-    /// Observations with their remedy, e.g. connection wait dominating latency.
-    pub diagnosis: Vec<String>,
+    /// Observations with their remedy, e.g. connection wait dominating latency, as
+    /// `{code, message, remedy}` (schema 2).
+    pub diagnosis: Vec<Diagnosis>,
     pub interrupted: bool,
     pub intervals: Vec<Interval>,
     #[serde(skip_serializing_if = "Option::is_none")]

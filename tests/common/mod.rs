@@ -168,6 +168,21 @@ pub fn assert_exit_matches_validity(out: &Output, v: &serde_json::Value) {
     }
 }
 
+/// The codes of a `diagnosis` or `invalid_reasons` array (`{code, message, remedy}`
+/// objects); each must carry a non-empty message and remedy.
+pub fn codes(v: &serde_json::Value) -> Vec<String> {
+    let items = v.as_array().expect("an array of diagnoses");
+    items
+        .iter()
+        .map(|d| {
+            for k in ["message", "remedy"] {
+                assert!(d[k].as_str().is_some_and(|s| !s.is_empty()), "{k} in {d}");
+            }
+            d["code"].as_str().expect("a code").to_string()
+        })
+        .collect()
+}
+
 pub fn read_json(p: &PathBuf) -> serde_json::Value {
     let text = std::fs::read_to_string(p).expect("JSON report written");
     serde_json::from_str(&text).expect("JSON report parses")

@@ -1,0 +1,315 @@
+//! Everything a run tells the user about itself beyond its figures -- the validity
+//! gate's reasons, the observations with their remedy, the warnings about the host --
+//! as one typed enum. Each variant has a stable code (for scripts and tests: match on
+//! it, never on the sentence), a message stating what was seen with its numbers, and a
+//! remedy. They are rendered to text in one place ([`Diagnosis`]'s `Display`) and to
+//! JSON as `{code, message, remedy}`.
+//!
+//! A leaf: the gate (metrics), the port arithmetic (ports) and the report assembly all
+//! produce these, so the type sits below all of them.
+
+use crate::units::fmt_ns;
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Diagnosis {
+    /// Invalid: a worker had no idle time, so its own queueing is in the figures.
+    WorkerWithoutHeadroom {
+        core: Option<usize>,
+        busy_ratio: f64,
+        gate: f64,
+    },
+    /// Invalid: the generator fell behind its own timetable.
+    DispatchLagHigh { p99_ns: u64, max_lag_ns: u64 },
+    /// Connection per request keeps more ports in TIME_WAIT than the range holds.
+    TimeWaitExhaustsPorts {
+        rate_per_s: f64,
+        held: f64,
+        time_wait_s: f64,
+        pairs: usize,
+        range_size: u32,
+        range: String,
+        capacity: f64,
+        factor: f64,
+    },
+    /// A generator core was above the busy watermark.
+    GeneratorNearSaturation {
+        core_load: f64,
+        worker_busy: f64,
+        watermark: f64,
+    },
+    /// Other processes (or IRQs) took a share of a generator core.
+    GeneratorCoreShared { other_load: f64, warn_at: f64 },
+    /// The interface carried nearly its link speed.
+    NicSaturated {
+        iface: Option<String>,
+        bps: f64,
+        utilization: f64,
+        link_bps: u64,
+    },
+    /// A closed loop's latency is service time.
+    ClosedLoopHidesQueueing { connections: usize },
+    /// Due requests waited for connections the target had closed.
+    ConnectionWaitTargetCloses {
+        wait_p99_ns: u64,
+        latency_p99_ns: u64,
+        closed_by_target: u64,
+        reconnects: u64,
+    },
+    /// Due requests waited for a free connection: the pool or the target is the limit.
+    ConnectionWaitPoolLimit {
+        wait_p99_ns: u64,
+        latency_p99_ns: u64,
+        rate_rps: f64,
+        service_mean_ns: u64,
+        inflight_needed: f64,
+        inflight_allowed: usize,
+    },
+}
+
+impl Diagnosis {
+    /// The stable code: changes only with the schema version.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Diagnosis::WorkerWithoutHeadroom { .. } => "worker_without_headroom",
+            Diagnosis::DispatchLagHigh { .. } => "dispatch_lag_high",
+            Diagnosis::TimeWaitExhaustsPorts { .. } => "time_wait_exhausts_ports",
+            Diagnosis::GeneratorNearSaturation { .. } => "generator_near_saturation",
+            Diagnosis::GeneratorCoreShared { .. } => "generator_core_shared",
+            Diagnosis::NicSaturated { .. } => "nic_saturated",
+            Diagnosis::ClosedLoopHidesQueueing { .. } => "closed_loop_hides_queueing",
+            Diagnosis::ConnectionWaitTargetCloses { .. } => "connection_wait_target_closes",
+            Diagnosis::ConnectionWaitPoolLimit { .. } => "connection_wait_pool_limit",
+        }
+    }
+
+    /// What was seen, with its numbers.
+    pub fn message(&self) -> String {
+        match self {
+            Diagnosis::WorkerWithoutHeadroom {
+                core,
+                busy_ratio,
+                gate,
+            } => format!(
+                "the worker on core {} was busy {:.0}% of the run (gate: {:.0}%): the generator \
+                 had no headroom, so connection wait and latency include its own queueing",
+                core.map_or("-".to_string(), |c| c.to_string()),
+                busy_ratio * 100.0,
+                gate * 100.0
+            ),
+            Diagnosis::DispatchLagHigh { p99_ns, max_lag_ns } => format!(
+                "dispatch lag p99 {} exceeds --max-lag {}: the generator was the bottleneck",
+                fmt_ns(*p99_ns),
+                fmt_ns(*max_lag_ns)
+            ),
+            Diagnosis::TimeWaitExhaustsPorts {
+                rate_per_s,
+                held,
+                time_wait_s,
+                pairs,
+                range_size,
+                range,
+                capacity,
+                ..
+            } => format!(
+                "ports: connection-per-request at {rate_per_s:.0}/s keeps about {held:.0} ports \
+                 in TIME_WAIT ({time_wait_s:.0} s each) but {pairs} {} x {range_size} ports \
+                 (ip_local_port_range {range}) hold {capacity:.0}, so connects start failing \
+                 with EADDRNOTAVAIL after about {:.1} s",
+                if *pairs == 1 {
+                    "(source, destination) pair"
+                } else {
+                    "(source, destination) pairs"
+                },
+                capacity / rate_per_s,
+            ),
+            Diagnosis::GeneratorNearSaturation {
+                core_load,
+                worker_busy,
+                watermark,
+            } => format!(
+                "generator near saturation: a generator core was {:.0}% busy (its workers' own \
+                 measure {:.0}%; watermark {:.0}%)",
+                core_load * 100.0,
+                worker_busy * 100.0,
+                watermark * 100.0
+            ),
+            Diagnosis::GeneratorCoreShared {
+                other_load,
+                warn_at,
+            } => format!(
+                "generator core shared: other processes took {:.0}% of a generator core \
+                 (warning above {:.0}%): the generator did not have its core to itself",
+                other_load * 100.0,
+                warn_at * 100.0
+            ),
+            Diagnosis::NicSaturated {
+                iface,
+                bps,
+                utilization,
+                link_bps,
+            } => format!(
+                "NIC-saturated: {} carried {:.1} Mbit/s, {:.0}% of its {:.1} Mbit/s link",
+                iface.as_deref().unwrap_or("the interface"),
+                bps / 1e6,
+                utilization * 100.0,
+                *link_bps as f64 / 1e6
+            ),
+            Diagnosis::ClosedLoopHidesQueueing { connections } => format!(
+                "closed model (--concurrency {connections}): each connection waited for its \
+                 response before sending again, so a slow target slowed the load instead of \
+                 queueing it; this latency is service time and hides queueing"
+            ),
+            Diagnosis::ConnectionWaitTargetCloses {
+                wait_p99_ns,
+                latency_p99_ns,
+                closed_by_target,
+                reconnects,
+            } => format!(
+                "connection wait dominates latency (p99 {} of {}): the target closed or reset \
+                 {closed_by_target} connections and due requests waited while they came back \
+                 after the reconnect backoff ({reconnects} reconnects)",
+                fmt_ns(*wait_p99_ns),
+                fmt_ns(*latency_p99_ns),
+            ),
+            Diagnosis::ConnectionWaitPoolLimit {
+                wait_p99_ns,
+                latency_p99_ns,
+                rate_rps,
+                service_mean_ns,
+                inflight_needed,
+                inflight_allowed,
+            } => format!(
+                "connection wait dominates latency (p99 {} of {}): due requests waited for a \
+                 free connection. Little's law: {rate_rps:.0} requests/s x {} mean service time \
+                 = {inflight_needed:.0} requests in flight needed; this run allowed \
+                 {inflight_allowed} (connections x pipeline)",
+                fmt_ns(*wait_p99_ns),
+                fmt_ns(*latency_p99_ns),
+                fmt_ns(*service_mean_ns),
+            ),
+        }
+    }
+
+    /// What to do about it.
+    pub fn remedy(&self) -> String {
+        match self {
+            Diagnosis::WorkerWithoutHeadroom { .. } | Diagnosis::DispatchLagHigh { .. } => {
+                "use more cores or a lower rate".into()
+            }
+            Diagnosis::TimeWaitExhaustsPorts { factor, .. } => format!(
+                "use --linger0 (close with RST, no TIME_WAIT), sysctl -w \
+                 net.ipv4.tcp_tw_reuse=1 (reuse TIME_WAIT ports for new connects; needs TCP \
+                 timestamps), or {factor:.0}x as many source IPs (--source-ip)"
+            ),
+            Diagnosis::GeneratorNearSaturation { .. } => {
+                "use more cores or a lower rate, and keep other load off --cores".into()
+            }
+            Diagnosis::GeneratorCoreShared { .. } => {
+                "keep other load off --cores (isolcpus, taskset)".into()
+            }
+            Diagnosis::NicSaturated { .. } => {
+                "the link, not the target, may be the limit: use a faster link or more \
+                 generator hosts"
+                    .into()
+            }
+            Diagnosis::ClosedLoopHidesQueueing { .. } => {
+                "run open-loop (--rate) for the latency users see".into()
+            }
+            Diagnosis::ConnectionWaitTargetCloses { .. } => {
+                "the target's closes, not the pool size, are the limit: look at why the \
+                 target closes connections"
+                    .into()
+            }
+            Diagnosis::ConnectionWaitPoolLimit { .. } => {
+                "the target, or too few connections / too little pipelining, is the limit, \
+                 not the generator: raise --connections or --pipeline if the target can take \
+                 more in flight"
+                    .into()
+            }
+        }
+    }
+}
+
+/// The one text form: the message, then the remedy.
+impl fmt::Display for Diagnosis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.message(), self.remedy())
+    }
+}
+
+/// The JSON form: `{"code": ..., "message": ..., "remedy": ...}`.
+impl Serialize for Diagnosis {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("Diagnosis", 3)?;
+        o.serialize_field("code", self.code())?;
+        o.serialize_field("message", &self.message())?;
+        o.serialize_field("remedy", &self.remedy())?;
+        o.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_code_message_remedy() {
+        let d = Diagnosis::DispatchLagHigh {
+            p99_ns: 3_000_000,
+            max_lag_ns: 1_000_000,
+        };
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["code"], "dispatch_lag_high");
+        assert!(v["message"].as_str().unwrap().contains("exceeds --max-lag"));
+        assert_eq!(v["remedy"], "use more cores or a lower rate");
+        assert_eq!(v.as_object().unwrap().len(), 3);
+        // The text form carries both parts.
+        let t = d.to_string();
+        assert!(
+            t.starts_with(&d.message()) && t.ends_with(&d.remedy()),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn codes_are_distinct_snake_case() {
+        let all = [
+            Diagnosis::WorkerWithoutHeadroom {
+                core: None,
+                busy_ratio: 1.0,
+                gate: 0.95,
+            },
+            Diagnosis::DispatchLagHigh {
+                p99_ns: 0,
+                max_lag_ns: 0,
+            },
+            Diagnosis::GeneratorNearSaturation {
+                core_load: 1.0,
+                worker_busy: 1.0,
+                watermark: 0.9,
+            },
+            Diagnosis::GeneratorCoreShared {
+                other_load: 0.5,
+                warn_at: 0.2,
+            },
+            Diagnosis::NicSaturated {
+                iface: None,
+                bps: 1.0,
+                utilization: 1.0,
+                link_bps: 1,
+            },
+            Diagnosis::ClosedLoopHidesQueueing { connections: 1 },
+        ];
+        let mut codes: Vec<&str> = all.iter().map(Diagnosis::code).collect();
+        assert!(
+            codes
+                .iter()
+                .all(|c| c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'))
+        );
+        codes.sort();
+        codes.dedup();
+        assert_eq!(codes.len(), all.len());
+    }
+}

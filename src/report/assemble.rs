@@ -1,0 +1,504 @@
+//! Report assembly: turns what the collector gathered (merged histograms, counters,
+//! per-interval rows, each worker's totals) and what the connect phase established into
+//! the [`Report`], and judges it: the validity gate's reasons and the diagnoses, typed
+//! ([`Diagnosis`]), with the numbers that support them.
+
+use super::{
+    Bytes, Config, Connections, HostReport, HttpReport, Interval, Memory, MixEntryReport,
+    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport,
+};
+use crate::diagnosis::Diagnosis;
+use crate::engine::Transport;
+use crate::engine::pacing::Usage;
+use crate::engine::recorder::WorkerTotals;
+use crate::metrics::host::{
+    CORE_BUSY_WATERMARK, HostInterval, LINK_SATURATED, OTHER_LOAD_WARN, read_link_speed,
+};
+use crate::metrics::{Counters, ErrorKind, Gate, Histograms};
+use crate::plan::RunPlan;
+use std::net::SocketAddr;
+
+/// Shortest schedule the busy-worker gate judges (startup noise dominates below).
+const BUSY_WINDOW_MIN_NS: u64 = 500_000_000;
+
+/// Delay between "all connected" and the schedule's time zero, so every worker is
+/// spinning on the TSC before its first due instant.
+/// The run's host figures: the busiest generator core and the interface's traffic.
+pub fn host_report(rows: &[Interval], iface: Option<String>, link_bps: Option<u64>) -> HostReport {
+    let max = |f: fn(&Interval) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+    HostReport {
+        max_core_load: max(|i| i.core_load),
+        max_worker_busy: max(|i| i.worker_busy),
+        max_other_load: max(|i| i.other_load),
+        other_load_warn_at: OTHER_LOAD_WARN,
+        iface,
+        link_speed_bps: link_bps,
+        tx_bps_max: max(|i| i.tx_bps),
+        rx_bps_max: max(|i| i.rx_bps),
+        link_utilization_max: link_bps.map(|_| max(|i| i.link_utilization.unwrap_or(0.0))),
+        drops: rows.iter().map(|i| i.drops).sum(),
+        core_busy_watermark: CORE_BUSY_WATERMARK,
+        link_saturated_at: LINK_SATURATED,
+    }
+}
+
+/// What the connect phase established, before the schedule started.
+pub struct Setup {
+    /// io_uring features of the first worker's ring.
+    pub features: Vec<&'static str>,
+    pub established: u64,
+    pub establish_ns: u64,
+    pub rss_growth: u64,
+    pub first_errno: Option<i32>,
+    /// The wall the first failed connect points at, with the numbers and the fix.
+    pub wall: Option<String>,
+    /// Names of the errnos in the connect-failure counters, `other` last.
+    pub errno_names: Vec<String>,
+    /// Connection per request about to run out of ports in TIME_WAIT.
+    pub time_wait: Option<Diagnosis>,
+}
+
+/// Everything the collector gathered.
+pub struct Collected {
+    pub total: Histograms,
+    pub counters: Counters,
+    /// One summary row per interval, filled as intervals complete.
+    pub rows: Vec<Row>,
+    pub totals: Vec<WorkerTotals>,
+    /// The interface that carried the run, when known.
+    pub iface: Option<String>,
+}
+
+/// An interval reduced to the figures the report keeps, so a day-long run holds a few
+/// numbers per second rather than four histograms per second.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Row {
+    pub completed: u64,
+    pub errors: u64,
+    pub latency: Percentiles,
+    pub lag_p99: u64,
+    pub load: Load,
+}
+
+/// How loaded the generator's cores and the interface were in one interval.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Load {
+    /// Busiest core as /proc/stat counts it, minus the workers' own spinning there (a
+    /// worker spinning for a due instant looks 100% busy to /proc/stat).
+    pub core_load: f64,
+    /// Busiest core as the workers measure themselves: CPU minus spin, over the interval.
+    pub worker_busy: f64,
+    /// Busiest core's time taken by anything but the workers (other processes, IRQs).
+    pub other_load: f64,
+    pub tx_bps: f64,
+    pub rx_bps: f64,
+    pub tx_pps: f64,
+    pub rx_pps: f64,
+    pub drops: u64,
+}
+
+impl Load {
+    /// Reduces one interval: the workers' own usage (per worker, with its core) and what
+    /// the host saw.
+    pub fn of(usage: &[(usize, Usage)], host: &HostInterval) -> Load {
+        // Per core: the workers' CPU share, and the share of wall time they worked
+        // (neither spinning nor asleep) -- their own, TSC-measured figure.
+        let mut per_core: std::collections::BTreeMap<usize, (f64, f64)> = Default::default();
+        for &(core, u) in usage {
+            let len = u.wall_ns.max(1) as f64;
+            let e = per_core.entry(core).or_default();
+            e.0 += u.cpu_ns as f64 / len;
+            e.1 += (len - (u.spin_ns + u.sleep_ns) as f64).max(0.0) / len;
+        }
+        let worker_busy = per_core.values().map(|v| v.1.min(1.0)).fold(0.0, f64::max);
+        // /proc/stat counts a spinning worker as busy: replace the workers' CPU share
+        // with the part of it that was work, keeping everything else on the core.
+        let core_load = host
+            .core_busy
+            .iter()
+            .map(|&(c, busy)| {
+                let (cpu, work) = per_core.get(&c).copied().unwrap_or_default();
+                (busy - cpu + work.min(cpu)).clamp(0.0, 1.0)
+            })
+            .fold(0.0, f64::max);
+        let other_load = host
+            .core_busy
+            .iter()
+            .map(|&(c, busy)| (busy - per_core.get(&c).map_or(0.0, |v| v.0)).clamp(0.0, 1.0))
+            .fold(0.0, f64::max);
+        Load {
+            core_load,
+            worker_busy,
+            other_load,
+            tx_bps: host.tx_bps,
+            rx_bps: host.rx_bps,
+            tx_pps: host.tx_pps,
+            rx_pps: host.rx_pps,
+            drops: host.drops,
+        }
+    }
+}
+
+/// The report of one run.
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
+pub fn build(
+    plan: &RunPlan,
+    target: SocketAddr,
+    rate_rps: f64,
+    duration_ns: u64,
+    c: Collected,
+    setup: Setup,
+    interrupted: bool,
+) -> Report {
+    // The schedule ran until the configured end, or until Ctrl-C stopped it.
+    let stopped_ns = c
+        .totals
+        .iter()
+        .map(|t| t.stopped_ns)
+        .max()
+        .unwrap_or(duration_ns)
+        .min(duration_ns)
+        .max(1);
+    let secs = stopped_ns as f64 / 1e9;
+    // Rates count over the whole time it took: a schedule whose requests waited in the
+    // backlog and completed during the drain did not achieve its rate.
+    // Until the last response: timeouts at the end do not stretch it.
+    let last_done_ns = c.totals.iter().map(|t| t.last_done_ns).max().unwrap_or(0);
+    let elapsed = last_done_ns.max(stopped_ns) as f64 / 1e9;
+    // Busy share while the schedule ran (the drain is mostly sleeping); judged only on
+    // windows long enough to mean something.
+    let busiest = c
+        .totals
+        .iter()
+        .map(|t| (t.core, t.busy_at_stop))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|_| stopped_ns >= BUSY_WINDOW_MIN_NS);
+    // A closed loop has no timetable to fall behind: the gate does not apply.
+    let verdict = Gate {
+        max_lag_ns: if plan.closed_loop {
+            u64::MAX
+        } else {
+            plan.max_lag_ns
+        },
+    }
+    .judge(
+        &c.total.dispatch_lag,
+        busiest.filter(|_| rate_rps.is_finite() && !plan.closed_loop),
+    );
+    let link_bps = plan.link_speed_bps.or_else(|| {
+        c.iface
+            .as_deref()
+            .and_then(|i| read_link_speed(std::path::Path::new("/"), i))
+    });
+    let intervals: Vec<Interval> = c
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let start = i as u64 * 1_000_000_000;
+            // The last interval ends where the schedule stopped (its drain is folded in).
+            let end = (start + 1_000_000_000).min(stopped_ns.max(start + 1));
+            let len_s = (end - start) as f64 / 1e9;
+            Interval {
+                second: i as u64,
+                duration_s: len_s,
+                // A shaped rate: what the shape intends for this very second.
+                intended_rps: match &plan.shape {
+                    Some(s) if s.constant_rps().is_none() => {
+                        s.expected_between(start as f64, end as f64) / len_s
+                    }
+                    _ => rate_rps,
+                },
+                achieved_rps: row.completed as f64 / len_s,
+                latency_p50_ns: row.latency.p50,
+                latency_p99_ns: row.latency.p99,
+                dispatch_lag_p99_ns: row.lag_p99,
+                errors: row.errors,
+                core_load: row.load.core_load,
+                worker_busy: row.load.worker_busy,
+                other_load: row.load.other_load,
+                tx_bps: row.load.tx_bps,
+                rx_bps: row.load.rx_bps,
+                tx_pps: row.load.tx_pps,
+                rx_pps: row.load.rx_pps,
+                link_utilization: link_bps.map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
+                drops: row.load.drops,
+            }
+        })
+        .collect();
+    let workers: Vec<WorkerReport> = c
+        .totals
+        .iter()
+        .map(|t| {
+            let busy = t.cpu_ns.saturating_sub(t.spin_ns);
+            WorkerReport {
+                core: t.core,
+                cpu_ns: t.cpu_ns,
+                spin_ns: t.spin_ns,
+                busy_cpu_ns_per_request: busy as f64 / t.completed.max(1) as f64,
+                busy_ratio: busy as f64 / t.wall_ns.max(1) as f64,
+                backlog_peak: t.backlog_peak,
+            }
+        })
+        .collect();
+    let ctr = &c.counters;
+    let latency = Percentiles::of(&c.total.latency);
+    let service = Percentiles::of(&c.total.service);
+    let wait = Percentiles::of(&c.total.connection_wait);
+    let host = host_report(&intervals, c.iface.clone(), link_bps);
+    let mut diagnosis: Vec<Diagnosis> = setup.time_wait.clone().into_iter().collect();
+    diagnosis.extend(host.warnings());
+    diagnosis.extend(diagnose_waits(
+        plan, rate_rps, ctr, &latency, &service, &wait,
+    ));
+    let blast = plan.transport == Transport::UdpBlast;
+    let udp = (plan.transport != Transport::Tcp).then(|| {
+        let failed = ctr.errors_of(ErrorKind::Io);
+        let sent = if blast {
+            ctr.sent.saturating_sub(failed)
+        } else {
+            ctr.sent
+        };
+        let lost = ctr.errors_of(ErrorKind::Lost);
+        UdpReport {
+            sent,
+            received: ctr.completed,
+            lost,
+            duplicates: ctr.duplicates,
+            reordered: ctr.reordered,
+            foreign: ctr.foreign,
+            late: ctr.late,
+            loss_ratio: if blast {
+                0.0
+            } else {
+                lost as f64 / (ctr.completed + lost).max(1) as f64
+            },
+            sent_pps: sent as f64 / if blast { secs } else { elapsed },
+            sent_bps: ctr.bytes_sent as f64 * 8.0 / if blast { secs } else { elapsed },
+            gso: c
+                .totals
+                .iter()
+                .any(|t| t.ring_features.contains(&"udp_gso")),
+        }
+    });
+    let http = (plan.requests.entries.iter())
+        .any(|e| e.framing == crate::proto::Framing::Http1)
+        .then(|| HttpReport {
+            status_classes: ["other", "1xx", "2xx", "3xx", "4xx", "5xx"]
+                .iter()
+                .zip(ctr.http_status)
+                .filter(|&(_, n)| n > 0)
+                .map(|(&k, n)| (k, n))
+                .collect(),
+        });
+    let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
+    let mix = plan.requests.is_mix.then(|| {
+        plan.requests
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let mut sum = crate::engine::recorder::EntryTotals::new();
+                for t in &c.totals {
+                    if let Some(x) = t.entries.get(i) {
+                        sum.add(x);
+                    }
+                }
+                MixEntryReport {
+                    name: e.name.clone(),
+                    weight: e.weight,
+                    framer: e.framing.to_string(),
+                    completed: sum.completed,
+                    errors: sum.errors,
+                    latency_ns: Percentiles::of(&sum.latency),
+                }
+            })
+            .collect()
+    });
+    let achieved_rps = if blast {
+        udp.as_ref().map_or(0.0, |u| u.sent_pps)
+    } else {
+        ctr.completed as f64 / elapsed
+    };
+    let features = {
+        let mut f = setup.features.clone();
+        for t in &c.totals {
+            for x in &t.ring_features {
+                if !f.contains(x) {
+                    f.push(x);
+                }
+            }
+        }
+        f
+    };
+    Report {
+        schema_version: SCHEMA_VERSION,
+        valid: verdict.valid,
+        invalid_reasons: verdict.reasons,
+        target: target.to_string(),
+        protocol: match plan.transport {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+            Transport::UdpBlast => "udp-blast",
+        },
+        seed: plan.seed,
+        framer: if plan.requests.mixed_framing() {
+            "mixed".to_string()
+        } else {
+            plan.framing.to_string()
+        },
+        config: Config {
+            cores: plan.cores.clone(),
+            connections: plan.connections,
+            pipeline: plan.pipeline,
+            payload_bytes: plan.requests.max_len(),
+            duration_ns,
+            timeout_ns: plan.timeout_ns,
+            max_lag_ns: plan.max_lag_ns,
+            control_core: plan.control_core,
+        },
+        duration_s: secs,
+        elapsed_s: elapsed,
+        rate: Rate {
+            intended_rps: rate_rps,
+            achieved_rps,
+            sent_rps: ctr.sent as f64 / if blast { secs } else { elapsed },
+        },
+        requests: Requests {
+            dispatched: ctr.dispatched,
+            sent: ctr.sent,
+            completed: ctr.completed,
+            errors: ctr.request_errors(),
+            timeouts: ctr.errors_of(ErrorKind::Timeout),
+            cut_off: ctr.cut_off,
+        },
+        error_replies: ctr.error_replies,
+        bytes: Bytes {
+            sent: ctr.bytes_sent,
+            received: ctr.bytes_received,
+        },
+        errors_by_kind: Report::errors_map(ctr),
+        connections: Connections {
+            requested: plan.connections,
+            established: setup.established,
+            opened: ctr.connections_opened,
+            failed: ctr.connections_failed,
+            failed_by_errno: (setup.errno_names.iter().cloned())
+                .zip(ctr.failed_errno)
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+            closed_by_target: ctr.closed_by_target,
+            reconnects: ctr.reconnects,
+            reconnect_delay_ns: Percentiles::of(&c.total.reconnect_delay),
+            establish_all_ns: setup.establish_ns,
+            rings_per_core: plan.rings_per_core,
+            wall: setup.wall.clone().filter(|_| ctr.connections_failed > 0),
+        },
+        connect_time_ns: Percentiles::of(&c.total.connect),
+        host,
+        memory: Memory {
+            // A connection per request holds none at the start: per connection slot.
+            user_bytes_per_connection: setup.rss_growth as f64
+                / if plan.per_request {
+                    plan.connections as u64
+                } else {
+                    setup.established.max(1)
+                } as f64,
+            rss_growth_bytes: setup.rss_growth,
+        },
+        mode: if plan.closed_loop {
+            "closed_loop"
+        } else if plan.hold {
+            "hold"
+        } else if plan.per_request {
+            "per_request"
+        } else {
+            "persistent"
+        },
+        latency_ns: latency,
+        service_time_ns: service,
+        dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
+        rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
+        pacing: crate::metrics::pacing::judge(
+            &c.total.pacing,
+            crate::engine::GAP_SCALE,
+            &c.total.dispatch_lag,
+            match plan.arrivals {
+                crate::schedule::ArrivalKind::Constant => {
+                    crate::metrics::pacing::Intended::Constant
+                }
+                crate::schedule::ArrivalKind::Poisson => crate::metrics::pacing::Intended::Poisson,
+            },
+            // A worker's mean intended gap, from what the workers dispatched.
+            stopped_ns as f64 * c.totals.len() as f64 / ctr.dispatched.max(1) as f64,
+        ),
+        poisson_fit: crate::metrics::gate::ks_exponential(
+            &c.total.pacing,
+            crate::engine::GAP_SCALE,
+        )
+        .filter(|_| plan.arrivals == crate::schedule::ArrivalKind::Poisson)
+        .map(|(d, n)| {
+            let critical = crate::metrics::gate::ks_critical_1pct(n);
+            crate::report::PoissonFit {
+                ks_d: d,
+                gaps: n,
+                ks_critical_1pct: critical,
+                rejected: d > critical,
+            }
+        }),
+        arrivals: plan.arrivals.to_string(),
+        connection_wait_ns: wait,
+        workers,
+        io_uring_features: features,
+        threads: Vec::new(),
+        worker_error: None,
+        diagnosis,
+        interrupted,
+        intervals,
+        udp,
+        http,
+        mix,
+        first_protocol_error,
+        histograms: c.total,
+    }
+}
+
+/// How the model and the connection waits read: a closed loop hides queueing; a
+/// connection wait that dominates latency points at the target's closes or, by
+/// Little's law, at too little in flight.
+fn diagnose_waits(
+    plan: &RunPlan,
+    rate_rps: f64,
+    ctr: &Counters,
+    latency: &Percentiles,
+    service: &Percentiles,
+    wait: &Percentiles,
+) -> Vec<Diagnosis> {
+    let mut d = Vec::new();
+    if plan.closed_loop {
+        d.push(Diagnosis::ClosedLoopHidesQueueing {
+            connections: plan.connections,
+        });
+    }
+    let dominates = wait.p99 > 1_000_000 && wait.p99 * 2 > latency.p99;
+    if dominates && ctr.closed_by_target > 0 {
+        d.push(Diagnosis::ConnectionWaitTargetCloses {
+            wait_p99_ns: wait.p99,
+            latency_p99_ns: latency.p99,
+            closed_by_target: ctr.closed_by_target,
+            reconnects: ctr.reconnects,
+        });
+    } else if dominates && !plan.per_request {
+        // (With a connection per request the wait includes the connect, reported as
+        // connect_time_ns; the pool-size advice does not apply.)
+        d.push(Diagnosis::ConnectionWaitPoolLimit {
+            wait_p99_ns: wait.p99,
+            latency_p99_ns: latency.p99,
+            rate_rps,
+            service_mean_ns: service.mean as u64,
+            inflight_needed: rate_rps * service.mean / 1e9,
+            inflight_allowed: plan.connections * plan.pipeline,
+        });
+    }
+    d
+}
