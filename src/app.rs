@@ -10,7 +10,6 @@ use crate::report::{json, text};
 use crate::run::{RunError, execute};
 use crate::slo::{Observed, Slo, Verdict};
 use clap::Parser;
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -105,7 +104,7 @@ fn report_command(a: &ReportArgs) -> Result<Outcome, AppError> {
         .collect();
     let page = html::render(&views)?;
     out.commit(page.as_bytes())?;
-    eprintln!("blaster: wrote {}", a.html.display());
+    crate::errln!("blaster: wrote {}", a.html.display());
     Ok(Outcome::Ok)
 }
 
@@ -118,6 +117,8 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     let usable = usable_cores();
     let mut plan = RunPlan::from_args(a, &usable)?;
     let json_stdout = json::is_stdout(plan.json.as_deref());
+    // Claimed before anything connects: an unwritable path fails now, not after the run.
+    let json_out = json::claim(plan.json.as_deref())?;
     if slo.is_some() && plan.target.is_none() {
         return Err(AppError::Usage(
             "--slo: needs --target (the baseline measures the generator, not a target)".into(),
@@ -131,15 +132,15 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
             .map_err(RunError::from)?;
         let b = crate::baseline::run(&plan, stop, &usable)?;
         emit_text(&crate::baseline::render(&b), json_stdout);
-        if let Some(p) = &plan.json {
-            json::write(p, &b).map_err(|e| output_error(p, e))?;
+        if let Some(d) = json_out {
+            d.write(&b)?;
         }
         return Ok(Outcome::Ok);
     };
     plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let rate = plan.rate_rps.expect("plan requires --rate with --target");
     if let Some(w) = crate::run::time_wait_warning(&plan, rate) {
-        eprintln!("blaster: warning: {w}");
+        crate::errln!("blaster: warning: {w}");
     }
     let report = execute(&plan, target, rate, plan.duration_ns, stop, plan.progress)?;
     let verdict = slo.map(|s| s.judge(&Observed::of(&report)));
@@ -147,12 +148,12 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         &text::render_with_verdict(&report, verdict.as_ref().map(Verdict::render).as_deref()),
         json_stdout,
     );
-    if let Some(p) = &plan.json {
+    if let Some(d) = json_out {
         let out = crate::slo::RunOutput {
             report: &report,
             slo: verdict.as_ref(),
         };
-        json::write(p, &out).map_err(|e| output_error(p, e))?;
+        d.write(&out)?;
     }
     // A worker whose ring failed: what it measured is reported above, and the run
     // ends as an environment error.
@@ -178,6 +179,8 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
     let target = plan
         .target
         .ok_or_else(|| AppError::Usage("--target: is required".into()))?;
+    // Claimed before anything connects: an unwritable path fails now.
+    let json_out = json::claim(a.json.as_deref())?;
     crate::preflight::check_host(&plan).map_err(RunError::from)?;
     plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let json_stdout = json::is_stdout(a.json.as_deref());
@@ -185,17 +188,16 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
     let report = crate::search::run(&plan, target, &cfg, stop, |partial| {
         // Rewritten after every step, so an aborted search still leaves its steps.
         match json_file {
-            Some(p) => write_replacing(p, &serde_json::to_value(partial).unwrap_or_default())
-                .map_err(|e| RunError::Output {
-                    path: p.display().to_string(),
-                    source: e,
-                }),
+            Some(p) => json::write(p, partial).map_err(|e| RunError::Output {
+                path: e.path,
+                source: e.source,
+            }),
             None => Ok(()),
         }
     })?;
     emit_text(&crate::search::render(&report), json_stdout);
-    if let Some(p) = &a.json {
-        json::write(p, &report).map_err(|e| output_error(p, e))?;
+    if let Some(d) = json_out {
+        d.write(&report)?;
     }
     Ok(report.outcome())
 }
@@ -205,12 +207,13 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
 fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
     use crate::preflight::checks::{Host, Needs, Status, run_all};
     let plan = RunPlan::from_args(a, &usable_cores())?;
+    let json_out = json::claim(plan.json.as_deref())?;
     let checks = run_all(&Needs::of(&plan), &Host::this_machine());
     let json_stdout = json::is_stdout(plan.json.as_deref());
     let lines: String = checks.iter().map(|c| format!("{c}\n")).collect();
     emit_text(&lines, json_stdout);
-    if let Some(p) = &plan.json {
-        json::write(p, &checks).map_err(|e| output_error(p, e))?;
+    if let Some(d) = json_out {
+        d.write(&checks)?;
     }
     let failed: Vec<&str> = checks
         .iter()
@@ -230,37 +233,31 @@ fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
 /// `blaster plan`: sizes a generator cluster; nothing is sent.
 fn plan_command(a: &PlanArgs) -> Result<Outcome, AppError> {
     let input = crate::capacity::input_from_args(a)?;
+    let json_out = json::claim(a.json.as_deref())?;
     let report = crate::capacity::plan_report(&input);
     emit_text(
         &crate::capacity::render(&report),
         json::is_stdout(a.json.as_deref()),
     );
-    if let Some(p) = &a.json {
-        json::write(p, &report).map_err(|e| output_error(p, e))?;
+    if let Some(d) = json_out {
+        d.write(&report)?;
     }
     Ok(Outcome::Ok)
-}
-
-fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {
-    AppError::Run(RunError::Output {
-        path: p.display().to_string(),
-        source,
-    })
 }
 
 /// The text report goes to stdout, or to stderr when stdout carries the JSON.
 fn emit_text(s: &str, json_stdout: bool) {
     if json_stdout {
-        eprint!("{s}");
+        crate::console::err_str(s);
     } else {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(s.as_bytes());
-        let _ = out.flush();
+        crate::console::out_str(s);
     }
 }
 
 fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let (cfg, duration) = sink_config(a, &usable_cores())?;
+    // The JSON is rewritten as the sink runs: an unwritable path fails before it starts.
+    drop(json::claim(a.json.as_deref())?);
     // Ordinary descriptors (UDP, or TCP without direct descriptors) count against
     // RLIMIT_NOFILE: raise it as far as the plan needs, or as far as it goes.
     crate::preflight::ensure_fds(
@@ -286,14 +283,14 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         ),
         None => String::new(),
     };
-    eprintln!(
+    crate::errln!(
         "sink: {} on {} (cores {}{rings}), Ctrl-C to stop",
         a.mode,
         sink.local_addr(),
         crate::units::list_cores(&cfg.cores)
     );
     if let Some(why) = sink.tcp_layout().and_then(|l| l.fallback.as_deref()) {
-        eprintln!(
+        crate::errln!(
             "sink: warning: io_uring direct descriptors are unavailable ({why}); every \
              connection uses a file descriptor, so RLIMIT_NOFILE bounds how many the sink holds"
         );
@@ -320,7 +317,7 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         let now = sink.snapshot();
         if live_udp {
             // UDP live line: what arrived in the last second.
-            eprintln!(
+            crate::errln!(
                 "[{:>4}s] received {:>9}/s {:>8.1} Mbit/s | lost {} reordered {} duplicates {}",
                 next_line.as_secs(),
                 now.received - last.received,
@@ -343,10 +340,10 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
                 last.replies,
             );
             if changed {
-                eprintln!("[{:>4}s] {}", next_line.as_secs(), tcp_line(&now, &memory));
+                crate::errln!("[{:>4}s] {}", next_line.as_secs(), tcp_line(&now, &memory));
             }
             if let Some(p) = json_file {
-                write_replacing(p, &v).map_err(|e| output_error(p, e))?;
+                json::write(p, &v)?;
             }
         }
         last = now;
@@ -360,7 +357,7 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
     let stats = sink.stop();
     if cfg.udp {
         let v = crate::sink::udp_report_json(&stats);
-        eprintln!(
+        crate::errln!(
             "sink: udp {} received, {} lost, {} reordered, {} duplicates, {} foreign, {} dropped; {:.0} packets/s",
             v["received"],
             v["lost"],
@@ -371,24 +368,22 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
             v["received_pps"].as_f64().unwrap_or(0.0)
         );
         if let Some(p) = &a.json {
-            json::write(p, &v).map_err(|e| output_error(p, e))?;
+            json::write(p, &v)?;
         }
         return Ok(Outcome::Ok);
     }
     let memory = memory_at_stop.expect("read for TCP");
     let layout = layout.as_ref().expect("a TCP sink has a layout");
     let v = crate::sink::tcp_report_json(&stats, layout, &memory, started.elapsed().as_secs_f64());
-    eprintln!("sink: {}", tcp_line(&stats, &memory));
-    eprintln!(
+    crate::errln!("sink: {}", tcp_line(&stats, &memory));
+    crate::errln!(
         "sink: {} bytes received, {} bytes sent, {} replies",
-        stats.bytes_received, stats.bytes_sent, stats.replies
+        stats.bytes_received,
+        stats.bytes_sent,
+        stats.replies
     );
     if let Some(p) = &a.json {
-        if json::is_stdout(Some(p)) {
-            json::write(p, &v).map_err(|e| output_error(p, e))?;
-        } else {
-            write_replacing(p, &v).map_err(|e| output_error(p, e))?;
-        }
+        json::write(p, &v)?;
     }
     Ok(Outcome::Ok)
 }
@@ -411,13 +406,4 @@ fn tcp_line(s: &crate::sink::SinkStats, m: &crate::sink::MemoryFigures) -> Strin
         s.connections_closed_by_peer,
         m.rss_bytes as f64 / (1 << 20) as f64
     )
-}
-
-/// Writes JSON to `path` through a temporary sibling and a rename, so a reader never
-/// sees a half-written file.
-fn write_replacing(path: &std::path::Path, v: &serde_json::Value) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    json::write(std::path::Path::new(&tmp), v)?;
-    std::fs::rename(&tmp, path)
 }

@@ -116,7 +116,7 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         ..SinkConfig::default()
     })?;
     let addr = sink.local_addr();
-    eprintln!(
+    crate::errln!(
         "baseline: generator on cores {}, built-in sink on core {} at {addr}{}",
         crate::units::list_cores(&plan.cores),
         crate::units::list_cores(&sink_cores),
@@ -151,7 +151,7 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
             break;
         }
         let step = step_of(&report);
-        eprintln!(
+        crate::errln!(
             "baseline: {:>8}/s intended -> {:>8}/s achieved, lag p99 {:>9}, latency p99 {:>9}, {}",
             fmt_rate(step.intended_rps),
             fmt_rate(step.achieved_rps),

@@ -31,7 +31,7 @@
 //! breaks, and reports the max safe throughput and the knee.
 //!
 //! Imports point one way, each layer using only the layers before it: leaf helpers
-//! ([`units`], [`limits`], [`outcome`], [`diagnosis`], [`clock`], [`threads`], [`ports`]) -> the
+//! ([`units`], [`limits`], [`outcome`], [`diagnosis`], [`console`], [`clock`], [`threads`], [`ports`]) -> the
 //! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] ->
 //! [`metrics`] -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
 //! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]). A helper
@@ -41,6 +41,7 @@ pub mod baseline;
 pub mod capacity;
 pub mod cli;
 pub mod clock;
+pub mod console;
 pub mod diagnosis;
 pub mod engine;
 pub mod fleet;

@@ -2,10 +2,11 @@
 use blaster::app::main_with_args;
 
 fn main() {
+    blaster::console::guard_std_fds();
     let code = match main_with_args(std::env::args().collect()) {
         Ok(outcome) => outcome.exit_code(),
         Err(e) => {
-            eprintln!("blaster: {e}");
+            blaster::errln!("blaster: {e}");
             e.exit_code()
         }
     };

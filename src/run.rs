@@ -303,7 +303,7 @@ fn collect(
                 load: Load::of(&p.usage, &host.sample()),
             };
             if live {
-                eprintln!(
+                crate::errln!(
                     "{}",
                     text::live_line(
                         first as u64,

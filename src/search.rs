@@ -559,7 +559,7 @@ pub fn run(
             break;
         }
         let step = Step::of(&report, phase, &cfg.slo);
-        eprintln!("search: {}", step_line(&step));
+        crate::errln!("search: {}", step_line(&step));
         steps.push(step);
         on_step(&conclude(plan, target, cfg, steps.clone(), false))?;
     }

@@ -95,7 +95,7 @@ pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<usize, PreflightError> 
             range,
         )?;
         if let Some(w) = port_search_warning(plan.sources.is_empty(), budget.per_pair_max, range) {
-            eprintln!("blaster: warning: {w}");
+            crate::errln!("blaster: warning: {w}");
         }
     }
     // Raise the soft limit to the hard one: each ring's table may then be that large.

@@ -300,9 +300,10 @@ pub(crate) fn spawn(
             worker.run();
             worker.live.store(&worker.stats);
             if let Some(e) = &worker.fatal {
-                eprintln!(
+                crate::errln!(
                     "blaster: sink ring {} on core {} stopped early: io_uring: {e}",
-                    spec.index, spec.core
+                    spec.index,
+                    spec.core
                 );
             }
             worker.stats.clone()
@@ -608,10 +609,12 @@ impl Worker {
         }
         self.shared.open.fetch_sub(held, Ordering::Relaxed);
         if self.inflight > 0 {
-            eprintln!(
+            crate::errln!(
                 "blaster: sink ring {} on core {}: {} operations did not finish at shutdown; \
                  their buffers are leaked",
-                self.spec.index, self.spec.core, self.inflight
+                self.spec.index,
+                self.spec.core,
+                self.inflight
             );
             self.bufs.leak();
             std::mem::forget(Arc::clone(&self.shared));
