@@ -682,8 +682,14 @@ impl RunPlan {
                     .as_ref()
                     .map_or(rate_rps, |s| s.peak_rps().max(rate_rps));
                 let lanes = w as f64 * f64::from(self.fleet.shard.count());
-                let backlog =
-                    (peak / lanes * timeout_s * 1.1) as usize + connections * self.pipeline;
+                // `--rate max` (infinite) has no timetable to fall behind: only what the
+                // connections hold. (inf as usize saturates, and the sum overflowed.)
+                let due = if peak.is_finite() {
+                    (peak / lanes * timeout_s * 1.1) as usize
+                } else {
+                    0
+                };
+                let backlog = due + connections * self.pipeline;
                 WorkerPlan {
                     index: i,
                     shard: self.fleet.shard,

@@ -108,7 +108,11 @@ pub fn read_link_speed(root: &Path, iface: &str) -> Option<u64> {
         .trim()
         .parse()
         .ok()?;
-    (mbit > 0).then_some(mbit as u64 * 1_000_000)
+    // -1 means "unknown"; it must not reach the multiply (it overflowed as u64).
+    u64::try_from(mbit)
+        .ok()
+        .filter(|&m| m > 0)
+        .and_then(|m| m.checked_mul(1_000_000))
 }
 
 /// One interval as the host saw it.
