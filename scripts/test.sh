@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The project's one test command (the README's, and exactly what .ci/run calls). On a
+# fresh Debian or Ubuntu machine with a Rust toolchain it:
+#   1. installs the Debian packages the tests start or call, when they are missing;
+#   2. runs the whole suite under the `assert` profile (release code generation with
+#      debug assertions and overflow checks on), two test threads, and keeps going
+#      after a failing test binary so every binary reports;
+#   3. prints how many tests were skipped and why (a test that cannot run here, e.g.
+#      without permission for network namespaces, prints a `SKIP name: reason` line);
+#   4. checks formatting and clippy -D warnings;
+#   5. runs the fuzz smoke when bench/fuzz.sh exists.
+# Every step runs even when an earlier one failed; the summary names the failed steps
+# and the exit status is 0 only when all passed.
+#
+# Environment:
+#   BLASTER_TEST_LOCK=FILE   run the test step under `flock FILE` (a shared machine's
+#                            benchmark lock); the build before it runs unlocked.
+#   BLASTER_TEST_ARGS="..."  extra arguments for the test binaries (e.g. a name filter).
+#   BLASTER_NO_INSTALL=1     never call apt-get; report what is missing instead.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+failed=()
+step() {
+    local name=$1
+    shift
+    echo "== $name: $*"
+    if ! "$@"; then
+        failed+=("$name")
+        echo "== $name: FAILED"
+    fi
+}
+
+if ! command -v cargo >/dev/null; then
+    echo "cargo is required (install a Rust toolchain with rustup)" >&2
+    exit 1
+fi
+if command -v rustup >/dev/null; then
+    rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+# --- 1. Debian packages -------------------------------------------------------------
+# command:package. Real servers the end-to-end tests start on loopback ports
+# (tests/real_servers.rs: nginx, redis-server, memcached, socat); ss to count sockets
+# by state and source address, ip and tc for the namespace tests (iproute2); taskset
+# for the core hog and unshare for the throwaway namespace (util-linux); sysctl for
+# scripts/tune.sh and kill for the signal tests (procps); chromium (headless) for the
+# HTML report tests.
+need=()
+for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
+    ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
+    sysctl:procps kill:procps chromium:chromium; do
+    cmd=${pair%%:*}
+    command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
+        need+=("${pair#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+    echo "== packages: installing ${need[*]}"
+    sudo=()
+    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo=(sudo)
+    if [ "${BLASTER_NO_INSTALL:-0}" = 1 ] || ! command -v apt-get >/dev/null; then
+        echo "== packages: missing ${need[*]}; the tests that need them will fail" >&2
+        failed+=("packages")
+    elif ! { DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+            --no-install-recommends "${need[@]}" >/dev/null; }; then
+        echo "== packages: apt-get failed; the tests that need ${need[*]} will fail" >&2
+        failed+=("packages")
+    fi
+fi
+
+# --- 2. the suite under the assertion profile ---------------------------------------
+skips=$(mktemp)
+trap 'rm -f "$skips"' EXIT
+export BLASTER_SKIP_LOG="$skips"
+lock=()
+[ -n "${BLASTER_TEST_LOCK:-}" ] && lock=(flock "$BLASTER_TEST_LOCK")
+# shellcheck disable=SC2086 # BLASTER_TEST_ARGS is a list of words on purpose
+if step build cargo test --profile assert --no-run; then
+    step tests "${lock[@]}" cargo test --profile assert --no-fail-fast -- --test-threads 2 \
+        ${BLASTER_TEST_ARGS:-}
+fi
+
+# --- 3. skips -----------------------------------------------------------------------
+nskip=$(wc -l <"$skips")
+echo "== skipped: $nskip test(s)"
+sed 's/^/   /' "$skips"
+
+# --- 4. format and lints ------------------------------------------------------------
+step fmt cargo fmt --check
+step clippy cargo clippy --release --all-targets -- -D warnings
+
+# --- 5. fuzz smoke (HOOK: the fuzz helper owns bench/fuzz.sh and its smoke mode) -----
+if [ -x bench/fuzz.sh ]; then
+    step fuzz-smoke bench/fuzz.sh smoke
+else
+    echo "== fuzz-smoke: bench/fuzz.sh not present, not run"
+fi
+
+echo "== skipped: $nskip test(s)"
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "== FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "== all steps passed"
