@@ -252,9 +252,9 @@ fn connection_wait_diagnosis_with_littles_law_and_poisson_fit() {
     let diag = v["diagnosis"].as_array().unwrap();
     let line = diag
         .iter()
-        .filter_map(|d| d.as_str())
-        .find(|d| d.contains("Little's law"))
-        .unwrap_or_else(|| panic!("no Little's law diagnosis in {diag:?}"));
+        .find(|d| d["code"] == "connection_wait_pool_limit")
+        .and_then(|d| d["message"].as_str())
+        .unwrap_or_else(|| panic!("no connection_wait_pool_limit diagnosis in {diag:?}"));
     assert!(line.contains("connection wait dominates latency"), "{line}");
     // "Little's law: R requests/s x S mean service time = N requests in flight
     // needed; this run allowed A (connections x pipeline)."
