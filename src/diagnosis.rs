@@ -66,6 +66,9 @@ pub enum Diagnosis {
         inflight_needed: f64,
         inflight_allowed: usize,
     },
+    /// The kernel says this host's clock is unsynchronised (adjtimex): the start
+    /// instant and cross-machine figures depend on it.
+    ClockUnsynchronised { max_error_us: u64 },
 }
 
 impl Diagnosis {
@@ -81,6 +84,7 @@ impl Diagnosis {
             Diagnosis::ClosedLoopHidesQueueing { .. } => "closed_loop_hides_queueing",
             Diagnosis::ConnectionWaitTargetCloses { .. } => "connection_wait_target_closes",
             Diagnosis::ConnectionWaitPoolLimit { .. } => "connection_wait_pool_limit",
+            Diagnosis::ClockUnsynchronised { .. } => "clock_unsynchronised",
         }
     }
 
@@ -189,6 +193,11 @@ impl Diagnosis {
                 fmt_ns(*latency_p99_ns),
                 fmt_ns(*service_mean_ns),
             ),
+            Diagnosis::ClockUnsynchronised { max_error_us } => format!(
+                "this host's clock is unsynchronised (adjtimex: max error {} ms): the start \
+                 instant and any comparison with other machines are only as good as it",
+                max_error_us / 1000
+            ),
         }
     }
 
@@ -227,6 +236,9 @@ impl Diagnosis {
                  not the generator: raise --connections or --pipeline if the target can take \
                  more in flight"
                     .into()
+            }
+            Diagnosis::ClockUnsynchronised { .. } => {
+                "run chrony or ptp4l so the kernel reports the clock synchronised".into()
             }
         }
     }

@@ -12,7 +12,9 @@ use crate::metrics::host::{HostSampler, iface_for, rss_bytes};
 use crate::metrics::{Counters, Histograms, Snapshot};
 use crate::plan::RunPlan;
 use crate::report::assemble::{Collected, Load, Row, Setup};
+use crate::report::fleet::FleetReport;
 use crate::report::{Percentiles, Report, text};
+use crate::wallclock::ClockSync;
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -61,6 +63,9 @@ pub fn execute(
     live: bool,
 ) -> Result<Report, RunError> {
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
+    // Workers get the whole run's rate (each takes its share of the one timetable); the
+    // report's intended rate is this shard's share of it.
+    let shard_rate_rps = rate_rps / f64::from(plan.fleet.shard.count());
     let n = workers.len();
     let rss_before = rss_bytes().unwrap_or(0);
     keep_off_worker_cores(plan.control_core);
@@ -146,9 +151,9 @@ pub fn execute(
     }
     // Every worker has pinned itself by now (before its Ready).
     let sampler = crate::threads::Sampler::start(plan.control_core);
-    let clock = match plan.fleet.start_at_ns {
+    let (clock, start_late_ns) = match plan.fleet.start_at_ns {
         Some(at) => clock_starting_at(at),
-        None => Clock::new().with_start_in(START_DELAY_NS),
+        None => (Clock::new().with_start_in(START_DELAY_NS), 0),
     };
     for c in &controls {
         let _ = c.send(Control::Start(clock.clone()));
@@ -156,7 +161,14 @@ pub fn execute(
 
     let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
     let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
-    let mut collected = collect(&snap_rx, &recycle, rate_rps, live, &mut host, &worker_cores);
+    let mut collected = collect(
+        &snap_rx,
+        &recycle,
+        shard_rate_rps,
+        live,
+        &mut host,
+        &worker_cores,
+    );
     let worker_error = collected.totals.iter().find_map(|t| t.error.clone());
     collected.iface = host.iface.clone();
     for h in handles {
@@ -169,16 +181,20 @@ pub fn execute(
         .first()
         .map(|r| r.features.clone())
         .unwrap_or_default();
+    let first = collected.counters.first_dispatch;
     let mut report = crate::report::assemble::build(
         plan,
         target,
-        rate_rps,
+        shard_rate_rps,
         duration_ns,
         collected,
         Setup { features, ..setup },
         stop.load(Ordering::Relaxed),
     );
     report.threads = threads;
+    let fleet = fleet_report(plan, first, start_late_ns);
+    report.diagnosis.extend(fleet.clock_warning());
+    report.fleet = Some(fleet);
     report.worker_error = worker_error;
     Ok(report)
 }
@@ -187,12 +203,35 @@ pub fn execute(
 /// sleep on the wall clock until shortly before it, then read the wall clock and the
 /// TSC together and put the start the remaining distance ahead on the TSC, where the
 /// workers spin to it. Past `at_ns` already (connecting took too long), it starts at
-/// once and the report's start skew shows by how much it was late.
-fn clock_starting_at(at_ns: u64) -> Clock {
+/// once and the report's start skew shows by how much it was late (returned: ns past
+/// `at_ns` on the wall clock when the timetable began, 0 when on time).
+fn clock_starting_at(at_ns: u64) -> (Clock, u64) {
     crate::wallclock::wait_until(at_ns.saturating_sub(START_DELAY_NS));
     let clock = Clock::new();
     let wall = crate::wallclock::now_unix_ns();
-    clock.with_start_in(at_ns.saturating_sub(wall))
+    (
+        clock.with_start_in(at_ns.saturating_sub(wall)),
+        wall.saturating_sub(at_ns),
+    )
+}
+
+/// The report's `fleet` key: the shard, the start and how far this shard missed it,
+/// and the clock's state.
+fn fleet_report(plan: &RunPlan, first: Option<(u64, u64)>, start_late_ns: u64) -> FleetReport {
+    let f = &plan.fleet;
+    FleetReport {
+        run_id: f.run_id.clone(),
+        shard: f.shard.index(),
+        shards: f.shard.count(),
+        plan_fingerprint: f.fingerprint.clone(),
+        start_at_unix_ms: f.start_at_ns.map(|n| n / 1_000_000),
+        start_at: f.start_at_ns.map(crate::wallclock::rfc3339),
+        start_skew_ns: f
+            .start_at_ns
+            .and(first)
+            .map(|(intended, dispatched)| start_late_ns + dispatched.saturating_sub(intended)),
+        clock: ClockSync::read(),
+    }
 }
 
 /// Connection per request without `--linger0`: whether the rate would use up the

@@ -188,6 +188,9 @@ impl ErrorKind {
 pub struct Counters {
     /// Requests whose due instant came (the schedule's count).
     pub dispatched: u64,
+    /// The first request dispatched from the timetable: (intended, dispatched), ns
+    /// since the start. With `--start-at` its lag is the start skew.
+    pub first_dispatch: Option<(u64, u64)>,
     /// Requests put on the wire (send submitted).
     pub sent: u64,
     /// Responses fully received.
@@ -244,7 +247,22 @@ impl Counters {
             .sum()
     }
 
+    /// Remembers the request due `intended_ns`, dispatched at `dispatched_ns`, when it
+    /// is the first (the earliest due) this worker dispatched: the start skew.
+    #[inline]
+    pub fn note_dispatch(&mut self, intended_ns: u64, dispatched_ns: u64) {
+        if self.first_dispatch.is_none() {
+            self.first_dispatch = Some((intended_ns, dispatched_ns));
+        }
+    }
+
     pub fn add(&mut self, o: &Counters) {
+        // The earliest due of the two firsts is the run's first.
+        if let Some(f) = o.first_dispatch
+            && self.first_dispatch.is_none_or(|s| f.0 < s.0)
+        {
+            self.first_dispatch = Some(f);
+        }
         self.dispatched += o.dispatched;
         self.sent += o.sent;
         self.completed += o.completed;

@@ -495,6 +495,7 @@ impl<'p> UdpWorker<'p> {
             self.next_k += 1;
             n += 1;
             self.out.counters.dispatched += 1;
+            self.out.counters.note_dispatch(intended, now_ns);
             self.out
                 .hist
                 .dispatch_lag

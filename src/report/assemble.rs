@@ -205,7 +205,9 @@ pub fn build(
                 // A shaped rate: what the shape intends for this very second.
                 intended_rps: match &plan.shape {
                     Some(s) if s.constant_rps().is_none() => {
-                        s.expected_between(start as f64, end as f64) / len_s
+                        s.expected_between(start as f64, end as f64)
+                            / len_s
+                            / f64::from(plan.fleet.shard.count())
                     }
                     _ => rate_rps,
                 },
@@ -459,6 +461,7 @@ pub fn build(
         http,
         mix,
         first_protocol_error,
+        fleet: None,
         histograms: c.total,
     }
 }

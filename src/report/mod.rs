@@ -2,6 +2,7 @@
 //! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
 //! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
 pub mod assemble;
+pub mod fleet;
 pub mod html;
 pub mod input;
 pub mod json;
@@ -341,6 +342,9 @@ pub struct Report {
     pub mix: Option<Vec<MixEntryReport>>,
     /// The first response that did not parse, escaped and truncated.
     pub first_protocol_error: Option<String>,
+    /// Which shard of which run, the common start and the clock (`--shard`,
+    /// `--start-at`, `--run-id`); present for every run (a whole run is shard 0/1).
+    pub fleet: Option<fleet::FleetReport>,
     #[serde(skip)]
     pub histograms: Histograms,
 }

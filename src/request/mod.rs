@@ -118,3 +118,63 @@ mod tests {
         assert!(set.static_bytes().is_none());
     }
 }
+
+/// Stream of the `{rand}` draws, apart from the entry choice's, so adding a `{rand}`
+/// to a template does not change which entries are chosen.
+pub const RENDER_STREAM: u64 = 0x7e4d_e45e_ed00_0001;
+
+/// The generator of request `seq`'s random choices (its mix entry, its `{rand}`
+/// characters): a function of the run's seed and the request's global sequence
+/// number alone, so the choices are the same whichever worker or machine shard sends
+/// the request, and N shards send exactly what one machine would have. Seeding is one
+/// mix of two words: nothing allocates.
+#[inline]
+pub fn request_rng(seed: u64, seq: u64) -> fastrand::Rng {
+    fastrand::Rng::with_seed(crate::schedule::mix64(seed ^ crate::schedule::mix64(seq)))
+}
+
+#[cfg(test)]
+mod request_rng_tests {
+    use super::*;
+
+    #[test]
+    fn choices_follow_the_sequence_number_not_the_sender() {
+        let set = RequestSet::new(
+            (0..4)
+                .map(|i| Entry {
+                    name: format!("e{i}"),
+                    weight: 1,
+                    template: Template::literal(b"x"),
+                    framing: Framing::Echo,
+                })
+                .collect(),
+            true,
+        );
+        // The same request, chosen anywhere, is the same entry with the same {rand}.
+        let pick = |seq| set.choose(&mut request_rng(9, seq));
+        let render = |seq| {
+            let t = Template::parse(b"{rand:8}").unwrap();
+            let mut out = [0u8; 8];
+            t.render(
+                &Ctx::default(),
+                &mut request_rng(9 ^ RENDER_STREAM, seq),
+                &mut out,
+            );
+            out
+        };
+        for seq in 0..100 {
+            assert_eq!(pick(seq), pick(seq));
+            assert_eq!(render(seq), render(seq));
+        }
+        // And the choices still spread over the entries.
+        let mut counts = [0; 4];
+        for seq in 0..4000 {
+            counts[pick(seq) as usize] += 1;
+        }
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
+        assert_ne!(render(1), render(2));
+    }
+}

@@ -6,6 +6,7 @@ use super::Worker;
 use crate::clock::{Nanos, Ticks};
 use crate::engine::conn_table::{ConnState, Req};
 use crate::engine::recorder::ErrorKind;
+use crate::request::request_rng;
 
 impl Worker<'_> {
     /// Closed loop: issues the next request on each connection whose response just
@@ -31,7 +32,10 @@ impl Worker<'_> {
             dispatched: now_t,
             sent: 0,
             seq,
-            entry: self.plan.requests.choose(&mut self.rng),
+            entry: self
+                .plan
+                .requests
+                .choose(&mut request_rng(self.plan.seed, seq)),
         };
         self.out.counters.dispatched += 1;
         self.assign(c, req);
@@ -111,10 +115,14 @@ impl Worker<'_> {
                 dispatched: now_t,
                 sent: 0,
                 seq,
-                entry: self.plan.requests.choose(&mut self.rng),
+                entry: self
+                    .plan
+                    .requests
+                    .choose(&mut request_rng(self.plan.seed, seq)),
             };
             n += 1;
             self.out.counters.dispatched += 1;
+            self.out.counters.note_dispatch(intended, now_ns);
             self.out
                 .hist
                 .dispatch_lag

@@ -7,7 +7,7 @@ use crate::engine::conn_table::ConnState;
 use crate::engine::driver::WorkerError;
 use crate::engine::socket;
 use crate::engine::token::{Op, Token};
-use crate::request::Ctx;
+use crate::request::{Ctx, RENDER_STREAM, request_rng};
 use io_uring::opcode;
 
 impl Worker<'_> {
@@ -231,7 +231,11 @@ impl Worker<'_> {
                         time_ns: self.unix_at_start_ns + req.intended_ns,
                     };
                     let template = &self.plan.requests.entries[req.entry as usize].template;
-                    len += template.render(&ctx, &mut self.rng, &mut self.staging[base + len..]);
+                    // Drawn from the request's global sequence number, not the
+                    // worker's stream, so {rand} is the same whichever worker or shard
+                    // sends it (a fresh stream, not the one that chose the entry).
+                    let mut rng = request_rng(self.plan.seed ^ RENDER_STREAM, req.seq);
+                    len += template.render(&ctx, &mut rng, &mut self.staging[base + len..]);
                 } else {
                     len += payload_len;
                 }

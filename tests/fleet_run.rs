@@ -1,0 +1,242 @@
+//! Issue 13: shards of one run, started together on loopback, against a recording
+//! target written here (a line echo server that keeps every request's `{seq}` and
+//! `{time_ns}`), so the union of what the shards sent is checked on the wire: exactly
+//! the single-machine sequence, no gap, no duplicate, each at its intended instant.
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// (seq, time_ns, the `{rand:6}` text) of every request the server received.
+type Seen = Arc<Mutex<Vec<(u64, u64, String)>>>;
+
+/// A line echo server on a free loopback port: each request `SEQ TIME_NS RAND\n` is
+/// recorded and echoed back (so `--framing delimiter:\n` finds the response's end).
+fn recording_server() -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let s = s.clone();
+            std::thread::spawn(move || serve(conn, &s));
+        }
+    });
+    (addr, seen)
+}
+
+fn serve(conn: TcpStream, seen: &Mutex<Vec<(u64, u64, String)>>) {
+    let _ = conn.set_nodelay(true);
+    let mut out = conn.try_clone().unwrap();
+    let mut reader = BufReader::new(conn);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if let [seq, t, rand] = f[..] {
+            let record = (seq.parse().unwrap(), t.parse().unwrap(), rand.to_string());
+            seen.lock().unwrap().push(record);
+        }
+        if out.write_all(line.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Runs `shards` shards (or one whole run for `None`) with one start instant against
+/// `addr`; returns each shard's JSON report and the start instant (Unix ms).
+fn fleet(addr: &str, shards: Option<u32>, extra: &[&str]) -> (Vec<serde_json::Value>, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let at = unix_ms() + 2_500;
+    let n = shards.unwrap_or(1);
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            let json = dir.path().join(format!("shard-{i}.json"));
+            let mut args: Vec<String> = [
+                "run",
+                "--target",
+                addr,
+                "--payload",
+                "{seq} {time_ns} {rand:6}\\n",
+                "--framing",
+                "delimiter:\\n",
+                "--cores",
+                "0",
+                "--start-at",
+                &at.to_string(),
+                "--quiet",
+                "--json",
+                json.to_str().unwrap(),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            if shards.is_some() {
+                args.extend(["--shard".into(), format!("{i}/{n}")]);
+            }
+            args.extend(extra.iter().map(|s| s.to_string()));
+            std::process::Command::new(bin())
+                .args(&args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let reports = children
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let out = wait_bounded(c, Duration::from_secs(60));
+            assert!(
+                matches!(out.status.code(), Some(0 | 3)),
+                "shard {i}: {}",
+                stderr(&out)
+            );
+            let text = std::fs::read_to_string(dir.path().join(format!("shard-{i}.json")));
+            serde_json::from_str(&text.unwrap()).unwrap()
+        })
+        .collect();
+    (reports, at)
+}
+
+/// seq -> (intended instant relative to the start, `{rand:6}`), from what the server
+/// saw; panics on a duplicate.
+fn by_seq(seen: &[(u64, u64, String)], at_ms: u64) -> BTreeMap<u64, (i64, String)> {
+    let mut m = BTreeMap::new();
+    for (seq, t, rand) in seen {
+        let rel = *t as i64 - (at_ms * 1_000_000) as i64;
+        assert!(
+            m.insert(*seq, (rel, rand.clone())).is_none(),
+            "seq {seq} arrived twice"
+        );
+    }
+    m
+}
+
+#[test]
+fn three_shards_with_one_start_replay_the_single_machine_timetable() {
+    let _g = load_lock();
+    let (addr, seen) = recording_server();
+    // 3,000 requests/s for 3 s over 3 shards; they share core 0, so they sleep to each
+    // send rather than spin against each other.
+    let args = [
+        "--rate",
+        "3000",
+        "--duration",
+        "3s",
+        "--connections",
+        "6",
+        "--spin",
+        "0",
+    ];
+    let (reports, at) = fleet(&addr, Some(3), &args);
+    let run_id = reports[0]["fleet"]["run_id"].as_str().unwrap().to_string();
+    let (mut completed, mut achieved) = (0, 0.0);
+    for (i, r) in reports.iter().enumerate() {
+        let f = &r["fleet"];
+        assert_eq!(
+            (f["shard"].as_u64(), f["shards"].as_u64()),
+            (Some(i as u64), Some(3))
+        );
+        assert_eq!(f["run_id"], run_id.as_str(), "one run id");
+        assert_eq!(f["start_at_unix_ms"], at);
+        let skew = f["start_skew_ns"].as_u64().expect("start skew reported");
+        assert!(skew < 1_000_000, "shard {i}: start skew {skew} ns");
+        assert!(f["clock"]["max_error_us"].is_u64(), "{f}");
+        // This shard intended a third of the rate.
+        assert_eq!(r["rate"]["intended_rps"], 1000.0, "{}", r["rate"]);
+        assert_eq!(r["requests"]["dispatched"], 3000);
+        completed += r["requests"]["completed"].as_u64().unwrap();
+        achieved += r["rate"]["achieved_rps"].as_f64().unwrap();
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        completed,
+        seen.len() as u64,
+        "merged completed = what the target saw"
+    );
+    assert!(
+        (achieved / 3000.0 - 1.0).abs() < 0.01,
+        "achieved {achieved}/s of 3000/s"
+    );
+    // The union of the shards' sequence numbers is 0..9000: no gap, no duplicate, and
+    // each request carried its single-machine instant, seq / 3000 s after the start.
+    let m = by_seq(&seen, at);
+    assert_eq!(m.len(), 9000);
+    assert_eq!(
+        m.keys().copied().collect::<Vec<_>>(),
+        (0..9000).collect::<Vec<_>>()
+    );
+    for (&seq, &(rel, _)) in &m {
+        let want = (seq as f64 * 1e9 / 3000.0).round() as i64;
+        assert!(
+            (rel - want).abs() < 200_000,
+            "seq {seq}: intended {rel} ns, want {want}"
+        );
+    }
+}
+
+#[test]
+fn poisson_shards_send_the_unsharded_runs_instants() {
+    let _g = load_lock();
+    let args = [
+        "--rate",
+        "1500",
+        "--duration",
+        "2s",
+        "--connections",
+        "6",
+        "--spin",
+        "0",
+        "--arrivals",
+        "poisson",
+        "--seed",
+        "7",
+    ];
+    let (addr, seen) = recording_server();
+    let (_, at) = fleet(&addr, None, &args);
+    let whole = by_seq(&seen.lock().unwrap(), at);
+    let (addr, seen) = recording_server();
+    let (reports, at) = fleet(&addr, Some(3), &args);
+    let sharded = by_seq(&seen.lock().unwrap(), at);
+    assert!(whole.len() > 2500, "{}", whole.len());
+    assert_eq!(
+        sharded.keys().collect::<Vec<_>>(),
+        whole.keys().collect::<Vec<_>>(),
+        "the shards' sequence numbers are the unsharded run's"
+    );
+    // Each request carried the same intended instant (relative to the start), up to
+    // the µs the workers' wall-clock reading of the start may differ by, and the same
+    // {rand} characters.
+    for (seq, (rel, rand)) in &sharded {
+        let (whole_rel, whole_rand) = &whole[seq];
+        assert!(
+            (rel - whole_rel).abs() < 100_000,
+            "seq {seq}: {rel} vs {whole_rel} ns"
+        );
+        assert_eq!(rand, whole_rand, "seq {seq}: {{rand}} differs");
+    }
+    let total: u64 = reports
+        .iter()
+        .map(|r| r["requests"]["dispatched"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total as usize, whole.len());
+}
