@@ -2,10 +2,12 @@
 //! [`Outcome`] or [`AppError`] to an exit code.
 
 use crate::cli::{
-    Cli, Command, PlanArgs, ReportArgs, RunArgs, SearchArgs, SinkArgs, with_default_subcommand,
+    Cli, Command, CompareArgs, PlanArgs, ReportArgs, RunArgs, SearchArgs, SinkArgs,
+    with_default_subcommand,
 };
 use crate::outcome::{Outcome, exit};
 use crate::plan::{PlanError, RunPlan, sink_config, usable_cores};
+use crate::report::export::{self, Outputs};
 use crate::report::{json, text};
 use crate::run::{RunError, execute};
 use crate::slo::{Observed, Slo, Verdict};
@@ -78,6 +80,7 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
         Command::Search(a) => search_command(&a, &stop),
         Command::Preflight(a) => preflight_command(&a),
         Command::Report(a) => report_command(&a),
+        Command::Compare(a) => compare_command(&a),
     }
 }
 
@@ -116,9 +119,10 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         .transpose()?;
     let usable = usable_cores();
     let mut plan = RunPlan::from_args(a, &usable)?;
-    let json_stdout = json::is_stdout(plan.json.as_deref());
     // Claimed before anything connects: an unwritable path fails now, not after the run.
+    let mut exporters = open_exporters(a, plan.target.is_some())?;
     let json_out = json::claim(plan.json.as_deref())?;
+    let json_stdout = json::is_stdout(plan.json.as_deref()) || exporters.stdout_taken;
     if slo.is_some() && plan.target.is_none() {
         return Err(AppError::Usage(
             "--slo: needs --target (the baseline measures the generator, not a target)".into(),
@@ -142,7 +146,15 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     if let Some(w) = crate::run::time_wait_warning(&plan, rate) {
         crate::errln!("blaster: warning: {w}");
     }
-    let report = execute(&plan, target, rate, plan.duration_ns, stop, plan.progress)?;
+    let report = execute(
+        &plan,
+        target,
+        rate,
+        plan.duration_ns,
+        stop,
+        plan.progress,
+        &mut exporters.outputs,
+    )?;
     let verdict = slo.map(|s| s.judge(&Observed::of(&report)));
     emit_text(
         &text::render_with_verdict(&report, verdict.as_ref().map(Verdict::render).as_deref()),
@@ -155,6 +167,10 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         };
         d.write(&out)?;
     }
+    exporters
+        .outputs
+        .finish(&report)
+        .map_err(|(p, e)| output_error(&p, e))?;
     // A worker whose ring failed: what it measured is reported above, and the run
     // ends as an environment error.
     if let Some(e) = report.worker_error {
@@ -200,6 +216,132 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
         d.write(&report)?;
     }
     Ok(report.outcome())
+}
+
+/// `blaster compare BASE NEW`: the table, and exit 4 when a --max-regression limit is
+/// crossed.
+fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
+    use crate::report::compare::{DEFAULT_PERCENTILES, Metric, RunFigures, compare, parse_limits};
+    let limits = a
+        .max_regression
+        .as_deref()
+        .map(parse_limits)
+        .transpose()
+        .map_err(|m| AppError::Usage(format!("--max-regression: {m}")))?
+        .unwrap_or_default();
+    let shown = match &a.percentiles {
+        Some(list) => list
+            .split(',')
+            .map(|p| Metric::parse(p.trim()))
+            .collect::<Result<Vec<_>, _>>(),
+        None => DEFAULT_PERCENTILES
+            .iter()
+            .map(|p| Metric::parse(p))
+            .collect(),
+    }
+    .map_err(|m| AppError::Usage(format!("--percentiles: {m}")))?;
+    if let Some(m) = shown.iter().find(|m| !matches!(m, Metric::Latency(_))) {
+        return Err(AppError::Usage(format!(
+            "--percentiles: {} is not a latency percentile",
+            m.name()
+        )));
+    }
+    // Claimed before any reading: an unwritable path fails first.
+    let json_out = json::claim(a.json.as_deref())?;
+    let load = |p: &std::path::Path| -> Result<RunFigures, AppError> {
+        let run = crate::report::input::read_run(p)?;
+        RunFigures::of(&run).map_err(|reason| {
+            crate::report::input::InputError::NotARun {
+                path: p.display().to_string(),
+                reason,
+            }
+            .into()
+        })
+    };
+    let (base, new) = (load(&a.base)?, load(&a.new)?);
+    let c = compare(
+        &a.base.display().to_string(),
+        &base,
+        &a.new.display().to_string(),
+        &new,
+        &shown,
+        &limits,
+    );
+    emit_text(
+        &crate::report::compare::render(&c),
+        json::is_stdout(a.json.as_deref()),
+    );
+    if let Some(d) = json_out {
+        d.write(&c)?;
+    }
+    Ok(if c.regressed {
+        Outcome::Regressed
+    } else {
+        Outcome::Ok
+    })
+}
+
+/// The exporters of `run` (`--hdr-log`, `--percentiles`, `--csv`), opened before the run.
+struct Exporters {
+    outputs: Outputs,
+    /// Some output is `-`: the text report goes to stderr.
+    stdout_taken: bool,
+}
+
+/// Opens the exporters' files now, so an unwritable path fails before anything
+/// connects; at most one output (`--json` included) may be stdout.
+fn open_exporters(a: &RunArgs, has_target: bool) -> Result<Exporters, AppError> {
+    let exports = [
+        ("hdr-log", &a.hdr_log),
+        ("percentiles", &a.percentiles),
+        ("csv", &a.csv),
+    ];
+    let mut on_stdout: Vec<&str> = Vec::new();
+    if json::is_stdout(a.json.as_deref()) {
+        on_stdout.push("json");
+    }
+    for (flag, p) in exports {
+        let Some(p) = p else { continue };
+        if !has_target {
+            return Err(AppError::Usage(format!(
+                "--{flag}: needs --target (the baseline's steps are not one run to export)"
+            )));
+        }
+        if export::is_stdout(p) {
+            on_stdout.push(flag);
+        }
+    }
+    if on_stdout.len() > 1 {
+        return Err(AppError::Usage(format!(
+            "only one output may be `-` (stdout), got --{}",
+            on_stdout.join(" and --")
+        )));
+    }
+    let mut outputs = Outputs::none();
+    if let Some(p) = &a.hdr_log {
+        let e = export::hdr_log::HdrLog::create(p).map_err(|e| output_error(p, e))?;
+        outputs.push(Box::new(e));
+    }
+    if let Some(p) = &a.percentiles {
+        let e = export::hgrm::Hgrm::create(p).map_err(|e| output_error(p, e))?;
+        outputs.push(Box::new(e));
+    }
+    if let Some(p) = &a.csv {
+        let e = export::csv::Csv::create(p).map_err(|e| output_error(p, e))?;
+        outputs.push(Box::new(e));
+    }
+    Ok(Exporters {
+        outputs,
+        stdout_taken: on_stdout.iter().any(|f| *f != "json"),
+    })
+}
+
+fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {
+    crate::report::output::OutputError {
+        path: p.display().to_string(),
+        source,
+    }
+    .into()
 }
 
 /// `blaster preflight`: the checks that decide whether the plan can run on this

@@ -37,6 +37,8 @@ pub struct Step {
     pub latency_p99_ns: u64,
     pub errors: u64,
     pub busy_cpu_ns_per_request: f64,
+    /// The step's merged histograms, encoded (as the run JSON's `histograms`).
+    pub histograms: crate::report::hdr::Encoded4,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +79,7 @@ fn step_of(r: &Report) -> Step {
         latency_p99_ns: r.latency_ns.p99,
         errors: r.requests.errors,
         busy_cpu_ns_per_request: busy as f64 / r.requests.completed.max(1) as f64,
+        histograms: crate::report::hdr::Encoded4::of(&r.histograms),
     }
 }
 
@@ -133,7 +136,15 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let mut result = Ok(());
     let mut bisections = 0;
     while !stop.load(Ordering::Relaxed) {
-        let report = match execute(plan, addr, rate, plan.step_duration_ns, stop, false) {
+        let report = match execute(
+            plan,
+            addr,
+            rate,
+            plan.step_duration_ns,
+            stop,
+            false,
+            &mut crate::report::export::Outputs::none(),
+        ) {
             Ok(Report {
                 worker_error: Some(e),
                 ..

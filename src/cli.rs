@@ -40,6 +40,37 @@ pub enum Command {
     /// Render run reports (the JSON of `run --json`): `--html FILE` writes one
     /// self-contained HTML page of charts; two or more runs are overlaid.
     Report(ReportArgs),
+    /// Compare two run reports (`blaster run --json`) side by side: latency
+    /// percentiles from their embedded histograms (any percentile, p99.99 included),
+    /// rate and errors. With --max-regression, a CI gate: exit 4 when NEW crossed a
+    /// limit, 0 otherwise (2: bad spec; 1: a file that cannot be read or compared).
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// The reference run's JSON report.
+    pub base: PathBuf,
+
+    /// The run to judge against it.
+    pub new: PathBuf,
+
+    /// Limits on how much worse NEW may be: `p99=15%,p99.9=25%,errors=0.1%,rate=-1%`.
+    /// `pNN[.N]` and `max`: latency may grow by at most X% of BASE's; `errors`: the
+    /// error ratio may grow by at most X percentage points; `rate`: the achieved rate
+    /// may fall by at most X%. Default: none (the table only).
+    #[arg(long)]
+    pub max_regression: Option<String>,
+
+    /// Latency percentiles to show, e.g. `p50,p99,p99.99,max` (limited ones are always
+    /// shown). Default: p50,p90,p99,p99.9,p99.99,max.
+    #[arg(long)]
+    pub percentiles: Option<String>,
+
+    /// Write the comparison as JSON to FILE (`-` for stdout, which then carries only
+    /// JSON).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// Flags shared by `run` and `search`: the target, the connections and what goes
@@ -243,8 +274,27 @@ pub struct RunArgs {
     pub duration: String,
 
     /// Write the JSON report to FILE (`-` for stdout, which then carries only JSON).
+    /// It embeds every histogram (HdrHistogram V2 compressed, base64).
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// Write the HdrHistogram interval log to FILE (`-` for stdout): one line per
+    /// second for each of latency, service time, dispatch lag and connection wait
+    /// (tags `latency`, `service`, `lag`, `wait`), readable by HdrHistogram's tools.
+    /// Written as the run goes, to FILE.partial until the run ends.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+
+    /// Write the percentile distributions of latency and service time to FILE (`-` for
+    /// stdout) in HdrHistogram's `.hgrm` layout, values in milliseconds.
+    #[arg(long, value_name = "FILE")]
+    pub percentiles: Option<PathBuf>,
+
+    /// Write one CSV row per second to FILE (`-` for stdout): rates, latency
+    /// percentiles, errors, dispatch lag, core load, link utilisation. Written as the
+    /// run goes, to FILE.partial until the run ends.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
 
     /// Judge the run against a service level objective, e.g. `p99<20ms,errors<0.1%`
     /// (terms: `pNN[.N]<DURATION` or `max<DURATION`, `errors<X%` of dispatched
@@ -517,6 +567,7 @@ pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
                 | "preflight"
                 | "search"
                 | "report"
+                | "compare"
                 | "help"
                 | "-h"
                 | "--help"

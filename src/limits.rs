@@ -24,6 +24,11 @@ pub const TIMEOUT_NS_MAX: u64 = 3_600 * 1_000_000_000;
 pub const HISTOGRAM_NS_MAX: u64 = 3_600 * 1_000_000_000;
 /// Significant digits of every histogram: 0.1% value resolution.
 pub const HISTOGRAM_SIGFIG: u8 = 3;
+/// Intervals (seconds) whose histograms the JSON report embeds: an hour. Four
+/// compressed histograms take 1-10 KB per second, so a day-long soak would carry
+/// hundreds of megabytes in its JSON (and in memory until the end); `--hdr-log` streams
+/// every interval to disk instead.
+pub const INTERVAL_HISTOGRAMS_JSON_MAX: usize = 3_600;
 /// Requests a worker may hold waiting for a free connection slot. Sized from the plan
 /// (rate x timeout) and clamped here; a request that finds the backlog full is counted
 /// as a `backlog_overflow` error with its latency recorded at the timeout.

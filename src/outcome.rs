@@ -8,7 +8,7 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     pub const INVALID: i32 = 3;
     /// The run broke its `--slo` (an invalid run exits 3 instead), or a search's
-    /// first step already broke it.
+    /// first step already broke it, or `compare` found a regression past its limit.
     pub const SLO_BROKEN: i32 = 4;
 }
 
@@ -20,6 +20,8 @@ pub enum Outcome {
     Invalid,
     /// The run was valid but broke its `--slo`; the report names the terms.
     SloBroken,
+    /// `blaster compare`: NEW crossed a `--max-regression` limit.
+    Regressed,
 }
 
 impl Outcome {
@@ -28,7 +30,7 @@ impl Outcome {
         match self {
             Outcome::Ok => exit::OK,
             Outcome::Invalid => exit::INVALID,
-            Outcome::SloBroken => exit::SLO_BROKEN,
+            Outcome::SloBroken | Outcome::Regressed => exit::SLO_BROKEN,
         }
     }
 }

@@ -8,11 +8,14 @@ use crate::engine::pacing::Usage;
 use crate::engine::recorder::{CONNECT_ERRNOS, WorkerTotals};
 use crate::engine::udp::run_udp_worker;
 use crate::engine::{Channels, Control, Ready, Transport, run_worker};
+use crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX;
 use crate::metrics::host::{HostSampler, iface_for, rss_bytes};
 use crate::metrics::{Counters, Histograms, Snapshot};
 use crate::plan::RunPlan;
-use crate::report::assemble::{Collected, Load, Row, Setup};
+use crate::report::assemble::{self, Collected, IntervalShape, Load, Row, Setup, link_bps};
+use crate::report::export::{IntervalView, Outputs};
 use crate::report::fleet::FleetReport;
+use crate::report::hdr::Encoded4;
 use crate::report::{Percentiles, Report, text};
 use crate::wallclock::ClockSync;
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
@@ -61,6 +64,7 @@ pub fn execute(
     duration_ns: u64,
     stop: &Arc<AtomicBool>,
     live: bool,
+    outputs: &mut Outputs,
 ) -> Result<Report, RunError> {
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     // Workers get the whole run's rate (each takes its share of the one timetable); the
@@ -151,23 +155,40 @@ pub fn execute(
     }
     // Every worker has pinned itself by now (before its Ready).
     let sampler = crate::threads::Sampler::start(plan.control_core);
-    let (clock, start_late_ns) = match plan.fleet.start_at_ns {
-        Some(at) => clock_starting_at(at),
-        None => (Clock::new().with_start_in(START_DELAY_NS), 0),
+    // The schedule's time zero on the wall clock too, for the exporters' timestamps.
+    let (clock, start_late_ns, wall_start) = match plan.fleet.start_at_ns {
+        Some(at) => {
+            let (clock, late) = clock_starting_at(at);
+            let wall = std::time::UNIX_EPOCH + Duration::from_nanos(at.saturating_add(late));
+            (clock, late, wall)
+        }
+        None => (
+            Clock::new().with_start_in(START_DELAY_NS),
+            0,
+            std::time::SystemTime::now() + Duration::from_nanos(START_DELAY_NS),
+        ),
     };
     for c in &controls {
         let _ = c.send(Control::Start(clock.clone()));
     }
+    outputs.start(wall_start);
 
     let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
     let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
+    let shape = IntervalShape {
+        plan,
+        rate_rps: shard_rate_rps,
+        link_bps: link_bps(plan, host.iface.as_deref()),
+    };
     let mut collected = collect(
         &snap_rx,
         &recycle,
-        shard_rate_rps,
+        &shape,
+        duration_ns,
         live,
         &mut host,
         &worker_cores,
+        outputs,
     );
     let worker_error = collected.totals.iter().find_map(|t| t.error.clone());
     collected.iface = host.iface.clone();
@@ -277,15 +298,18 @@ struct Pending {
 }
 
 /// Receives snapshots until every worker sent its last one. An interval is complete
-/// when every worker has reported it (or finished); it is then reduced to a [`Row`]
-/// and, when `live`, printed as the live line.
+/// when every worker has reported it (or finished); it is then reduced to a [`Row`],
+/// handed to the exporters and, when `live`, printed as the live line.
+#[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 fn collect(
     rx: &crossbeam_channel::Receiver<Snapshot>,
     recycle: &[crossbeam_channel::Sender<Histograms>],
-    rate_rps: f64,
+    shape: &IntervalShape,
+    duration_ns: u64,
     live: bool,
     host: &mut HostSampler,
     worker_cores: &[usize],
+    outputs: &mut Outputs,
 ) -> Collected {
     let workers = recycle.len();
     let mut c = Collected {
@@ -299,6 +323,11 @@ fn collect(
     // Per worker: intervals reported so far (they arrive in order) and whether done.
     let mut reported = vec![0usize; workers];
     let mut finished = vec![false; workers];
+    let empty = Pending {
+        histograms: Histograms::new(),
+        counters: Counters::default(),
+        usage: Vec::new(),
+    };
     while finished.iter().any(|f| !f) {
         let snap = match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(s) => s,
@@ -324,6 +353,12 @@ fn collect(
         let mut used = snap.histograms;
         used.reset();
         let _ = recycle[snap.worker].try_send(used);
+        // Where the schedule stopped, once every worker has said so.
+        let stopped = if finished.iter().all(|&f| f) {
+            assemble::stopped_ns(&c.totals, duration_ns)
+        } else {
+            u64::MAX
+        };
         // Complete every interval that all workers have reported or finished past.
         while let Some((&first, _)) = pending.first_key_value() {
             let done = (0..workers).all(|w| finished[w] || reported[w] > first);
@@ -331,23 +366,33 @@ fn collect(
                 break;
             }
             let p = pending.remove(&first).expect("present");
+            // Seconds no worker reported (none had anything to say) still get a row.
             while c.rows.len() < first {
-                c.rows.push(Row::default());
+                let row = complete(
+                    c.rows.len(),
+                    &empty,
+                    Load::default(),
+                    shape,
+                    stopped,
+                    outputs,
+                );
+                c.rows.push(row);
             }
-            let row = Row {
-                completed: p.counters.completed,
-                errors: p.counters.request_errors(),
-                latency: Percentiles::of(&p.histograms.latency),
-                lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
-                load: Load::of(&p.usage, &host.sample()),
-            };
+            let row = complete(
+                first,
+                &p,
+                Load::of(&p.usage, &host.sample()),
+                shape,
+                stopped,
+                outputs,
+            );
             if live {
                 crate::errln!(
                     "{}",
                     text::live_line(
                         first as u64,
                         row.completed as f64,
-                        rate_rps,
+                        shape.rate_rps,
                         &row.latency,
                         row.errors,
                         row.lag_p99
@@ -358,4 +403,40 @@ fn collect(
         }
     }
     c
+}
+
+/// Reduces completed interval `i` to its [`Row`] and hands it to the exporters. The
+/// histograms are encoded once, for the JSON and every exporter, and not at all when
+/// neither wants them.
+fn complete(
+    i: usize,
+    p: &Pending,
+    load: Load,
+    shape: &IntervalShape,
+    stopped_ns: u64,
+    outputs: &mut Outputs,
+) -> Row {
+    let embed = i < INTERVAL_HISTOGRAMS_JSON_MAX;
+    let encoded = if embed || !outputs.is_empty() {
+        Encoded4::of(&p.histograms)
+    } else {
+        Encoded4::default()
+    };
+    let row = Row {
+        completed: p.counters.completed,
+        errors: p.counters.request_errors(),
+        latency: Percentiles::of(&p.histograms.latency),
+        lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
+        load,
+        histograms: embed.then(|| encoded.clone()),
+    };
+    if !outputs.is_empty() {
+        outputs.interval(&IntervalView {
+            row: &shape.interval(i, &row, stopped_ns),
+            histograms: &p.histograms,
+            counters: &p.counters,
+            encoded: &encoded,
+        });
+    }
+    row
 }

@@ -345,6 +345,8 @@ pub struct Step {
     pub invalid_reasons: Vec<crate::diagnosis::Diagnosis>,
     pub outcome: StepOutcome,
     pub slo: Verdict,
+    /// The step's merged histograms, encoded (as the run JSON's `histograms`).
+    pub histograms: crate::report::hdr::Encoded4,
 }
 
 impl Step {
@@ -374,6 +376,7 @@ impl Step {
             invalid_reasons: r.invalid_reasons.clone(),
             outcome,
             slo: verdict,
+            histograms: crate::report::hdr::Encoded4::of(&r.histograms),
         }
     }
 
@@ -549,7 +552,15 @@ pub fn run(
         let Next::Run { rate_rps, phase } = next_step(cfg, &history) else {
             break;
         };
-        let report = execute(plan, target, rate_rps, cfg.step_duration_ns, stop, false)?;
+        let report = execute(
+            plan,
+            target,
+            rate_rps,
+            cfg.step_duration_ns,
+            stop,
+            false,
+            &mut crate::report::export::Outputs::none(),
+        )?;
         if let Some(e) = report.worker_error {
             return Err(RunError::Worker(e.to_string()));
         }
@@ -865,6 +876,7 @@ mod tests {
             invalid_reasons: Vec::new(),
             outcome,
             slo: verdict,
+            histograms: Default::default(),
         }
     }
 

@@ -75,7 +75,7 @@ fn end_to_end_report_has_the_documented_keys() {
     // 2,000/s on 16 connections is far below one core's ceiling: the run must be
     // valid, and the report must say so.
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(v["valid"], true);
     assert_eq!(v["invalid_reasons"].as_array().unwrap().len(), 0);
     assert_eq!(f(&v, "rate.intended_rps"), 2000.0);

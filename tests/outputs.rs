@@ -67,7 +67,7 @@ fn the_json_is_written_whole_with_no_temporary_left() {
     );
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let v = read_json(&path);
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -142,5 +142,5 @@ fn a_closed_stderr_does_not_panic_or_leak_into_files() {
     );
     assert!(text.contains("run: "), "{text}");
     let v = read_json(&path);
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
 }

@@ -16,6 +16,7 @@ use crate::metrics::host::{
 };
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms};
 use crate::plan::RunPlan;
+use crate::report::hdr::Encoded4;
 use std::net::SocketAddr;
 
 /// Shortest schedule the busy-worker gate judges (startup noise dominates below).
@@ -70,14 +71,87 @@ pub struct Collected {
 }
 
 /// An interval reduced to the figures the report keeps, so a day-long run holds a few
-/// numbers per second rather than four histograms per second.
-#[derive(Debug, Clone, Copy, Default)]
+/// numbers and a few compressed kilobytes per second rather than four full histograms
+/// per second.
+#[derive(Debug, Clone, Default)]
 pub struct Row {
     pub completed: u64,
     pub errors: u64,
     pub latency: Percentiles,
     pub lag_p99: u64,
     pub load: Load,
+    /// The interval's histograms, encoded for the JSON (the first
+    /// [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] intervals).
+    pub histograms: Option<Encoded4>,
+}
+
+/// What turning a [`Row`] into the report's [`Interval`] needs beside it: the collector
+/// does it as each interval completes (for the exporters), [`build`] for the report.
+pub struct IntervalShape<'a> {
+    pub plan: &'a RunPlan,
+    pub rate_rps: f64,
+    pub link_bps: Option<u64>,
+}
+
+impl IntervalShape<'_> {
+    /// Interval `i`; `stopped_ns` is when the schedule stopped (`u64::MAX` while some
+    /// worker still runs): the last interval ends there, its drain folded in.
+    pub fn interval(&self, i: usize, row: &Row, stopped_ns: u64) -> Interval {
+        let start = i as u64 * 1_000_000_000;
+        let end = (start + 1_000_000_000).min(stopped_ns.max(start + 1));
+        let len_s = (end - start) as f64 / 1e9;
+        Interval {
+            second: i as u64,
+            duration_s: len_s,
+            // A shaped rate: what the shape intends for this very second.
+            intended_rps: match &self.plan.shape {
+                Some(s) if s.constant_rps().is_none() => {
+                    s.expected_between(start as f64, end as f64)
+                        / len_s
+                        / f64::from(self.plan.fleet.shard.count())
+                }
+                _ => self.rate_rps,
+            },
+            achieved_rps: row.completed as f64 / len_s,
+            latency_p50_ns: row.latency.p50,
+            latency_p90_ns: row.latency.p90,
+            latency_p99_ns: row.latency.p99,
+            latency_p999_ns: row.latency.p999,
+            latency_max_ns: row.latency.max,
+            dispatch_lag_p99_ns: row.lag_p99,
+            errors: row.errors,
+            core_load: row.load.core_load,
+            worker_busy: row.load.worker_busy,
+            other_load: row.load.other_load,
+            tx_bps: row.load.tx_bps,
+            rx_bps: row.load.rx_bps,
+            tx_pps: row.load.tx_pps,
+            rx_pps: row.load.rx_pps,
+            link_utilization: self
+                .link_bps
+                .map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
+            drops: row.load.drops,
+            histograms: row.histograms.clone(),
+        }
+    }
+}
+
+/// The link speed of the run's interface: `--link-speed`, else what sysfs says.
+pub fn link_bps(plan: &RunPlan, iface: Option<&str>) -> Option<u64> {
+    plan.link_speed_bps
+        .or_else(|| iface.and_then(|i| read_link_speed(std::path::Path::new("/"), i)))
+}
+
+/// When the schedule stopped, from every worker's totals: the configured end, or
+/// Ctrl-C.
+pub fn stopped_ns(totals: &[WorkerTotals], duration_ns: u64) -> u64 {
+    totals
+        .iter()
+        .map(|t| t.stopped_ns)
+        .max()
+        .unwrap_or(duration_ns)
+        .min(duration_ns)
+        .max(1)
 }
 
 /// How loaded the generator's cores and the interface were in one interval.
@@ -151,14 +225,7 @@ pub fn build(
     interrupted: bool,
 ) -> Report {
     // The schedule ran until the configured end, or until Ctrl-C stopped it.
-    let stopped_ns = c
-        .totals
-        .iter()
-        .map(|t| t.stopped_ns)
-        .max()
-        .unwrap_or(duration_ns)
-        .min(duration_ns)
-        .max(1);
+    let stopped_ns = stopped_ns(&c.totals, duration_ns);
     let secs = stopped_ns as f64 / 1e9;
     // Rates count over the whole time it took: a schedule whose requests waited in the
     // backlog and completed during the drain did not achieve its rate.
@@ -185,48 +252,17 @@ pub fn build(
         &c.total.dispatch_lag,
         busiest.filter(|_| rate_rps.is_finite() && !plan.closed_loop),
     );
-    let link_bps = plan.link_speed_bps.or_else(|| {
-        c.iface
-            .as_deref()
-            .and_then(|i| read_link_speed(std::path::Path::new("/"), i))
-    });
+    let link_bps = link_bps(plan, c.iface.as_deref());
+    let shape = IntervalShape {
+        plan,
+        rate_rps,
+        link_bps,
+    };
     let intervals: Vec<Interval> = c
         .rows
         .iter()
         .enumerate()
-        .map(|(i, row)| {
-            let start = i as u64 * 1_000_000_000;
-            // The last interval ends where the schedule stopped (its drain is folded in).
-            let end = (start + 1_000_000_000).min(stopped_ns.max(start + 1));
-            let len_s = (end - start) as f64 / 1e9;
-            Interval {
-                second: i as u64,
-                duration_s: len_s,
-                // A shaped rate: what the shape intends for this very second.
-                intended_rps: match &plan.shape {
-                    Some(s) if s.constant_rps().is_none() => {
-                        s.expected_between(start as f64, end as f64)
-                            / len_s
-                            / f64::from(plan.fleet.shard.count())
-                    }
-                    _ => rate_rps,
-                },
-                achieved_rps: row.completed as f64 / len_s,
-                latency_p50_ns: row.latency.p50,
-                latency_p99_ns: row.latency.p99,
-                dispatch_lag_p99_ns: row.lag_p99,
-                errors: row.errors,
-                core_load: row.load.core_load,
-                worker_busy: row.load.worker_busy,
-                other_load: row.load.other_load,
-                tx_bps: row.load.tx_bps,
-                rx_bps: row.load.rx_bps,
-                tx_pps: row.load.tx_pps,
-                rx_pps: row.load.rx_pps,
-                link_utilization: link_bps.map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
-                drops: row.load.drops,
-            }
-        })
+        .map(|(i, row)| shape.interval(i, row, stopped_ns))
         .collect();
     let workers: Vec<WorkerReport> = c
         .totals
@@ -313,6 +349,7 @@ pub fn build(
                     completed: sum.completed,
                     errors: sum.errors,
                     latency_ns: Percentiles::of(&sum.latency),
+                    latency_histogram: sum.latency,
                 }
             })
             .collect()
@@ -462,6 +499,7 @@ pub fn build(
         mix,
         first_protocol_error,
         fleet: None,
+        machine: super::Machine::this(&plan.cores),
         histograms: c.total,
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! [`Report`]: super::Report
 
+use super::hdr::Encoded4;
 use super::{Interval, Percentiles, SCHEMA_VERSION};
 use serde::Deserialize;
 use std::path::Path;
@@ -24,6 +25,23 @@ pub struct RunInput {
     /// `null` in closed loop (no timetable).
     pub dispatch_lag_ns: Option<Percentiles>,
     pub intervals: Vec<Interval>,
+    pub requests: RequestsInput,
+    /// The run's merged histograms, encoded (see [`super::hdr`]).
+    pub histograms: HistogramsInput,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RequestsInput {
+    pub dispatched: u64,
+    pub errors: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HistogramsInput {
+    /// [`super::hdr::ENCODING`]; `parse_run` refuses any other.
+    pub encoding: String,
+    #[serde(flatten)]
+    pub main: Encoded4,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -99,7 +117,15 @@ pub fn parse_run(name: &str, text: &str) -> Result<RunInput, InputError> {
         };
         return Err(not_a_run(kind.into()));
     }
-    serde_json::from_value(v).map_err(|e| not_a_run(e.to_string()))
+    let run: RunInput = serde_json::from_value(v).map_err(|e| not_a_run(e.to_string()))?;
+    if run.histograms.encoding != super::hdr::ENCODING {
+        return Err(not_a_run(format!(
+            "histograms.encoding is {:?}, not {:?}",
+            run.histograms.encoding,
+            super::hdr::ENCODING
+        )));
+    }
+    Ok(run)
 }
 
 #[cfg(test)]
@@ -119,6 +145,12 @@ mod tests {
             "service_time_ns": Percentiles::default(),
             "dispatch_lag_ns": null,
             "intervals": [],
+            "requests": { "dispatched": 100, "errors": 0 },
+            "histograms": {
+                "encoding": super::super::hdr::ENCODING,
+                "unit": "ns",
+                "latency": "", "service_time": "", "dispatch_lag": "", "connection_wait": "",
+            },
         })
     }
 

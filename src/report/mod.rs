@@ -2,7 +2,10 @@
 //! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
 //! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
 pub mod assemble;
+pub mod compare;
+pub mod export;
 pub mod fleet;
+pub mod hdr;
 pub mod html;
 pub mod input;
 pub mod json;
@@ -16,7 +19,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// 2: `invalid_reasons` and `diagnosis` became `{code, message, remedy}` objects.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: embedded histograms (`histograms`, `intervals[].histograms`,
+/// `mix[].latency_histogram`, search and baseline `steps[].histograms`), `machine`,
+/// `intervals[].latency_p90_ns` / `latency_p999_ns` / `latency_max_ns`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Percentiles of one histogram, in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
@@ -142,7 +148,10 @@ pub struct Interval {
     pub intended_rps: f64,
     pub achieved_rps: f64,
     pub latency_p50_ns: u64,
+    pub latency_p90_ns: u64,
     pub latency_p99_ns: u64,
+    pub latency_p999_ns: u64,
+    pub latency_max_ns: u64,
     pub dispatch_lag_p99_ns: u64,
     pub errors: u64,
     /// Busiest generator core per /proc/stat, minus the workers' spinning there.
@@ -161,6 +170,10 @@ pub struct Interval {
     /// max(tx, rx) over the link speed; `null` without one (loopback).
     pub link_utilization: Option<f64>,
     pub drops: u64,
+    /// This interval's merged histograms, encoded as `histograms.encoding` says; absent
+    /// past the first [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<hdr::Encoded4>,
 }
 
 /// Kolmogorov-Smirnov test of the actual dispatch instants, time-rescaled by the
@@ -265,6 +278,9 @@ pub struct MixEntryReport {
     pub completed: u64,
     pub errors: u64,
     pub latency_ns: Percentiles,
+    /// The entry's latency histogram over the run, encoded.
+    #[serde(serialize_with = "hdr::serialize_one")]
+    pub latency_histogram: Histogram<u64>,
 }
 
 /// HTTP figures (`--framing http1`).
@@ -345,8 +361,58 @@ pub struct Report {
     /// Which shard of which run, the common start and the clock (`--shard`,
     /// `--start-at`, `--run-id`); present for every run (a whole run is shard 0/1).
     pub fleet: Option<fleet::FleetReport>,
-    #[serde(skip)]
+    /// The machine and the command that produced this report.
+    pub machine: Machine,
+    /// The run's merged histograms (ns), encoded: see [`hdr::Embedded`].
+    #[serde(serialize_with = "hdr::serialize_embedded")]
     pub histograms: Histograms,
+}
+
+/// Facts about the generator machine and the command, so a result read later says
+/// where it came from.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+pub struct Machine {
+    pub blaster_version: String,
+    /// The command line, one argument per element.
+    pub command_line: Vec<String>,
+    /// `uname -r` (from /proc/sys/kernel/osrelease).
+    pub kernel: String,
+    /// The first `model name` of /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Logical CPUs online.
+    pub cpus_online: usize,
+    /// The cores the workers ran on (`--cores`).
+    pub cores_used: Vec<usize>,
+    pub hostname: String,
+}
+
+impl Machine {
+    /// This machine, for a run on `cores`.
+    pub fn this(cores: &[usize]) -> Machine {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        Machine {
+            blaster_version: env!("CARGO_PKG_VERSION").to_string(),
+            command_line: std::env::args().collect(),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpu_model,
+            cpus_online: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores_used: cores.to_vec(),
+            hostname: read("/proc/sys/kernel/hostname"),
+        }
+    }
 }
 
 impl Report {
