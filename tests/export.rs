@@ -369,7 +369,7 @@ fn compare_refuses_bad_input() {
         .unwrap()
         .to_string();
     for (file, why) in [
-        (&old, "schema_version 1, but this blaster reads 2"),
+        (&old, "schema_version 1, but this blaster reads 3"),
         (&foreign, "not a blaster run report"),
         (&garbage, "not JSON"),
         (&missing, "cannot read"),
