@@ -15,7 +15,9 @@
 # run), seconds (wall, from when the lock is held). libFuzzer stops a target at its
 # first crash, panic, hang (-timeout=10 s per input) or out-of-memory, so crashes is 0
 # or 1 per run; the input is saved under fuzz/artifacts/TARGET/ and the panic printed.
-# Exit 1 when any target crashed, 2 on a bad argument.
+# A run that ends without a crash input (a build error, a signal from outside) shows
+# "stopped" and the executions it reached. Exit 1 when any target crashed or stopped,
+# 2 on a bad argument.
 #
 # Seeds: fuzz/seeds/TARGET/ (hand-written, in git) are read with the corpus, and
 # fuzz/dicts/TARGET.dict (the grammar's tokens) is passed as -dict; what the fuzzer
@@ -80,17 +82,26 @@ for t in "${TARGETS[@]}"; do
         "${LIMIT[@]}" "${dict[@]}" -timeout=10 -print_final_stats=1)
     [ -z "${FUZZ_LOCK:-}" ] || run=(flock "$FUZZ_LOCK" "${run[@]}")
     rc=0; "${run[@]}" >"$LOG/$t" 2>&1 || rc=$?
-    secs=$(awk -v b="$(date +%s.%N)" '{ print b - $1 }' "$LOG/$t.t0")
-    execs=$(awk '/^stat::number_of_executed_units:/ { n = $NF } END { print n + 0 }' "$LOG/$t")
+    secs=$(awk -v b="$(date +%s.%N)" '{ print b - $1 }' "$LOG/$t.t0" 2>/dev/null || echo 0)
+    # The final stats, or for a run that did not finish, its last progress line (#N).
+    execs=$(awk '/^#[0-9]+/ { n = substr($1, 2) } /^stat::number_of_executed_units:/ {
+        n = $NF } END { print n + 0 }' "$LOG/$t")
     crashes=$(find "artifacts/$t" -type f -newer "$LOG/$t.start" | wc -l)
-    [ "$rc" -eq 0 ] || [ "$crashes" -gt 0 ] || crashes=1 # died without an artifact
-    printf '%-16s %12s %8s %8s %8.1f\n' "$t" "$execs" "$crashes" \
+    shown=$crashes
+    # Stopped without saving an input: a build error, or a signal from outside (exit
+    # 128 + N). Not a crash of the target, but not a clean run either.
+    [ "$rc" -eq 0 ] || [ "$crashes" -gt 0 ] || shown=stopped
+    printf '%-16s %12s %8s %8s %8.1f\n' "$t" "$execs" "$shown" \
         "$(find "corpus/$t" -type f | wc -l)" "$secs"
     if [ "$crashes" -gt 0 ]; then
         failed=1
         { echo "fuzz: $t crashed (exit $rc):"
-          grep -E -m4 -A2 'panicked at|==ERROR|ERROR: libFuzzer|^error' "$LOG/$t" || tail -n 40 "$LOG/$t"
+          grep -E -m4 -A2 'panicked at|==ERROR|ERROR: libFuzzer' "$LOG/$t" || tail -n 40 "$LOG/$t"
           find "artifacts/$t" -type f -newer "$LOG/$t.start" -printf 'fuzz: input saved as fuzz/%p\n'; } >&2
+    elif [ "$rc" -ne 0 ]; then
+        failed=1
+        { echo "fuzz: $t stopped (exit $rc) without a crash input; the end of its log:"
+          tail -n 20 "$LOG/$t"; } >&2
     fi
 done
 exit "$failed"
