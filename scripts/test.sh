@@ -14,7 +14,8 @@
 #
 # Environment:
 #   BLASTER_TEST_LOCK=FILE   run the test step under `flock FILE` (a shared machine's
-#                            benchmark lock); the build before it runs unlocked.
+#                            benchmark lock), and each fuzz target of the smoke; the
+#                            builds before them run unlocked.
 #   BLASTER_TEST_ARGS="..."  extra arguments for the test binaries (e.g. a name filter).
 #   BLASTER_NO_INSTALL=1     never call apt-get; report what is missing instead.
 set -uo pipefail
@@ -93,8 +94,9 @@ step fmt cargo fmt --check
 step clippy cargo clippy --release --all-targets -- -D warnings
 
 # --- 5. fuzz smoke (HOOK: the fuzz helper owns bench/fuzz.sh and its smoke mode) -----
+# CPU for about two and a half minutes: under BLASTER_TEST_LOCK too, one target per hold.
 if [ -x bench/fuzz.sh ]; then
-    step fuzz-smoke bench/fuzz.sh smoke
+    step fuzz-smoke env FUZZ_LOCK="${BLASTER_TEST_LOCK:-}" bench/fuzz.sh smoke
 else
     echo "== fuzz-smoke: bench/fuzz.sh not present, not run"
 fi
