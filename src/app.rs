@@ -30,6 +30,9 @@ pub enum AppError {
     Output(#[from] crate::report::output::OutputError),
     #[error(transparent)]
     Render(#[from] crate::report::html::RenderError),
+    /// Shard files that do not belong together, or are not run reports.
+    #[error(transparent)]
+    Merge(#[from] crate::report::merge::MergeError),
 }
 
 impl From<PlanError> for AppError {
@@ -42,9 +45,11 @@ impl AppError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AppError::Usage(_) => exit::USAGE,
-            AppError::Run(_) | AppError::Input(_) | AppError::Output(_) | AppError::Render(_) => {
-                exit::RUNTIME
-            }
+            AppError::Run(_)
+            | AppError::Input(_)
+            | AppError::Output(_)
+            | AppError::Render(_)
+            | AppError::Merge(_) => exit::RUNTIME,
         }
     }
 }
@@ -81,11 +86,46 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
         Command::Preflight(a) => preflight_command(&a),
         Command::Report(a) => report_command(&a),
         Command::Compare(a) => compare_command(&a),
+        Command::Merge(a) => merge_command(&a),
     }
 }
 
 /// `blaster report RUN.json [B.json ...] --html FILE`: reads the runs and writes the
 /// page. The output is claimed first, so an unwritable path fails before any reading.
+fn merge_command(a: &crate::cli::MergeArgs) -> Result<Outcome, AppError> {
+    use crate::report::{html, input, json, merge, output};
+    // Outputs are claimed first, so a bad path fails before any work.
+    let json_out = json::claim(a.json.as_deref())?;
+    let html_out = a.html.as_deref().map(output::Pending::claim).transpose()?;
+    let merged = merge::merge_files(&a.files)?;
+    if json::is_stdout(a.json.as_deref()) {
+        crate::errln!("{}", merged.text.trim_end());
+    } else {
+        crate::console::out_str(&merged.text);
+    }
+    if let (Some(out), Some(path)) = (html_out, &a.html) {
+        let text = serde_json::to_string(&merged.json).unwrap_or_default();
+        let run = input::parse_run("merged", &text)?;
+        let view = html::RunView {
+            label: format!(
+                "merged {}",
+                merged.json["fleet"]["run_id"].as_str().unwrap_or("")
+            ),
+            run: &run,
+        };
+        out.commit(html::render(&[view])?.as_bytes())?;
+        crate::errln!("blaster: wrote {}", path.display());
+    }
+    if let Some(out) = json_out {
+        out.write(&merged.json)?;
+    }
+    Ok(if merged.valid {
+        Outcome::Ok
+    } else {
+        Outcome::Invalid
+    })
+}
+
 fn report_command(a: &ReportArgs) -> Result<Outcome, AppError> {
     use crate::report::{html, input, output};
     let out = output::Pending::claim(&a.html)?;

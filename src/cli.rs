@@ -45,6 +45,14 @@ pub enum Command {
     /// rate and errors. With --max-regression, a CI gate: exit 4 when NEW crossed a
     /// limit, 0 otherwise (2: bad spec; 1: a file that cannot be read or compared).
     Compare(CompareArgs),
+    /// Merge the JSON reports of a run's shards (`run --shard i/N`) into one: the
+    /// embedded histograms are added (never averaged), counters summed, the
+    /// per-second series aligned on the common start and added, and a per-shard table
+    /// printed. Missing shards are named and make the merge incomplete; files of
+    /// different runs, plans or schemas, duplicate shards and non-blaster files are
+    /// refused with one line naming the file (exit 1). Exit 3 when the merged run is
+    /// invalid or incomplete.
+    Merge(MergeArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -425,6 +433,23 @@ pub struct SinkArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// The shards' JSON reports (`blaster run --shard i/N --json FILE`).
+    #[arg(required = true, num_args = 1.., value_name = "SHARD.json")]
+    pub files: Vec<PathBuf>,
+
+    /// Write the merged report as JSON to FILE (`-` for stdout, which then carries
+    /// only JSON); it reads like one run's report, with `fleet.merged` describing the
+    /// shards.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write the merged run's charts as one HTML page (as `blaster report --html`).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
     /// Run reports written by `blaster run --json`, of this blaster's schema_version;
     /// up to four, drawn over each other in distinct colours.
@@ -568,6 +593,7 @@ pub fn with_default_subcommand(mut args: Vec<String>) -> Vec<String> {
                 | "search"
                 | "report"
                 | "compare"
+                | "merge"
                 | "help"
                 | "-h"
                 | "--help"

@@ -67,7 +67,7 @@ fn a_failed_preflight_stops_the_fleet_before_it_sends() {
 fn three_shards_over_ssh_add_up_to_the_run() {
     let _g = common::load_lock();
     let dir = tempfile::tempdir().unwrap();
-    let Some((ok, log)) = playbook(dir.path(), "good", "-e blaster_merge=false") else {
+    let Some((ok, log)) = playbook(dir.path(), "good", "") else {
         return;
     };
     assert!(ok, "{log}");
@@ -81,4 +81,14 @@ fn three_shards_over_ssh_add_up_to_the_run() {
         dispatched += r["dispatched"].as_u64().unwrap();
     }
     assert_eq!(dispatched, 9000);
+    // blaster merge ran on the control machine: one run, three shards, all counted.
+    let merged = json(&dir.path().join("results/merged.json"));
+    assert_eq!(
+        merged["requests"]["dispatched"], 9000,
+        "{}",
+        merged["requests"]
+    );
+    assert_eq!(merged["fleet"]["merged"]["complete"], true);
+    assert_eq!(merged["fleet"]["merged"]["shards_present"], 3);
+    assert!(log.contains("3 of 3 shards"), "{log}");
 }

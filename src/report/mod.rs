@@ -9,6 +9,7 @@ pub mod hdr;
 pub mod html;
 pub mod input;
 pub mod json;
+pub mod merge;
 pub mod output;
 pub mod text;
 

@@ -1,0 +1,477 @@
+//! `blaster merge`: the shards of one run (`--shard i/N`) back into one report.
+//!
+//! - Files must be blaster run reports of this schema, of the same run (run id), the
+//!   same plan (fingerprint, target, shard count), each shard at most once: anything
+//!   else is refused with one line naming the file and the reason.
+//! - Histograms are **added** (HdrHistogram `add`), never averaged: the merged
+//!   percentiles are those of every request of every shard. When a shard's JSON carries
+//!   no embedded histograms, the merged percentiles are the largest of the shards' (an
+//!   upper bound, flagged `percentiles_exact: false`).
+//! - Counters and rates are summed; the per-second series are aligned on the common
+//!   start (second k of every shard is the same wall-clock second) and added.
+//! - The merged run is valid only if every shard was and none is missing; missing
+//!   shards are named (`2 of 8 missing: 3, 6`) and make it incomplete, never silently
+//!   smaller.
+
+use super::Percentiles;
+use super::input::{InputError, parse_run};
+use hdrhistogram::Histogram;
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+/// The histograms a run embeds, under `histograms`, and the percentile key each feeds.
+const HISTOGRAMS: [(&str, &str); 4] = [
+    ("latency", "latency_ns"),
+    ("service_time", "service_time_ns"),
+    ("dispatch_lag", "dispatch_lag_ns"),
+    ("connection_wait", "connection_wait_ns"),
+];
+
+/// Why files were not merged: one line naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{path}: {reason}")]
+    Refused { path: String, reason: String },
+}
+
+fn refused(path: &str, reason: impl Into<String>) -> MergeError {
+    MergeError::Refused {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+/// One shard's file as read.
+struct Shard {
+    path: String,
+    value: Value,
+    index: u64,
+}
+
+/// The merged report (a run report's JSON, with `fleet.merged` describing the
+/// shards) and its text summary.
+pub struct Merged {
+    pub json: Value,
+    pub text: String,
+    pub valid: bool,
+}
+
+/// Reads and merges `paths`.
+pub fn merge_files(paths: &[impl AsRef<Path>]) -> Result<Merged, MergeError> {
+    let mut texts = Vec::with_capacity(paths.len());
+    for p in paths {
+        let path = p.as_ref().display().to_string();
+        let text = std::fs::read_to_string(p.as_ref()).map_err(|source| InputError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        texts.push((path, text));
+    }
+    merge_texts(&texts)
+}
+
+/// Merges (name, JSON text) pairs; the names label errors and the per-shard table.
+pub fn merge_texts(files: &[(String, String)]) -> Result<Merged, MergeError> {
+    let mut shards: Vec<Shard> = Vec::with_capacity(files.len());
+    for (path, text) in files {
+        // The schema and "is it a run" checks, with their one-line reasons.
+        parse_run(path, text)?;
+        let value: Value = serde_json::from_str(text).map_err(|e| refused(path, e.to_string()))?;
+        let f = &value["fleet"];
+        let index = f["shard"]
+            .as_u64()
+            .ok_or_else(|| refused(path, "not a shard report: it has no fleet.shard"))?;
+        if let Some(first) = shards.first() {
+            let ff = &first.value["fleet"];
+            for (key, what) in [
+                ("run_id", "run id"),
+                ("shards", "shard count"),
+                (
+                    "plan_fingerprint",
+                    "plan fingerprint (targets, rate, arrivals, seed, duration, totals or requests differ)",
+                ),
+                ("start_at_unix_ms", "start instant"),
+            ] {
+                if f[key] != ff[key] {
+                    return Err(refused(
+                        path,
+                        format!(
+                            "{what} {} differs from {}'s {}: shards of different runs are not merged",
+                            f[key], first.path, ff[key]
+                        ),
+                    ));
+                }
+            }
+            if value["target"] != first.value["target"] {
+                return Err(refused(
+                    path,
+                    format!(
+                        "target {} differs from {}'s {}",
+                        value["target"], first.path, first.value["target"]
+                    ),
+                ));
+            }
+        }
+        if let Some(dup) = shards.iter().find(|s| s.index == index) {
+            return Err(refused(
+                path,
+                format!(
+                    "shard {index}/{} again: {} is the same shard",
+                    f["shards"], dup.path
+                ),
+            ));
+        }
+        if index >= f["shards"].as_u64().unwrap_or(1) {
+            return Err(refused(path, format!("shard {index} of {}", f["shards"])));
+        }
+        shards.push(Shard {
+            path: path.clone(),
+            value,
+            index,
+        });
+    }
+    let n = shards
+        .first()
+        .ok_or_else(|| refused("-", "no files to merge"))?
+        .value["fleet"]["shards"]
+        .as_u64()
+        .unwrap_or(1);
+    shards.sort_by_key(|s| s.index);
+    Ok(combine(&shards, n))
+}
+
+/// Adds up the shards (already checked to belong together).
+fn combine(shards: &[Shard], n: u64) -> Merged {
+    let mut out = shards[0].value.clone();
+    let missing: Vec<u64> = (0..n)
+        .filter(|i| !shards.iter().any(|s| s.index == *i))
+        .collect();
+    let all_valid = shards.iter().all(|s| s.value["valid"] == true);
+    let complete = missing.is_empty();
+    let valid = all_valid && complete;
+
+    // Counters: every number in these objects is a count or a rate to add.
+    for key in ["requests", "bytes", "errors_by_kind", "connections", "rate"] {
+        let parts: Vec<&Value> = shards.iter().map(|s| &s.value[key]).collect();
+        out[key] = sum_numbers(&parts);
+    }
+    for key in ["error_replies"] {
+        out[key] = json!(
+            shards
+                .iter()
+                .map(|s| s.value[key].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        );
+    }
+    out["config"]["connections"] = json!(
+        shards
+            .iter()
+            .map(|s| s.value["config"]["connections"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    );
+
+    // Histograms: added when every shard embeds them, else the percentiles' maxima.
+    let exact = shards.iter().all(|s| {
+        HISTOGRAMS
+            .iter()
+            .all(|(h, _)| s.value["histograms"][h].is_string())
+    });
+    let mut merged_hist = Map::new();
+    for (h, key) in HISTOGRAMS {
+        if exact {
+            let mut sum: Option<Histogram<u64>> = None;
+            for s in shards {
+                let one = s.value["histograms"][h].as_str().and_then(decode);
+                match (&mut sum, one) {
+                    (Some(acc), Some(x)) => {
+                        // Same bounds in every shard (one build's HISTOGRAM_NS_MAX):
+                        // add cannot fail; if it did, the percentiles would be wrong.
+                        acc.add(&x).expect("shards' histograms share their bounds");
+                    }
+                    (None, Some(x)) => sum = Some(x),
+                    _ => {}
+                }
+            }
+            if let Some(sum) = sum {
+                out[key] = serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
+                merged_hist.insert(h.into(), json!(encode(&sum)));
+            }
+        } else if !out[key].is_null() {
+            let parts: Vec<&Value> = shards.iter().map(|s| &s.value[key]).collect();
+            out[key] = max_numbers(&parts);
+        }
+    }
+    if exact {
+        for (k, v) in merged_hist {
+            out["histograms"][k] = v;
+        }
+    }
+
+    out["intervals"] = Value::Array(align_intervals(shards));
+
+    // Validity and its reasons, each naming its shard.
+    let mut reasons: Vec<Value> = Vec::new();
+    if !complete {
+        reasons.push(json!({
+            "code": "shards_missing",
+            "message": missing_line(&missing, n),
+            "remedy": "merge every shard's file; a missing shard's load is missing from every figure",
+        }));
+    }
+    for s in shards {
+        for r in s.value["invalid_reasons"].as_array().into_iter().flatten() {
+            let mut r = r.clone();
+            if let Some(m) = r.get("message").and_then(Value::as_str) {
+                r["message"] = json!(format!("shard {}: {m}", s.index));
+            }
+            reasons.push(r);
+        }
+    }
+    out["valid"] = json!(valid);
+    out["invalid_reasons"] = Value::Array(reasons);
+
+    let per_shard: Vec<Value> = shards
+        .iter()
+        .map(|s| {
+            let f = &s.value["fleet"];
+            json!({
+                "shard": s.index,
+                "file": s.path,
+                "valid": s.value["valid"],
+                "start_skew_ns": f["start_skew_ns"],
+                "clock": f["clock"],
+                "completed": s.value["requests"]["completed"],
+                "intended_rps": s.value["rate"]["intended_rps"],
+                "achieved_rps": s.value["rate"]["achieved_rps"],
+            })
+        })
+        .collect();
+    let unsynced: Vec<u64> = shards
+        .iter()
+        .filter(|s| s.value["fleet"]["clock"]["unsynchronised"] == true)
+        .map(|s| s.index)
+        .collect();
+    out["fleet"]["shard"] = Value::Null;
+    out["fleet"]["start_skew_ns"] = json!(
+        shards
+            .iter()
+            .filter_map(|s| s.value["fleet"]["start_skew_ns"].as_u64())
+            .max()
+    );
+    out["fleet"]["merged"] = json!({
+        "shards_present": shards.len(),
+        "missing": missing,
+        "complete": complete,
+        "percentiles_exact": exact,
+        "unsynchronised_clocks": unsynced,
+        "per_shard": per_shard,
+    });
+    let text = summary(&out, shards, &missing, n, exact, &unsynced);
+    Merged {
+        json: out,
+        text,
+        valid,
+    }
+}
+
+/// `2 of 8 missing: 3, 6`.
+pub fn missing_line(missing: &[u64], n: u64) -> String {
+    let list: Vec<String> = missing.iter().map(u64::to_string).collect();
+    format!("{} of {n} missing: {}", missing.len(), list.join(", "))
+}
+
+/// Sums the numbers of objects of the same shape, key by key (recursively); the first
+/// object's non-numbers are kept.
+fn sum_numbers(parts: &[&Value]) -> Value {
+    combine_numbers(parts, |a, b| a + b)
+}
+
+fn max_numbers(parts: &[&Value]) -> Value {
+    combine_numbers(parts, f64::max)
+}
+
+fn combine_numbers(parts: &[&Value], op: fn(f64, f64) -> f64) -> Value {
+    match parts.first() {
+        Some(Value::Object(first)) => {
+            let mut o = Map::new();
+            for k in first.keys() {
+                let sub: Vec<&Value> = parts.iter().map(|p| &p[k]).collect();
+                o.insert(k.clone(), combine_numbers(&sub, op));
+            }
+            Value::Object(o)
+        }
+        Some(Value::Number(_)) => {
+            let all_int = parts.iter().all(|p| p.is_u64());
+            let v = parts
+                .iter()
+                .filter_map(|p| p.as_f64())
+                .reduce(op)
+                .unwrap_or(0.0);
+            if all_int { json!(v as u64) } else { json!(v) }
+        }
+        Some(other) => (*other).clone(),
+        None => Value::Null,
+    }
+}
+
+/// Second k of every shard is the same wall-clock second (one start instant): rates,
+/// counts and traffic add; loads and percentiles take the largest shard's.
+fn align_intervals(shards: &[Shard]) -> Vec<Value> {
+    let len = shards
+        .iter()
+        .map(|s| s.value["intervals"].as_array().map_or(0, Vec::len))
+        .max()
+        .unwrap_or(0);
+    (0..len)
+        .map(|k| {
+            let rows: Vec<&Value> = shards
+                .iter()
+                .filter_map(|s| s.value["intervals"].get(k))
+                .collect();
+            let mut row = rows[0].clone();
+            if let Some(o) = row.as_object_mut() {
+                o.remove("histograms");
+                for key in o.keys().cloned().collect::<Vec<_>>() {
+                    let parts: Vec<&Value> = rows.iter().map(|r| &r[&key]).collect();
+                    let adds = key.ends_with("_rps")
+                        || key.ends_with("_bps")
+                        || key.ends_with("_pps")
+                        || key == "errors"
+                        || key == "drops";
+                    let keep = key == "second" || key == "duration_s";
+                    if adds {
+                        o.insert(key, sum_numbers(&parts));
+                    } else if !keep {
+                        o.insert(key, max_numbers(&parts));
+                    }
+                }
+            }
+            row
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> Option<Histogram<u64>> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .ok()?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .ok()
+}
+
+fn encode(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::Serializer as _;
+    let mut buf = Vec::new();
+    if hdrhistogram::serialization::V2DeflateSerializer::new()
+        .serialize(h, &mut buf)
+        .is_err()
+    {
+        return String::new();
+    }
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// The text: the whole, the per-shard table, what is missing or unsynchronised.
+fn summary(
+    out: &Value,
+    shards: &[Shard],
+    missing: &[u64],
+    n: u64,
+    exact: bool,
+    unsynced: &[u64],
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let f = &out["fleet"];
+    let _ = writeln!(
+        s,
+        "merged run {}: {} of {n} shards, target {}",
+        f["run_id"].as_str().unwrap_or("?"),
+        shards.len(),
+        out["target"].as_str().unwrap_or("?")
+    );
+    if !missing.is_empty() {
+        let _ = writeln!(
+            s,
+            "INCOMPLETE: {} (their load is in no figure below)",
+            missing_line(missing, n)
+        );
+    }
+    if out["valid"] != true {
+        let _ = writeln!(s, "INVALID merged run:");
+        for r in out["invalid_reasons"].as_array().into_iter().flatten() {
+            let _ = writeln!(s, "  - {}", r["message"].as_str().unwrap_or("?"));
+        }
+    }
+    let r = &out["requests"];
+    let _ = writeln!(
+        s,
+        "requests: {} dispatched, {} completed, {} errors; rate intended {:.1}/s, achieved {:.1}/s",
+        r["dispatched"],
+        r["completed"],
+        r["errors"],
+        out["rate"]["intended_rps"].as_f64().unwrap_or(0.0),
+        out["rate"]["achieved_rps"].as_f64().unwrap_or(0.0),
+    );
+    let l = &out["latency_ns"];
+    let ms = |v: &Value| v.as_f64().unwrap_or(0.0) / 1e6;
+    let _ = writeln!(
+        s,
+        "latency{}: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
+        if exact {
+            ""
+        } else {
+            " (upper bound: a shard has no embedded histograms)"
+        },
+        ms(&l["p50"]),
+        ms(&l["p99"]),
+        ms(&l["p999"]),
+        ms(&l["max"]),
+    );
+    let _ = writeln!(
+        s,
+        "{:>5}  {:<7}  {:>12}  {:>18}  {:>10}  {:>12}  {:>12}  file",
+        "shard", "valid", "start skew", "clock", "completed", "intended/s", "achieved/s"
+    );
+    for sh in shards {
+        let v = &sh.value;
+        let c = &v["fleet"]["clock"];
+        let clock = if c["unsynchronised"] == true {
+            "UNSYNCHRONISED".to_string()
+        } else if let Some(e) = c["max_error_us"].as_u64() {
+            format!("max error {e} us")
+        } else {
+            "unknown".to_string()
+        };
+        let skew = v["fleet"]["start_skew_ns"]
+            .as_u64()
+            .map_or("-".to_string(), |ns| format!("{:.1} us", ns as f64 / 1e3));
+        let _ = writeln!(
+            s,
+            "{:>5}  {:<7}  {:>12}  {:>18}  {:>10}  {:>12.1}  {:>12.1}  {}",
+            sh.index,
+            if v["valid"] == true { "yes" } else { "NO" },
+            skew,
+            clock,
+            v["requests"]["completed"],
+            v["rate"]["intended_rps"].as_f64().unwrap_or(0.0),
+            v["rate"]["achieved_rps"].as_f64().unwrap_or(0.0),
+            sh.path
+        );
+    }
+    if !unsynced.is_empty() {
+        let list: Vec<String> = unsynced.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            s,
+            "warning: shards {} report an unsynchronised clock: their start skew and \
+             cross-machine latency are only as good as their clocks (run chrony or ptp4l)",
+            list.join(", ")
+        );
+    }
+    s
+}

@@ -1,0 +1,260 @@
+//! Issue 13: `blaster merge`. Three real shards of one run against the sink, then the
+//! merge: counters summed, histograms added (checked against the hdrhistogram crate's
+//! own `add`), a missing shard named, an invalid shard making the merge invalid, and
+//! files of another run, duplicates, other schemas and non-blaster files refused in one
+//! line naming the file.
+mod common;
+use base64::Engine as _;
+use common::*;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Three shards of a 2 s run at 900 requests/s against the sink, written to `dir`.
+fn three_shards(dir: &Path) -> Vec<PathBuf> {
+    let sink = Sink::start(&[]);
+    let target = sink.addr.clone();
+    let at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 2_000;
+    let at = at.to_string();
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            let json = dir.join(format!("shard-{i}.json"));
+            let args = [
+                "run",
+                "--target",
+                &target,
+                "--rate",
+                "900",
+                "--duration",
+                "2s",
+                "--connections",
+                "3",
+                "--cores",
+                "0",
+                "--spin",
+                "0",
+                "--quiet",
+                "--shard",
+                &format!("{i}/3"),
+                "--start-at",
+                &at,
+                "--json",
+                json.to_str().unwrap(),
+            ];
+            std::process::Command::new(bin())
+                .args(args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = wait_bounded(c, Duration::from_secs(60));
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    }
+    sink.stop();
+    (0..3)
+        .map(|i| dir.join(format!("shard-{i}.json")))
+        .collect()
+}
+
+fn merge(files: &[&Path], json_out: Option<&Path>) -> (Option<i32>, String, Option<Value>) {
+    let mut args: Vec<String> = vec!["merge".into()];
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    if let Some(j) = json_out {
+        args.extend(["--json".into(), j.display().to_string()]);
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&refs, Duration::from_secs(30));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    let v = json_out
+        .and_then(|j| std::fs::read_to_string(j).ok())
+        .map(|t| serde_json::from_str(&t).unwrap());
+    (out.status.code(), text, v)
+}
+
+fn edit(src: &Path, dst: &Path, f: impl FnOnce(&mut Value)) -> PathBuf {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(dst, serde_json::to_string(&v).unwrap()).unwrap();
+    dst.to_path_buf()
+}
+
+fn encoded(values: impl Iterator<Item = u64>) -> (Histogram<u64>, String) {
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    for v in values {
+        h.record(v).unwrap();
+    }
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(&h, &mut buf).unwrap();
+    (h, base64::engine::general_purpose::STANDARD.encode(buf))
+}
+
+#[test]
+fn merge_adds_shards_and_refuses_what_does_not_belong() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let files = three_shards(d);
+    let shard = |i: usize| -> Value { read_json(&files[i]) };
+
+    // All three: counters summed, the whole rate intended and achieved.
+    let out = d.join("merged.json");
+    let (code, text, merged) = merge(&[&files[0], &files[1], &files[2]], Some(&out));
+    let m = merged.unwrap_or_else(|| panic!("{text}"));
+    let valid = (0..3).all(|i| shard(i)["valid"] == true);
+    assert_eq!(code, Some(if valid { 0 } else { 3 }), "{text}");
+    let sum = |key: &str| {
+        (0..3)
+            .map(|i| shard(i)["requests"][key].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(m["requests"]["completed"].as_u64(), Some(sum("completed")));
+    assert_eq!(m["requests"]["dispatched"], 1800);
+    assert_eq!(m["rate"]["intended_rps"], 900.0);
+    let achieved = m["rate"]["achieved_rps"].as_f64().unwrap();
+    assert!((achieved / 900.0 - 1.0).abs() < 0.01, "achieved {achieved}");
+    assert_eq!(m["fleet"]["merged"]["complete"], true);
+    assert!(text.contains("3 of 3 shards"), "{text}");
+    // Per-second series aligned and added: second 0 of the merge is the three shards'.
+    let i0: f64 = (0..3)
+        .map(|i| shard(i)["intervals"][0]["achieved_rps"].as_f64().unwrap())
+        .sum();
+    assert_eq!(m["intervals"][0]["achieved_rps"].as_f64(), Some(i0));
+
+    // One shard left out: named, incomplete, invalid (exit 3).
+    let (code, text, m) = merge(&[&files[0], &files[2]], Some(&d.join("m2.json")));
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("1 of 3 missing: 1"), "{text}");
+    let m = m.unwrap();
+    assert_eq!(m["valid"], false);
+    assert_eq!(m["fleet"]["merged"]["missing"], json!([1]));
+
+    // A shard marked invalid makes the merge invalid, and its reason names it.
+    let bad = edit(&files[1], &d.join("invalid-1.json"), |v| {
+        v["valid"] = json!(false);
+        v["invalid_reasons"] =
+            json!([{"code": "dispatch_lag_high", "message": "lag", "remedy": "r"}]);
+    });
+    let (code, text, m) = merge(&[&files[0], &bad, &files[2]], Some(&d.join("m3.json")));
+    assert_eq!(code, Some(3), "{text}");
+    assert!(text.contains("shard 1: lag"), "{text}");
+    assert_eq!(m.unwrap()["valid"], false);
+
+    // Refusals: one line naming the file, exit 1.
+    let other_run = edit(&files[1], &d.join("other-run.json"), |v| {
+        v["fleet"]["run_id"] = json!("x-1")
+    });
+    let other_plan = edit(&files[1], &d.join("other-plan.json"), |v| {
+        v["fleet"]["plan_fingerprint"] = json!("0")
+    });
+    let schema = edit(&files[1], &d.join("schema.json"), |v| {
+        v["schema_version"] = json!(99)
+    });
+    let not_blaster = d.join("not-blaster.json");
+    std::fs::write(&not_blaster, "{\"hello\": 1}").unwrap();
+    for (file, needle) in [
+        (&other_run, "run id \"x-1\" differs"),
+        (&other_plan, "plan fingerprint"),
+        (&files[0], "shard 0/3 again"),
+        (&schema, "schema_version 99"),
+        (&not_blaster, "not a blaster run report"),
+    ] {
+        let (code, text, _) = merge(&[&files[0], file], None);
+        assert_eq!(code, Some(1), "{}: {text}", file.display());
+        assert!(
+            text.contains(needle) && text.contains(&file.display().to_string()),
+            "{text}"
+        );
+        assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    }
+
+    // Embedded histograms are added, never averaged: the merged p99 is the p99 of the
+    // three histograms added by the hdrhistogram crate (shards far apart on purpose).
+    let mut sum = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    let with_hist: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            let (h, s) = encoded((1..=1000u64).map(|v| v * (1 + i as u64 * 40) * 1000));
+            sum.add(&h).unwrap();
+            edit(&files[i], &d.join(format!("hist-{i}.json")), |v| {
+                for k in ["latency", "service_time", "dispatch_lag", "connection_wait"] {
+                    v["histograms"][k] = json!(s);
+                }
+            })
+        })
+        .collect();
+    let (_, text, m) = merge(
+        &[&with_hist[0], &with_hist[1], &with_hist[2]],
+        Some(&d.join("m4.json")),
+    );
+    let m = m.unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        m["latency_ns"]["p99"].as_u64(),
+        Some(sum.value_at_quantile(0.99)),
+        "{text}"
+    );
+    assert_eq!(m["latency_ns"]["count"].as_u64(), Some(3000));
+    assert_eq!(m["fleet"]["merged"]["percentiles_exact"], true);
+}
+
+#[test]
+fn merging_100_synthetic_60s_shards_takes_under_2s() {
+    // 100 shards of a 60 s run: each with 60 intervals and its four histograms.
+    let dir = tempfile::tempdir().unwrap();
+    let (_, hist) = encoded((1..=5000u64).map(|v| v * 997));
+    let intervals: Vec<Value> = (0..60)
+        .map(|s| {
+            json!({"second": s, "duration_s": 1.0, "intended_rps": 100.0, "achieved_rps": 100.0,
+                   "latency_p50_ns": 1000, "latency_p99_ns": 2000, "dispatch_lag_p99_ns": 10,
+                   "errors": 0, "core_load": 0.1, "worker_busy": 0.1, "other_load": 0.0,
+                   "tx_bps": 1.0, "rx_bps": 1.0, "tx_pps": 1.0, "rx_pps": 1.0,
+                   "link_utilization": null, "drops": 0,
+                   "histograms": {"latency": hist, "service_time": hist,
+                                  "dispatch_lag": hist, "connection_wait": hist}})
+        })
+        .collect();
+    let pct = json!({"p50": 1, "p90": 1, "p99": 1, "p999": 1, "p9999": 1, "max": 1, "mean": 1.0, "count": 1});
+    let files: Vec<PathBuf> = (0..100)
+        .map(|i| {
+            let v = json!({
+                "schema_version": read_schema(), "valid": true, "invalid_reasons": [],
+                "target": "10.0.0.5:9000", "mode": "persistent",
+                "config": {"max_lag_ns": 1_000_000, "connections": 10},
+                "duration_s": 60.0, "rate": {"intended_rps": 100.0, "achieved_rps": 100.0, "sent_rps": 100.0},
+                "requests": {"dispatched": 6000, "sent": 6000, "completed": 6000, "errors": 0, "timeouts": 0, "cut_off": 0},
+                "latency_ns": pct, "service_time_ns": pct, "dispatch_lag_ns": pct, "connection_wait_ns": pct,
+                "intervals": intervals,
+                "histograms": {"encoding": "hdrhistogram-v2-compressed-base64", "unit": "ns",
+                               "latency": hist, "service_time": hist, "dispatch_lag": hist, "connection_wait": hist},
+                "fleet": {"run_id": "synthetic", "shard": i, "shards": 100, "plan_fingerprint": "f",
+                          "start_at_unix_ms": 1, "start_skew_ns": 1000, "clock": null},
+            });
+            let p = dir.path().join(format!("s{i}.json"));
+            std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+            p
+        })
+        .collect();
+    let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let t = std::time::Instant::now();
+    let (code, text, m) = merge(&refs, Some(&dir.path().join("m.json")));
+    let took = t.elapsed();
+    println!(
+        "merged 100 synthetic 60 s shard files in {:.3} s",
+        took.as_secs_f64()
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(m.unwrap()["requests"]["completed"], 600_000);
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+/// The schema this build writes.
+fn read_schema() -> u32 {
+    blaster::report::SCHEMA_VERSION
+}
