@@ -129,6 +129,28 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
         .sum();
     assert_eq!(m["intervals"][0]["achieved_rps"].as_f64(), Some(i0));
 
+    // The real shards embed their histograms: the merged p99 is theirs added.
+    let mut added = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    for i in 0..3 {
+        let text = shard(i)["histograms"]["latency"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap();
+        let h: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .unwrap();
+        added.add(&h).unwrap();
+    }
+    assert_eq!(m["fleet"]["merged"]["percentiles_exact"], true);
+    assert_eq!(
+        m["latency_ns"]["p99"].as_u64(),
+        Some(added.value_at_quantile(0.99))
+    );
+    assert_eq!(m["latency_ns"]["count"].as_u64(), Some(added.len()));
+
     // One shard left out: named, incomplete, invalid (exit 3).
     let (code, text, m) = merge(&[&files[0], &files[2]], Some(&d.join("m2.json")));
     assert_eq!(code, Some(3), "{text}");
@@ -212,7 +234,8 @@ fn merging_100_synthetic_60s_shards_takes_under_2s() {
     let intervals: Vec<Value> = (0..60)
         .map(|s| {
             json!({"second": s, "duration_s": 1.0, "intended_rps": 100.0, "achieved_rps": 100.0,
-                   "latency_p50_ns": 1000, "latency_p99_ns": 2000, "dispatch_lag_p99_ns": 10,
+                   "latency_p50_ns": 1000, "latency_p90_ns": 1500, "latency_p99_ns": 2000,
+                   "latency_p999_ns": 3000, "latency_max_ns": 4000, "dispatch_lag_p99_ns": 10,
                    "errors": 0, "core_load": 0.1, "worker_busy": 0.1, "other_load": 0.0,
                    "tx_bps": 1.0, "rx_bps": 1.0, "tx_pps": 1.0, "rx_pps": 1.0,
                    "link_utilization": null, "drops": 0,
