@@ -157,14 +157,12 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
         let parts: Vec<&Value> = shards.iter().map(|s| &s.value[key]).collect();
         out[key] = sum_numbers(&parts);
     }
-    for key in ["error_replies"] {
-        out[key] = json!(
-            shards
-                .iter()
-                .map(|s| s.value[key].as_u64().unwrap_or(0))
-                .sum::<u64>()
-        );
-    }
+    out["error_replies"] = json!(
+        shards
+            .iter()
+            .map(|s| s.value["error_replies"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    );
     out["config"]["connections"] = json!(
         shards
             .iter()
