@@ -47,11 +47,13 @@ fi
 # by state and source address, ip and tc for the namespace tests (iproute2); taskset
 # for the core hog and unshare for the throwaway namespace (util-linux); sysctl for
 # scripts/tune.sh and kill for the signal tests (procps); chromium (headless) for the
-# HTML report tests.
+# HTML report tests; ansible, sshd and ssh-keygen for the Ansible playbook test
+# (tests/deploy_ansible.rs: namespace hosts running Debian's sshd).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
     ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
-    sysctl:procps kill:procps chromium:chromium; do
+    sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
+    sshd:openssh-server ssh-keygen:openssh-client; do
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
         need+=("${pair#*:}")
@@ -70,6 +72,14 @@ if [ ${#need[@]} -gt 0 ]; then
         echo "== packages: apt-get failed; the tests that need ${need[*]} will fail" >&2
         failed+=("packages")
     fi
+fi
+
+# kubernetes-validate (PyPI) for tests/deploy_k8s.rs: the Indexed Job checked against
+# the Kubernetes schemas offline (it brings PyYAML, which the test's checker reads).
+if ! command -v kubernetes-validate >/dev/null 2>&1 && [ "${BLASTER_NO_INSTALL:-0}" != 1 ]; then
+    echo "== packages: pip install kubernetes-validate"
+    python3 -m pip install -q kubernetes-validate >/dev/null 2>&1 ||
+        { echo "== packages: pip failed; deploy_k8s will fail under CI" >&2; failed+=("packages"); }
 fi
 
 # --- 2. the suite under the assertion profile ---------------------------------------
