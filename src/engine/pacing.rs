@@ -96,6 +96,23 @@ impl Pacer {
         self.drain_deadline = now + drain_ns;
     }
 
+    /// The ring refused a submit for good: the loop ends now, with what was measured
+    /// so far (operations in flight are cut off, not errors). Stops the clocks unless
+    /// the loop was already stopping; one step for the TCP and UDP loops.
+    pub fn halt(
+        &mut self,
+        now: Nanos,
+        duration_ns: u64,
+        stopping: &mut bool,
+        stopped_ns: &mut Nanos,
+    ) {
+        if !*stopping {
+            *stopped_ns = now.min(duration_ns);
+            self.stop(now, 0);
+        }
+        *stopping = true;
+    }
+
     #[inline]
     pub fn drain_over(&self, now: Nanos) -> bool {
         now >= self.drain_deadline

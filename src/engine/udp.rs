@@ -665,13 +665,12 @@ impl<'p> UdpWorker<'p> {
             let now = self.clock.ns(now_t);
             pace.begin(now);
             if self.fatal.is_some() {
-                // The ring refused a submit for good: end the run now, with what was
-                // measured so far (datagrams in flight are cut off, not errors).
-                if !self.stopping {
-                    self.stopped_ns = now.min(self.plan.duration_ns);
-                    pace.stop(now, 0);
-                }
-                self.stopping = true;
+                pace.halt(
+                    now,
+                    self.plan.duration_ns,
+                    &mut self.stopping,
+                    &mut self.stopped_ns,
+                );
                 break;
             }
             if !self.stopping {
