@@ -38,7 +38,11 @@ impl Pending {
             .ok_or_else(|| err(std::io::Error::other("names no file")))?;
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);
-        tmp_name.push(format!(".{}.tmp", std::process::id()));
+        // Unique per claim: a command may rewrite a file it has also claimed for its end
+        // (a search's steps), and each claim owns its own temporary.
+        static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tmp_name.push(format!(".{}.{n}.tmp", std::process::id()));
         let tmp = dest.with_file_name(tmp_name);
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -102,5 +106,17 @@ mod tests {
         assert!(e.contains("cannot write"), "{e}");
         drop(Pending::claim(&dir.path().join("x.html")).unwrap());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_path_claimed_twice_can_be_written_by_both_claims() {
+        // A search claims its JSON for the end and rewrites it after every step.
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("report.json");
+        let end = Pending::claim(&dest).unwrap();
+        Pending::claim(&dest).unwrap().commit(b"step").unwrap();
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "step");
+        end.commit(b"final").unwrap();
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "final");
     }
 }
