@@ -27,6 +27,7 @@
 //! | `resp`                            | Redis RESP2 replies       | `resp.rs`            |
 mod delimiter;
 mod fixed;
+pub mod frame;
 mod http1;
 mod length_prefixed;
 mod resp;
