@@ -208,6 +208,8 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
             edit(&files[i], &d.join(format!("hist-{i}.json")), |v| {
                 for k in ["latency", "service_time", "dispatch_lag", "connection_wait"] {
                     v["histograms"][k] = json!(s);
+                    // Second 0 carries the same far-apart histograms.
+                    v["intervals"][0]["histograms"][k] = json!(s);
                 }
             })
         })
@@ -224,6 +226,31 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
     );
     assert_eq!(m["latency_ns"]["count"].as_u64(), Some(3000));
     assert_eq!(m["fleet"]["merged"]["percentiles_exact"], true);
+    // Per second too: second 0's p99 is that of its three histograms added (the
+    // shards' own per-second p99s, all far below, are what a max would give).
+    let i0 = &m["intervals"][0];
+    assert_eq!(
+        i0["latency_p99_ns"].as_u64(),
+        Some(sum.value_at_quantile(0.99)),
+        "{text}"
+    );
+    assert!(i0["histograms"]["latency"].is_string());
+    assert_eq!(m["fleet"]["merged"]["interval_percentiles_exact"], true);
+
+    // A shard without second 0's histograms: that second is an upper bound, flagged.
+    let stripped = edit(&with_hist[1], &d.join("stripped-1.json"), |v| {
+        v["intervals"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("histograms");
+    });
+    let (_, text, m) = merge(
+        &[&with_hist[0], &stripped, &with_hist[2]],
+        Some(&d.join("m5.json")),
+    );
+    let m = m.unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(m["fleet"]["merged"]["interval_percentiles_exact"], false);
+    assert!(m["intervals"][0]["histograms"].is_null());
 }
 
 #[test]

@@ -8,13 +8,15 @@
 //!   no embedded histograms, the merged percentiles are the largest of the shards' (an
 //!   upper bound, flagged `percentiles_exact: false`).
 //! - Counters and rates are summed; the per-second series are aligned on the common
-//!   start (second k of every shard is the same wall-clock second) and added.
+//!   start (second k of every shard is the same wall-clock second) and added; each
+//!   second's embedded histograms are added too, so its percentiles are exact
+//!   (`interval_percentiles_exact`).
 //! - The merged run is valid only if every shard was and none is missing; missing
 //!   shards are named (`2 of 8 missing: 3, 6`) and make it incomplete, never silently
 //!   smaller.
 
-use super::Percentiles;
 use super::input::{InputError, parse_run};
+use super::{Percentiles, hdr};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -179,22 +181,10 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
     let mut merged_hist = Map::new();
     for (h, key) in HISTOGRAMS {
         if exact {
-            let mut sum: Option<Histogram<u64>> = None;
-            for s in shards {
-                let one = s.value["histograms"][h].as_str().and_then(decode);
-                match (&mut sum, one) {
-                    (Some(acc), Some(x)) => {
-                        // Same bounds in every shard (one build's HISTOGRAM_NS_MAX):
-                        // add cannot fail; if it did, the percentiles would be wrong.
-                        acc.add(&x).expect("shards' histograms share their bounds");
-                    }
-                    (None, Some(x)) => sum = Some(x),
-                    _ => {}
-                }
-            }
+            let sum = add_all(shards.iter().map(|s| &s.value["histograms"][h]));
             if let Some(sum) = sum {
                 out[key] = serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
-                merged_hist.insert(h.into(), json!(encode(&sum)));
+                merged_hist.insert(h.into(), json!(hdr::encode(&sum)));
             }
         } else if !out[key].is_null() {
             let parts: Vec<&Value> = shards.iter().map(|s| &s.value[key]).collect();
@@ -207,7 +197,8 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
         }
     }
 
-    out["intervals"] = Value::Array(align_intervals(shards));
+    let (intervals, intervals_exact) = align_intervals(shards);
+    out["intervals"] = Value::Array(intervals);
 
     // Validity and its reasons, each naming its shard.
     let mut reasons: Vec<Value> = Vec::new();
@@ -263,6 +254,7 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
         "missing": missing,
         "complete": complete,
         "percentiles_exact": exact,
+        "interval_percentiles_exact": intervals_exact,
         "unsynchronised_clocks": unsynced,
         "per_shard": per_shard,
     });
@@ -314,64 +306,94 @@ fn combine_numbers(parts: &[&Value], op: fn(f64, f64) -> f64) -> Value {
     }
 }
 
+/// Adds the embedded histograms `parts` (base64 V2); `None` when any is missing or
+/// unreadable. The sum grows its bounds as needed, so a shard built with other bounds
+/// adds instead of failing.
+fn add_all<'a>(parts: impl Iterator<Item = &'a Value>) -> Option<Histogram<u64>> {
+    let mut sum: Option<Histogram<u64>> = None;
+    for p in parts {
+        let one = hdr::decode(p.as_str()?).ok()?;
+        match &mut sum {
+            Some(acc) => acc.add(&one).ok()?,
+            None => {
+                let mut first = one;
+                first.auto(true);
+                sum = Some(first);
+            }
+        }
+    }
+    sum
+}
+
 /// Second k of every shard is the same wall-clock second (one start instant): rates,
-/// counts and traffic add; loads and percentiles take the largest shard's.
-fn align_intervals(shards: &[Shard]) -> Vec<Value> {
+/// counts and traffic add. When every shard embeds second k's histograms, they are
+/// added and the second's percentiles are exact (and the sum is embedded again);
+/// otherwise the second's percentiles and loads take the largest shard's (an upper
+/// bound). Returns the rows and whether every second's percentiles were exact.
+fn align_intervals(shards: &[Shard]) -> (Vec<Value>, bool) {
     let len = shards
         .iter()
         .map(|s| s.value["intervals"].as_array().map_or(0, Vec::len))
         .max()
         .unwrap_or(0);
-    (0..len)
+    let mut all_exact = true;
+    let rows = (0..len)
         .map(|k| {
             let rows: Vec<&Value> = shards
                 .iter()
                 .filter_map(|s| s.value["intervals"].get(k))
                 .collect();
             let mut row = rows[0].clone();
-            if let Some(o) = row.as_object_mut() {
-                o.remove("histograms");
-                for key in o.keys().cloned().collect::<Vec<_>>() {
-                    let parts: Vec<&Value> = rows.iter().map(|r| &r[&key]).collect();
-                    let adds = key.ends_with("_rps")
-                        || key.ends_with("_bps")
-                        || key.ends_with("_pps")
-                        || key == "errors"
-                        || key == "drops";
-                    let keep = key == "second" || key == "duration_s";
-                    if adds {
-                        o.insert(key, sum_numbers(&parts));
-                    } else if !keep {
-                        o.insert(key, max_numbers(&parts));
-                    }
+            let Some(o) = row.as_object_mut() else {
+                return row;
+            };
+            o.remove("histograms");
+            for key in o.keys().cloned().collect::<Vec<_>>() {
+                let parts: Vec<&Value> = rows.iter().map(|r| &r[&key]).collect();
+                let adds = key.ends_with("_rps")
+                    || key.ends_with("_bps")
+                    || key.ends_with("_pps")
+                    || key == "errors"
+                    || key == "drops";
+                let keep = key == "second" || key == "duration_s";
+                if adds {
+                    o.insert(key, sum_numbers(&parts));
+                } else if !keep {
+                    o.insert(key, max_numbers(&parts));
                 }
+            }
+            // Every shard must have this second: one that ended early has nothing to
+            // add, which is exact too, but a shard without histograms here is not.
+            let merged: Option<Vec<Histogram<u64>>> = HISTOGRAMS
+                .iter()
+                .map(|(h, _)| add_all(rows.iter().map(|r| &r["histograms"][h])))
+                .collect();
+            match merged {
+                Some(m) if rows.len() == shards.len() => {
+                    let lat = Percentiles::of(&m[0]);
+                    for (key, v) in [
+                        ("latency_p50_ns", lat.p50),
+                        ("latency_p90_ns", lat.p90),
+                        ("latency_p99_ns", lat.p99),
+                        ("latency_p999_ns", lat.p999),
+                        ("latency_max_ns", lat.max),
+                        ("dispatch_lag_p99_ns", Percentiles::of(&m[2]).p99),
+                    ] {
+                        o.insert(key.into(), json!(v));
+                    }
+                    let enc: Map<String, Value> = HISTOGRAMS
+                        .iter()
+                        .zip(&m)
+                        .map(|((h, _), x)| ((*h).to_string(), json!(hdr::encode(x))))
+                        .collect();
+                    o.insert("histograms".into(), Value::Object(enc));
+                }
+                _ => all_exact = false,
             }
             row
         })
-        .collect()
-}
-
-fn decode(s: &str) -> Option<Histogram<u64>> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s.trim())
-        .ok()?;
-    hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .ok()
-}
-
-fn encode(h: &Histogram<u64>) -> String {
-    use base64::Engine as _;
-    use hdrhistogram::serialization::Serializer as _;
-    let mut buf = Vec::new();
-    if hdrhistogram::serialization::V2DeflateSerializer::new()
-        .serialize(h, &mut buf)
-        .is_err()
-    {
-        return String::new();
-    }
-    base64::engine::general_purpose::STANDARD.encode(buf)
+        .collect();
+    (rows, all_exact)
 }
 
 /// The text: the whole, the per-shard table, what is missing or unsynchronised.
