@@ -528,6 +528,15 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = crate::limits::CONNS_PER_MACHINE_DEFAULT)]
     pub conns_per_machine: u64,
 
+    /// The target of the fleet's command lines, HOST:PORT. Default: `$TARGET`, left for
+    /// the shell.
+    #[arg(long)]
+    pub target: Option<String>,
+
+    /// The run duration in the fleet's command lines. Default: 60s.
+    #[arg(long, default_value = "60s")]
+    pub duration: String,
+
     /// Write the plan as JSON to FILE (`-` for stdout, which then carries only JSON).
     #[arg(long)]
     pub json: Option<PathBuf>,

@@ -18,6 +18,8 @@
 //! Everything here is a pure function of [`PlanInput`] except [`input_from_args`],
 //! which reads `--from`.
 
+pub mod fleet;
+
 use crate::cli::PlanArgs;
 use crate::plan::PlanError;
 use serde::Serialize;
@@ -57,6 +59,10 @@ pub struct PlanInput {
     pub cpu_watermark: f64,
     pub nic_watermark: f64,
     pub conns_per_machine: u64,
+    /// `--target` of the fleet's commands (`$TARGET` when not given).
+    pub target: String,
+    /// `--duration` of the fleet's commands, as given.
+    pub duration: String,
 }
 
 /// One dimension: what the load needs, what one machine gives, how many machines.
@@ -110,6 +116,9 @@ pub struct PlanReport {
     pub plan: ClusterPlan,
     /// The same load with a 100 Gbps NIC on each generator.
     pub with_100gbps_nic: ClusterPlan,
+    /// The sized cluster as commands: shards, per-shard command lines, Kubernetes and
+    /// Ansible values.
+    pub fleet: fleet::FleetPlan,
     pub notes: Vec<String>,
 }
 
@@ -258,6 +267,7 @@ pub fn plan_report(i: &PlanInput) -> PlanReport {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "plan",
         input: i.clone(),
+        fleet: fleet::fleet_plan(i, &plan),
         plan,
         with_100gbps_nic,
         notes,
@@ -359,6 +369,7 @@ pub fn render(r: &PlanReport) -> String {
         w.coordinators,
         w.machines
     ));
+    s.push_str(&fleet::render(&r.fleet));
     for n in &r.notes {
         s.push_str(&format!("note: {n}\n"));
     }
@@ -520,6 +531,13 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
         }
     };
     let cost_ns_per_msg = bounded("cost-ns-per-msg", cost, 0.0, false, 1e9)?;
+    crate::units::parse_duration(&a.duration).map_err(|m| err("duration", m))?;
+    let duration = a.duration.clone();
+    if let Some(t) = &a.target
+        && (t.is_empty() || t.chars().any(char::is_whitespace))
+    {
+        return Err(err("target", format!("must be HOST:PORT, got {t:?}")));
+    }
     Ok(PlanInput {
         users,
         up_msg_rate,
@@ -536,6 +554,8 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
         cpu_watermark,
         nic_watermark,
         conns_per_machine: a.conns_per_machine,
+        target: a.target.clone().unwrap_or_else(|| "$TARGET".into()),
+        duration,
     })
 }
 
@@ -593,6 +613,8 @@ mod tests {
             cpu_watermark: 0.65,
             nic_watermark: 0.7,
             conns_per_machine: crate::limits::CONNS_PER_MACHINE_DEFAULT,
+            target: "10.0.0.5:9000".into(),
+            duration: "60s".into(),
         }
     }
 

@@ -1,0 +1,218 @@
+//! The fleet a plan sizes, as commands (issue 13, item 7): the shard count, the
+//! `blaster run` arguments of the whole run (totals: each shard takes its share), the
+//! exact command line of every shard, and the values for the Kubernetes Indexed Job
+//! (`scripts/k8s-run.sh`) and the Ansible inventory (`deploy/ansible/`).
+//!
+//! The run is the plan's load as a request/response timetable: one request per message
+//! sent (`users x --msg-rate` per second) over the planned connections, `--up-bytes` per
+//! request. The start instant and run id are left as `$START` and `$RUN_ID`: they are
+//! chosen when the fleet starts (the wrappers choose them), not when it is planned.
+
+use super::{ClusterPlan, PlanInput};
+use serde::Serialize;
+
+/// The fleet: what to run where.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FleetPlan {
+    /// Shards: one per generator machine.
+    pub shards: u64,
+    /// `--cores` on each generator: every core but core 0, which the control thread
+    /// and the kernel's interrupts keep.
+    pub cores: String,
+    /// `blaster run` arguments of the whole run, the same on every shard.
+    pub run_args: Vec<String>,
+    /// The command line of shard i, i = 0..shards.
+    pub shard_commands: Vec<String>,
+    pub kubernetes: KubernetesValues,
+    pub ansible: AnsibleValues,
+}
+
+/// Values of the Kubernetes Indexed Job (`deploy/k8s/job.yaml`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KubernetesValues {
+    pub completions: u64,
+    pub parallelism: u64,
+    /// Whole CPUs per pod (Guaranteed QoS): the machine's cores.
+    pub cpus: u64,
+    /// The wrapper that renders, applies, waits and merges.
+    pub command: String,
+}
+
+/// Values of the Ansible run (`deploy/ansible/blaster.yml`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnsibleValues {
+    /// Hosts in the inventory's `generators` group (the shard index is a host's place).
+    pub generators: u64,
+    pub blaster_cores: String,
+    pub blaster_args: Vec<String>,
+}
+
+/// `1-31` for 32 cores; `0` for a single-core machine.
+fn worker_cores(cores: u64) -> String {
+    match cores {
+        0 | 1 => "0".into(),
+        2 => "1".into(),
+        n => format!("1-{}", n - 1),
+    }
+}
+
+/// A number as `--rate` takes it: whole numbers without a fraction.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Quotes an argument for a POSIX shell when it needs it.
+fn sh_quote(a: &str) -> String {
+    let plain = !a.is_empty()
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@%+".contains(&b));
+    if plain || a.starts_with('$') {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', r"'\''"))
+    }
+}
+
+fn line(args: &[String]) -> String {
+    args.iter()
+        .map(|a| sh_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The fleet for `plan`, the sizing of input `i`.
+pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
+    let shards = plan.generators.max(1);
+    let cores = worker_cores(i.cores);
+    let run_args: Vec<String> = [
+        "--target",
+        &i.target,
+        "--rate",
+        &number(i.users as f64 * i.up_msg_rate),
+        "--connections",
+        &plan.connections.to_string(),
+        "--payload-size",
+        &number(i.up_bytes.round()),
+        "--duration",
+        &i.duration,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let shard_commands = (0..shards)
+        .map(|s| {
+            let mut a: Vec<String> = vec!["blaster".into(), "run".into()];
+            a.extend(run_args.iter().cloned());
+            a.extend([
+                "--cores".into(),
+                cores.clone(),
+                "--shard".into(),
+                format!("{s}/{shards}"),
+                "--start-at".into(),
+                "$START".into(),
+                "--run-id".into(),
+                "$RUN_ID".into(),
+                "--json".into(),
+                format!("shard-{s}.json"),
+            ]);
+            line(&a)
+        })
+        .collect();
+    let k8s = format!(
+        "scripts/k8s-run.sh --shards {shards} --cpus {} --image IMAGE -- {}",
+        i.cores,
+        line(&run_args)
+    );
+    FleetPlan {
+        shards,
+        cores: cores.clone(),
+        run_args: run_args.clone(),
+        shard_commands,
+        kubernetes: KubernetesValues {
+            completions: shards,
+            parallelism: shards,
+            cpus: i.cores,
+            command: k8s,
+        },
+        ansible: AnsibleValues {
+            generators: shards,
+            blaster_cores: cores,
+            blaster_args: run_args,
+        },
+    }
+}
+
+/// Shard command lines shown in the text: all up to this many, else the first few and
+/// the last (the JSON has every one).
+const SHOWN_MAX: usize = 8;
+
+/// The fleet's part of the text report.
+pub fn render(f: &FleetPlan) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nfleet: {} shard{}, one per generator machine, started together at $START \
+         (--start-at, RFC 3339 or Unix ms) with one $RUN_ID:",
+        f.shards,
+        if f.shards == 1 { "" } else { "s" }
+    );
+    let n = f.shard_commands.len();
+    for (k, c) in f.shard_commands.iter().enumerate() {
+        if n <= SHOWN_MAX || k < 3 || k + 1 == n {
+            let _ = writeln!(s, "  {c}");
+        } else if k == 3 {
+            let _ = writeln!(
+                s,
+                "  ... ({} more: the same with --shard 3/{n} .. {}/{n})",
+                n - 4,
+                n - 2
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "kubernetes: completions = parallelism = {}, {} CPUs per pod:\n  {}",
+        f.kubernetes.completions, f.kubernetes.cpus, f.kubernetes.command
+    );
+    let _ = writeln!(
+        s,
+        "ansible: {} hosts in [generators], blaster_cores: \"{}\", blaster_args: [{}]",
+        f.ansible.generators,
+        f.ansible.blaster_cores,
+        f.ansible
+            .blaster_args
+            .iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_cores_leave_core_0_to_the_control_thread() {
+        assert_eq!(worker_cores(1), "0");
+        assert_eq!(worker_cores(2), "1");
+        assert_eq!(worker_cores(32), "1-31");
+    }
+
+    #[test]
+    fn arguments_are_quoted_only_when_a_shell_needs_it() {
+        assert_eq!(sh_quote("10.0.0.5:9000"), "10.0.0.5:9000");
+        assert_eq!(sh_quote("$START"), "$START");
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+        assert_eq!(sh_quote(""), "''");
+        assert_eq!(number(120_000_000.0), "120000000");
+        assert_eq!(number(2.5), "2.5");
+    }
+}
