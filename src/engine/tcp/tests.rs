@@ -278,3 +278,38 @@ fn a_completion_batch_converts_its_instant_once_and_each_new_instant_again() {
     assert_eq!(w.last_done_ns, 7 * MS);
     assert!(w.out.hist.latency.equivalent(w.out.hist.latency.min(), MS));
 }
+
+#[test]
+fn latency_counts_from_the_intended_instant_and_service_time_from_the_send() {
+    // The coordinated-omission rule in one request: due at 1 ms, sent late at 4 ms (the
+    // generator or a full pipeline held it), answered at 5 ms. Latency 4 ms (what a
+    // user waited), service time 1 ms (what the target took).
+    let p = plan(1);
+    let (mut w, mock) = worker(&p);
+    make_ready(&mut w, 0);
+    mock.increment(Duration::from_millis(4));
+    let sent = w.clock.ticks();
+    w.table.push_req(
+        0,
+        Req {
+            intended_ns: MS,
+            sent,
+            ..Req::default()
+        },
+    );
+    w.table.conns[0].unsent = 0;
+    w.inflight = 1;
+    mock.increment(Duration::from_millis(1));
+    assert!(w.complete_one(0, w.clock.ticks()));
+    let h = &w.out.hist;
+    assert!(
+        h.latency.equivalent(h.latency.max(), 4 * MS),
+        "{}",
+        h.latency.max()
+    );
+    assert!(
+        h.service.equivalent(h.service.max(), MS),
+        "{}",
+        h.service.max()
+    );
+}
