@@ -817,3 +817,56 @@ impl Drop for UdpWorker<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const MS: Nanos = 1_000_000;
+
+    #[test]
+    fn latency_counts_from_the_intended_instant_and_service_time_from_the_send() {
+        // One request/response datagram due at 1 ms, sent late at 4 ms, answered at
+        // 5 ms: latency 4 ms (what the user waited), service time 1 ms.
+        let mut p = WorkerPlan::for_tests(1);
+        p.transport = Transport::Udp;
+        let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+        let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+        let mut w = UdpWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");
+        let (clock, mock) = Clock::mock();
+        w.clock = clock;
+        mock.increment(Duration::from_millis(4));
+        w.window[0] = Slot {
+            seq: 0,
+            intended_ns: MS,
+            sent: w.clock.ticks(),
+            state: SlotState::InFlight,
+        };
+        w.flows[0].next_seq = 1;
+        w.inflight = 1;
+        mock.increment(Duration::from_millis(1));
+        let header = UdpHeader {
+            flow: w.flows[0].id,
+            seq: 0,
+            intended_ns: MS,
+        };
+        w.on_datagram(0, Some(header), w.clock.ticks());
+        assert_eq!(w.out.counters.completed, 1);
+        let h = &w.out.hist;
+        assert!(
+            h.latency.equivalent(h.latency.max(), 4 * MS),
+            "{}",
+            h.latency.max()
+        );
+        assert!(
+            h.service.equivalent(h.service.max(), MS),
+            "{}",
+            h.service.max()
+        );
+        // The same datagram again is a duplicate, not a second answer.
+        w.on_datagram(0, Some(header), w.clock.ticks());
+        assert_eq!(w.out.counters.duplicates, 1);
+        assert_eq!(w.out.counters.completed, 1);
+    }
+}

@@ -111,3 +111,49 @@ pub fn timetable(plan: &WorkerPlan) -> (Arrivals, u64) {
     };
     (schedule, total)
 }
+
+#[cfg(test)]
+impl WorkerPlan {
+    /// A one-worker TCP plan of `connections` to the discard port, 1000/s for 10 ms
+    /// (timeout 10 ms): what the mock-clock tests of the engines start from.
+    pub(crate) fn for_tests(connections: usize) -> WorkerPlan {
+        let payload: Arc<[u8]> = Arc::from(&b"ping"[..]);
+        WorkerPlan {
+            index: 0,
+            shard: crate::schedule::Shard::WHOLE,
+            transport: Transport::Tcp,
+            conn_offset: 0,
+            max_response: 1024,
+            workers: 1,
+            core: None,
+            target: "127.0.0.1:9".parse().unwrap(),
+            targets: vec!["127.0.0.1:9".parse().unwrap()].into(),
+            sources: Vec::new().into(),
+            sockopts: Default::default(),
+            source_ports: None,
+            connects_in_flight: 64,
+            connect_gap_ns: 0,
+            backoff: None,
+            per_request: false,
+            shape: None,
+            arrivals: crate::schedule::ArrivalKind::Constant,
+            closed_loop: false,
+            connections,
+            pipeline: 4,
+            rate_rps: 1000.0,
+            duration_ns: 10_000_000,
+            timeout_ns: 10_000_000,
+            requests: Arc::new(crate::request::RequestSet::single(
+                crate::request::Template::literal(&payload),
+                crate::proto::Framing::Echo,
+            )),
+            payload,
+            seed: 1,
+            framing: crate::proto::Framing::Echo,
+            recv_buffer_bytes: 1024,
+            backlog_capacity: 16,
+            interval_ns: 1_000_000_000,
+            spin_ns: 0,
+        }
+    }
+}

@@ -8,54 +8,14 @@ use super::workload::{Timetable, Workload};
 use crate::clock::{Clock, Nanos};
 use crate::engine::conn_table::{ConnState, Req};
 use crate::engine::recorder::ErrorKind;
-use crate::engine::worker_plan::{Transport, WorkerPlan};
-use crate::proto::Framing;
-use crate::request::{RequestSet, Template};
-use crate::schedule::{ArrivalKind, Shard};
+use crate::engine::worker_plan::WorkerPlan;
 use std::sync::Arc;
 use std::time::Duration;
 
 const MS: Nanos = 1_000_000;
 
 fn plan(connections: usize) -> WorkerPlan {
-    let payload: Arc<[u8]> = Arc::from(&b"ping"[..]);
-    WorkerPlan {
-        index: 0,
-        shard: Shard::WHOLE,
-        transport: Transport::Tcp,
-        conn_offset: 0,
-        max_response: 1024,
-        workers: 1,
-        core: None,
-        target: "127.0.0.1:9".parse().unwrap(),
-        targets: vec!["127.0.0.1:9".parse().unwrap()].into(),
-        sources: Vec::new().into(),
-        sockopts: Default::default(),
-        source_ports: None,
-        connects_in_flight: 64,
-        connect_gap_ns: 0,
-        backoff: None,
-        per_request: false,
-        shape: None,
-        arrivals: ArrivalKind::Constant,
-        closed_loop: false,
-        connections,
-        pipeline: 4,
-        rate_rps: 1000.0,
-        duration_ns: 10 * MS,
-        timeout_ns: 10 * MS,
-        requests: Arc::new(RequestSet::single(
-            Template::literal(&payload),
-            Framing::Echo,
-        )),
-        payload,
-        seed: 1,
-        framing: Framing::Echo,
-        recv_buffer_bytes: 1024,
-        backlog_capacity: 16,
-        interval_ns: 1_000 * MS,
-        spin_ns: 0,
-    }
+    WorkerPlan::for_tests(connections)
 }
 
 /// A worker on `plan` whose clock is the returned mock (time zero = the run's start).
