@@ -47,12 +47,7 @@ fn three_shards(dir: &Path) -> Vec<PathBuf> {
                 "--json",
                 json.to_str().unwrap(),
             ];
-            std::process::Command::new(bin())
-                .args(args)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            spawn_piped(std::process::Command::new(bin()).args(args))
         })
         .collect();
     for c in children {

@@ -79,17 +79,15 @@ fn the_printed_shard_commands_run_the_planned_load_and_merge_whole() {
         .iter()
         .map(|c| {
             let c = c.strip_prefix("blaster ").expect("starts with blaster");
-            std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("exec \"$BLASTER\" {c} --quiet --spin 0"))
-                .env("BLASTER", bin())
-                .env("START", start.to_string())
-                .env("RUN_ID", "planned-fleet")
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            spawn_piped(
+                std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("exec \"$BLASTER\" {c} --quiet --spin 0"))
+                    .env("BLASTER", bin())
+                    .env("START", start.to_string())
+                    .env("RUN_ID", "planned-fleet")
+                    .current_dir(dir.path()),
+            )
         })
         .collect();
     for c in children {

@@ -220,3 +220,11 @@ pub fn skip(test: &str, reason: &str) {
         }
     }
 }
+
+/// Starts `cmd` with stdout and stderr captured (for [`wait_bounded`]).
+pub fn spawn_piped(cmd: &mut std::process::Command) -> Child {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the child")
+}
