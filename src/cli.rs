@@ -359,10 +359,37 @@ pub struct SinkArgs {
     #[arg(long, default_value = "0")]
     pub cores: String,
 
-    /// `echo` (reply with the bytes received), `discard` (never reply) or `fixed:N`
-    /// (N bytes per request). Default: echo.
+    /// `echo` (reply with the bytes received), `discard` (never reply), `fixed:N`
+    /// (N bytes per request) or `broadcast` (relay each frame of `--workload frames`
+    /// to the sender's room; needs --room-size). Default: echo.
     #[arg(long, default_value = "echo")]
     pub mode: String,
+
+    /// Broadcast: the most members a room holds; a connection (UDP: a source
+    /// address) joins the room named by its first frame. Required by --mode
+    /// broadcast.
+    #[arg(long)]
+    pub room_size: Option<usize>,
+
+    /// Broadcast: relay a frame to its sender too (aggregate: the receiver's own
+    /// frames are in its downlink frame). Default: off.
+    #[arg(long)]
+    pub echo_to_sender: bool,
+
+    /// Broadcast: instead of relaying each frame, send each member one downlink frame
+    /// of --down-size bytes per server tick (--tick) carrying the room's frames of
+    /// that tick. Needs --down-size.
+    #[arg(long)]
+    pub aggregate: bool,
+
+    /// Aggregate: bytes of each downlink frame; at least the 32-byte header plus 24
+    /// bytes per room member.
+    #[arg(long)]
+    pub down_size: Option<usize>,
+
+    /// Aggregate: the server tick, e.g. `20ms`. Default: 33ms.
+    #[arg(long)]
+    pub tick: Option<String>,
 
     /// fixed:N only: request size in bytes, one reply per this many bytes received;
     /// 0 means one reply per read. Default: 0.

@@ -11,7 +11,11 @@ use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
 use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec};
-use crate::sink::{CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, SinkConfig, SinkMode};
+use crate::sink::{
+    AggregateConfig, BroadcastConfig, CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, DEFAULT_TICK,
+    ROOM_SIZE_MAX, SinkConfig, SinkMode, TCP_DOWN_BYTES_MAX, TICK_MAX, TICK_MIN,
+    UDP_DOWN_BYTES_MAX, down_bytes_min,
+};
 use crate::units::list_cores;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -790,6 +794,110 @@ pub fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {
     crate::units::check_rate(r, RATE_RPS_MAX, "requests/s").map_err(|m| err(flag, m))
 }
 
+/// `blaster sink --mode broadcast`'s flags: the rooms, or none in the other modes
+/// (where each broadcast flag is refused).
+fn sink_broadcast(
+    a: &SinkArgs,
+    mode: SinkMode,
+    cores: &[usize],
+) -> Result<Option<BroadcastConfig>, PlanError> {
+    if mode != SinkMode::Broadcast {
+        let given = [
+            ("room-size", a.room_size.is_some()),
+            ("echo-to-sender", a.echo_to_sender),
+            ("aggregate", a.aggregate),
+            ("down-size", a.down_size.is_some()),
+            ("tick", a.tick.is_some()),
+        ];
+        return match given.into_iter().find(|(_, set)| *set) {
+            Some((flag, _)) => Err(err(
+                flag,
+                format!("needs --mode broadcast, got --mode {mode}"),
+            )),
+            None => Ok(None),
+        };
+    }
+    let Some(room_size) = a.room_size else {
+        return Err(err("room-size", "is required by --mode broadcast"));
+    };
+    if !(1..=ROOM_SIZE_MAX).contains(&room_size) {
+        return Err(err(
+            "room-size",
+            format!("must be between 1 and {ROOM_SIZE_MAX}, got {room_size}"),
+        ));
+    }
+    if cores.len() != 1 {
+        return Err(err(
+            "cores",
+            format!(
+                "--mode broadcast runs on one core (a room is never split across threads), got {}",
+                crate::units::list_cores(cores)
+            ),
+        ));
+    }
+    if !a.aggregate {
+        for (flag, set) in [
+            ("down-size", a.down_size.is_some()),
+            ("tick", a.tick.is_some()),
+        ] {
+            if set {
+                return Err(err(flag, "needs --aggregate"));
+            }
+        }
+    }
+    let aggregate = if a.aggregate {
+        let Some(down_size) = a.down_size else {
+            return Err(err("down-size", "is required by --aggregate"));
+        };
+        let min = down_bytes_min(room_size);
+        let max = if a.udp {
+            UDP_DOWN_BYTES_MAX
+        } else {
+            TCP_DOWN_BYTES_MAX
+        };
+        if down_size < min {
+            return Err(err(
+                "down-size",
+                format!(
+                    "must hold the {}-byte header and {room_size} entries of {} bytes \
+                     ({min} bytes), got {down_size}",
+                    crate::proto::frame::HEADER_BYTES,
+                    crate::proto::frame::ENTRY_BYTES
+                ),
+            ));
+        }
+        if down_size > max {
+            return Err(err(
+                "down-size",
+                format!("must be at most {max} bytes, got {down_size}"),
+            ));
+        }
+        let tick = match a.tick.as_deref() {
+            Some(t) => parse_duration("tick", t)?,
+            None => DEFAULT_TICK,
+        };
+        if !(TICK_MIN..=TICK_MAX).contains(&tick) {
+            return Err(err(
+                "tick",
+                format!(
+                    "must be between {} and {}, got {:?}",
+                    humantime::format_duration(TICK_MIN),
+                    humantime::format_duration(TICK_MAX),
+                    a.tick.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+        Some(AggregateConfig { down_size, tick })
+    } else {
+        None
+    };
+    Ok(Some(BroadcastConfig {
+        room_size,
+        echo_to_sender: a.echo_to_sender,
+        aggregate,
+    }))
+}
+
 /// Validates `blaster sink` arguments into a sink configuration.
 pub fn sink_config(
     a: &SinkArgs,
@@ -882,6 +990,7 @@ pub fn sink_config(
             "needs TCP: the UDP sink accepts no connections",
         ));
     }
+    let broadcast = sink_broadcast(a, mode, &cores)?;
     Ok((
         SinkConfig {
             listen,
@@ -897,6 +1006,7 @@ pub fn sink_config(
             close_every,
             reset_ratio: a.reset_ratio,
             direct_descriptors: !a.no_direct_descriptors,
+            broadcast,
         },
         duration,
     ))

@@ -289,6 +289,70 @@ fn protocol_and_udp_flags_are_checked() {
     expect(&["sink", "--mode", "count"], 1, "only the UDP sink counts");
 }
 
+/// Issue 14: the broadcast sink's flags.
+#[test]
+fn bad_broadcast_sink_flags_are_one_line_usage_errors() {
+    const B: [&str; 3] = ["sink", "--mode", "broadcast"];
+    let with =
+        |more: &[&'static str]| -> Vec<&'static str> { B.iter().chain(more).copied().collect() };
+    expect(
+        &["sink", "--aggregate", "--down-size", "400"],
+        2,
+        "--aggregate: needs --mode broadcast, got --mode echo",
+    );
+    expect(
+        &["sink", "--room-size", "4"],
+        2,
+        "--room-size: needs --mode broadcast",
+    );
+    expect(
+        &["sink", "--mode", "discard", "--echo-to-sender"],
+        2,
+        "--echo-to-sender: needs --mode broadcast",
+    );
+    expect(&B, 2, "--room-size: is required by --mode broadcast");
+    expect(
+        &with(&["--room-size", "0"]),
+        2,
+        "--room-size: must be between 1 and 1024, got 0",
+    );
+    expect(
+        &with(&["--room-size", "10", "--aggregate", "--down-size", "271"]),
+        2,
+        "--down-size: must hold the 32-byte header and 10 entries of 24 bytes (272 bytes), got 271",
+    );
+    expect(
+        &with(&["--room-size", "10", "--aggregate"]),
+        2,
+        "--down-size: is required by --aggregate",
+    );
+    expect(
+        &with(&["--room-size", "10", "--down-size", "300"]),
+        2,
+        "--down-size: needs --aggregate",
+    );
+    expect(
+        &with(&[
+            "--room-size",
+            "2",
+            "--aggregate",
+            "--down-size",
+            "80",
+            "--tick",
+            "0s",
+        ]),
+        2,
+        "--tick: must be between 1ms and 10s",
+    );
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        expect(
+            &with(&["--room-size", "2", "--cores", "0-1"]),
+            2,
+            "--cores: --mode broadcast runs on one core",
+        );
+    }
+}
+
 #[test]
 fn a_bad_mix_file_names_the_line() {
     let dir = tempfile::tempdir().unwrap();

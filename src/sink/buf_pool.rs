@@ -85,6 +85,21 @@ impl BufPool {
         self.filled[bid as usize] as usize
     }
 
+    /// Copies `out.len()` bytes of `chain`'s buffers, starting `off` bytes into its
+    /// head, into `out` (which the chain's bytes must cover).
+    pub(crate) fn copy_out(&self, chain: &Chain, off: usize, out: &mut [u8]) {
+        let (mut bid, mut off, mut at) = (chain.head, off, 0);
+        while at < out.len() {
+            assert!(bid != NO_BUF, "copy beyond the chain's bytes");
+            let src = &self.ring.buf(bid, self.filled(bid))[off..];
+            let n = src.len().min(out.len() - at);
+            out[at..at + n].copy_from_slice(&src[..n]);
+            at += n;
+            off = 0;
+            bid = self.next[bid as usize];
+        }
+    }
+
     /// The address of byte `off` of buffer `bid` (for a send).
     pub(crate) fn ptr(&self, bid: u16, off: usize) -> *const u8 {
         self.ring.ptr(bid, off)

@@ -23,6 +23,26 @@ pub const UDP_FIXED_REPLY_BYTES_MAX: usize = super::udp::UDP_REPLY_BYTES_MAX;
 pub const UDP_FIXED_REPLY_BYTES_MIN: usize = crate::proto::udp_header::HEADER_LEN;
 /// [`SinkConfig::default`]'s connection table size per core.
 pub const DEFAULT_CONNECTIONS_PER_CORE: usize = 1024;
+/// Largest broadcast room: relaying one frame costs a copy per member, and an
+/// aggregate downlink frame holds one entry per member.
+pub const ROOM_SIZE_MAX: usize = 1024;
+/// Shortest and longest aggregate server tick (as the generator's `--tick`).
+pub const TICK_MIN: Duration = Duration::from_millis(1);
+pub const TICK_MAX: Duration = Duration::from_secs(10);
+/// The default aggregate server tick.
+pub const DEFAULT_TICK: Duration = Duration::from_millis(33);
+/// Largest aggregate downlink frame over TCP: it and its length prefix must fit one
+/// member's send queue.
+pub const TCP_DOWN_BYTES_MAX: usize =
+    super::send_queue::QUEUE_BYTES - crate::proto::frame::LEN_PREFIX_BYTES;
+/// Largest aggregate downlink frame over UDP (the IPv4 payload limit).
+pub const UDP_DOWN_BYTES_MAX: usize = super::udp::UDP_REPLY_BYTES_MAX;
+
+/// The smallest `--down-size` for rooms of `room_size`: the header and one entry per
+/// member.
+pub fn down_bytes_min(room_size: usize) -> usize {
+    crate::proto::frame::HEADER_BYTES + room_size * crate::proto::frame::ENTRY_BYTES
+}
 
 /// What the sink sends back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +55,9 @@ pub enum SinkMode {
     Fixed(usize),
     /// UDP only: never reply, count (sequence, loss, reordering); TCP refuses it.
     Count,
+    /// Frames (`proto::frame`) relayed to the sender's room, or aggregated per server
+    /// tick; the rest is in [`SinkConfig::broadcast`].
+    Broadcast,
 }
 
 impl FromStr for SinkMode {
@@ -45,6 +68,7 @@ impl FromStr for SinkMode {
             "echo" => Ok(SinkMode::Echo),
             "discard" => Ok(SinkMode::Discard),
             "count" => Ok(SinkMode::Count),
+            "broadcast" => Ok(SinkMode::Broadcast),
             _ => match s.strip_prefix("fixed:") {
                 Some(n) => match n.parse::<usize>() {
                     Ok(n) if (1..=FIXED_REPLY_BYTES_MAX).contains(&n) => Ok(SinkMode::Fixed(n)),
@@ -54,7 +78,7 @@ impl FromStr for SinkMode {
                     )),
                 },
                 None => Err(format!(
-                    "unknown sink mode {s:?}: expected echo, discard or fixed:N (or count, UDP only)"
+                    "unknown sink mode {s:?}: expected echo, discard, fixed:N, broadcast (or count, UDP only)"
                 )),
             },
         }
@@ -68,8 +92,30 @@ impl fmt::Display for SinkMode {
             SinkMode::Discard => f.write_str("discard"),
             SinkMode::Fixed(n) => write!(f, "fixed:{n}"),
             SinkMode::Count => f.write_str("count"),
+            SinkMode::Broadcast => f.write_str("broadcast"),
         }
     }
+}
+
+/// Broadcast mode: rooms and what is sent to their members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BroadcastConfig {
+    /// Most members per room (1..=[`ROOM_SIZE_MAX`]).
+    pub room_size: usize,
+    /// Relay a frame to its sender too (aggregate: the receiver's own frames are in
+    /// its downlink frame).
+    pub echo_to_sender: bool,
+    /// Aggregate instead of relaying each frame.
+    pub aggregate: Option<AggregateConfig>,
+}
+
+/// Aggregate broadcast: one downlink frame per member per server tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AggregateConfig {
+    /// Bytes of each downlink frame (header, entries, padding; TCP adds the prefix).
+    pub down_size: usize,
+    /// The server tick.
+    pub tick: Duration,
 }
 
 /// How to run a sink.
@@ -113,6 +159,9 @@ pub struct SinkConfig {
     /// TCP: accept into io_uring direct descriptors when the kernel allows (false
     /// forces ordinary descriptors, one ring per core). Default true.
     pub direct_descriptors: bool,
+    /// Broadcast mode's rooms; `Some` exactly when `mode` is [`SinkMode::Broadcast`].
+    /// Default none.
+    pub broadcast: Option<BroadcastConfig>,
 }
 
 impl SinkConfig {
@@ -147,6 +196,7 @@ impl Default for SinkConfig {
             close_every: None,
             reset_ratio: 0.0,
             direct_descriptors: true,
+            broadcast: None,
         }
     }
 }
@@ -156,6 +206,7 @@ pub(super) fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
     if cfg.cores.is_empty() {
         return bad("cores: must name at least one core".into());
     }
+    validate_broadcast(cfg)?;
     if cfg.udp {
         return validate_udp(cfg);
     }
@@ -204,8 +255,55 @@ pub(super) fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
     Ok(())
 }
 
+fn validate_broadcast(cfg: &SinkConfig) -> Result<(), SinkError> {
+    let bad = |msg: String| Err(SinkError::Config(msg));
+    let b = match (cfg.mode, cfg.broadcast) {
+        (SinkMode::Broadcast, Some(b)) => b,
+        (SinkMode::Broadcast, None) => return bad("mode broadcast: needs broadcast (rooms)".into()),
+        (_, Some(_)) => return bad("broadcast: only with mode broadcast".into()),
+        (_, None) => return Ok(()),
+    };
+    if cfg.cores.len() != 1 {
+        return bad(format!(
+            "mode broadcast: runs on one core (a room is never split across threads), got {}",
+            cfg.cores.len()
+        ));
+    }
+    if !(1..=ROOM_SIZE_MAX).contains(&b.room_size) {
+        return bad(format!(
+            "room_size: must be between 1 and {ROOM_SIZE_MAX}, got {}",
+            b.room_size
+        ));
+    }
+    if let Some(a) = b.aggregate {
+        let max = if cfg.udp {
+            UDP_DOWN_BYTES_MAX
+        } else {
+            TCP_DOWN_BYTES_MAX
+        };
+        let min = down_bytes_min(b.room_size);
+        if !(min..=max).contains(&a.down_size) {
+            return bad(format!(
+                "down_size: must hold the header and {} entries ({min} bytes) and at most \
+                 {max}, got {}",
+                b.room_size, a.down_size
+            ));
+        }
+        if !(TICK_MIN..=TICK_MAX).contains(&a.tick) {
+            return bad(format!(
+                "tick: must be between {TICK_MIN:?} and {TICK_MAX:?}, got {:?}",
+                a.tick
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn validate_udp(cfg: &SinkConfig) -> Result<(), SinkError> {
     let bad = |msg: String| Err(SinkError::Config(msg));
+    if cfg.mode == SinkMode::Broadcast {
+        return bad("mode broadcast: not yet served over UDP".into());
+    }
     if let SinkMode::Fixed(n) = cfg.mode
         && !(UDP_FIXED_REPLY_BYTES_MIN..=UDP_FIXED_REPLY_BYTES_MAX).contains(&n)
     {
@@ -224,8 +322,8 @@ fn validate_udp(cfg: &SinkConfig) -> Result<(), SinkError> {
     if cfg.delay.is_some() {
         return bad("delay: not supported by the UDP sink".into());
     }
-    if cfg.stall.is_some() {
-        return bad("stall: not supported by the UDP sink".into());
+    if cfg.stall.is_some() && cfg.mode != SinkMode::Broadcast {
+        return bad("stall: the UDP sink stalls only in broadcast mode".into());
     }
     if cfg.close_every.is_some() {
         return bad("close_every: the UDP sink has no connections to close".into());

@@ -25,6 +25,11 @@
 //! thread sleeps and answers nothing (a delayed reply whose timer was already
 //! running in the kernel is the exception).
 //!
+//! Broadcast (`SinkMode::Broadcast`, `SinkConfig::broadcast`): frames of
+//! `proto::frame` relayed to the sender's room, or aggregated into one downlink frame
+//! per member per server tick; one ring on one core, so a room is never split across
+//! threads (`rooms.rs`, `send_queue.rs`, `server/relay.rs`).
+//!
 //! Faults: `close_every` closes every connection held at each multiple of T since
 //! start (FIN; new connections are accepted as usual); `reset_ratio` p marks each
 //! accepted connection, with probability p drawn from the seeded PRNG (ring i uses
@@ -64,6 +69,8 @@ mod config;
 mod flows;
 mod layout;
 mod memory;
+mod rooms;
+mod send_queue;
 mod server;
 mod socket;
 mod stall;
@@ -79,12 +86,13 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 pub use config::{
-    CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, CONNECTIONS_PER_CORE_MAX, DEFAULT_CONNECTIONS_PER_CORE,
-    FIXED_REPLY_BYTES_MAX, SinkConfig, SinkMode, UDP_FIXED_REPLY_BYTES_MAX,
-    UDP_FIXED_REPLY_BYTES_MIN,
+    AggregateConfig, BroadcastConfig, CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, CONNECTIONS_PER_CORE_MAX,
+    DEFAULT_CONNECTIONS_PER_CORE, DEFAULT_TICK, FIXED_REPLY_BYTES_MAX, ROOM_SIZE_MAX, SinkConfig,
+    SinkMode, TCP_DOWN_BYTES_MAX, TICK_MAX, TICK_MIN, UDP_DOWN_BYTES_MAX,
+    UDP_FIXED_REPLY_BYTES_MAX, UDP_FIXED_REPLY_BYTES_MIN, down_bytes_min,
 };
 pub use memory::MemoryFigures;
-pub use stats::{SecondStats, SinkStats, tcp_report_json, udp_report_json};
+pub use stats::{BroadcastStats, SecondStats, SinkStats, tcp_report_json, udp_report_json};
 
 use config::validate;
 use server::{RingSpec, Shared};
@@ -329,6 +337,11 @@ fn start_udp(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
 /// The ring layout for `cfg`: direct descriptors where asked for and supported.
 fn plan_rings(cfg: &SinkConfig) -> layout::RingLayout {
     let total = cfg.max_connections_per_core.saturating_mul(cfg.cores.len());
+    if cfg.broadcast.is_some() {
+        // One ring holds every room (validation allows one core): a table as large
+        // as the connections asked for, or as RLIMIT_NOFILE lets one ring register.
+        return plan_one_ring(cfg, total);
+    }
     if !cfg.direct_descriptors {
         return layout::plan(total, cfg.cores.len(), 0, false);
     }
@@ -338,6 +351,30 @@ fn plan_rings(cfg: &SinkConfig) -> layout::RingLayout {
         Err(why) => layout::RingLayout {
             fallback: Some(why),
             ..layout::plan(total, cfg.cores.len(), 0, false)
+        },
+    }
+}
+
+/// Broadcast: a single ring, its table capped at what one ring may register.
+fn plan_one_ring(cfg: &SinkConfig, total: usize) -> layout::RingLayout {
+    let ordinary = layout::plan(total, 1, 0, false);
+    if !cfg.direct_descriptors {
+        return ordinary;
+    }
+    let table = total
+        .min(layout::fixed_table_cap())
+        .min(layout::FIXED_FILES_MAX);
+    let direct = layout::RingLayout {
+        direct: true,
+        rings_per_core: 1,
+        table,
+        fallback: None,
+    };
+    match layout::probe_direct(table) {
+        Ok(()) => direct,
+        Err(why) => layout::RingLayout {
+            fallback: Some(why),
+            ..ordinary
         },
     }
 }
@@ -355,7 +392,9 @@ fn start_tuned(
     validate(cfg)?;
     let reply = match cfg.mode {
         SinkMode::Fixed(n) => vec![b'x'; n * (REPLY_BUFFER_BYTES / n).max(1)].into_boxed_slice(),
-        SinkMode::Echo | SinkMode::Discard | SinkMode::Count => Box::default(),
+        SinkMode::Echo | SinkMode::Discard | SinkMode::Count | SinkMode::Broadcast => {
+            Box::default()
+        }
     };
     let rings = plan_rings(cfg);
     let started = Instant::now();
@@ -377,6 +416,7 @@ fn start_tuned(
         started,
         open: AtomicU64::new(0),
         peak: AtomicU64::new(0),
+        broadcast: cfg.broadcast,
     });
 
     // Ring r serves core cores[r / rings_per_core].

@@ -45,11 +45,13 @@ use io_uring::{cqueue, opcode, squeue, types};
 use socket2::Socket;
 
 mod conn;
+mod relay;
 
 use super::buf_pool::{BufPool, Chain};
 use super::stall::{Phase, Stall};
+use super::stats::BroadcastStats;
 use super::token::{Op, Token};
-use super::{SinkError, SinkMode, SinkStats};
+use super::{BroadcastConfig, SinkError, SinkMode, SinkStats};
 use crate::engine::ring::{Ring, Target};
 use crate::engine::socket::close_descriptor;
 
@@ -118,6 +120,8 @@ pub(crate) struct Shared {
     pub open: AtomicU64,
     /// The most held at once.
     pub peak: AtomicU64,
+    /// Broadcast mode's rooms.
+    pub broadcast: Option<BroadcastConfig>,
 }
 
 /// What one ring is: its core, its number among all rings (the PRNG stream), and
@@ -144,6 +148,7 @@ pub(crate) struct Live {
     bytes_received: AtomicU64,
     bytes_sent: AtomicU64,
     replies: AtomicU64,
+    broadcast: [AtomicU64; BroadcastStats::FIELDS],
 }
 
 impl Live {
@@ -158,6 +163,9 @@ impl Live {
         self.bytes_received.store(s.bytes_received, r);
         self.bytes_sent.store(s.bytes_sent, r);
         self.replies.store(s.replies, r);
+        for (a, v) in self.broadcast.iter().zip(s.broadcast.to_array()) {
+            a.store(v, r);
+        }
     }
 
     pub(crate) fn load(&self) -> SinkStats {
@@ -171,6 +179,9 @@ impl Live {
             bytes_received: self.bytes_received.load(r),
             bytes_sent: self.bytes_sent.load(r),
             replies: self.replies.load(r),
+            broadcast: BroadcastStats::from_array(std::array::from_fn(|i| {
+                self.broadcast[i].load(r)
+            })),
             ..SinkStats::default()
         }
     }
@@ -298,7 +309,7 @@ pub(crate) fn spawn(
             let _ = ready.send(Ok(()));
             drop(ready);
             worker.run();
-            worker.live.store(&worker.stats);
+            worker.publish();
             if let Some(e) = &worker.fatal {
                 crate::errln!(
                     "blaster: sink ring {} on core {} stopped early: io_uring: {e}",
@@ -337,6 +348,8 @@ struct Worker {
     /// Draws which connections are reset.
     rng: fastrand::Rng,
     next_close: Option<Instant>,
+    /// Broadcast mode: rooms, send queues, aggregate state.
+    relay: Option<Box<relay::Relay>>,
     stats: SinkStats,
     fatal: Option<io::Error>,
 }
@@ -362,6 +375,9 @@ impl Worker {
             .map(|d| Box::new(types::Timespec::from(d)));
         let next_close = shared.close_every.map(|every| shared.started + every);
         let rng = super::thread_rng(shared.seed, spec.index);
+        let relay = shared
+            .broadcast
+            .map(|b| Box::new(relay::Relay::new(b, n, shared.started)));
         Worker {
             spec,
             ring,
@@ -380,9 +396,18 @@ impl Worker {
             stall_marked: false,
             rng,
             next_close,
+            relay,
             stats: SinkStats::default(),
             fatal: None,
         }
+    }
+
+    /// Publishes the counters for snapshots.
+    fn publish(&mut self) {
+        if let Some(r) = &self.relay {
+            self.stats.broadcast = r.stats;
+        }
+        self.live.store(&self.stats);
     }
 
     fn stopping(&self) -> bool {
@@ -416,8 +441,10 @@ impl Worker {
                     break;
                 }
             }
+            self.relay_tick_if_due();
+            self.relay_flush();
             self.rearm_starved();
-            self.live.store(&self.stats);
+            self.publish();
         }
         self.shutdown(&mut batch);
     }
@@ -451,7 +478,8 @@ impl Worker {
             }
         }
         let now = Instant::now();
-        for at in [self.accept_retry_at, self.next_close]
+        let tick = self.relay.as_ref().and_then(|r| r.next_tick());
+        for at in [self.accept_retry_at, self.next_close, tick]
             .into_iter()
             .flatten()
         {
@@ -619,6 +647,7 @@ impl Worker {
             self.bufs.leak();
             std::mem::forget(Arc::clone(&self.shared));
             std::mem::forget(self.delay_ts.take());
+            std::mem::forget(self.relay.take());
         } else {
             let _ = self
                 .ring

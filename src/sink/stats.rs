@@ -47,6 +47,78 @@ impl SecondStats {
     }
 }
 
+/// Broadcast mode's counters (zero in the other modes).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BroadcastStats {
+    /// Frames received from members (decoded, from a peer in a room).
+    pub frames_received: u64,
+    /// Frames that failed to decode (bad length prefix, short, wrong magic): TCP
+    /// closes the connection, UDP ignores the datagram.
+    pub frames_invalid: u64,
+    /// Peers that joined a room (at their first frame).
+    pub joins: u64,
+    /// Peers refused a room: it held `room_size` members, or the room table was full
+    /// (TCP: the connection is closed; UDP: the datagram is ignored).
+    pub joins_refused: u64,
+    /// Copies of frames queued (TCP) or sent (UDP) to members.
+    pub relayed: u64,
+    /// Copies not delivered: the member's send queue was full (TCP), or the kernel
+    /// refused the datagram (UDP).
+    pub relay_dropped: u64,
+    /// Aggregate: downlink frames queued (TCP) or sent (UDP).
+    pub downlink_frames: u64,
+    /// Aggregate: frames received beyond what one downlink frame holds in a tick
+    /// (not in any downlink frame).
+    pub aggregate_overflow: u64,
+    /// Aggregate: server ticks sent.
+    pub ticks: u64,
+    /// Aggregate: server ticks that passed without a send (the loop was late: a
+    /// stall, or a busy core).
+    pub ticks_skipped: u64,
+}
+
+impl BroadcastStats {
+    pub(crate) const FIELDS: usize = 10;
+
+    pub(crate) fn to_array(self) -> [u64; Self::FIELDS] {
+        [
+            self.frames_received,
+            self.frames_invalid,
+            self.joins,
+            self.joins_refused,
+            self.relayed,
+            self.relay_dropped,
+            self.downlink_frames,
+            self.aggregate_overflow,
+            self.ticks,
+            self.ticks_skipped,
+        ]
+    }
+
+    pub(crate) fn from_array(a: [u64; Self::FIELDS]) -> BroadcastStats {
+        BroadcastStats {
+            frames_received: a[0],
+            frames_invalid: a[1],
+            joins: a[2],
+            joins_refused: a[3],
+            relayed: a[4],
+            relay_dropped: a[5],
+            downlink_frames: a[6],
+            aggregate_overflow: a[7],
+            ticks: a[8],
+            ticks_skipped: a[9],
+        }
+    }
+
+    fn add(&mut self, other: &BroadcastStats) {
+        let (mut a, b) = (self.to_array(), other.to_array());
+        for (x, y) in a.iter_mut().zip(b) {
+            *x += y;
+        }
+        *self = BroadcastStats::from_array(a);
+    }
+}
+
 /// Counters summed over all sink threads. The UDP fields are zero for a TCP sink.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct SinkStats {
@@ -113,6 +185,8 @@ pub struct SinkStats {
     /// UDP: one entry per second from the first datagram to the last (or to the
     /// snapshot), gaps filled with zeros.
     pub series: Vec<SecondStats>,
+    /// Broadcast mode's counters.
+    pub broadcast: BroadcastStats,
 }
 
 impl SinkStats {
@@ -144,6 +218,7 @@ impl SinkStats {
             (a, b) => a.or(b),
         };
         self.last_datagram_ns = self.last_datagram_ns.max(other.last_datagram_ns);
+        self.broadcast.add(&other.broadcast);
         if !other.series.is_empty() {
             self.series.extend_from_slice(&other.series);
             self.series.sort_by_key(|s| s.second);
@@ -201,7 +276,8 @@ impl SinkStats {
 /// arrived; 0 with no traffic), `received_pps` (received / elapsed_s; 0 when
 /// elapsed_s is 0), `received_bps` (bits per second of the received datagrams: UDP
 /// payload incl. blaster's header, excluding IP and UDP headers; 0 when elapsed_s is
-/// 0) and `intervals` (the series: objects with the fields of [`SecondStats`]).
+/// 0), `intervals` (the series: objects with the fields of [`SecondStats`]) and
+/// `broadcast` (the fields of [`BroadcastStats`]).
 pub fn udp_report_json(stats: &SinkStats) -> serde_json::Value {
     let distinct = stats
         .received
@@ -241,6 +317,7 @@ pub fn udp_report_json(stats: &SinkStats) -> serde_json::Value {
         "received_pps": per_s(stats.received),
         "received_bps": per_s(stats.bytes_received) * 8.0,
         "intervals": stats.series,
+        "broadcast": stats.broadcast,
     })
 }
 
@@ -249,8 +326,9 @@ pub fn udp_report_json(stats: &SinkStats) -> serde_json::Value {
 /// `closed` (by `--close-every`), `reset` (by `--reset-ratio`), `closed_by_peer`},
 /// `bytes_received`, `bytes_sent`, `replies`, `rings`, `rings_per_core`,
 /// `direct_descriptors`, `ring_table_slots`, `fallback` (null or why direct
-/// descriptors are not used), `memory` (the fields of [`MemoryFigures`]) and
-/// `elapsed_s` (since the sink started).
+/// descriptors are not used), `memory` (the fields of [`MemoryFigures`]),
+/// `elapsed_s` (since the sink started) and `broadcast` (the fields of
+/// [`BroadcastStats`]).
 pub fn tcp_report_json(
     stats: &SinkStats,
     layout: &TcpLayout,
@@ -278,5 +356,6 @@ pub fn tcp_report_json(
         "fallback": layout.fallback,
         "memory": memory,
         "elapsed_s": elapsed_s,
+        "broadcast": stats.broadcast,
     })
 }

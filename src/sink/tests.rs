@@ -21,6 +21,7 @@ fn config(mode: SinkMode) -> SinkConfig {
         close_every: None,
         reset_ratio: 0.0,
         direct_descriptors: true,
+        broadcast: None,
     }
 }
 
@@ -352,7 +353,7 @@ fn mode_parses_and_rejects_with_one_line_messages() {
         ("fixed:-3", "between 1 and 1048576"),
         ("fixed:ten", "\"ten\""),
         ("Echo", "unknown sink mode \"Echo\""),
-        ("", "expected echo, discard or fixed:N"),
+        ("", "expected echo, discard, fixed:N, broadcast"),
     ] {
         let err = input.parse::<SinkMode>().expect_err(input);
         assert!(err.contains(needle), "{input}: {err}");
@@ -363,6 +364,7 @@ fn mode_parses_and_rejects_with_one_line_messages() {
         SinkMode::Discard,
         SinkMode::Fixed(64),
         SinkMode::Count,
+        SinkMode::Broadcast,
     ] {
         assert_eq!(mode.to_string().parse::<SinkMode>(), Ok(mode));
     }

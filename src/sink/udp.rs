@@ -377,7 +377,7 @@ impl Worker {
                     let head = len.min(HEADER_LEN);
                     (head, size - head)
                 }
-                SinkMode::Count | SinkMode::Discard => continue,
+                SinkMode::Count | SinkMode::Discard | SinkMode::Broadcast => continue,
             };
             let iov = &mut b.send_iov[out];
             iov[0] = libc::iovec {

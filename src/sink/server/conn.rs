@@ -68,10 +68,20 @@ impl Worker {
 
     /// Sends the next part of the connection's reply; `first` marks the first send of
     /// a reply, which is the one held back by the service delay.
-    fn arm_send(&mut self, index: usize, first: bool) {
+    pub(super) fn arm_send(&mut self, index: usize, first: bool) {
         let target = self.target(index);
         let conn = &self.conns[index];
         let (ptr, len, buf) = match self.shared.mode {
+            // The oldest bytes of the connection's send queue, reserved until this
+            // send completes; nothing when a send (maybe a previous connection's)
+            // is in flight or nothing is queued.
+            SinkMode::Broadcast => {
+                let relay = self.relay.as_mut().expect("broadcast mode has a relay");
+                match relay.queues.begin_send(index) {
+                    Some((ptr, len)) => (ptr, len, NO_BUF),
+                    None => return,
+                }
+            }
             // The reply buffer is uniform, so any prefix of it continues any reply.
             SinkMode::Fixed(_) => {
                 let len = conn.owed.min(self.shared.reply.len() as u64) as usize;
@@ -101,8 +111,11 @@ impl Worker {
         self.conns[index].sending = true;
         match timer {
             // SAFETY: the send reads from a pool buffer (kept out of the pool until
-            // this send completes; its token names it) or the shared reply buffer
-            // (the Worker holds an Arc to it); the timespec is boxed in the Worker and
+            // this send completes; its token names it), the shared reply buffer
+            // (the Worker holds an Arc to it) or the slot's send queue (its bytes
+            // under this send are reserved until its completion, whichever
+            // connection then holds the slot; leaked at shutdown if it never
+            // comes); the timespec is boxed in the Worker and
             // never replaced while operations are in flight.
             Some(timer) => unsafe { self.push(&[timer, send]) },
             // SAFETY: as above, the send's source buffer outlives the operation.
@@ -116,8 +129,10 @@ impl Worker {
         let target = self.target(index);
         let conn = self.conns[index];
         assert!(conn.open, "teardown of a free slot");
+        self.relay_leave(index);
         let mut chain = conn.chain;
-        if conn.sending && !chain.is_empty() {
+        // Echo sends from its chain's head; broadcast's chain holds received bytes only.
+        if conn.sending && self.shared.mode == SinkMode::Echo && !chain.is_empty() {
             // The head is being sent; its send's completion gives it back.
             self.bufs.pop(&mut chain);
         }
@@ -175,7 +190,9 @@ impl Worker {
         if conn.sending {
             let buf = match self.shared.mode {
                 SinkMode::Echo => conn.chain.head,
-                SinkMode::Fixed(_) | SinkMode::Discard | SinkMode::Count => NO_BUF,
+                SinkMode::Fixed(_) | SinkMode::Discard | SinkMode::Count | SinkMode::Broadcast => {
+                    NO_BUF
+                }
             };
             add(cancel(
                 Token::with_buf(index as u32, Op::Send, generation, buf).encode(),
@@ -295,6 +312,7 @@ impl Worker {
             ..Conn::FREE
         };
         self.stats.connections_accepted += 1;
+        self.relay_accept(index);
         self.arm_recv(index);
     }
 
@@ -354,6 +372,11 @@ impl Worker {
         }
         match self.shared.mode {
             SinkMode::Discard | SinkMode::Count => self.bufs.give_back(bid),
+            SinkMode::Broadcast => {
+                if !self.relay_recv(index, bid, n) {
+                    return;
+                }
+            }
             SinkMode::Echo => {
                 let conn = &mut self.conns[index];
                 self.bufs.push(&mut conn.chain, bid);
@@ -395,6 +418,9 @@ impl Worker {
     }
 
     pub(super) fn on_send(&mut self, token: Token, result: i32) {
+        if self.shared.mode == SinkMode::Broadcast {
+            return self.relay_sent(token, result);
+        }
         let Some(index) = self.live_slot(token) else {
             if token.buf != NO_BUF {
                 self.bufs.give_back(token.buf);

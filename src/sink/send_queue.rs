@@ -1,0 +1,178 @@
+//! The broadcast sink's per-connection send queues: one fixed byte ring per
+//! connection slot, all in one allocation made at start (`slots × QUEUE_BYTES`,
+//! zeroed, so the pages of a slot never used are never touched).
+//!
+//! Relaying a frame to a member appends its bytes whole (a TCP frame is never split
+//! across a full queue: the stream stays framed); a frame that does not fit the
+//! member's free space is not queued, and the caller counts it. One send per slot is
+//! in flight at a time, reading the queue's oldest contiguous bytes.
+//!
+//! Ownership across incarnations of a slot: the kernel reads an in-flight send's bytes
+//! until its completion, which may arrive after the connection was torn down and the
+//! slot given to a new connection. So the queue outlives the connection: a teardown
+//! ([`SendQueues::abandon`]) drops the bytes not yet handed to the kernel but keeps the
+//! in-flight range reserved; the next incarnation appends after it and sends nothing
+//! until the stale completion ([`SendQueues::sent`] with the whole in-flight length)
+//! releases it. Bytes under a send are therefore never rewritten while it runs.
+
+/// Bytes of one connection's send queue.
+pub(crate) const QUEUE_BYTES: usize = 16 * 1024;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Queue {
+    /// Oldest byte not known to be sent (a position; the ring index is `% QUEUE_BYTES`).
+    head: u32,
+    /// One past the newest byte queued.
+    tail: u32,
+    /// Bytes from `head` under the send in flight; 0 when none is.
+    inflight: u32,
+}
+
+pub(crate) struct SendQueues {
+    bytes: Box<[u8]>,
+    queues: Box<[Queue]>,
+}
+
+impl SendQueues {
+    pub(crate) fn new(slots: usize) -> SendQueues {
+        SendQueues {
+            bytes: vec![0; slots * QUEUE_BYTES].into_boxed_slice(),
+            queues: vec![Queue::default(); slots].into_boxed_slice(),
+        }
+    }
+
+    /// Bytes queued in `slot` (in flight or not).
+    pub(crate) fn queued(&self, slot: usize) -> usize {
+        let q = &self.queues[slot];
+        q.tail.wrapping_sub(q.head) as usize
+    }
+
+    /// Appends the concatenation of `parts` whole, or nothing (returns false) when it
+    /// does not fit.
+    pub(crate) fn push(&mut self, slot: usize, parts: &[&[u8]]) -> bool {
+        let n: usize = parts.iter().map(|p| p.len()).sum();
+        if n > QUEUE_BYTES - self.queued(slot) {
+            return false;
+        }
+        let q = &mut self.queues[slot];
+        let ring = &mut self.bytes[slot * QUEUE_BYTES..(slot + 1) * QUEUE_BYTES];
+        let mut at = q.tail as usize % QUEUE_BYTES;
+        for part in parts {
+            let first = part.len().min(QUEUE_BYTES - at);
+            ring[at..at + first].copy_from_slice(&part[..first]);
+            ring[..part.len() - first].copy_from_slice(&part[first..]);
+            at = (at + part.len()) % QUEUE_BYTES;
+        }
+        q.tail = q.tail.wrapping_add(n as u32);
+        true
+    }
+
+    /// Starts the next send of `slot`: the oldest queued bytes up to the end of the
+    /// ring, as (address, length); `None` if a send is in flight or nothing is queued.
+    /// The address stays valid (and its bytes unchanged) until [`SendQueues::sent`].
+    pub(crate) fn begin_send(&mut self, slot: usize) -> Option<(*const u8, usize)> {
+        let queued = self.queued(slot);
+        let q = &mut self.queues[slot];
+        if q.inflight > 0 || queued == 0 {
+            return None;
+        }
+        let at = q.head as usize % QUEUE_BYTES;
+        let len = queued.min(QUEUE_BYTES - at);
+        q.inflight = len as u32;
+        Some((self.bytes[slot * QUEUE_BYTES + at..].as_ptr(), len))
+    }
+
+    /// The send in flight on `slot` ended having sent `n` bytes (at most its length;
+    /// 0 to send the same bytes again). A stale send (its connection is gone) passes
+    /// its whole length: `abandon` already dropped what followed it.
+    pub(crate) fn sent(&mut self, slot: usize, n: usize) {
+        let q = &mut self.queues[slot];
+        assert!(n <= q.inflight as usize, "sent more than was in flight");
+        q.head = q.head.wrapping_add(n as u32);
+        q.inflight = 0;
+    }
+
+    /// The length of the send in flight on `slot` (0: none).
+    pub(crate) fn inflight(&self, slot: usize) -> usize {
+        self.queues[slot].inflight as usize
+    }
+
+    /// The connection of `slot` is gone: drops its queued bytes except those under the
+    /// send in flight, which stay reserved until that send's completion.
+    pub(crate) fn abandon(&mut self, slot: usize) {
+        let q = &mut self.queues[slot];
+        q.tail = q.head.wrapping_add(q.inflight);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take(q: &mut SendQueues, slot: usize) -> Vec<u8> {
+        let (ptr, len) = q.begin_send(slot).expect("something to send");
+        // SAFETY: begin_send returned a range inside `q.bytes`, unchanged until `sent`.
+        let v = unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec();
+        q.sent(slot, len);
+        v
+    }
+
+    #[test]
+    fn frames_go_out_in_order_across_the_wrap() {
+        let mut q = SendQueues::new(2);
+        let a = vec![1u8; QUEUE_BYTES - 10];
+        assert!(q.push(1, &[&a]));
+        assert_eq!(take(&mut q, 1), a);
+        // 20 bytes from ring offset QUEUE_BYTES - 10: two sends, 10 and 10.
+        let b: Vec<u8> = (0..20).collect();
+        assert!(q.push(1, &[&b[..4], &b[4..]]));
+        let mut got = take(&mut q, 1);
+        assert_eq!(got.len(), 10);
+        got.extend(take(&mut q, 1));
+        assert_eq!(got, b);
+        assert_eq!((q.queued(1), q.queued(0)), (0, 0));
+        assert!(q.begin_send(1).is_none());
+    }
+
+    #[test]
+    fn a_frame_that_does_not_fit_is_refused_whole() {
+        let mut q = SendQueues::new(1);
+        assert!(q.push(0, &[&[7; QUEUE_BYTES - 5]]));
+        assert!(!q.push(0, &[&[8; 6]]));
+        assert_eq!(q.queued(0), QUEUE_BYTES - 5);
+        assert!(q.push(0, &[&[8; 5]]));
+        assert!(!q.push(0, &[&[9; 1]]));
+    }
+
+    #[test]
+    fn one_send_at_a_time_and_partial_sends_resume() {
+        let mut q = SendQueues::new(1);
+        q.push(0, &[b"abcdef"]);
+        let (_, len) = q.begin_send(0).unwrap();
+        assert_eq!(len, 6);
+        q.push(0, &[b"gh"]);
+        assert!(q.begin_send(0).is_none(), "a send is in flight");
+        q.sent(0, 4);
+        assert_eq!(take(&mut q, 0), b"efgh");
+    }
+
+    #[test]
+    fn an_abandoned_queue_keeps_the_in_flight_bytes_until_their_completion() {
+        let mut q = SendQueues::new(1);
+        q.push(0, &[b"old-in-flight"]);
+        let (ptr, len) = q.begin_send(0).unwrap();
+        q.push(0, &[b"old-queued"]);
+        q.abandon(0);
+        // The next connection on the slot queues behind the reserved range...
+        q.push(0, &[b"new"]);
+        assert!(q.begin_send(0).is_none());
+        // SAFETY: the range stays reserved until `sent`.
+        assert_eq!(
+            unsafe { std::slice::from_raw_parts(ptr, len) },
+            b"old-in-flight"
+        );
+        // ...and the stale completion releases it.
+        q.sent(0, len);
+        assert_eq!(take(&mut q, 0), b"new");
+    }
+}

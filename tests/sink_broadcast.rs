@@ -1,0 +1,380 @@
+//! `blaster sink --mode broadcast` (issue 14, item 2) against small std::net clients
+//! on loopback: frames built with `blaster::proto::frame`, rooms joined by their first
+//! frame, every frame checked at every member.
+mod common;
+use common::*;
+
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use blaster::proto::frame::{self, Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
+
+const FRAME_BYTES: usize = 50;
+
+/// The frame `member` of `room` sends at tick `seq`, with its TCP prefix; the
+/// padding depends on all three so a relay that mixed bytes up is caught.
+fn tcp_frame(room: u32, member: u16, seq: u64, size: usize) -> Vec<u8> {
+    let mut b = vec![0u8; LEN_PREFIX_BYTES + size];
+    frame::encode_len(size, &mut b);
+    FrameHeader {
+        room,
+        member,
+        seq,
+        intended_ns: seq * 1000 + member as u64,
+        ..FrameHeader::default()
+    }
+    .encode(&mut b[LEN_PREFIX_BYTES..]);
+    for (i, x) in b[LEN_PREFIX_BYTES + HEADER_BYTES..].iter_mut().enumerate() {
+        *x = (i as u64 ^ seq ^ (member as u64) << 3 ^ room as u64) as u8;
+    }
+    b
+}
+
+struct Member {
+    room: u32,
+    member: u16,
+    s: TcpStream,
+}
+
+impl Member {
+    fn connect(addr: &str, room: u32, member: u16) -> Member {
+        let s = TcpStream::connect(addr).expect("connect to the sink");
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Member { room, member, s }
+    }
+
+    fn send(&mut self, seq: u64) {
+        self.s
+            .write_all(&tcp_frame(self.room, self.member, seq, FRAME_BYTES))
+            .unwrap();
+    }
+
+    /// The next frame (prefix included), or `None` at end of stream.
+    fn recv(&mut self) -> Option<Vec<u8>> {
+        let mut prefix = [0u8; LEN_PREFIX_BYTES];
+        match self.s.read_exact(&mut prefix) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => return None,
+            Err(e) => panic!("member {} of room {}: {e}", self.member, self.room),
+        }
+        let len = u32::from_be_bytes(prefix) as usize;
+        let mut b = prefix.to_vec();
+        b.resize(LEN_PREFIX_BYTES + len, 0);
+        self.s.read_exact(&mut b[LEN_PREFIX_BYTES..]).unwrap();
+        Some(b)
+    }
+
+    /// The next frame if one starts arriving within `wait`.
+    fn try_recv(&mut self, wait: Duration) -> Option<Vec<u8>> {
+        self.s.set_read_timeout(Some(wait)).unwrap();
+        let mut first = [0u8; 1];
+        let r = self.s.read(&mut first);
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        match r {
+            Ok(1) => {}
+            Ok(_) => return None,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None;
+            }
+            Err(e) => panic!("{e}"),
+        }
+        let mut rest = [0u8; LEN_PREFIX_BYTES - 1];
+        self.s.read_exact(&mut rest).unwrap();
+        let prefix = [first[0], rest[0], rest[1], rest[2]];
+        let len = u32::from_be_bytes(prefix) as usize;
+        let mut b = prefix.to_vec();
+        b.resize(LEN_PREFIX_BYTES + len, 0);
+        self.s.read_exact(&mut b[LEN_PREFIX_BYTES..]).unwrap();
+        Some(b)
+    }
+
+    /// Nothing arrives within `wait`.
+    fn quiet(&mut self, wait: Duration) -> bool {
+        self.s.set_read_timeout(Some(wait)).unwrap();
+        let mut b = [0u8; 1];
+        let r = self.s.read(&mut b);
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        matches!(r, Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
+    }
+}
+
+fn header(b: &[u8]) -> FrameHeader {
+    FrameHeader::decode(&b[LEN_PREFIX_BYTES..]).expect("a relayed frame decodes")
+}
+
+/// Joins members one at a time: member k's first frame (seq 0) must reach every
+/// member already in, which proves k is in before the next one joins.
+fn join_room(addr: &str, room: u32, size: u16, echo: bool) -> Vec<Member> {
+    let mut ms: Vec<Member> = Vec::new();
+    for k in 0..size {
+        let mut m = Member::connect(addr, room, k);
+        m.send(0);
+        if echo {
+            assert_eq!(m.recv(), Some(tcp_frame(room, k, 0, FRAME_BYTES)));
+        }
+        for other in &mut ms {
+            assert_eq!(other.recv(), Some(tcp_frame(room, k, 0, FRAME_BYTES)));
+        }
+        ms.push(m);
+    }
+    ms
+}
+
+/// Every member sends `frames` frames (seq 1..=frames); each member must receive
+/// every other member's, byte for byte and in order per sender, and its own exactly
+/// when `echo`.
+fn exchange(ms: &mut [Member], frames: u64, echo: bool) {
+    for seq in 1..=frames {
+        for m in ms.iter_mut() {
+            m.send(seq);
+        }
+    }
+    let n = ms.len();
+    for m in ms.iter_mut() {
+        let expected = if echo { n } else { n - 1 } * frames as usize;
+        let mut next: BTreeMap<u16, u64> = BTreeMap::new();
+        for _ in 0..expected {
+            let b = m.recv().expect("the sink closed a member");
+            let h = header(&b);
+            assert_eq!(h.room, m.room, "a frame from another room");
+            assert!(
+                echo || h.member != m.member,
+                "member {} got its own frame without --echo-to-sender",
+                m.member
+            );
+            let seq = next.entry(h.member).or_insert(1);
+            assert_eq!(h.seq, *seq, "member {} from {}", m.member, h.member);
+            assert_eq!(b, tcp_frame(m.room, h.member, h.seq, FRAME_BYTES));
+            *seq += 1;
+        }
+        assert!(m.quiet(Duration::from_millis(100)), "more frames than sent");
+    }
+}
+
+fn sink_json(sink: Sink, json: &std::path::Path) -> serde_json::Value {
+    sink.stop();
+    read_json(&json.to_path_buf())
+}
+
+#[test]
+fn every_member_gets_every_other_members_frames_and_rooms_stay_apart() {
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "5",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut a = join_room(&sink.addr, 7, 5, false);
+    let mut b = join_room(&sink.addr, 8, 3, false);
+    exchange(&mut a, 20, false);
+    exchange(&mut b, 20, false);
+    let v = sink_json(sink, &json);
+    let bc = &v["broadcast"];
+    // Joins: 5 + 3 frames of seq 0 then 20 each.
+    assert_eq!(bc["frames_received"], 8 + 8 * 20, "{v}");
+    assert_eq!(bc["joins"], 8);
+    // Room of 5: each frame to 4 others; room of 3: to 2. Joins went to those in.
+    let joins: u64 = (0..5).sum::<u64>() + (0..3).sum::<u64>();
+    assert_eq!(bc["relayed"], joins + 5 * 20 * 4 + 3 * 20 * 2, "{v}");
+    assert_eq!(bc["relay_dropped"], 0);
+}
+
+#[test]
+fn echo_to_sender_relays_the_senders_own_frames_too() {
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "3",
+        "--echo-to-sender",
+    ]);
+    let mut a = join_room(&sink.addr, 1, 3, true);
+    exchange(&mut a, 10, true);
+}
+
+#[test]
+fn a_full_room_refuses_the_next_member_and_a_leave_makes_room() {
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut a = join_room(&sink.addr, 3, 2, false);
+    let mut extra = Member::connect(&sink.addr, 3, 2);
+    extra.send(0);
+    assert_eq!(
+        extra.recv(),
+        None,
+        "the third member of a room of 2 is closed"
+    );
+    // Member 1 leaves; a newcomer takes its place (once the sink has seen the leave:
+    // until then it is refused and closed, and tries again).
+    drop(a.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut newcomer = loop {
+        let mut m = Member::connect(&sink.addr, 3, 1);
+        m.send(0);
+        if let Some(b) = a[0].try_recv(Duration::from_millis(300)) {
+            assert_eq!(b, tcp_frame(3, 1, 0, FRAME_BYTES));
+            break m;
+        }
+        assert_eq!(m.recv(), None, "neither joined nor refused");
+        assert!(Instant::now() < deadline, "the leave never freed the room");
+    };
+    newcomer.send(1);
+    assert_eq!(a[0].recv(), Some(tcp_frame(3, 1, 1, FRAME_BYTES)));
+    a[0].send(1);
+    assert_eq!(newcomer.recv(), Some(tcp_frame(3, 0, 1, FRAME_BYTES)));
+    let v = sink_json(sink, &json);
+    assert!(
+        v["broadcast"]["joins_refused"].as_u64().unwrap() >= 1,
+        "{v}"
+    );
+}
+
+#[test]
+fn a_frame_that_does_not_decode_closes_its_connection_and_is_counted() {
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut http = Member::connect(&sink.addr, 0, 0);
+    http.s
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(http.recv(), None);
+    let mut bad_magic = Member::connect(&sink.addr, 0, 0);
+    let mut f = tcp_frame(0, 0, 0, FRAME_BYTES);
+    f[LEN_PREFIX_BYTES] = b'X';
+    bad_magic.s.write_all(&f).unwrap();
+    assert_eq!(bad_magic.recv(), None);
+    // The sink still serves a well-formed room.
+    let mut a = join_room(&sink.addr, 9, 2, false);
+    exchange(&mut a, 3, false);
+    let v = sink_json(sink, &json);
+    assert_eq!(v["broadcast"]["frames_invalid"], 2, "{v}");
+}
+
+#[test]
+fn frames_split_at_every_byte_are_relayed_whole() {
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "2"]);
+    let mut a = join_room(&sink.addr, 4, 2, false);
+    // Two frames in one write, then one frame byte by byte.
+    let mut two = tcp_frame(4, 0, 1, FRAME_BYTES);
+    two.extend(tcp_frame(4, 0, 2, FRAME_BYTES));
+    a[0].s.write_all(&two).unwrap();
+    for byte in tcp_frame(4, 0, 3, FRAME_BYTES) {
+        a[0].s.write_all(&[byte]).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for seq in 1..=3 {
+        assert_eq!(a[1].recv(), Some(tcp_frame(4, 0, seq, FRAME_BYTES)));
+    }
+}
+
+#[test]
+fn a_member_that_does_not_read_loses_frames_counted_and_the_others_do_not() {
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut a = join_room(&sink.addr, 5, 3, false);
+    // Member 2 stops reading; member 0 sends 8 MB in 4 KiB frames, each once
+    // member 1 has the one before (so member 1, which reads, is never behind), which
+    // member 2's socket buffers and its 16 KiB send queue at the sink cannot hold.
+    let frames = 2000;
+    let size = 4096;
+    for seq in 1..=frames {
+        let f = tcp_frame(5, 0, seq, size);
+        a[0].s.write_all(&f).unwrap();
+        let got = a[1].recv().expect("member 1 is served");
+        assert!(got == f, "member 1: frame {seq} differs");
+    }
+    let v = sink_json(sink, &json);
+    let dropped = v["broadcast"]["relay_dropped"].as_u64().unwrap();
+    assert!(dropped > 0 && dropped < frames, "{v}");
+    assert_eq!(
+        v["broadcast"]["relayed"].as_u64().unwrap() + dropped,
+        3 + 2 * frames,
+        "{v}"
+    );
+}
+
+#[test]
+fn a_stall_freezes_relaying_for_its_length() {
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "2",
+        "--stall",
+        "400ms",
+        "--every",
+        "1s",
+    ]);
+    // The stall schedule starts at the first request byte; the first freeze is at
+    // 500 ms after it and lasts 400 ms.
+    let started = Instant::now();
+    let mut a = join_room(&sink.addr, 6, 2, false);
+    let mut worst = Duration::ZERO;
+    let mut seq = 1;
+    while started.elapsed() < Duration::from_millis(1300) {
+        let t = Instant::now();
+        a[0].send(seq);
+        assert_eq!(a[1].recv(), Some(tcp_frame(6, 0, seq, FRAME_BYTES)));
+        worst = worst.max(t.elapsed());
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A frame sent during the freeze waits for its end: at least most of 400 ms.
+    assert!(worst >= Duration::from_millis(250), "worst relay {worst:?}");
+    assert!(worst < Duration::from_millis(1000), "worst relay {worst:?}");
+}
+
+#[test]
+fn a_delay_holds_each_relay_back() {
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "2", "--delay", "50ms"]);
+    let mut a = join_room(&sink.addr, 2, 2, false);
+    for seq in 1..=5 {
+        let t = Instant::now();
+        a[0].send(seq);
+        assert_eq!(a[1].recv(), Some(tcp_frame(2, 0, seq, FRAME_BYTES)));
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(45), "relay after {took:?}");
+    }
+}
+
+/// Aggregate downlink frames: decode one, returning its header and entries.
+#[allow(dead_code)]
+fn downlink(b: &[u8]) -> (FrameHeader, Vec<Entry>) {
+    let h = header(b);
+    let body = &b[LEN_PREFIX_BYTES..];
+    let entries = (0..h.entries as usize)
+        .map(|i| Entry::decode(body, i))
+        .collect();
+    (h, entries)
+}
