@@ -369,7 +369,6 @@ fn a_delay_holds_each_relay_back() {
 }
 
 /// Aggregate downlink frames: decode one, returning its header and entries.
-#[allow(dead_code)]
 fn downlink(b: &[u8]) -> (FrameHeader, Vec<Entry>) {
     let h = header(b);
     let body = &b[LEN_PREFIX_BYTES..];
@@ -377,4 +376,92 @@ fn downlink(b: &[u8]) -> (FrameHeader, Vec<Entry>) {
         .map(|i| Entry::decode(body, i))
         .collect();
     (h, entries)
+}
+
+/// Joins members one at a time for an aggregating sink: member k is in once it gets
+/// a downlink frame (only members get them).
+fn join_aggregate(addr: &str, room: u32, size: u16) -> Vec<Member> {
+    (0..size)
+        .map(|k| {
+            let mut m = Member::connect(addr, room, k);
+            m.send(0);
+            let (h, _) = downlink(&m.recv().expect("a downlink frame"));
+            assert_eq!((h.room, h.member), (room, k));
+            m
+        })
+        .collect()
+}
+
+#[test]
+fn aggregate_sends_each_member_one_downlink_frame_per_tick_with_the_rooms_frames() {
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "3",
+        "--aggregate",
+        "--down-size",
+        "200",
+        "--tick",
+        "30ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut ms = join_aggregate(&sink.addr, 11, 3);
+    let frames = 10u64;
+    for seq in 1..=frames {
+        for m in ms.iter_mut() {
+            m.send(seq);
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let mut consecutive = true;
+    for m in ms.iter_mut() {
+        // (sender, seq) of every entry, after the joins.
+        let mut seen: BTreeMap<(u16, u64), u32> = BTreeMap::new();
+        let mut last_tick: Option<u64> = None;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while seen.keys().filter(|(_, seq)| *seq == frames).count() < 2 {
+            assert!(Instant::now() < deadline, "member {}: {seen:?}", m.member);
+            let b = m.recv().expect("downlink frames keep coming");
+            assert_eq!(
+                b.len(),
+                LEN_PREFIX_BYTES + 200,
+                "a downlink frame of --down-size"
+            );
+            let (h, entries) = downlink(&b);
+            assert!(h.aggregate());
+            assert_eq!((h.room, h.member, h.intended_ns), (11, m.member, 0));
+            if let Some(t) = last_tick {
+                assert!(h.seq > t, "one downlink per tick: {} after {t}", h.seq);
+                consecutive &= h.seq == t + 1;
+            }
+            last_tick = Some(h.seq);
+            for e in entries {
+                assert_ne!(e.member, m.member, "own frame without --echo-to-sender");
+                assert_eq!(e.intended_ns, e.seq * 1000 + e.member as u64);
+                if e.seq > 0 {
+                    *seen.entry((e.member, e.seq)).or_default() += 1;
+                }
+            }
+        }
+        let expected: Vec<(u16, u64)> = (0..3u16)
+            .filter(|&o| o != m.member)
+            .flat_map(|o| (1..=frames).map(move |s| (o, s)))
+            .collect();
+        assert_eq!(seen.keys().copied().collect::<Vec<_>>(), expected);
+        assert!(seen.values().all(|&n| n == 1), "an entry twice: {seen:?}");
+    }
+    let v = sink_json(sink, &json);
+    let bc = &v["broadcast"];
+    assert_eq!(bc["frames_received"], 3 + 3 * frames, "{v}");
+    assert_eq!(bc["relayed"], 0, "aggregate relays nothing frame by frame");
+    assert_eq!(bc["aggregate_overflow"], 0);
+    assert!(bc["downlink_frames"].as_u64().unwrap() >= 3 * frames, "{v}");
+    // Consecutive ticks at every member, unless the sink says it skipped some.
+    assert!(
+        consecutive || bc["ticks_skipped"].as_u64().unwrap() > 0,
+        "{v}"
+    );
 }
