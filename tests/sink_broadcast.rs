@@ -465,3 +465,257 @@ fn aggregate_sends_each_member_one_downlink_frame_per_tick_with_the_rooms_frames
         "{v}"
     );
 }
+
+// ---- UDP: one frame per datagram, a peer is a source address ----
+
+struct UdpMember {
+    room: u32,
+    member: u16,
+    s: std::net::UdpSocket,
+}
+
+impl UdpMember {
+    fn bind(addr: &str, room: u32, member: u16) -> UdpMember {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        UdpMember { room, member, s }
+    }
+
+    fn datagram(&self, seq: u64, size: usize) -> Vec<u8> {
+        tcp_frame(self.room, self.member, seq, size)[LEN_PREFIX_BYTES..].to_vec()
+    }
+
+    fn send(&self, seq: u64) {
+        self.s.send(&self.datagram(seq, FRAME_BYTES)).unwrap();
+    }
+
+    fn try_recv(&self, wait: Duration) -> Option<Vec<u8>> {
+        self.s.set_read_timeout(Some(wait)).unwrap();
+        let mut b = vec![0u8; 65536];
+        let r = self.s.recv(&mut b);
+        self.s
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        match r {
+            Ok(n) => {
+                b.truncate(n);
+                Some(b)
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn recv(&self) -> Vec<u8> {
+        self.try_recv(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("member {} of room {}: nothing", self.member, self.room))
+    }
+}
+
+/// The UDP twin of `join_room` (no loss: no --drop).
+fn join_udp(addr: &str, room: u32, size: u16) -> Vec<UdpMember> {
+    let mut ms: Vec<UdpMember> = Vec::new();
+    for k in 0..size {
+        let m = UdpMember::bind(addr, room, k);
+        m.send(0);
+        for other in &ms {
+            assert_eq!(other.recv(), m.datagram(0, FRAME_BYTES));
+        }
+        ms.push(m);
+    }
+    ms
+}
+
+fn udp_sink(extra: &[&str], json: &std::path::Path) -> Sink {
+    let mut args = vec!["--mode", "broadcast", "--json", json.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Sink::start_udp(&args)
+}
+
+#[test]
+fn udp_every_member_gets_every_other_members_datagrams() {
+    let (_dir, json) = tmp_json();
+    let sink = udp_sink(&["--room-size", "4"], &json);
+    let ms = join_udp(&sink.addr, 21, 4);
+    let other = join_udp(&sink.addr, 22, 2);
+    // A datagram that is no frame is ignored (and counted).
+    ms[0].s.send(b"hello").unwrap();
+    let frames = 20;
+    for seq in 1..=frames {
+        for m in ms.iter().chain(&other) {
+            m.send(seq);
+        }
+    }
+    for m in ms.iter().chain(&other) {
+        let n = if m.room == 21 { 4 } else { 2 };
+        let mut next: BTreeMap<u16, u64> = BTreeMap::new();
+        for _ in 0..(n - 1) * frames {
+            let b = m.recv();
+            let h = FrameHeader::decode(&b).expect("a relayed frame");
+            assert_eq!(h.room, m.room, "a datagram from another room");
+            assert_ne!(h.member, m.member, "its own frame without --echo-to-sender");
+            let seq = next.entry(h.member).or_insert(1);
+            assert_eq!(h.seq, *seq);
+            assert_eq!(b, tcp_frame(m.room, h.member, h.seq, FRAME_BYTES)[4..]);
+            *seq += 1;
+        }
+        assert_eq!(
+            m.try_recv(Duration::from_millis(100)),
+            None,
+            "more than sent"
+        );
+    }
+    sink.stop();
+    let v = read_json(&json);
+    let bc = &v["broadcast"];
+    assert_eq!(bc["frames_invalid"], 1, "{v}");
+    assert_eq!(bc["joins"], 6, "{v}");
+    assert_eq!(bc["frames_received"], 6 + 6 * frames, "{v}");
+    assert_eq!(bc["relayed"], (6 + 1) + 4 * 3 * frames + 2 * frames, "{v}");
+}
+
+#[test]
+fn udp_drop_loses_about_that_share_of_the_frames() {
+    let (_dir, json) = tmp_json();
+    let sink = udp_sink(
+        &["--room-size", "2", "--echo-to-sender", "--drop", "0.2"],
+        &json,
+    );
+    // With --echo-to-sender a member hears its own join; a dropped join is resent.
+    let join = |k: u16| {
+        let m = UdpMember::bind(&sink.addr, 31, k);
+        for _ in 0..50 {
+            m.send(0);
+            if let Some(b) = m.try_recv(Duration::from_millis(100)) {
+                assert_eq!(b, m.datagram(0, FRAME_BYTES));
+                return m;
+            }
+        }
+        panic!("member {k} never joined");
+    };
+    let sender = join(0);
+    let receiver = join(1);
+    let frames = 2000u64;
+    // The receiver reads as the frames arrive, so its socket buffer never overflows.
+    let reader = std::thread::spawn(move || {
+        let mut got = 0u64;
+        while let Some(b) = receiver.try_recv(Duration::from_millis(500)) {
+            let h = FrameHeader::decode(&b).unwrap();
+            if h.member == 0 && h.seq > 0 {
+                got += 1;
+            }
+        }
+        got
+    });
+    for seq in 1..=frames {
+        sender.send(seq);
+        if seq % 20 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let got = reader.join().unwrap();
+    let lost = frames - got;
+    // Binomial(2000, 0.2): 400 ± 18 (one standard deviation); the seed fixes the draw.
+    assert!((300..=500).contains(&lost), "lost {lost} of {frames}");
+    sink.stop();
+    let v = read_json(&json);
+    assert!(v["dropped"].as_u64().unwrap() >= lost, "{v}");
+}
+
+#[test]
+fn udp_stall_freezes_relaying_for_its_length() {
+    let (_dir, json) = tmp_json();
+    let sink = udp_sink(
+        &["--room-size", "2", "--stall", "400ms", "--every", "1s"],
+        &json,
+    );
+    let started = Instant::now();
+    let ms = join_udp(&sink.addr, 41, 2);
+    let mut worst = Duration::ZERO;
+    let mut seq = 1;
+    while started.elapsed() < Duration::from_millis(1300) {
+        let t = Instant::now();
+        ms[0].send(seq);
+        assert_eq!(ms[1].recv(), ms[0].datagram(seq, FRAME_BYTES));
+        worst = worst.max(t.elapsed());
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(worst >= Duration::from_millis(250), "worst relay {worst:?}");
+    assert!(worst < Duration::from_millis(1000), "worst relay {worst:?}");
+}
+
+#[test]
+fn udp_aggregate_sends_one_downlink_datagram_per_member_per_tick() {
+    let (_dir, json) = tmp_json();
+    let sink = udp_sink(
+        &[
+            "--room-size",
+            "3",
+            "--aggregate",
+            "--down-size",
+            "150",
+            "--tick",
+            "30ms",
+        ],
+        &json,
+    );
+    let ms: Vec<UdpMember> = (0..3)
+        .map(|k| {
+            let m = UdpMember::bind(&sink.addr, 51, k);
+            m.send(0);
+            let b = m.recv();
+            let h = FrameHeader::decode(&b).unwrap();
+            assert_eq!((h.room, h.member, h.aggregate()), (51, k, true));
+            m
+        })
+        .collect();
+    let frames = 10u64;
+    for seq in 1..=frames {
+        for m in &ms {
+            m.send(seq);
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let mut consecutive = true;
+    for m in &ms {
+        let mut seen: BTreeMap<(u16, u64), u32> = BTreeMap::new();
+        let mut last: Option<u64> = None;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while seen.keys().filter(|(_, s)| *s == frames).count() < 2 {
+            assert!(Instant::now() < deadline, "member {}: {seen:?}", m.member);
+            let b = m.recv();
+            assert_eq!(b.len(), 150);
+            let h = FrameHeader::decode(&b).unwrap();
+            assert!(h.aggregate());
+            assert_eq!((h.room, h.member, h.intended_ns), (51, m.member, 0));
+            if let Some(t) = last {
+                assert!(h.seq > t, "one downlink per tick: {} after {t}", h.seq);
+                consecutive &= h.seq == t + 1;
+            }
+            last = Some(h.seq);
+            for i in 0..h.entries as usize {
+                let e = Entry::decode(&b, i);
+                assert_ne!(e.member, m.member);
+                if e.seq > 0 {
+                    *seen.entry((e.member, e.seq)).or_default() += 1;
+                }
+            }
+        }
+        let expected: Vec<(u16, u64)> = (0..3u16)
+            .filter(|&o| o != m.member)
+            .flat_map(|o| (1..=frames).map(move |s| (o, s)))
+            .collect();
+        assert_eq!(seen.keys().copied().collect::<Vec<_>>(), expected);
+        assert!(seen.values().all(|&n| n == 1), "an entry twice: {seen:?}");
+    }
+    sink.stop();
+    let v = read_json(&json);
+    let bc = &v["broadcast"];
+    assert_eq!(bc["frames_received"], 3 + 3 * frames, "{v}");
+    assert!(
+        consecutive || bc["ticks_skipped"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+}

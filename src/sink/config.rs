@@ -301,8 +301,14 @@ fn validate_broadcast(cfg: &SinkConfig) -> Result<(), SinkError> {
 
 fn validate_udp(cfg: &SinkConfig) -> Result<(), SinkError> {
     let bad = |msg: String| Err(SinkError::Config(msg));
-    if cfg.mode == SinkMode::Broadcast {
-        return bad("mode broadcast: not yet served over UDP".into());
+    if cfg.mode == SinkMode::Broadcast
+        && !(1..=CONNECTIONS_PER_CORE_MAX).contains(&cfg.max_connections_per_core)
+    {
+        return bad(format!(
+            "max_connections_per_core: broadcast over UDP tracks this many peers, between 1 \
+             and {CONNECTIONS_PER_CORE_MAX}, got {}",
+            cfg.max_connections_per_core
+        ));
     }
     if let SinkMode::Fixed(n) = cfg.mode
         && !(UDP_FIXED_REPLY_BYTES_MIN..=UDP_FIXED_REPLY_BYTES_MAX).contains(&n)

@@ -61,7 +61,8 @@
 //! datagrams (a seeded fastrand draw per datagram, before anything else): they are
 //! counted in `dropped`, neither received nor answered, so they show up in `lost`
 //! exactly as they do in the client's loss. A per-second series starts at the first
-//! datagram. Delay, stalls and the connection faults are TCP-only; `request_size`
+//! datagram. Delay and the connection faults are TCP-only, stalls TCP and UDP
+//! broadcast (`udp_relay.rs`); `request_size`
 //! and `max_connections_per_core` are ignored for UDP.
 
 mod buf_pool;
@@ -77,6 +78,7 @@ mod stall;
 mod stats;
 mod token;
 mod udp;
+mod udp_relay;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -302,7 +304,13 @@ pub fn start(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
 
 fn start_udp(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
     validate(cfg)?;
-    let shared = Arc::new(UdpShared::new(cfg.mode, cfg.drop_ratio, cfg.seed));
+    let mut shared = UdpShared::new(cfg.mode, cfg.drop_ratio, cfg.seed);
+    shared.broadcast = cfg.broadcast;
+    shared.peers_max = cfg.max_connections_per_core;
+    shared.stall = cfg
+        .stall
+        .map(|(freeze, period)| Stall::new(shared.epoch, freeze, period));
+    let shared = Arc::new(shared);
     // The first bind resolves port 0; the others join the port it got.
     let first = socket::reuseport_udp(cfg.listen, udp::IO_TIMEOUT)?;
     let addr = socket::bound_addr(&first, cfg.listen)?;

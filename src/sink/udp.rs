@@ -30,7 +30,10 @@ use std::time::{Duration, Instant};
 use socket2::Socket;
 
 use super::flows::{Counters, FlowKey, FlowTable};
-use super::{SecondStats, SinkMode, SinkStats};
+use super::stall::{Phase, Stall};
+use super::stats::BroadcastStats;
+use super::udp_relay::UdpRelay;
+use super::{BroadcastConfig, SecondStats, SinkMode, SinkStats};
 use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
 
 /// Datagrams per `recvmmsg` / `sendmmsg`.
@@ -64,6 +67,11 @@ pub(crate) struct UdpShared {
     /// Fixed mode: N bytes of b'x'; a reply is the request's first (up to
     /// [`HEADER_LEN`]) bytes plus as much filler as makes N. Empty otherwise.
     pub filler: Box<[u8]>,
+    /// Broadcast mode's rooms (and the peers each thread tracks at most).
+    pub broadcast: Option<BroadcastConfig>,
+    pub peers_max: usize,
+    /// Broadcast: the stall schedule (the other UDP modes refuse stalls).
+    pub stall: Option<Stall>,
 }
 
 impl UdpShared {
@@ -80,6 +88,9 @@ impl UdpShared {
             epoch: Instant::now(),
             series_origin_ns: AtomicU64::new(NO_ORIGIN),
             filler,
+            broadcast: None,
+            peers_max: 0,
+            stall: None,
         }
     }
 }
@@ -100,6 +111,7 @@ pub(crate) struct Published {
     last_ns: Option<u64>,
     kernel_drops: u64,
     rcvbuf_bytes: u64,
+    broadcast: BroadcastStats,
     /// Seconds that have ended.
     seconds: Vec<Bucket>,
     /// The second under way and the counters at its start.
@@ -159,6 +171,7 @@ impl Published {
             first_datagram_ns: self.first_ns,
             last_datagram_ns: self.last_ns,
             series,
+            broadcast: self.broadcast,
             ..SinkStats::default()
         }
     }
@@ -215,6 +228,8 @@ struct Worker {
     batch: Box<Batch>,
     /// Receive headers the kernel may have written since they were last reset.
     dirty: usize,
+    /// Broadcast mode: peers, rooms, outgoing relays.
+    relay: Option<Box<UdpRelay>>,
 }
 
 impl Worker {
@@ -246,6 +261,10 @@ impl Worker {
             h.msg_control = b.control[i].as_mut_ptr().cast();
         }
         let rng = super::thread_rng(shared.seed, index);
+        let now = shared.epoch.elapsed().as_nanos() as u64;
+        let relay = shared
+            .broadcast
+            .map(|b| Box::new(UdpRelay::new(b, shared.peers_max, now)));
         Worker {
             socket,
             shared,
@@ -260,22 +279,71 @@ impl Worker {
             bufs,
             batch,
             dirty: BATCH,
+            relay,
         }
     }
 
     fn run(&mut self) {
         while !self.shared.stop.load(Ordering::Acquire) {
-            let n = self.receive();
-            if n == 0 {
+            if self.sleep_if_frozen() {
                 continue;
             }
+            let n = if self.wait_for_datagrams() {
+                self.receive()
+            } else {
+                0
+            };
             let now = self.shared.epoch.elapsed().as_nanos() as u64;
-            self.note_time(now);
-            let replies = self.process(n);
-            self.send(replies);
-            self.publish();
+            if n > 0 {
+                self.note_time(now);
+                let replies = self.process(n);
+                self.send(replies);
+            }
+            if let Some(r) = self.relay.as_mut() {
+                let fd = self.socket.as_raw_fd();
+                r.flush(fd);
+                r.tick_if_due(fd, now);
+                r.sweep_if_due(now);
+            }
+            if n > 0 || self.relay.is_some() {
+                self.publish();
+            }
         }
         self.publish();
+    }
+
+    /// Broadcast with a stall: if a freeze window is open, sleeps until it closes (in
+    /// slices, watching the stop flag) and returns true. Datagrams wait in the socket.
+    fn sleep_if_frozen(&self) -> bool {
+        let Some(stall) = &self.shared.stall else {
+            return false;
+        };
+        let Phase::Frozen { until_ns } = stall.phase(stall.now_ns()) else {
+            return false;
+        };
+        let until = stall.instant_at(until_ns);
+        while Instant::now() < until && !self.shared.stop.load(Ordering::Acquire) {
+            std::thread::sleep((until - Instant::now()).min(IO_TIMEOUT));
+        }
+        true
+    }
+
+    /// Aggregate: waits for a datagram at most until the next server tick (and the
+    /// receive timeout); false when none came. Other modes block in the receive.
+    fn wait_for_datagrams(&self) -> bool {
+        let Some(tick_ns) = self.relay.as_ref().and_then(|r| r.next_tick_ns()) else {
+            return true;
+        };
+        let now = self.shared.epoch.elapsed().as_nanos() as u64;
+        let wait = Duration::from_nanos(tick_ns.saturating_sub(now)).min(IO_TIMEOUT);
+        let mut pfd = libc::pollfd {
+            fd: self.socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd owned by this frame, for the call's duration.
+        let rc = unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as libc::c_int) };
+        rc > 0
     }
 
     /// One `recvmmsg`; the number of datagrams received (0 on timeout or error).
@@ -351,6 +419,7 @@ impl Worker {
         let drop_ratio = self.shared.drop_ratio;
         let b = &mut *self.batch;
         let mut out = 0;
+        let fd = self.socket.as_raw_fd();
         // SO_RXQ_OVFL carries the socket's running drop total: the batch's last
         // datagram has the largest, so one control-message walk per batch is enough.
         if n > 0 && b.recv[n - 1].msg_hdr.msg_controllen > 0 {
@@ -364,6 +433,15 @@ impl Worker {
             }
             let start = i * DATAGRAM_BYTES_MAX;
             let data = &self.bufs[start..start + len];
+            if let Some(relay) = self.relay.as_mut() {
+                if let Some(stall) = &self.shared.stall {
+                    stall.mark_first_byte();
+                }
+                self.counters.bytes += len as u64;
+                let now = self.shared.epoch.elapsed().as_nanos() as u64;
+                relay.on_datagram(fd, data, &b.addrs[i], b.recv[i].msg_hdr.msg_namelen, now);
+                continue;
+            }
             match UdpHeader::read(data) {
                 Some(h) => {
                     let key = flow_key(&b.addrs[i], h.flow);
@@ -441,11 +519,14 @@ impl Worker {
         live.last_ns = self.last_ns;
         live.kernel_drops = self.kernel_drops;
         live.open = self.open;
+        if let Some(r) = &self.relay {
+            live.broadcast = r.stats;
+        }
     }
 }
 
 /// The flow key of a datagram from `addr` (as filled in by the kernel).
-fn flow_key(addr: &libc::sockaddr_storage, flow: u32) -> FlowKey {
+pub(crate) fn flow_key(addr: &libc::sockaddr_storage, flow: u32) -> FlowKey {
     let (ip, port) = match addr.ss_family as libc::c_int {
         libc::AF_INET => {
             // SAFETY: the family says the kernel wrote a sockaddr_in, which is smaller
