@@ -277,6 +277,41 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_response: bool,
 
+    /// What the connections carry: `requests` (request/response on the timetable) or
+    /// `frames` (every connection sends one frame per --tick for the whole run, rooms
+    /// of --room-size receive each other's frames through a broadcast server such as
+    /// `blaster sink --mode broadcast`; see docs/frames.md). Default: requests.
+    #[arg(long, default_value = "requests")]
+    pub workload: String,
+
+    /// Frames: the tick, one frame per connection per tick, e.g. `33ms` (1ms to 10s).
+    /// Default: 33ms.
+    #[arg(long)]
+    pub tick: Option<String>,
+
+    /// Frames: bytes per frame, header (32 bytes) included. Default: 50.
+    #[arg(long)]
+    pub frame_size: Option<usize>,
+
+    /// Frames: members per room; connection j is member j mod R of room j / R.
+    /// Default: 10.
+    #[arg(long)]
+    pub room_size: Option<usize>,
+
+    /// Frames: a frame whose arrival deviation (received - intended send instant)
+    /// exceeds this is late, e.g. `20ms`. Default: one tick.
+    #[arg(long)]
+    pub frame_budget: Option<String>,
+
+    /// Frames: the server relays each frame to its sender too (as `blaster sink
+    /// --echo-to-sender` does), so every connection also expects its own frames.
+    #[arg(long)]
+    pub echo_to_sender: bool,
+
+    /// Frames: aggregated downlink frames (not supported by the generator yet).
+    #[arg(long)]
+    pub aggregate: bool,
+
     /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s.
     #[arg(long, default_value = "10s")]
     pub duration: String,

@@ -75,3 +75,9 @@ pub const SHARDS_MAX: usize = 10_000;
 /// How far ahead `--start-at` may be: a start a day away is a typo or a scheduler's
 /// job, and a shard waiting that long is indistinguishable from a hung one.
 pub const START_AHEAD_NS_MAX: u64 = 86_400 * 1_000_000_000;
+
+/// Shortest `--tick`: below a millisecond a frame per tick per connection is a
+/// request stream, not a frame rhythm, and timer wake-ups are tens of microseconds late.
+pub const TICK_NS_MIN: u64 = 1_000_000;
+/// Longest `--tick`: beyond 10 s nothing ticks.
+pub const TICK_NS_MAX: u64 = 10_000_000_000;

@@ -4,7 +4,9 @@
 
 use crate::cli::{RunArgs, SinkArgs};
 use crate::engine::backoff::Backoff;
+use crate::engine::frames::FrameGrid;
 use crate::engine::socket::SockOpts;
+use crate::engine::worker_plan::FramePlan;
 use crate::engine::{Transport, WorkerPlan};
 use crate::fleet::Fleet;
 use crate::limits::*;
@@ -93,6 +95,90 @@ pub struct RunPlan {
     /// `--shard`, `--start-at`, `--run-id`. With N shards, `connections` and
     /// `connect_rate` above are already this shard's part.
     pub fleet: Fleet,
+    /// `--workload frames` (`None`: request/response).
+    pub frames: Option<FramePlan>,
+}
+
+/// `--workload`, `--tick`, `--frame-size`, `--room-size`, `--frame-budget`,
+/// `--echo-to-sender`, `--aggregate`: the frame run, or `None` for request/response
+/// (where the frame flags are refused).
+fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
+    let frame_flags = a.tick.is_some()
+        || a.frame_size.is_some()
+        || a.room_size.is_some()
+        || a.frame_budget.is_some()
+        || a.echo_to_sender;
+    match a.workload.as_str() {
+        "requests" => {
+            if a.aggregate {
+                return Err(err("aggregate", "needs --workload frames"));
+            }
+            if frame_flags {
+                return Err(err(
+                    "workload",
+                    "--tick, --frame-size, --room-size, --frame-budget and --echo-to-sender need --workload frames",
+                ));
+            }
+            return Ok(None);
+        }
+        "frames" => {}
+        w => {
+            return Err(err(
+                "workload",
+                format!("expected requests or frames, got {w:?}"),
+            ));
+        }
+    }
+    if a.aggregate {
+        return Err(err(
+            "aggregate",
+            "aggregated downlink frames are not measured by the generator yet: use the relayed broadcast (drop --aggregate)",
+        ));
+    }
+    let tick_s = a.tick.as_deref().unwrap_or("33ms");
+    let tick_ns = parse_duration("tick", tick_s)?.as_nanos();
+    if !(u128::from(TICK_NS_MIN)..=u128::from(TICK_NS_MAX)).contains(&tick_ns) {
+        return Err(err(
+            "tick",
+            format!("must be between 1ms and 10s, got {tick_s:?}"),
+        ));
+    }
+    let tick_ns = tick_ns as u64;
+    let frame_size = a.frame_size.unwrap_or(50);
+    let (lo, hi) = (
+        crate::proto::frame::HEADER_BYTES,
+        crate::proto::frame::FRAME_BYTES_MAX,
+    );
+    if !(lo..=hi).contains(&frame_size) {
+        return Err(err(
+            "frame-size",
+            format!("must be between {lo} (the frame header) and {hi} bytes, got {frame_size}"),
+        ));
+    }
+    let room_size = a.room_size.unwrap_or(10);
+    if room_size == 0 || room_size > a.connections || room_size > usize::from(u16::MAX) {
+        return Err(err(
+            "room-size",
+            format!(
+                "must be between 1 and --connections ({}), got {room_size}",
+                a.connections
+            ),
+        ));
+    }
+    let budget_ns = match a.frame_budget.as_deref() {
+        Some(b) => duration_ns("frame-budget", b, TIMEOUT_NS_MAX)?,
+        None => tick_ns,
+    };
+    Ok(Some(FramePlan {
+        grid: FrameGrid {
+            tick_ns,
+            connections: a.connections as u64,
+            room_size: room_size as u64,
+        },
+        frame_size,
+        budget_ns,
+        echo: a.echo_to_sender,
+    }))
 }
 
 /// Parses `--keepalive idle,interval,count`, e.g. `30s,10s,3`.
@@ -367,6 +453,45 @@ impl RunPlan {
             return Err(err("proto", "udp needs --target (the baseline is TCP)"));
         }
         let duration = duration_ns("duration", &a.duration, DURATION_NS_MAX)?;
+        let frames = frame_plan(a)?;
+        if let Some(f) = &frames {
+            let conflicting = a.rate.is_some()
+                || a.hold
+                || a.connect_per_request
+                || a.concurrency.is_some()
+                || a.no_response
+                || a.http.is_some()
+                || a.mix.is_some()
+                || a.framing.is_some()
+                || a.connect_rate.is_some();
+            if conflicting {
+                return Err(err(
+                    "workload",
+                    "frames sends one frame per connection per --tick: drop --rate, --hold, --connect-per-request, --concurrency, --no-response, --http, --mix, --framing and --connect-rate",
+                ));
+            }
+            if target.is_none() {
+                return Err(err(
+                    "workload",
+                    "frames needs --target (a broadcast server, e.g. blaster sink --mode broadcast)",
+                ));
+            }
+            if !fleet.shard.is_whole() {
+                return Err(err("shard", "--workload frames runs on one machine"));
+            }
+            let rooms = f.grid.rooms() as usize;
+            if rooms < cores.len() {
+                return Err(err(
+                    "room-size",
+                    format!(
+                        "{} connections in rooms of {} make {rooms} rooms, fewer than the {} worker cores (a room's members share a worker)",
+                        a.connections,
+                        f.grid.room_size,
+                        cores.len()
+                    ),
+                ));
+            }
+        }
         let arrivals: ArrivalKind = a.arrivals.parse().map_err(|m| err("arrivals", m))?;
         if let Some(n) = a.concurrency {
             if target.is_none() || transport != Transport::Tcp || a.hold || a.connect_per_request {
@@ -394,6 +519,16 @@ impl RunPlan {
                 None => Some(0.0),
             },
             None if a.concurrency.is_some() => Some(0.0),
+            // Frames: one per connection per tick.
+            None if frames.is_some() => {
+                let f = frames.as_ref().expect("checked");
+                let r = check_rate(
+                    "tick",
+                    f.grid.connections as f64 * 1e9 / f.grid.tick_ns as f64,
+                )?;
+                shape = Some(RateShape::constant(r).map_err(|m| err("tick", m))?);
+                Some(r)
+            }
             Some(r) => match parse_rate_spec(r, duration, a.seed).map_err(|m| err("rate", m))? {
                 RateSpec::Max if transport == Transport::UdpBlast => Some(f64::INFINITY),
                 RateSpec::Max => {
@@ -535,6 +670,7 @@ impl RunPlan {
             ));
         }
         let mut plan = RunPlan {
+            frames,
             fleet,
             target,
             shape,
@@ -660,6 +796,22 @@ impl RunPlan {
         self.connections as u64 + FD_MARGIN
     }
 
+    /// Worker `i` of `w`'s connections: (global index of the first, how many). Evenly
+    /// split; with frames, by whole rooms (a room's members share a worker, so the
+    /// worker sees the room's every frame).
+    fn split_connections(&self, w: usize, i: usize) -> (usize, usize) {
+        let Some(f) = &self.frames else {
+            let share = |j: usize| self.connections / w + usize::from(j < self.connections % w);
+            return ((0..i).map(share).sum(), share(i));
+        };
+        let rooms = f.grid.rooms() as usize;
+        let share = |j: usize| rooms / w + usize::from(j < rooms % w);
+        let first_room: usize = (0..i).map(share).sum();
+        let first = first_room * f.grid.room_size as usize;
+        let end = ((first_room + share(i)) * f.grid.room_size as usize).min(self.connections);
+        (first, end - first)
+    }
+
     /// Splits connections and rate over the workers; the rate is split by
     /// interleaving one global sequence (see `schedule`).
     pub fn worker_plans(
@@ -679,7 +831,7 @@ impl RunPlan {
             .map(|i| {
                 // Consecutive workers (and so consecutive requests) rotate over cores.
                 let core = self.cores[i % self.cores.len()];
-                let connections = self.connections / w + usize::from(i < self.connections % w);
+                let (conn_offset, connections) = self.split_connections(w, i);
                 // Sized for the peak of a shaped rate, not its mean.
                 let peak = self
                     .shape
@@ -698,9 +850,7 @@ impl RunPlan {
                     index: i,
                     shard: self.fleet.shard,
                     transport: self.transport,
-                    conn_offset: (0..i)
-                        .map(|j| self.connections / w + usize::from(j < self.connections % w))
-                        .sum(),
+                    conn_offset,
                     max_response: self.max_response,
                     workers: w,
                     core: Some(core),
@@ -750,6 +900,7 @@ impl RunPlan {
                     } else {
                         self.spin_ns
                     },
+                    frames: self.frames,
                 }
             })
             .collect()

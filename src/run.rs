@@ -66,6 +66,11 @@ pub fn execute(
     live: bool,
     outputs: &mut Outputs,
 ) -> Result<Report, RunError> {
+    if plan.frames.is_some() {
+        return Err(RunError::Worker(
+            "--workload frames: the frame engine is not built yet".into(),
+        ));
+    }
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     // Workers get the whole run's rate (each takes its share of the one timetable); the
     // report's intended rate is this shard's share of it.

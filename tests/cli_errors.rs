@@ -382,3 +382,77 @@ fn unknown_flag_is_clap_usage_error() {
     assert!(err.contains("unexpected argument '--bogus-flag'"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one line, got {err:?}");
 }
+
+/// Issue 14: the frame workload's bounds, each one line and exit 2.
+#[test]
+fn frame_workload_bounds_are_usage_errors() {
+    let f = |extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            "--target",
+            T,
+            "--workload",
+            "frames",
+            "--connections",
+            "20",
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["--room-size", "0"],
+            "--room-size: must be between 1 and --connections (20), got 0",
+        ),
+        (
+            &["--room-size", "21"],
+            "--room-size: must be between 1 and --connections (20), got 21",
+        ),
+        (&["--tick", "999us"], "--tick: must be between 1ms and 10s"),
+        (&["--tick", "11s"], "--tick: must be between 1ms and 10s"),
+        (
+            &["--frame-size", "31"],
+            "--frame-size: must be between 32 (the frame header)",
+        ),
+        (
+            &["--aggregate"],
+            "--aggregate: aggregated downlink frames are not measured",
+        ),
+        (
+            &["--rate", "10"],
+            "--workload: frames sends one frame per connection per --tick",
+        ),
+        (
+            &["--frame-budget", "0s"],
+            "--frame-budget: must be greater than 0",
+        ),
+        (
+            &["--cores", "0-1", "--room-size", "20"],
+            "--room-size: 20 connections in rooms of 20 make 1 rooms",
+        ),
+    ];
+    for (extra, needle) in cases {
+        if extra.contains(&"0-1") && std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+        {
+            continue; // needs two usable cores to be reached
+        }
+        let a = f(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        expect(&a, 2, needle);
+    }
+    expect(
+        &["run", "--target", T, "--rate", "10", "--aggregate"],
+        2,
+        "--aggregate: needs --workload frames",
+    );
+    expect(
+        &["run", "--target", T, "--rate", "10", "--tick", "33ms"],
+        2,
+        "--workload: --tick, --frame-size",
+    );
+    expect(
+        &["run", "--target", T, "--workload", "streams"],
+        2,
+        "--workload: expected requests or frames",
+    );
+}

@@ -16,6 +16,7 @@ pub mod backoff;
 pub mod buf_ring;
 pub mod conn_table;
 pub mod driver;
+pub mod frames;
 pub mod pacing;
 pub mod recorder;
 pub mod ring;

@@ -24,6 +24,14 @@ pub struct Histograms {
     /// Time-rescaled gaps between actual dispatches, x 1e6 (Exp(1) for Poisson and 1
     /// for constant arrivals when the pacing is exact).
     pub pacing: Histogram<u64>,
+    /// `--workload frames`: receive instant - intended send instant of each frame
+    /// received (first arrival).
+    pub frame_deviation: Histogram<u64>,
+    /// Frames: |inter-arrival of consecutive frames from one source at one receiver -
+    /// tick|.
+    pub frame_jitter: Histogram<u64>,
+    /// Frames: intended send instant -> the last receiver of the room got the frame.
+    pub frame_fanout: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -41,6 +49,9 @@ impl Histograms {
             connect: histogram(),
             reconnect_delay: histogram(),
             pacing: histogram(),
+            frame_deviation: histogram(),
+            frame_jitter: histogram(),
+            frame_fanout: histogram(),
         }
     }
 
@@ -57,7 +68,7 @@ impl Histograms {
         }
     }
 
-    fn parts(&self) -> [&Histogram<u64>; 7] {
+    fn parts(&self) -> [&Histogram<u64>; 10] {
         [
             &self.latency,
             &self.service,
@@ -66,10 +77,13 @@ impl Histograms {
             &self.connect,
             &self.reconnect_delay,
             &self.pacing,
+            &self.frame_deviation,
+            &self.frame_jitter,
+            &self.frame_fanout,
         ]
     }
 
-    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 7] {
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 10] {
         [
             &mut self.latency,
             &mut self.service,
@@ -78,6 +92,9 @@ impl Histograms {
             &mut self.connect,
             &mut self.reconnect_delay,
             &mut self.pacing,
+            &mut self.frame_deviation,
+            &mut self.frame_jitter,
+            &mut self.frame_fanout,
         ]
     }
 }
@@ -220,6 +237,48 @@ pub struct Counters {
     pub http_status: [u64; 6],
     /// Responses that parsed but report an error (RESP `-ERR ...`).
     pub error_replies: u64,
+    /// `--workload frames`.
+    pub frames: FrameCounters,
+}
+
+/// Frame counts for one interval of one worker (or merged); see `engine::frames`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameCounters {
+    /// Frames put on the wire (their send submitted).
+    pub sent: u64,
+    /// Frames received for the first time (unique, planned).
+    pub received: u64,
+    pub duplicates: u64,
+    /// Arrived after a frame with a higher sequence from the same source.
+    pub reordered: u64,
+    /// Received with an arrival deviation beyond `--frame-budget`.
+    pub late: u64,
+    /// Older than the receive window: too late to tell from a duplicate.
+    pub stale: u64,
+    /// Planned frames finalised as never received (gaps pushed out of the window in
+    /// the interval; the rest at the end of the run).
+    pub lost: u64,
+    /// Frames that do not belong here (another room, past the plan, not a frame).
+    pub foreign: u64,
+    /// Frames every receiver of the room got (one fan-out sample each).
+    pub fanout_complete: u64,
+    /// Connections that went down during the run.
+    pub disconnects: u64,
+}
+
+impl FrameCounters {
+    pub fn add(&mut self, o: &FrameCounters) {
+        self.sent += o.sent;
+        self.received += o.received;
+        self.duplicates += o.duplicates;
+        self.reordered += o.reordered;
+        self.late += o.late;
+        self.stale += o.stale;
+        self.lost += o.lost;
+        self.foreign += o.foreign;
+        self.fanout_complete += o.fanout_complete;
+        self.disconnects += o.disconnects;
+    }
 }
 
 impl Counters {
@@ -284,6 +343,7 @@ impl Counters {
         self.foreign += o.foreign;
         self.late += o.late;
         self.error_replies += o.error_replies;
+        self.frames.add(&o.frames);
         for (a, b) in self.http_status.iter_mut().zip(o.http_status) {
             *a += b;
         }
@@ -331,6 +391,26 @@ pub struct WorkerTotals {
     pub entries: Vec<EntryTotals>,
     /// What stopped the worker before the end of its schedule (a broken ring).
     pub error: Option<super::driver::WorkerError>,
+    /// `--workload frames`: the run's receive accounting and residency.
+    pub frames: Option<FrameTotals>,
+}
+
+/// A frames worker's figures over the whole run.
+#[derive(Clone, Debug, Default)]
+pub struct FrameTotals {
+    /// Frames planned to be sent (every connection, every tick of the run).
+    pub planned: u64,
+    /// Frames the receivers were planned to get, and got (unique).
+    pub expected: u64,
+    pub received: u64,
+    /// Per receiving connection: (expected, received).
+    pub per_receiver: Vec<(u64, u64)>,
+    /// Frames with at least one receiver, and those every receiver got.
+    pub fanout_expected: u64,
+    pub fanout_complete: u64,
+    /// Per connection: ns it was up during the schedule.
+    pub uptime_ns: Vec<u64>,
+    pub reconnects: u64,
 }
 
 /// One `--mix` entry's figures over the whole run.

@@ -774,6 +774,7 @@ impl<'p> UdpWorker<'p> {
             first_protocol_error: None,
             entries: Vec::new(),
             error: self.fatal.clone(),
+            frames: None,
         };
         let interval = pace.interval();
         self.out.send(interval, Some(totals), &mut pace);

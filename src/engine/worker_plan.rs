@@ -75,6 +75,19 @@ pub struct WorkerPlan {
     pub interval_ns: u64,
     /// Spin on the TSC for this long before a due send instead of sleeping.
     pub spin_ns: u64,
+    /// `--workload frames`: the frame run (`None`: request/response).
+    pub frames: Option<FramePlan>,
+}
+
+/// `--workload frames`, as every worker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FramePlan {
+    pub grid: super::frames::FrameGrid,
+    pub frame_size: usize,
+    /// Arrival deviation beyond this is late (`--frame-budget`, default one tick).
+    pub budget_ns: u64,
+    /// Frames come back to their sender too (`--echo-to-sender`).
+    pub echo: bool,
 }
 
 /// A worker's timetable and how many of its requests fall before the end (`u64::MAX`
@@ -154,6 +167,7 @@ impl WorkerPlan {
             backlog_capacity: 16,
             interval_ns: 1_000_000_000,
             spin_ns: 0,
+            frames: None,
         }
     }
 }

@@ -148,6 +148,7 @@ impl Worker<'_> {
             first_protocol_error: self.first_bad.take(),
             entries: std::mem::take(&mut self.entries),
             error: self.fatal.clone(),
+            frames: None,
         };
         let interval = pace.interval();
         self.out.send(interval, Some(totals), &mut pace);

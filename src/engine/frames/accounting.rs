@@ -1,0 +1,418 @@
+//! Receive accounting of `--workload frames`, pure (no I/O, no clock): every frame that
+//! arrives at a receiving connection is checked against the plan by its source and
+//! sequence number, so a frame that never arrives is counted, not merely missing from
+//! a latency histogram (coordinated omission's frame-sync variant).
+//!
+//! Per (receiver, source) a [`SeqWindow`]: the last [`WINDOW_SEQS`] sequence numbers
+//! as a bitmap. A sequence seen twice is a duplicate; one below the highest seen is
+//! reordered; one that pushes older unfilled sequences out of the window finalises
+//! them as lost (per interval); one older than the window is stale (too old to tell a
+//! late frame from a duplicate; counted, never received). Memory is fixed at start:
+//! connections x room size windows, and [`FAN_SLOTS`] fan-out slots per source.
+//!
+//! Per planned frame: a receiver expects every frame its room's other members are
+//! planned to send during the run (its own too with `--echo-to-sender`). Loss over
+//! the run is expected minus received (unique), whichever way a frame went missing.
+//! Fan-out completion: the instant the last receiver of the room got a frame, minus
+//! the frame's intended send instant; a frame some receiver never got gives no sample
+//! and counts as incomplete.
+
+use super::timetable::FrameGrid;
+use crate::clock::Nanos;
+use crate::engine::recorder::{FrameCounters, Histograms};
+use crate::proto::frame::FrameHeader;
+
+/// Sequence numbers remembered per (receiver, source).
+pub const WINDOW_SEQS: u64 = 128;
+/// Frames per source whose fan-out is tracked at once (a frame still incomplete
+/// [`FAN_SLOTS`] ticks later is incomplete for good).
+pub const FAN_SLOTS: usize = 64;
+
+/// What one arrival was, for one (receiver, source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// First arrival of this sequence; `jitter_ns` when it follows its predecessor
+    /// (|gap between the two arrivals - tick|).
+    New {
+        reordered: bool,
+        jitter_ns: Option<u64>,
+    },
+    Duplicate,
+    /// Older than the window.
+    Stale,
+}
+
+/// The recent sequence numbers from one source at one receiver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeqWindow {
+    /// Bit i: sequence `base + i` arrived.
+    bits: u128,
+    base: u64,
+    /// One past the highest sequence seen.
+    top: u64,
+    /// The newest sequence seen and when (for jitter).
+    last_seq: u64,
+    last_at: Nanos,
+    seen_any: bool,
+}
+
+impl SeqWindow {
+    /// Records sequence `seq` arriving at `at`; returns what it was and how many older
+    /// sequences it pushed out of the window without their having arrived (lost).
+    #[inline]
+    pub fn arrive(&mut self, seq: u64, at: Nanos, tick_ns: u64) -> (Seen, u64) {
+        if seq < self.base {
+            return (Seen::Stale, 0);
+        }
+        let mut lost = 0;
+        if seq >= self.base + WINDOW_SEQS {
+            let shift = seq - (self.base + WINDOW_SEQS - 1);
+            if shift >= WINDOW_SEQS {
+                lost = (WINDOW_SEQS - u64::from(self.bits.count_ones())) + (shift - WINDOW_SEQS);
+                self.bits = 0;
+            } else {
+                let out = self.bits & ((1u128 << shift) - 1);
+                lost = shift - u64::from(out.count_ones());
+                self.bits >>= shift;
+            }
+            self.base += shift;
+        }
+        let bit = 1u128 << (seq - self.base);
+        if self.bits & bit != 0 {
+            return (Seen::Duplicate, lost);
+        }
+        self.bits |= bit;
+        let reordered = seq + 1 < self.top;
+        self.top = self.top.max(seq + 1);
+        let jitter_ns = (self.seen_any && seq == self.last_seq + 1)
+            .then(|| (at.saturating_sub(self.last_at)).abs_diff(tick_ns));
+        if !self.seen_any || seq > self.last_seq {
+            self.last_seq = seq;
+            self.last_at = at;
+            self.seen_any = true;
+        }
+        (
+            Seen::New {
+                reordered,
+                jitter_ns,
+            },
+            lost,
+        )
+    }
+}
+
+/// One source frame's progress to its room's receivers.
+#[derive(Debug, Clone, Copy, Default)]
+struct FanSlot {
+    seq: u64,
+    got: u32,
+    last_at: Nanos,
+}
+
+/// A worker's receive accounting over its connections (whole rooms).
+pub struct FrameBook {
+    grid: FrameGrid,
+    /// Global index of the worker's first connection (a room boundary).
+    first: u64,
+    count: usize,
+    echo: bool,
+    budget_ns: u64,
+    duration_ns: Nanos,
+    /// Per receiver, per member of its room.
+    windows: Box<[SeqWindow]>,
+    /// Frames received (unique, planned) per receiver.
+    unique: Box<[u64]>,
+    fan: Box<[FanSlot]>,
+    /// Frames per source whose fan-out completed.
+    fan_complete: u64,
+    /// Gaps finalised as lost by the windows so far.
+    lost_so_far: u64,
+}
+
+/// The run's totals of one worker's accounting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BookTotals {
+    /// Frames the receivers were planned to get.
+    pub expected: u64,
+    pub received: u64,
+    /// Per receiver: (expected, received).
+    pub per_receiver: Vec<(u64, u64)>,
+    /// Frames sent to at least one receiver, and those all receivers got.
+    pub fanout_expected: u64,
+    pub fanout_complete: u64,
+    /// Loss not yet finalised by the windows (counted at the end).
+    pub lost_at_end: u64,
+}
+
+impl FrameBook {
+    pub fn new(
+        grid: FrameGrid,
+        first: u64,
+        count: usize,
+        echo: bool,
+        budget_ns: u64,
+        duration_ns: Nanos,
+    ) -> FrameBook {
+        assert_eq!(first % grid.room_size, 0, "a worker owns whole rooms");
+        FrameBook {
+            grid,
+            first,
+            count,
+            echo,
+            budget_ns,
+            duration_ns,
+            windows: vec![SeqWindow::default(); count * grid.room_size as usize].into_boxed_slice(),
+            unique: vec![0; count].into_boxed_slice(),
+            fan: vec![FanSlot::default(); count * FAN_SLOTS].into_boxed_slice(),
+            fan_complete: 0,
+            lost_so_far: 0,
+        }
+    }
+
+    /// Receivers of each frame of a room of `members`.
+    #[inline]
+    fn receivers(&self, members: u64) -> u64 {
+        members - 1 + u64::from(self.echo)
+    }
+
+    /// Accounts frame `h` arriving at local receiver `r` at `at`, recording into `hist`
+    /// and `n`.
+    #[inline]
+    pub fn arrive(
+        &mut self,
+        r: u32,
+        h: &FrameHeader,
+        at: Nanos,
+        hist: &mut Histograms,
+        n: &mut FrameCounters,
+    ) {
+        let g = &self.grid;
+        let gr = self.first + u64::from(r);
+        let room = gr / g.room_size;
+        let members = g.members(room);
+        let member = u64::from(h.member);
+        let gs = room * g.room_size + member;
+        if u64::from(h.room) != room
+            || member >= members
+            || (gs == gr && !self.echo)
+            || h.seq >= g.planned(gs, self.duration_ns)
+        {
+            n.foreign += 1;
+            return;
+        }
+        let w = r as usize * g.room_size as usize + member as usize;
+        let (seen, lost) = self.windows[w].arrive(h.seq, at, g.tick_ns);
+        n.lost += lost;
+        self.lost_so_far += lost;
+        match seen {
+            Seen::Duplicate => n.duplicates += 1,
+            Seen::Stale => n.stale += 1,
+            Seen::New {
+                reordered,
+                jitter_ns,
+            } => {
+                self.unique[r as usize] += 1;
+                n.received += 1;
+                n.reordered += u64::from(reordered);
+                let deviation = at.saturating_sub(h.intended_ns);
+                hist.frame_deviation.saturating_record(deviation);
+                n.late += u64::from(deviation > self.budget_ns);
+                if let Some(j) = jitter_ns {
+                    hist.frame_jitter.saturating_record(j);
+                }
+                let s = (gs - self.first) as usize;
+                let receivers = self.receivers(members);
+                let slot = &mut self.fan[s * FAN_SLOTS + (h.seq as usize % FAN_SLOTS)];
+                if slot.seq != h.seq || slot.got == 0 {
+                    *slot = FanSlot {
+                        seq: h.seq,
+                        got: 0,
+                        last_at: 0,
+                    };
+                }
+                slot.got += 1;
+                slot.last_at = slot.last_at.max(at);
+                if u64::from(slot.got) == receivers {
+                    hist.frame_fanout
+                        .saturating_record(slot.last_at.saturating_sub(h.intended_ns));
+                    self.fan_complete += 1;
+                    n.fanout_complete += 1;
+                }
+            }
+        }
+    }
+
+    /// The run's totals (after the drain).
+    pub fn totals(&self) -> BookTotals {
+        let g = &self.grid;
+        let mut t = BookTotals::default();
+        for r in 0..self.count as u64 {
+            let gr = self.first + r;
+            let room = gr / g.room_size;
+            let mut expected = 0;
+            for m in 0..g.members(room) {
+                let gs = room * g.room_size + m;
+                if gs != gr || self.echo {
+                    expected += g.planned(gs, self.duration_ns);
+                }
+            }
+            let got = self.unique[r as usize];
+            t.expected += expected;
+            t.received += got;
+            t.per_receiver.push((expected, got));
+            if self.receivers(g.members(room)) > 0 {
+                t.fanout_expected += g.planned(gr, self.duration_ns);
+            }
+        }
+        t.fanout_complete = self.fan_complete;
+        t.lost_at_end = (t.expected - t.received).saturating_sub(self.lost_so_far);
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TICK: u64 = 20_000_000;
+
+    #[test]
+    fn window_counts_duplicates_reorder_jitter_and_slides_out_gaps_as_lost() {
+        let mut w = SeqWindow::default();
+        assert_eq!(
+            w.arrive(0, 1_000, TICK),
+            (
+                Seen::New {
+                    reordered: false,
+                    jitter_ns: None
+                },
+                0
+            )
+        );
+        // 25 ms after its predecessor: 5 ms of jitter.
+        assert_eq!(
+            w.arrive(1, 1_000 + 25_000_000, TICK),
+            (
+                Seen::New {
+                    reordered: false,
+                    jitter_ns: Some(5_000_000)
+                },
+                0
+            )
+        );
+        assert_eq!(w.arrive(1, 2, TICK).0, Seen::Duplicate);
+        // 2 skipped, then 3, then 2 late: reordered.
+        assert!(matches!(
+            w.arrive(3, 3, TICK).0,
+            Seen::New {
+                reordered: false,
+                ..
+            }
+        ));
+        assert!(matches!(
+            w.arrive(2, 4, TICK).0,
+            Seen::New {
+                reordered: true,
+                ..
+            }
+        ));
+        // Sequence 5 never comes; 4 does. 4 + 128 pushes 0..=4 out: 0 lost (all seen)...
+        w.arrive(4, 5, TICK);
+        assert_eq!(w.arrive(4 + WINDOW_SEQS, 6, TICK).1, 0);
+        // ...and 5 + 128 pushes out 5: one lost.
+        assert_eq!(w.arrive(5 + WINDOW_SEQS, 7, TICK).1, 1);
+        assert_eq!(w.arrive(5, 8, TICK).0, Seen::Stale);
+        // A jump far ahead finalises every gap in between.
+        let (_, lost) = w.arrive(5 + 3 * WINDOW_SEQS, 9, TICK);
+        // Window was 6..=133 with 132 and 133 seen: 126 unseen there, plus 134..=388
+        // below the new base 389 - 127 = 262 ... counted exactly:
+        let unseen_in_window = WINDOW_SEQS - 2;
+        let beyond = (5 + 3 * WINDOW_SEQS) - (6 + WINDOW_SEQS - 1) - WINDOW_SEQS;
+        assert_eq!(lost, unseen_in_window + beyond);
+    }
+
+    fn frame(room: u32, member: u16, seq: u64, grid: &FrameGrid) -> FrameHeader {
+        FrameHeader {
+            room,
+            member,
+            seq,
+            intended_ns: grid
+                .intended_ns(u64::from(room) * grid.room_size + u64::from(member), seq),
+            ..FrameHeader::default()
+        }
+    }
+
+    #[test]
+    fn a_room_counts_every_planned_frame_and_its_fan_out() {
+        // One worker, one room of 3 (connections 0..3), 10 frames each.
+        let grid = FrameGrid {
+            tick_ns: TICK,
+            connections: 3,
+            room_size: 3,
+        };
+        let d = 10 * TICK;
+        let mut b = FrameBook::new(grid, 0, 3, false, TICK, d);
+        let mut h = Histograms::new();
+        let mut n = FrameCounters::default();
+        for seq in 0..10 {
+            for src in 0..3u16 {
+                let f = frame(0, src, seq, &grid);
+                for r in 0..3u32 {
+                    if u32::from(src) == r || (src == 2 && r == 0 && seq == 7) {
+                        continue; // own frame (no echo); and one frame lost to 0
+                    }
+                    b.arrive(
+                        r,
+                        &f,
+                        f.intended_ns + 1_000_000 * u64::from(r + 1),
+                        &mut h,
+                        &mut n,
+                    );
+                }
+            }
+        }
+        // An own frame without echo, a frame from another room, one past the plan.
+        b.arrive(1, &frame(0, 1, 3, &grid), 0, &mut h, &mut n);
+        b.arrive(1, &frame(1, 0, 3, &grid), 0, &mut h, &mut n);
+        b.arrive(1, &frame(0, 0, 10, &grid), 0, &mut h, &mut n);
+        assert_eq!(n.foreign, 3);
+        let t = b.totals();
+        assert_eq!(t.expected, 3 * 2 * 10);
+        assert_eq!(t.received, 59);
+        assert_eq!(n.received, 59);
+        assert_eq!(t.per_receiver[0], (20, 19));
+        assert_eq!(t.lost_at_end, 1);
+        assert_eq!(t.fanout_expected, 30);
+        assert_eq!(t.fanout_complete, 29);
+        assert_eq!(h.frame_fanout.len(), 29);
+        // Fan-out is to the last receiver: frames of source 0 reach 1 and 2 at +2 and
+        // +3 ms, so their fan-out is 3 ms.
+        assert_eq!(
+            h.frame_fanout.max(),
+            h.frame_fanout.highest_equivalent(3_000_000)
+        );
+        assert_eq!(h.frame_deviation.len(), 59);
+        assert_eq!(n.late, 0);
+        // 6 (receiver, source) pairs x 9 consecutive pairs of frames, less the two that
+        // the lost frame breaks (7 after 6, 8 after 7).
+        assert_eq!(h.frame_jitter.len(), 6 * 9 - 2);
+    }
+
+    #[test]
+    fn echo_expects_own_frames_and_late_frames_count_against_the_budget() {
+        let grid = FrameGrid {
+            tick_ns: TICK,
+            connections: 2,
+            room_size: 2,
+        };
+        let mut b = FrameBook::new(grid, 0, 2, true, 5_000_000, 2 * TICK);
+        let mut h = Histograms::new();
+        let mut n = FrameCounters::default();
+        let f = frame(0, 0, 0, &grid);
+        b.arrive(0, &f, f.intended_ns + 1_000_000, &mut h, &mut n);
+        b.arrive(1, &f, f.intended_ns + 6_000_000, &mut h, &mut n);
+        assert_eq!((n.received, n.late, n.foreign), (2, 1, 0));
+        assert_eq!(n.fanout_complete, 1);
+        assert_eq!(b.totals().expected, 2 * 2 * 2);
+    }
+}

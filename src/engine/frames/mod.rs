@@ -1,0 +1,4 @@
+//! placeholder
+pub mod accounting;
+pub mod timetable;
+pub use timetable::{FrameCursor, FrameGrid};
