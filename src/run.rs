@@ -4,6 +4,7 @@
 
 use crate::clock::Clock;
 use crate::diagnosis::Diagnosis;
+use crate::engine::frames::run_frames_worker;
 use crate::engine::pacing::Usage;
 use crate::engine::recorder::{CONNECT_ERRNOS, WorkerTotals};
 use crate::engine::udp::run_udp_worker;
@@ -66,11 +67,6 @@ pub fn execute(
     live: bool,
     outputs: &mut Outputs,
 ) -> Result<Report, RunError> {
-    if plan.frames.is_some() {
-        return Err(RunError::Worker(
-            "--workload frames: the frame engine is not built yet".into(),
-        ));
-    }
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
     // Workers get the whole run's rate (each takes its share of the one timetable); the
     // report's intended rate is this shard's share of it.
@@ -99,6 +95,7 @@ pub fn execute(
         let h = std::thread::Builder::new()
             .name(name)
             .spawn(move || match wp.transport {
+                _ if wp.frames.is_some() => run_frames_worker(wp, stop, ch),
                 Transport::Tcp => run_worker(wp, stop, ch),
                 Transport::Udp | Transport::UdpBlast => run_udp_worker(wp, stop, ch),
             })
@@ -208,6 +205,13 @@ pub fn execute(
         .map(|r| r.features.clone())
         .unwrap_or_default();
     let first = collected.counters.first_dispatch;
+    let frames = crate::report::frames::build(
+        plan,
+        &collected.total,
+        &collected.counters.frames,
+        &collected.totals,
+        crate::report::assemble::stopped_ns(&collected.totals, duration_ns),
+    );
     let mut report = crate::report::assemble::build(
         plan,
         target,
@@ -218,6 +222,7 @@ pub fn execute(
         stop.load(Ordering::Relaxed),
     );
     report.threads = threads;
+    report.frames = frames;
     let fleet = fleet_report(plan, first, start_late_ns);
     report.diagnosis.extend(fleet.clock_warning());
     report.fleet = Some(fleet);
@@ -432,6 +437,12 @@ fn complete(
         errors: p.counters.request_errors(),
         latency: Percentiles::of(&p.histograms.latency),
         lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
+        frames: shape.plan.frames.map(|_| {
+            (
+                p.counters.frames,
+                Percentiles::of(&p.histograms.frame_deviation).p99,
+            )
+        }),
         load,
         histograms: embed.then(|| encoded.clone()),
     };

@@ -264,6 +264,8 @@ pub struct FrameCounters {
     pub fanout_complete: u64,
     /// Connections that went down during the run.
     pub disconnects: u64,
+    /// Frames due while their connection was down: never sent.
+    pub not_sent: u64,
 }
 
 impl FrameCounters {
@@ -278,6 +280,7 @@ impl FrameCounters {
         self.foreign += o.foreign;
         self.fanout_complete += o.fanout_complete;
         self.disconnects += o.disconnects;
+        self.not_sent += o.not_sent;
     }
 }
 

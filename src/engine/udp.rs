@@ -151,7 +151,10 @@ struct UdpWorker<'p> {
     last_done: Ticks,
 }
 
-fn udp_socket(plan: &WorkerPlan, gso_len: Option<usize>) -> std::io::Result<(RawFd, bool)> {
+pub(super) fn udp_socket(
+    plan: &WorkerPlan,
+    gso_len: Option<usize>,
+) -> std::io::Result<(RawFd, bool)> {
     let s = Socket::new(
         Domain::for_address(plan.target),
         Type::DGRAM,

@@ -79,6 +79,8 @@ pub struct Row {
     pub errors: u64,
     pub latency: Percentiles,
     pub lag_p99: u64,
+    /// Frames: the interval's frame counts and arrival-deviation p99.
+    pub frames: Option<(crate::engine::recorder::FrameCounters, u64)>,
     pub load: Load,
     /// The interval's histograms, encoded for the JSON (the first
     /// [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] intervals).
@@ -131,6 +133,11 @@ impl IntervalShape<'_> {
                 .link_bps
                 .map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
             drops: row.load.drops,
+            frames: row.frames.map(|(c, p99)| {
+                let mut f = super::frames::FrameInterval::of(&c, len_s);
+                f.deviation_p99_ns = p99;
+                f
+            }),
             histograms: row.histograms.clone(),
         }
     }
@@ -290,7 +297,7 @@ pub fn build(
         plan, rate_rps, ctr, &latency, &service, &wait,
     ));
     let blast = plan.transport == Transport::UdpBlast;
-    let udp = (plan.transport != Transport::Tcp).then(|| {
+    let udp = (plan.transport != Transport::Tcp && plan.frames.is_none()).then(|| {
         let failed = ctr.errors_of(ErrorKind::Io);
         let sent = if blast {
             ctr.sent.saturating_sub(failed)
@@ -445,7 +452,9 @@ pub fn build(
                 } as f64,
             rss_growth_bytes: setup.rss_growth,
         },
-        mode: if plan.closed_loop {
+        mode: if plan.frames.is_some() {
+            "frames"
+        } else if plan.closed_loop {
             "closed_loop"
         } else if plan.hold {
             "hold"
@@ -501,6 +510,7 @@ pub fn build(
         fleet: None,
         machine: super::Machine::this(&plan.cores),
         histograms: c.total,
+        frames: None,
     }
 }
 

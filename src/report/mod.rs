@@ -5,6 +5,7 @@ pub mod assemble;
 pub mod compare;
 pub mod export;
 pub mod fleet;
+pub mod frames;
 pub mod hdr;
 pub mod html;
 pub mod input;
@@ -171,6 +172,9 @@ pub struct Interval {
     /// max(tx, rx) over the link speed; `null` without one (loopback).
     pub link_utilization: Option<f64>,
     pub drops: u64,
+    /// `--workload frames`: the interval's frame figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<frames::FrameInterval>,
     /// This interval's merged histograms, encoded as `histograms.encoding` says; absent
     /// past the first [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] intervals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -352,6 +356,9 @@ pub struct Report {
     pub intervals: Vec<Interval>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpReport>,
+    /// `--workload frames`: see docs/frames.md.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames: Option<frames::FramesReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpReport>,
     /// Per `--mix` entry; the totals above cover all entries.

@@ -111,31 +111,36 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         );
     }
     let _ = writeln!(w);
-    let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "latency", "service time");
-    let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "(intended)", "(closed-loop)");
-    type Pick = fn(&Percentiles) -> u64;
-    let rows: [(&str, Pick); 6] = [
-        ("p50", |p| p.p50),
-        ("p90", |p| p.p90),
-        ("p99", |p| p.p99),
-        ("p99.9", |p| p.p999),
-        ("p99.99", |p| p.p9999),
-        ("max", |p| p.max),
-    ];
-    for (name, f) in rows {
+    if let Some(f) = &r.frames {
+        // Frames are never answered: no latency table; the frame figures instead.
+        super::frames::render(f, w);
+    } else {
+        let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "latency", "service time");
+        let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "(intended)", "(closed-loop)");
+        type Pick = fn(&Percentiles) -> u64;
+        let rows: [(&str, Pick); 6] = [
+            ("p50", |p| p.p50),
+            ("p90", |p| p.p90),
+            ("p99", |p| p.p99),
+            ("p99.9", |p| p.p999),
+            ("p99.99", |p| p.p9999),
+            ("max", |p| p.max),
+        ];
+        for (name, f) in rows {
+            let _ = writeln!(
+                w,
+                "{:<10} {:>12} {:>14}",
+                name,
+                fmt_ns(f(&r.latency_ns)),
+                fmt_ns(f(&r.service_time_ns))
+            );
+        }
         let _ = writeln!(
             w,
-            "{:<10} {:>12} {:>14}",
-            name,
-            fmt_ns(f(&r.latency_ns)),
-            fmt_ns(f(&r.service_time_ns))
+            "latency counts from each request's intended send time (coordinated-omission free);\n\
+             service time counts from the actual send, as closed-loop tools such as wrk report it."
         );
     }
-    let _ = writeln!(
-        w,
-        "latency counts from each request's intended send time (coordinated-omission free);\n\
-         service time counts from the actual send, as closed-loop tools such as wrk report it."
-    );
     let _ = writeln!(w);
     if let Some(lag) = &r.dispatch_lag_ns {
         let _ = writeln!(

@@ -1,4 +1,744 @@
-//! placeholder
+//! The frames engine (`--workload frames`, issue 14): a workload of its own beside
+//! request/response. Every connection sends one frame per tick on the absolute
+//! timetable of [`timetable`]; what arrives is checked frame by frame, by source and
+//! sequence number, in [`accounting`]. Nothing here completes a request: a frame is
+//! never answered, it is relayed to the other members of its room by a broadcast
+//! server (`blaster sink --mode broadcast`).
+//!
+//! The loop: now -> send every frame now due (dispatch lag recorded as for requests,
+//! so the validity gate applies) -> reap completions (sends, receives, connects) ->
+//! reconnects -> interval boundary -> wait (sleep on the ring, then spin). TCP frames
+//! follow a 4-byte length (`proto::frame`), read into a region per connection; UDP
+//! frames are one datagram each on a connected socket. Buffers, windows and the
+//! connection table are sized at start; nothing allocates per frame.
+//!
+//! A frame due while its connection's previous send is still in the kernel waits (at
+//! most [`SEND_FRAMES`] go out in one send); one due while its connection is down is
+//! not sent (counted; the receivers count it lost). After the last frame is due, the
+//! loop drains for `--frame-budget` (plus a margin) so frames planned just before the
+//! end can arrive before loss is counted.
+
 pub mod accounting;
 pub mod timetable;
+
 pub use timetable::{FrameCursor, FrameGrid};
+
+use super::driver::{Channels, Engine, Outbox, Ready, WorkerError, arm_fault_hook, drive};
+use super::pacing::Pacer;
+use super::recorder::{FrameTotals, Histograms, Snapshot, WorkerTotals};
+use super::ring::Ring;
+use super::socket;
+use super::token::{Op, Token, next_generation};
+use super::worker_plan::{FramePlan, Transport, WorkerPlan};
+use crate::clock::{Clock, Nanos};
+use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
+use crate::proto::frame::{self, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
+use accounting::FrameBook;
+use crossbeam_channel::{Receiver, Sender};
+use io_uring::{opcode, types};
+use socket2::SockAddr;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Most frames one TCP send carries (frames that fell due while the previous send was
+/// in the kernel).
+pub const SEND_FRAMES: usize = 4;
+/// Smallest receive region per connection.
+const RECV_BYTES_MIN: usize = 2048;
+/// Connects pending at once in the connect phase.
+const CONNECTS_IN_FLIGHT: usize = 256;
+/// Delay before reopening a connection the target closed, when `--no-reconnect` is
+/// not given and no backoff applies (the backoff's first step is used otherwise).
+const REOPEN_NS: u64 = 100_000_000;
+
+/// Runs one frames worker to completion (see [`super::tcp::run_worker`] for the
+/// protocol with the main thread).
+pub fn run_frames_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
+    drive(&plan, &stop, ch, "frames setup", FrameWorker::new);
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Conn {
+    fd: RawFd,
+    generation: u32,
+    up: bool,
+    connecting: bool,
+    sending: bool,
+    /// Operations of this connection in the ring: it reopens only at zero (its regions
+    /// are then the kernel's no longer).
+    ops: u32,
+    /// Frames due but not yet sent: `pend` of them from frame `pend_k`.
+    pend_k: u64,
+    pend: u32,
+    send_off: u32,
+    send_len: u32,
+    recv_keep: u32,
+    opened_before: bool,
+    up_since: Nanos,
+    uptime: Nanos,
+    reopen_at: Nanos,
+    attempts: u32,
+}
+
+struct FrameWorker<'p> {
+    plan: &'p WorkerPlan,
+    fp: FramePlan,
+    udp: bool,
+    ring: Ring,
+    conns: Box<[Conn]>,
+    cursor: FrameCursor,
+    book: FrameBook,
+    /// Per connection [`SEND_FRAMES`] frames (TCP: each after its length prefix),
+    /// prefixes and padding written once at start; only headers are written per frame.
+    send_buf: Box<[u8]>,
+    send_stride: usize,
+    /// Bytes of one frame on the wire (prefix included over TCP).
+    wire_len: usize,
+    recv_buf: Box<[u8]>,
+    recv_stride: usize,
+    addr: Box<SockAddr>,
+    clock: Clock,
+    out: Outbox,
+    cqes: Box<[(u64, i32)]>,
+    features: Vec<&'static str>,
+    ops_in_ring: u64,
+    fatal: Option<WorkerError>,
+    running: bool,
+    stopping: bool,
+    stopped_ns: Nanos,
+    connecting: usize,
+    reconnects: u64,
+    first_errno: Option<i32>,
+    first_bad: Option<String>,
+    rng: fastrand::Rng,
+}
+
+impl Engine for FrameWorker<'_> {
+    fn connect(&mut self, stop: &AtomicBool) -> Ready {
+        self.connect_all(stop)
+    }
+
+    fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
+        self.clock = clock;
+        self.run(stop);
+    }
+
+    fn quiesce(&mut self) {
+        FrameWorker::quiesce(self);
+    }
+}
+
+/// Buffers the kernel may still read or write are never freed under it (see
+/// `Drop for Worker` in the TCP engine).
+impl Drop for FrameWorker<'_> {
+    fn drop(&mut self) {
+        if self.ops_in_ring > 0 {
+            std::mem::forget(std::mem::take(&mut self.send_buf));
+            std::mem::forget(std::mem::take(&mut self.recv_buf));
+            std::mem::forget(std::mem::replace(
+                &mut self.addr,
+                Box::new(socket::sock_addr(&self.plan.target)),
+            ));
+        }
+    }
+}
+
+impl<'p> FrameWorker<'p> {
+    fn new(
+        plan: &'p WorkerPlan,
+        snap_tx: Sender<Snapshot>,
+        recycle_rx: Receiver<Histograms>,
+    ) -> std::io::Result<Self> {
+        let fp = plan.frames.expect("a frames worker has a frame plan");
+        let udp = plan.transport != Transport::Tcp;
+        let n = plan.connections;
+        let wire_len = fp.frame_size + if udp { 0 } else { LEN_PREFIX_BYTES };
+        let send_stride = wire_len * if udp { 1 } else { SEND_FRAMES };
+        let mut send_buf = vec![0u8; n * send_stride].into_boxed_slice();
+        if !udp {
+            for f in send_buf.chunks_mut(wire_len) {
+                frame::encode_len(fp.frame_size, f);
+            }
+        }
+        let recv_stride = if udp {
+            fp.frame_size.max(RECV_BYTES_MIN)
+        } else {
+            (2 * wire_len).max(RECV_BYTES_MIN)
+        };
+        let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
+        ring.confine_io_workers(plan.core);
+        arm_fault_hook(&mut ring);
+        let mut features = ring.features.clone();
+        features.push(if udp { "frames_udp" } else { "frames_tcp" });
+        let first = plan.conn_offset as u64;
+        Ok(FrameWorker {
+            plan,
+            fp,
+            udp,
+            ring,
+            conns: vec![
+                Conn {
+                    fd: -1,
+                    ..Conn::default()
+                };
+                n
+            ]
+            .into_boxed_slice(),
+            cursor: FrameCursor::new(fp.grid, first, n as u64, plan.duration_ns),
+            book: FrameBook::new(fp.grid, first, n, fp.echo, fp.budget_ns, plan.duration_ns),
+            send_buf,
+            send_stride,
+            wire_len,
+            recv_buf: vec![0u8; n * recv_stride].into_boxed_slice(),
+            recv_stride,
+            addr: Box::new(socket::sock_addr(&plan.target)),
+            clock: Clock::new(),
+            out: Outbox::new(plan.index, snap_tx, recycle_rx),
+            cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
+            features,
+            ops_in_ring: 0,
+            fatal: None,
+            running: false,
+            stopping: false,
+            stopped_ns: 0,
+            connecting: 0,
+            reconnects: 0,
+            first_errno: None,
+            first_bad: None,
+            rng: fastrand::Rng::with_seed(plan.seed ^ plan.index as u64),
+        })
+    }
+
+    /// Queues `entry` for connection `c`.
+    ///
+    /// # Safety
+    /// Every buffer and address the entry points to must stay valid and unmoved until
+    /// its completion is reaped: `send_buf`, `recv_buf` and `addr` are allocated once,
+    /// never reallocated, and leaked if the worker is dropped with operations in the
+    /// ring (`Drop for FrameWorker`); a connection's regions are reused only once its
+    /// operations have completed (`Conn::ops`).
+    unsafe fn push(&mut self, c: u32, entry: &io_uring::squeue::Entry) {
+        if self.fatal.is_some() {
+            return;
+        }
+        // SAFETY: forwarded to this function's contract.
+        match unsafe { self.ring.push(entry) } {
+            Ok(()) => {
+                self.ops_in_ring += 1;
+                self.conns[c as usize].ops += 1;
+            }
+            Err(e) => {
+                if self.fatal.is_none() {
+                    self.fatal = Some(WorkerError::submit(self.plan.index, &e));
+                }
+            }
+        }
+    }
+
+    fn token(&self, c: u32, op: Op) -> u64 {
+        Token {
+            conn: c,
+            op,
+            generation: self.conns[c as usize].generation,
+        }
+        .encode()
+    }
+
+    /// Opens connection `c`: a connected UDP socket at once, or a TCP connect through
+    /// the ring.
+    fn open(&mut self, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        conn.generation = next_generation(conn.generation);
+        conn.recv_keep = 0;
+        conn.sending = false;
+        conn.pend = 0;
+        if conn.opened_before {
+            self.reconnects += 1;
+        }
+        conn.opened_before = true;
+        if self.udp {
+            match super::udp::udp_socket(self.plan, None) {
+                Ok((fd, _)) => {
+                    self.conns[c as usize].fd = fd;
+                    self.connected(c);
+                }
+                Err(e) => self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO)),
+            }
+            return;
+        }
+        let fd = match socket::tcp_socket(&self.plan.target, None, None, false, &self.plan.sockopts)
+        {
+            Ok(fd) => fd,
+            Err(e) => return self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO)),
+        };
+        let conn = &mut self.conns[c as usize];
+        conn.fd = fd;
+        conn.connecting = true;
+        self.connecting += 1;
+        let entry = opcode::Connect::new(types::Fd(fd), self.addr.as_ptr().cast(), self.addr.len())
+            .build()
+            .user_data(self.token(c, Op::Connect));
+        // SAFETY: the connect reads `self.addr`, boxed and owned by the worker (see
+        // `push`).
+        unsafe { self.push(c, &entry) };
+    }
+
+    fn connect_failed(&mut self, c: u32, errno: i32) {
+        self.first_errno.get_or_insert(errno);
+        self.out.counters.connect_failed(errno);
+        let conn = &mut self.conns[c as usize];
+        if conn.fd >= 0 {
+            socket::close(conn.fd);
+            conn.fd = -1;
+        }
+        let delay = self.reopen_delay(c);
+        self.conns[c as usize].reopen_at = self.clock.now_ns().saturating_add(delay);
+    }
+
+    /// How long connection `c` waits before it opens again (backoff with jitter).
+    fn reopen_delay(&mut self, c: u32) -> u64 {
+        let conn = &mut self.conns[c as usize];
+        let attempt = conn.attempts;
+        conn.attempts = conn.attempts.saturating_add(1);
+        match &self.plan.backoff {
+            Some(b) => b.delay_ns(attempt, self.rng.f64()),
+            None => u64::MAX,
+        }
+        .max(if attempt == 0 { 0 } else { REOPEN_NS })
+    }
+
+    fn connected(&mut self, c: u32) {
+        let now = if self.running { self.clock.now_ns() } else { 0 };
+        let conn = &mut self.conns[c as usize];
+        conn.up = true;
+        conn.connecting = false;
+        conn.attempts = 0;
+        conn.up_since = now;
+        self.out.counters.connections_opened += 1;
+        self.arm_recv(c);
+    }
+
+    /// Connection `c` went down (the target closed or reset it, or sent what is not a
+    /// frame): counted, closed, reopened after the backoff.
+    fn disconnect(&mut self, c: u32, now: Nanos) {
+        let conn = &mut self.conns[c as usize];
+        if !conn.up {
+            return;
+        }
+        conn.up = false;
+        conn.uptime += now.saturating_sub(conn.up_since);
+        conn.generation = next_generation(conn.generation);
+        self.out.counters.frames.disconnects += 1;
+        self.out.counters.closed_by_target += 1;
+        socket::close(conn.fd);
+        conn.fd = -1;
+        let delay = self.reopen_delay(c);
+        self.conns[c as usize].reopen_at = now.saturating_add(delay);
+    }
+
+    fn arm_recv(&mut self, c: u32) {
+        let conn = &self.conns[c as usize];
+        let keep = conn.recv_keep as usize;
+        let base = c as usize * self.recv_stride;
+        let buf = &mut self.recv_buf[base + keep..base + self.recv_stride];
+        let entry = opcode::Recv::new(types::Fd(conn.fd), buf.as_mut_ptr(), buf.len() as u32)
+            .build()
+            .user_data(self.token(c, Op::Recv));
+        // SAFETY: the receive writes into connection `c`'s region of `recv_buf`
+        // (bounds checked by the slice above); see `push`.
+        unsafe { self.push(c, &entry) };
+    }
+
+    /// The connect phase: every connection opened, at most [`CONNECTS_IN_FLIGHT`]
+    /// pending at once, each bounded by the timeout.
+    fn connect_all(&mut self, stop: &AtomicBool) -> Ready {
+        let n = self.conns.len();
+        let started = self.clock.now_ns();
+        let mut next = 0;
+        loop {
+            while next < n && self.connecting < CONNECTS_IN_FLIGHT {
+                self.open(next as u32);
+                next += 1;
+            }
+            let now = self.clock.now_ns();
+            if (next == n && self.connecting == 0)
+                || stop.load(Ordering::Relaxed)
+                || now > started + self.plan.timeout_ns.max(1_000_000_000)
+                || self.fatal.is_some()
+            {
+                break;
+            }
+            if let Err(e) = self.ring.submit_and_wait_ns(WAIT_NS_MAX) {
+                self.fatal = Some(WorkerError::submit(self.plan.index, &e));
+            }
+            self.reap();
+        }
+        let established = self.conns.iter().filter(|c| c.up).count();
+        Ready {
+            worker: self.plan.index,
+            established,
+            failed: n - established,
+            first_errno: self.first_errno,
+            establish_ns: self.clock.now_ns() - started,
+            fatal: self.fatal.as_ref().map(|e| e.to_string()),
+            features: self.features.clone(),
+        }
+    }
+
+    /// Frames now due: each goes out on its connection, or waits behind the send in
+    /// the kernel, or (connection down) is not sent.
+    fn dispatch_due(&mut self, now: Nanos) -> u64 {
+        let mut n = 0;
+        while let Some((c, k, intended)) = self.cursor.pop_due(now) {
+            n += 1;
+            self.out.counters.dispatched += 1;
+            self.out.counters.note_dispatch(intended, now);
+            self.out.hist.dispatch_lag.saturating_record(now - intended);
+            let conn = &mut self.conns[c as usize];
+            if !conn.up {
+                self.out.counters.frames.not_sent += 1;
+                continue;
+            }
+            if conn.pend == 0 {
+                conn.pend_k = k;
+            }
+            conn.pend += 1;
+            if !conn.sending {
+                self.send_pending(c);
+            }
+        }
+        n
+    }
+
+    /// Sends connection `c`'s waiting frames (TCP: up to [`SEND_FRAMES`] in one send;
+    /// UDP: one datagram).
+    fn send_pending(&mut self, c: u32) {
+        let g = self.fp.grid;
+        let gj = self.plan.conn_offset as u64 + u64::from(c);
+        let (room, member) = g.room_member(gj);
+        let conn = &mut self.conns[c as usize];
+        let count = (conn.pend as usize).min(if self.udp { 1 } else { SEND_FRAMES });
+        let base = c as usize * self.send_stride;
+        let prefix = if self.udp { 0 } else { LEN_PREFIX_BYTES };
+        for i in 0..count as u64 {
+            let k = conn.pend_k + i;
+            let at = base + i as usize * self.wire_len + prefix;
+            FrameHeader {
+                room: room as u32,
+                member: member as u16,
+                flags: 0,
+                entries: 0,
+                seq: k,
+                intended_ns: g.intended_ns(gj, k),
+            }
+            .encode(&mut self.send_buf[at..at + HEADER_BYTES]);
+        }
+        conn.pend_k += count as u64;
+        conn.pend -= count as u32;
+        conn.sending = true;
+        conn.send_off = 0;
+        conn.send_len = (count * self.wire_len) as u32;
+        self.out.counters.sent += count as u64;
+        self.out.counters.frames.sent += count as u64;
+        self.push_send(c);
+    }
+
+    fn push_send(&mut self, c: u32) {
+        let conn = &self.conns[c as usize];
+        let base = c as usize * self.send_stride;
+        let buf = &self.send_buf[base + conn.send_off as usize..base + conn.send_len as usize];
+        let entry = opcode::Send::new(types::Fd(conn.fd), buf.as_ptr(), buf.len() as u32)
+            .build()
+            .user_data(self.token(c, Op::Send));
+        // SAFETY: the send reads connection `c`'s region of `send_buf`, which is not
+        // rewritten while `sending` (see `push`).
+        unsafe { self.push(c, &entry) };
+    }
+
+    fn reap(&mut self) -> usize {
+        let mut n = 0;
+        for cqe in self.ring.uring.completion() {
+            self.cqes[n] = (cqe.user_data(), cqe.result());
+            n += 1;
+            if n == self.cqes.len() {
+                break;
+            }
+        }
+        self.ops_in_ring -= n as u64;
+        let now = self.clock.now_ns();
+        for i in 0..n {
+            let (data, res) = self.cqes[i];
+            let Some(t) = Token::decode(data) else {
+                continue;
+            };
+            let conn = &mut self.conns[t.conn as usize];
+            conn.ops -= 1;
+            if t.generation != conn.generation {
+                continue; // an operation of a connection since closed
+            }
+            match t.op {
+                Op::Connect => {
+                    self.connecting -= 1;
+                    if res < 0 {
+                        self.conns[t.conn as usize].connecting = false;
+                        self.connect_failed(t.conn, -res);
+                    } else {
+                        self.connected(t.conn);
+                    }
+                }
+                Op::Send => self.on_send(t.conn, res, now),
+                Op::Recv => self.on_recv(t.conn, res, now),
+                Op::Close => {}
+            }
+        }
+        n
+    }
+
+    fn on_send(&mut self, c: u32, res: i32, now: Nanos) {
+        if res < 0 {
+            if self.udp {
+                // ECONNREFUSED (an ICMP unreachable) and the like: the frame is lost,
+                // which the receivers count; the socket stays.
+                self.conns[c as usize].sending = false;
+            } else {
+                self.disconnect(c, now);
+                return;
+            }
+        } else {
+            self.out.counters.bytes_sent += res as u64;
+            let conn = &mut self.conns[c as usize];
+            conn.send_off += res as u32;
+            if conn.send_off < conn.send_len {
+                self.push_send(c); // a partial write: the rest
+                return;
+            }
+            conn.sending = false;
+            // Frames count as done once wholly on the wire (the achieved rate).
+            let frames = (conn.send_len as usize / self.wire_len) as u64;
+            self.out.counters.completed += frames;
+        }
+        if self.conns[c as usize].pend > 0 && self.conns[c as usize].up {
+            self.send_pending(c);
+        }
+    }
+
+    fn on_recv(&mut self, c: u32, res: i32, now: Nanos) {
+        if res <= 0 {
+            if self.udp && res < 0 {
+                self.arm_recv(c); // transient on a connected UDP socket
+            } else {
+                self.disconnect(c, now);
+            }
+            return;
+        }
+        self.out.counters.bytes_received += res as u64;
+        let base = c as usize * self.recv_stride;
+        let keep = self.conns[c as usize].recv_keep as usize;
+        let end = keep + res as usize;
+        let bytes = &self.recv_buf[base..base + end];
+        let (book, hist, counters) = (&mut self.book, &mut self.out.hist, &mut self.out.counters);
+        if self.udp {
+            match FrameHeader::decode(bytes) {
+                Ok(h) if !h.aggregate() => book.arrive(c, &h, now, hist, &mut counters.frames),
+                _ => counters.frames.foreign += 1,
+            }
+            self.arm_recv(c);
+            return;
+        }
+        let mut pos = 0;
+        let bad = loop {
+            match frame::next_tcp_frame(&bytes[pos..]) {
+                Ok(Some((s, e))) => {
+                    match FrameHeader::decode(&bytes[pos + s..pos + e]) {
+                        Ok(h) if !h.aggregate() => {
+                            book.arrive(c, &h, now, hist, &mut counters.frames)
+                        }
+                        _ => counters.frames.foreign += 1,
+                    }
+                    pos += e;
+                }
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        if let Some(e) = bad {
+            // Not a frame stream: the connection is out of step; reopen it.
+            if self.first_bad.is_none() {
+                self.first_bad = Some(format!(
+                    "{e}: \"{}\"",
+                    crate::proto::escape_prefix(&bytes[pos..], 64)
+                ));
+            }
+            self.out.counters.frames.foreign += 1;
+            self.disconnect(c, now);
+            return;
+        }
+        let tail = end - pos;
+        if pos > 0 && tail > 0 {
+            self.recv_buf.copy_within(base + pos..base + end, base);
+        }
+        self.conns[c as usize].recv_keep = tail as u32;
+        self.arm_recv(c);
+    }
+
+    /// Reopens connections whose backoff is over.
+    fn scan(&mut self, now: Nanos) {
+        for c in 0..self.conns.len() as u32 {
+            let conn = &self.conns[c as usize];
+            if !conn.up && !conn.connecting && conn.ops == 0 && conn.reopen_at <= now {
+                self.open(c);
+            }
+        }
+    }
+
+    fn run(&mut self, stop: &AtomicBool) {
+        super::driver::wait_for_start(&self.clock, self.plan.spin_ns);
+        self.running = true;
+        let down = self.conns.iter().filter(|c| !c.up).count();
+        let mut pace = Pacer::start(self.plan.interval_ns, self.plan.timeout_ns);
+        let drain = (self.fp.budget_ns + 10_000_000).min(DRAIN_NS_MAX);
+        let mut closed = down;
+        loop {
+            let now = self.clock.now_ns();
+            pace.begin(now);
+            if self.fatal.is_some() {
+                pace.halt(
+                    now,
+                    self.plan.duration_ns,
+                    &mut self.stopping,
+                    &mut self.stopped_ns,
+                );
+                break;
+            }
+            if !self.stopping {
+                let interrupted = stop.load(Ordering::Relaxed);
+                if interrupted || (self.cursor.all_dispatched() && now >= self.plan.duration_ns) {
+                    self.stopping = true;
+                    self.stopped_ns = now.min(self.plan.duration_ns);
+                    // Frames planned in the last budget before the end get it to arrive.
+                    pace.stop(now, if interrupted { 0 } else { drain });
+                }
+            }
+            let mut work = 0;
+            if !self.stopping {
+                work += self.dispatch_due(now);
+            }
+            work += self.reap() as u64;
+            if pace.scan_due(now) {
+                closed = self.conns.iter().filter(|c| !c.up).count();
+                if closed > 0 && !self.stopping {
+                    self.scan(now);
+                }
+            }
+            while !self.stopping
+                && pace.interval_end() < self.plan.duration_ns
+                && let Some(i) = pace.interval_ended(now)
+            {
+                self.out.send(i, None, &mut pace);
+            }
+            if self.stopping && pace.drain_over(now) {
+                break;
+            }
+            let next_due = self.cursor.next_due();
+            let wake = pace.wake(self.stopping, closed > 0, next_due, self.plan.spin_ns);
+            let pending_cqes = !self.ring.uring.completion().is_empty();
+            let now2 = self.clock.now_ns();
+            if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
+                pace.sleep(now2);
+                if let Err(e) = self
+                    .ring
+                    .submit_and_wait_ns((wake.at - now2).clamp(1_000, WAIT_NS_MAX))
+                {
+                    self.fatal = Some(WorkerError::submit(self.plan.index, &e));
+                }
+            } else {
+                if (self.ring.needs_enter() || (work == 0 && !wake.due_soon))
+                    && let Err(e) = self.ring.submit()
+                {
+                    self.fatal = Some(WorkerError::submit(self.plan.index, &e));
+                }
+                if work == 0 && !pending_cqes {
+                    pace.idle(now);
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        let end = self.clock.now_ns();
+        let stopped = self.stopped_ns;
+        for conn in self.conns.iter_mut() {
+            if conn.up {
+                conn.uptime += stopped.saturating_sub(conn.up_since.min(stopped));
+            }
+            self.out.counters.frames.not_sent += u64::from(conn.pend);
+            conn.pend = 0;
+        }
+        let book = self.book.totals();
+        self.out.counters.frames.lost += book.lost_at_end;
+        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.stopped_ns);
+        let planned = (0..self.conns.len() as u64)
+            .map(|c| {
+                self.fp
+                    .grid
+                    .planned(self.plan.conn_offset as u64 + c, self.plan.duration_ns)
+            })
+            .sum();
+        let totals = WorkerTotals {
+            core: self.plan.core,
+            cpu_ns,
+            spin_ns,
+            wall_ns: end,
+            stopped_ns: self.stopped_ns,
+            last_done_ns: end,
+            busy_at_stop,
+            completed: book.received,
+            backlog_peak: 0,
+            ring_features: self.features.clone(),
+            first_protocol_error: self.first_bad.take(),
+            entries: Vec::new(),
+            error: self.fatal.clone(),
+            frames: Some(FrameTotals {
+                planned,
+                expected: book.expected,
+                received: book.received,
+                per_receiver: book.per_receiver,
+                fanout_expected: book.fanout_expected,
+                fanout_complete: book.fanout_complete,
+                uptime_ns: self.conns.iter().map(|c| c.uptime).collect(),
+                reconnects: self.reconnects,
+            }),
+        };
+        let interval = pace.interval();
+        self.out.send(interval, Some(totals), &mut pace);
+    }
+
+    /// Closes the sockets and waits (while operations keep finishing, a second at
+    /// most without progress) for the kernel to let go of the buffers.
+    fn quiesce(&mut self) {
+        for conn in self.conns.iter_mut() {
+            if conn.fd >= 0 {
+                // SAFETY: a plain syscall on a descriptor this worker owns; it wakes
+                // pending receives so they complete.
+                unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
+            }
+        }
+        let quiet = std::time::Duration::from_secs(1);
+        let mut deadline = std::time::Instant::now() + quiet;
+        while self.ops_in_ring > 0 && std::time::Instant::now() < deadline {
+            if self.ring.submit_and_wait_ns(10_000_000).is_err() {
+                break;
+            }
+            let n = self.ring.uring.completion().count() as u64;
+            self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
+            if n > 0 {
+                deadline = std::time::Instant::now() + quiet;
+            }
+        }
+        for conn in self.conns.iter_mut() {
+            if conn.fd >= 0 {
+                socket::close(conn.fd);
+                conn.fd = -1;
+            }
+        }
+    }
+}

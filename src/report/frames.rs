@@ -1,0 +1,293 @@
+//! The report's `frames` key (`--workload frames`): what each receiver got of what
+//! its room was planned to send, and how in time it was. See docs/frames.md for the
+//! meaning of every figure and how loss is counted per planned frame.
+
+use super::Percentiles;
+use super::hdr;
+use crate::engine::recorder::{FrameCounters, FrameTotals, WorkerTotals};
+use crate::metrics::Histograms;
+use crate::plan::RunPlan;
+use crate::units::fmt_ns;
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FramesReport {
+    pub tick_ns: u64,
+    pub frame_bytes: usize,
+    pub room_size: u64,
+    pub rooms: u64,
+    pub budget_ns: u64,
+    pub echo_to_sender: bool,
+    /// Frames planned to be sent: every connection, every tick of the run.
+    pub planned: u64,
+    /// Frames put on the wire, and those due while their connection was down.
+    pub sent: u64,
+    pub not_sent: u64,
+    /// Frames the receivers were planned to get (each planned frame times its room's
+    /// receivers), and got (first arrivals).
+    pub expected: u64,
+    pub received: u64,
+    /// expected - received: planned frames that never arrived.
+    pub lost: u64,
+    pub duplicates: u64,
+    pub reordered: u64,
+    /// Received with a deviation beyond the budget.
+    pub late: u64,
+    /// Arrived older than the receive window (not counted as received).
+    pub stale: u64,
+    pub foreign: u64,
+    /// received / expected.
+    pub retention: f64,
+    /// Per receiving connection, received / expected: the lowest, the 1st percentile
+    /// and the median.
+    pub retention_min: f64,
+    pub retention_p1: f64,
+    pub retention_median: f64,
+    /// Receive instant - intended send instant, per frame received.
+    pub deviation_ns: Percentiles,
+    /// |inter-arrival of consecutive frames from one source at one receiver - tick|.
+    pub jitter_ns: Percentiles,
+    /// Intended send instant -> the last receiver of the room got the frame; one
+    /// sample per frame every receiver got.
+    pub fanout_ns: Percentiles,
+    /// Frames with at least one receiver, those every receiver got, and the rest.
+    pub fanout_expected: u64,
+    pub fanout_complete: u64,
+    pub fanout_incomplete: u64,
+    pub residency: Residency,
+    /// Frames per second sent (up) and received (down) over the schedule.
+    pub up_fps: f64,
+    pub down_fps: f64,
+    /// The workers' busy CPU time (spinning for due instants excluded) per frame
+    /// received, sending included, ns.
+    pub cpu_ns_per_frame_received: f64,
+    /// deviation, jitter and fan-out, encoded as `encoding` says (ns).
+    pub histograms: FrameHistograms,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Residency {
+    /// Share of the schedule each connection was up: lowest and median.
+    pub uptime_min: f64,
+    pub uptime_median: f64,
+    /// Connections up for the whole schedule.
+    pub up_whole_run: u64,
+    pub disconnects: u64,
+    pub reconnects: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameHistograms {
+    pub encoding: &'static str,
+    pub deviation: String,
+    pub jitter: String,
+    pub fanout: String,
+}
+
+/// One interval's frame figures (`intervals[].frames`).
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct FrameInterval {
+    pub up_fps: f64,
+    pub down_fps: f64,
+    pub deviation_p99_ns: u64,
+    pub late: u64,
+    pub lost: u64,
+}
+
+impl FrameInterval {
+    /// The interval's rates and counts (the deviation p99 is set by the caller).
+    pub fn of(c: &FrameCounters, len_s: f64) -> FrameInterval {
+        FrameInterval {
+            up_fps: c.sent as f64 / len_s,
+            down_fps: c.received as f64 / len_s,
+            deviation_p99_ns: 0,
+            late: c.late,
+            lost: c.lost,
+        }
+    }
+}
+
+/// The value at quantile `q` of sorted `v` (nearest rank), 0 for none.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+/// The `frames` key from the run's merged figures and the workers' totals.
+pub fn build(
+    plan: &RunPlan,
+    total: &Histograms,
+    c: &FrameCounters,
+    totals: &[WorkerTotals],
+    schedule_ns: u64,
+) -> Option<FramesReport> {
+    let fp = plan.frames?;
+    let mut t = FrameTotals::default();
+    let mut cpu_ns = 0;
+    for w in totals {
+        cpu_ns += w.cpu_ns.saturating_sub(w.spin_ns);
+        if let Some(f) = &w.frames {
+            t.planned += f.planned;
+            t.expected += f.expected;
+            t.received += f.received;
+            t.per_receiver.extend_from_slice(&f.per_receiver);
+            t.fanout_expected += f.fanout_expected;
+            t.fanout_complete += f.fanout_complete;
+            t.uptime_ns.extend_from_slice(&f.uptime_ns);
+            t.reconnects += f.reconnects;
+        }
+    }
+    let mut retention: Vec<f64> = t
+        .per_receiver
+        .iter()
+        .filter(|(e, _)| *e > 0)
+        .map(|&(e, r)| r as f64 / e as f64)
+        .collect();
+    retention.sort_by(f64::total_cmp);
+    let schedule = schedule_ns.max(1);
+    let mut up: Vec<f64> = t
+        .uptime_ns
+        .iter()
+        .map(|&u| (u as f64 / schedule as f64).min(1.0))
+        .collect();
+    up.sort_by(f64::total_cmp);
+    let secs = schedule as f64 / 1e9;
+    Some(FramesReport {
+        tick_ns: fp.grid.tick_ns,
+        frame_bytes: fp.frame_size,
+        room_size: fp.grid.room_size,
+        rooms: fp.grid.rooms(),
+        budget_ns: fp.budget_ns,
+        echo_to_sender: fp.echo,
+        planned: t.planned,
+        sent: c.sent,
+        not_sent: c.not_sent,
+        expected: t.expected,
+        received: t.received,
+        lost: t.expected - t.received,
+        duplicates: c.duplicates,
+        reordered: c.reordered,
+        late: c.late,
+        stale: c.stale,
+        foreign: c.foreign,
+        retention: if t.expected == 0 {
+            0.0
+        } else {
+            t.received as f64 / t.expected as f64
+        },
+        retention_min: quantile(&retention, 0.0),
+        retention_p1: quantile(&retention, 0.01),
+        retention_median: quantile(&retention, 0.5),
+        deviation_ns: Percentiles::of(&total.frame_deviation),
+        jitter_ns: Percentiles::of(&total.frame_jitter),
+        fanout_ns: Percentiles::of(&total.frame_fanout),
+        fanout_expected: t.fanout_expected,
+        fanout_complete: t.fanout_complete,
+        fanout_incomplete: t.fanout_expected - t.fanout_complete.min(t.fanout_expected),
+        residency: Residency {
+            uptime_min: quantile(&up, 0.0),
+            uptime_median: quantile(&up, 0.5),
+            up_whole_run: t.uptime_ns.iter().filter(|&&u| u >= schedule_ns).count() as u64,
+            disconnects: c.disconnects,
+            reconnects: t.reconnects,
+        },
+        up_fps: c.sent as f64 / secs,
+        down_fps: t.received as f64 / secs,
+        cpu_ns_per_frame_received: cpu_ns as f64 / t.received.max(1) as f64,
+        histograms: FrameHistograms {
+            encoding: hdr::ENCODING,
+            deviation: hdr::encode(&total.frame_deviation),
+            jitter: hdr::encode(&total.frame_jitter),
+            fanout: hdr::encode(&total.frame_fanout),
+        },
+    })
+}
+
+/// The frames block of the text report.
+pub fn render(f: &FramesReport, w: &mut String) {
+    let pct = |x: f64| format!("{:.3}%", x * 100.0);
+    let _ = writeln!(
+        w,
+        "frames: tick {} x {} B, rooms of {} ({} rooms), budget {}{}",
+        fmt_ns(f.tick_ns),
+        f.frame_bytes,
+        f.room_size,
+        f.rooms,
+        fmt_ns(f.budget_ns),
+        if f.echo_to_sender {
+            ", echo to sender"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        w,
+        "  sent {} of {} planned ({} not sent: connection down); up {:.0}/s, down {:.0}/s",
+        f.sent, f.planned, f.not_sent, f.up_fps, f.down_fps
+    );
+    let _ = writeln!(
+        w,
+        "  retention {} ({} of {} expected); per connection min {} p1 {} median {}",
+        pct(f.retention),
+        f.received,
+        f.expected,
+        pct(f.retention_min),
+        pct(f.retention_p1),
+        pct(f.retention_median)
+    );
+    let _ = writeln!(
+        w,
+        "  lost {}  late {}  reordered {}  duplicates {}  stale {}  foreign {}",
+        f.lost, f.late, f.reordered, f.duplicates, f.stale, f.foreign
+    );
+    let p = |x: &Percentiles| {
+        format!(
+            "p50 {}  p99 {}  p99.9 {}  max {}",
+            fmt_ns(x.p50),
+            fmt_ns(x.p99),
+            fmt_ns(x.p999),
+            fmt_ns(x.max)
+        )
+    };
+    let _ = writeln!(w, "  arrival deviation  {}", p(&f.deviation_ns));
+    let _ = writeln!(w, "  jitter             {}", p(&f.jitter_ns));
+    let _ = writeln!(
+        w,
+        "  fan-out to last    {}  ({} of {} frames complete)",
+        p(&f.fanout_ns),
+        f.fanout_complete,
+        f.fanout_expected
+    );
+    let _ = writeln!(
+        w,
+        "  residency: uptime min {} median {}; {} up the whole run; {} disconnects, {} reconnects",
+        pct(f.residency.uptime_min),
+        pct(f.residency.uptime_median),
+        f.residency.up_whole_run,
+        f.residency.disconnects,
+        f.residency.reconnects
+    );
+    let _ = writeln!(
+        w,
+        "  generator CPU per frame received: {:.0} ns",
+        f.cpu_ns_per_frame_received
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_of_sorted_values() {
+        let v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&v, 0.01), 2.0);
+        assert_eq!(quantile(&v, 0.5), 100.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+    }
+}
