@@ -11,7 +11,11 @@
 //! connections x room size windows, and [`FAN_SLOTS`] fan-out slots per source.
 //!
 //! Per planned frame: a receiver expects every frame its room's other members are
-//! planned to send during the run (its own too with `--echo-to-sender`). Loss over
+//! planned to send during the run (its own too with `--echo-to-sender`) from the
+//! instant it joined the room. A broadcast server learns a member from its first
+//! frame, so receiver r joins at its first planned send, `phase(r)`: frame 0 of a
+//! member with an earlier phase (a lower member index) is not expected at r, and
+//! counts as foreign if it comes. Loss over
 //! the run is expected minus received (unique), whichever way a frame went missing.
 //! Fan-out completion: the instant the last receiver of the room got a frame, minus
 //! the frame's intended send instant; a frame some receiver never got gives no sample
@@ -169,10 +173,22 @@ impl FrameBook {
         }
     }
 
-    /// Receivers of each frame of a room of `members`.
+    /// Receivers of frame `seq` of member `member` of a room of `members`: for the
+    /// first frame only the members that joined before it (lower indices).
     #[inline]
-    fn receivers(&self, members: u64) -> u64 {
-        members - 1 + u64::from(self.echo)
+    fn receivers(&self, member: u64, seq: u64, members: u64) -> u64 {
+        if seq == 0 {
+            member + u64::from(self.echo)
+        } else {
+            members - 1 + u64::from(self.echo)
+        }
+    }
+
+    /// Frames of source member `ms` (global `gs`) receiver member `mr` expects.
+    fn expected_from(&self, gs: u64, ms: u64, mr: u64) -> u64 {
+        let planned = self.grid.planned(gs, self.duration_ns);
+        // Frame 0 of a member that sent before the receiver joined is not expected.
+        planned - u64::from(ms < mr && planned > 0)
     }
 
     /// Accounts frame `h` arriving at local receiver `r` at `at`, recording into `hist`
@@ -196,6 +212,7 @@ impl FrameBook {
             || member >= members
             || (gs == gr && !self.echo)
             || h.seq >= g.planned(gs, self.duration_ns)
+            || (h.seq == 0 && member < gr % g.room_size)
         {
             n.foreign += 1;
             return;
@@ -221,7 +238,7 @@ impl FrameBook {
                     hist.frame_jitter.saturating_record(j);
                 }
                 let s = (gs - self.first) as usize;
-                let receivers = self.receivers(members);
+                let receivers = self.receivers(member, h.seq, members);
                 let slot = &mut self.fan[s * FAN_SLOTS + (h.seq as usize % FAN_SLOTS)];
                 if slot.seq != h.seq || slot.got == 0 {
                     *slot = FanSlot {
@@ -249,19 +266,24 @@ impl FrameBook {
         for r in 0..self.count as u64 {
             let gr = self.first + r;
             let room = gr / g.room_size;
+            let mr = gr % g.room_size;
+            let members = g.members(room);
             let mut expected = 0;
-            for m in 0..g.members(room) {
+            for m in 0..members {
                 let gs = room * g.room_size + m;
                 if gs != gr || self.echo {
-                    expected += g.planned(gs, self.duration_ns);
+                    expected += self.expected_from(gs, m, mr);
                 }
             }
             let got = self.unique[r as usize];
             t.expected += expected;
             t.received += got;
             t.per_receiver.push((expected, got));
-            if self.receivers(g.members(room)) > 0 {
-                t.fanout_expected += g.planned(gr, self.duration_ns);
+            // As a source: its frames that have at least one receiver.
+            let planned = g.planned(gr, self.duration_ns);
+            if planned > 0 {
+                t.fanout_expected += u64::from(self.receivers(mr, 0, members) > 0)
+                    + (planned - 1) * u64::from(self.receivers(mr, 1, members) > 0);
             }
         }
         t.fanout_complete = self.fan_complete;
@@ -358,8 +380,13 @@ mod tests {
             for src in 0..3u16 {
                 let f = frame(0, src, seq, &grid);
                 for r in 0..3u32 {
-                    if u32::from(src) == r || (src == 2 && r == 0 && seq == 7) {
-                        continue; // own frame (no echo); and one frame lost to 0
+                    if u32::from(src) == r
+                        || (src == 2 && r == 0 && seq == 7)
+                        || (seq == 0 && u32::from(src) < r)
+                    {
+                        // Own frame (no echo); one frame lost to 0; and frame 0 of a
+                        // member that sent before r joined (the server did not know r).
+                        continue;
                     }
                     b.arrive(
                         r,
@@ -371,31 +398,37 @@ mod tests {
                 }
             }
         }
-        // An own frame without echo, a frame from another room, one past the plan.
+        // An own frame without echo, a frame from another room, one past the plan,
+        // frame 0 of member 0 at member 1 (sent before 1 joined).
         b.arrive(1, &frame(0, 1, 3, &grid), 0, &mut h, &mut n);
         b.arrive(1, &frame(1, 0, 3, &grid), 0, &mut h, &mut n);
         b.arrive(1, &frame(0, 0, 10, &grid), 0, &mut h, &mut n);
-        assert_eq!(n.foreign, 3);
+        b.arrive(1, &frame(0, 0, 0, &grid), 0, &mut h, &mut n);
+        assert_eq!(n.foreign, 4);
         let t = b.totals();
-        assert_eq!(t.expected, 3 * 2 * 10);
-        assert_eq!(t.received, 59);
-        assert_eq!(n.received, 59);
+        // 3 x 2 x 10, less frame 0 of (0 at 1), (0 at 2), (1 at 2).
+        assert_eq!(t.expected, 3 * 2 * 10 - 3);
+        assert_eq!(t.received, 56);
+        assert_eq!(n.received, 56);
         assert_eq!(t.per_receiver[0], (20, 19));
+        assert_eq!(t.per_receiver[2], (18, 18));
         assert_eq!(t.lost_at_end, 1);
-        assert_eq!(t.fanout_expected, 30);
-        assert_eq!(t.fanout_complete, 29);
-        assert_eq!(h.frame_fanout.len(), 29);
+        // Frame 0 of member 0 has no receiver; one frame (2's seq 7) misses 0.
+        assert_eq!(t.fanout_expected, 29);
+        assert_eq!(t.fanout_complete, 28);
+        assert_eq!(h.frame_fanout.len(), 28);
         // Fan-out is to the last receiver: frames of source 0 reach 1 and 2 at +2 and
         // +3 ms, so their fan-out is 3 ms.
         assert_eq!(
             h.frame_fanout.max(),
             h.frame_fanout.highest_equivalent(3_000_000)
         );
-        assert_eq!(h.frame_deviation.len(), 59);
+        assert_eq!(h.frame_deviation.len(), 56);
         assert_eq!(n.late, 0);
         // 6 (receiver, source) pairs x 9 consecutive pairs of frames, less the two that
-        // the lost frame breaks (7 after 6, 8 after 7).
-        assert_eq!(h.frame_jitter.len(), 6 * 9 - 2);
+        // the lost frame breaks (7 after 6, 8 after 7) and the three pairs without
+        // frame 0.
+        assert_eq!(h.frame_jitter.len(), 6 * 9 - 2 - 3);
     }
 
     #[test]
@@ -408,11 +441,16 @@ mod tests {
         let mut b = FrameBook::new(grid, 0, 2, true, 5_000_000, 2 * TICK);
         let mut h = Histograms::new();
         let mut n = FrameCounters::default();
-        let f = frame(0, 0, 0, &grid);
+        let f = frame(0, 0, 1, &grid);
         b.arrive(0, &f, f.intended_ns + 1_000_000, &mut h, &mut n);
         b.arrive(1, &f, f.intended_ns + 6_000_000, &mut h, &mut n);
         assert_eq!((n.received, n.late, n.foreign), (2, 1, 0));
         assert_eq!(n.fanout_complete, 1);
-        assert_eq!(b.totals().expected, 2 * 2 * 2);
+        // 2 receivers x 2 sources x 2 frames, less frame 0 of member 0 at member 1.
+        assert_eq!(b.totals().expected, 2 * 2 * 2 - 1);
+        // Own frame 0 comes back: expected (a member joins with its first frame).
+        let own = frame(0, 1, 0, &grid);
+        b.arrive(1, &own, own.intended_ns, &mut h, &mut n);
+        assert_eq!(n.foreign, 0);
     }
 }
