@@ -81,6 +81,10 @@ fn tcp_broadcast_delivers_every_planned_frame_to_every_member() {
         .map(|i| f(&i["frames"], "up_fps") * f(i, "duration_s"))
         .sum();
     assert!((up - PLANNED as f64).abs() < 1.0, "{up}");
+    // The intervals' loss adds up to the run's (none here: the frame 0 a member never
+    // expected must not show as a gap when the window moves past it, 2.56 s in).
+    let lost: Vec<f64> = iv.iter().map(|i| f(&i["frames"], "lost")).collect();
+    assert_eq!(lost.iter().sum::<f64>(), f(fr, "lost"), "{lost:?}");
 }
 
 #[test]

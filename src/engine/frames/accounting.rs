@@ -158,6 +158,16 @@ impl FrameBook {
         duration_ns: Nanos,
     ) -> FrameBook {
         assert_eq!(first % grid.room_size, 0, "a worker owns whole rooms");
+        let r_size = grid.room_size as usize;
+        let mut windows = vec![SeqWindow::default(); count * r_size].into_boxed_slice();
+        // Frame 0 of a lower member is not expected (sent before the receiver joined):
+        // its window starts at 1, so that gap is never counted lost.
+        for (i, w) in windows.iter_mut().enumerate() {
+            let (r, m) = (i / r_size, i % r_size);
+            if (m as u64) < (first + r as u64) % grid.room_size {
+                w.base = 1;
+            }
+        }
         FrameBook {
             grid,
             first,
@@ -165,7 +175,7 @@ impl FrameBook {
             echo,
             budget_ns,
             duration_ns,
-            windows: vec![SeqWindow::default(); count * grid.room_size as usize].into_boxed_slice(),
+            windows,
             unique: vec![0; count].into_boxed_slice(),
             fan: vec![FanSlot::default(); count * FAN_SLOTS].into_boxed_slice(),
             fan_complete: 0,
@@ -413,6 +423,7 @@ mod tests {
         assert_eq!(t.per_receiver[0], (20, 19));
         assert_eq!(t.per_receiver[2], (18, 18));
         assert_eq!(t.lost_at_end, 1);
+        assert_eq!(n.lost, 0, "no gap left the window in 10 frames");
         // Frame 0 of member 0 has no receiver; one frame (2's seq 7) misses 0.
         assert_eq!(t.fanout_expected, 29);
         assert_eq!(t.fanout_complete, 28);
@@ -429,6 +440,27 @@ mod tests {
         // the lost frame breaks (7 after 6, 8 after 7) and the three pairs without
         // frame 0.
         assert_eq!(h.frame_jitter.len(), 6 * 9 - 2 - 3);
+    }
+
+    #[test]
+    fn the_unexpected_frame_0_never_counts_as_a_gap() {
+        // Member 1 never expects frame 0 of member 0; 200 frames 1.. arrive and move
+        // the window well past 0: nothing is lost, in the interval or at the end.
+        let grid = FrameGrid {
+            tick_ns: TICK,
+            connections: 2,
+            room_size: 2,
+        };
+        let mut b = FrameBook::new(grid, 0, 2, false, TICK, 201 * TICK);
+        let mut h = Histograms::new();
+        let mut n = FrameCounters::default();
+        for seq in 1..=200 {
+            let f = frame(0, 0, seq, &grid);
+            b.arrive(1, &f, f.intended_ns, &mut h, &mut n);
+        }
+        assert_eq!(n.lost, 0);
+        let t = b.totals();
+        assert_eq!(t.per_receiver[1], (200, 200));
     }
 
     #[test]
