@@ -33,6 +33,9 @@ pub enum AppError {
     /// Shard files that do not belong together, or are not run reports.
     #[error(transparent)]
     Merge(#[from] crate::report::merge::MergeError),
+    /// `--metrics-listen`'s address could not be bound (in use, not local).
+    #[error(transparent)]
+    Listen(#[from] export::metrics_server::ListenError),
 }
 
 impl From<PlanError> for AppError {
@@ -49,7 +52,8 @@ impl AppError {
             | AppError::Input(_)
             | AppError::Output(_)
             | AppError::Render(_)
-            | AppError::Merge(_) => exit::RUNTIME,
+            | AppError::Merge(_)
+            | AppError::Listen(_) => exit::RUNTIME,
         }
     }
 }
@@ -160,7 +164,7 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     let usable = usable_cores();
     let mut plan = RunPlan::from_args(a, &usable)?;
     // Claimed before anything connects: an unwritable path fails now, not after the run.
-    let mut exporters = open_exporters(a, plan.target.is_some())?;
+    let mut exporters = open_exporters(a, &plan)?;
     let json_out = json::claim(plan.json.as_deref())?;
     let json_stdout = json::is_stdout(plan.json.as_deref()) || exporters.stdout_taken;
     if slo.is_some() && plan.target.is_none() {
@@ -321,7 +325,8 @@ fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
     })
 }
 
-/// The exporters of `run` (`--hdr-log`, `--percentiles`, `--csv`), opened before the run.
+/// The exporters of `run` (`--hdr-log`, `--percentiles`, `--csv`, `--metrics-listen`),
+/// opened (and the listener bound) before the run.
 struct Exporters {
     outputs: Outputs,
     /// Some output is `-`: the text report goes to stderr.
@@ -330,7 +335,8 @@ struct Exporters {
 
 /// Opens the exporters' files now, so an unwritable path fails before anything
 /// connects; at most one output (`--json` included) may be stdout.
-fn open_exporters(a: &RunArgs, has_target: bool) -> Result<Exporters, AppError> {
+fn open_exporters(a: &RunArgs, plan: &RunPlan) -> Result<Exporters, AppError> {
+    let has_target = plan.target.is_some();
     let exports = [
         ("hdr-log", &a.hdr_log),
         ("percentiles", &a.percentiles),
@@ -357,6 +363,20 @@ fn open_exporters(a: &RunArgs, has_target: bool) -> Result<Exporters, AppError> 
             on_stdout.join(" and --")
         )));
     }
+    // Validated before any file is created.
+    let metrics = match &a.metrics_listen {
+        Some(_) if !has_target => {
+            return Err(AppError::Usage(
+                "--metrics-listen: needs --target (the baseline's steps are not one run)".into(),
+            ));
+        }
+        Some(addr) => Some((
+            export::metrics_server::parse_listen(addr)
+                .map_err(|m| AppError::Usage(format!("--metrics-listen: {m}")))?,
+            metrics_linger(&a.metrics_linger)?,
+        )),
+        None => None,
+    };
     let mut outputs = Outputs::none();
     if let Some(p) = &a.hdr_log {
         let e = export::hdr_log::HdrLog::create(p).map_err(|e| output_error(p, e))?;
@@ -370,10 +390,38 @@ fn open_exporters(a: &RunArgs, has_target: bool) -> Result<Exporters, AppError> 
         let e = export::csv::Csv::create(p).map_err(|e| output_error(p, e))?;
         outputs.push(Box::new(e));
     }
+    // Last, so its linger after the run comes once the files are in place.
+    if let Some((addr, linger)) = metrics {
+        let labels = export::prometheus::Labels {
+            run_id: plan.fleet.run_id.clone(),
+            shard: plan.fleet.shard.to_string(),
+        };
+        let m = export::metrics_server::LiveMetrics::bind(
+            addr,
+            labels,
+            linger,
+            Some(plan.control_core),
+        )?;
+        crate::errln!("blaster: metrics at http://{}/metrics", m.local_addr());
+        outputs.push(Box::new(m));
+    }
     Ok(Exporters {
         outputs,
         stdout_taken: on_stdout.iter().any(|f| *f != "json"),
     })
+}
+
+/// `--metrics-linger`: a duration up to [`crate::limits::METRICS_LINGER_NS_MAX`].
+fn metrics_linger(s: &str) -> Result<std::time::Duration, AppError> {
+    let max = crate::limits::METRICS_LINGER_NS_MAX;
+    match crate::units::parse_duration(s) {
+        Ok(d) if d.as_nanos() <= u128::from(max) => Ok(d),
+        Ok(_) => Err(AppError::Usage(format!(
+            "--metrics-linger: must be at most {}, got {s}",
+            crate::units::fmt_ns(max)
+        ))),
+        Err(m) => Err(AppError::Usage(format!("--metrics-linger: {m}"))),
+    }
 }
 
 fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {

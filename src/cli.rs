@@ -339,6 +339,25 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
 
+    /// Serve the run's Prometheus metrics at http://ADDR/metrics while it runs:
+    /// counters, rates, core load, and latency, service time and dispatch lag as
+    /// histograms (buckets that add up across shards). ADDR is a port (on 127.0.0.1),
+    /// `IPv4:PORT` or `[IPv6]:PORT`; only that address is bound, before the run (in
+    /// use: exit 1). Nothing listens without it. Needs --target.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+
+    /// After the run, keep serving --metrics-listen's final state until one scrape has
+    /// fetched it, waiting at most this long, e.g. `30s` (twice the scrape interval is
+    /// enough). Default: 0s, exit at once (the final seconds may then go unscraped).
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = "0s",
+        requires = "metrics_listen"
+    )]
+    pub metrics_linger: String,
+
     /// Judge the run against a service level objective, e.g. `p99<20ms,errors<0.1%`
     /// (terms: `pNN[.N]<DURATION` or `max<DURATION`, `errors<X%` of dispatched
     /// requests, `achieved>X%` of the intended rate). The verdict is printed and a

@@ -81,3 +81,12 @@ pub const START_AHEAD_NS_MAX: u64 = 86_400 * 1_000_000_000;
 pub const TICK_NS_MIN: u64 = 1_000_000;
 /// Longest `--tick`: beyond 10 s nothing ticks.
 pub const TICK_NS_MAX: u64 = 10_000_000_000;
+/// Bytes of an HTTP request head the `--metrics-listen` server reads: a scraper's
+/// `GET /metrics` is a few hundred bytes; anything longer is not a scrape.
+pub const METRICS_REQUEST_BYTES_MAX: usize = 8 * 1024;
+/// Read and write timeout of one `/metrics` connection: the server answers one
+/// connection at a time, so a client that stalls holds the next scrape this long at most.
+pub const METRICS_IO_TIMEOUT_MS: u64 = 2_000;
+/// `--metrics-linger`: waiting longer than ten minutes for a last scrape means no
+/// scraper is coming (Prometheus scrapes every 15 s to 1 min).
+pub const METRICS_LINGER_NS_MAX: u64 = 600 * 1_000_000_000;

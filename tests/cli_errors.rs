@@ -456,3 +456,37 @@ fn frame_workload_bounds_are_usage_errors() {
         "--workload: expected requests or frames",
     );
 }
+
+/// Issue 12: `--metrics-listen` on a port in use fails before anything connects (the
+/// target here refuses, so a run would have said so instead), exit 1; a bad address
+/// or a missing --target is a usage error; the linger needs the listener.
+#[test]
+fn metrics_listen_port_in_use_fails_before_the_run() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let args = ["run", "--target", T, "--rate", "10", "--cores", "0"];
+    for addr in [port.clone(), format!("127.0.0.1:{port}")] {
+        let mut a = args.to_vec();
+        a.extend(["--metrics-listen", &addr]);
+        expect(
+            &a,
+            1,
+            &format!("--metrics-listen 127.0.0.1:{port}: cannot listen: Address already in use"),
+        );
+    }
+    let mut a = args.to_vec();
+    a.extend(["--metrics-listen", "localhost:9100"]);
+    expect(
+        &a,
+        2,
+        "--metrics-listen: expected PORT, IPv4:PORT or [IPv6]:PORT",
+    );
+    let mut a = args.to_vec();
+    a.extend(["--metrics-listen", "9100", "--metrics-linger", "2h"]);
+    expect(&a, 2, "--metrics-linger: must be at most");
+    expect(
+        &["run", "--rate", "10", "--metrics-listen", "0"],
+        2,
+        "--metrics-listen: needs --target",
+    );
+}

@@ -9,10 +9,14 @@
 //! - [`hdr_log::HdrLog`]: `--hdr-log`, the HdrHistogram interval log.
 //! - [`hgrm::Hgrm`]: `--percentiles`, the `.hgrm` percentile distribution.
 //! - [`csv::Csv`]: `--csv`, one row per interval.
+//! - [`metrics_server::LiveMetrics`]: `--metrics-listen`, the Prometheus exposition
+//!   ([`prometheus`]) served over HTTP instead of written to a file.
 
 pub mod csv;
 pub mod hdr_log;
 pub mod hgrm;
+pub mod metrics_server;
+pub mod prometheus;
 
 use crate::metrics::{Counters, Histograms};
 use crate::report::hdr::Encoded4;

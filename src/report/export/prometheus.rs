@@ -1,0 +1,503 @@
+//! The Prometheus text exposition (format 0.0.4) of a run so far: what `--metrics-listen`
+//! serves at `/metrics` (the server is [`super::metrics_server`]). Pure: the collector's
+//! completed intervals go in ([`Cumulative::add`]), text comes out ([`Cumulative::render`]).
+//!
+//! Latency, service time and dispatch lag are Prometheus **histograms** with cumulative
+//! `le` buckets on one fixed ladder ([`LADDER_NS`]), in seconds, counted since the start
+//! of the run. They come from the run's merged HdrHistograms, so the buckets of several
+//! shards (or machines) add up exactly, and
+//! `histogram_quantile(0.99, sum by (le) (rate(blaster_latency_seconds_bucket[1m])))`
+//! is a correct merged percentile. Summaries are not used: their quantiles cannot be
+//! combined, the same rule as never averaging percentiles.
+//!
+//! A recorded HdrHistogram bucket goes to the first ladder bound at or above its highest
+//! equivalent value (the value HdrHistogram reports for a percentile that falls in it),
+//! so the JSON's p99 lies in the ladder bucket where `histogram_quantile` finds the
+//! 99th percentile. A bound is exact to HdrHistogram's resolution (0.1%).
+//!
+//! Written by hand rather than with the `prometheus-client` crate: that crate encodes
+//! OpenMetrics from metrics it observes itself, and exposing histograms that are
+//! already merged would need its collector traits implemented over the same bucket
+//! code as here; the text format is a few lines, tested below.
+
+use super::IntervalView;
+use crate::limits::{HISTOGRAM_NS_MAX, HISTOGRAM_SIGFIG};
+use crate::metrics::{Counters, ErrorKind};
+use hdrhistogram::Histogram;
+use std::fmt::Write;
+
+/// The bucket ladder, ns: 1-2-5 per decade from 1 us to 100 s (25 bounds, then
+/// `+Inf`). Every shard and every run uses the same one, so buckets can be summed.
+pub const LADDER_NS: [u64; 25] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+    20_000_000_000,
+    50_000_000_000,
+    100_000_000_000,
+];
+
+/// The `Content-Type` of the text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The labels every sample carries: the run's id (`--run-id` or derived) and its shard
+/// (`i/N`, `0/1` for a single machine).
+#[derive(Debug, Clone)]
+pub struct Labels {
+    pub run_id: String,
+    pub shard: String,
+}
+
+/// The run so far: histograms and counters summed over every completed interval, and
+/// the gauges of the last one.
+pub struct Cumulative {
+    pub latency: Histogram<u64>,
+    pub service: Histogram<u64>,
+    pub dispatch_lag: Histogram<u64>,
+    pub counters: Counters,
+    /// The last completed interval's intended and achieved requests per second.
+    pub intended_rps: f64,
+    pub achieved_rps: f64,
+    /// The last completed interval's busiest generator core (0..1).
+    pub core_load: f64,
+    /// The run has ended: what is served now is its final state.
+    pub finished: bool,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HISTOGRAM_NS_MAX, HISTOGRAM_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
+impl Default for Cumulative {
+    fn default() -> Self {
+        Cumulative {
+            latency: histogram(),
+            service: histogram(),
+            dispatch_lag: histogram(),
+            counters: Counters::default(),
+            intended_rps: 0.0,
+            achieved_rps: 0.0,
+            core_load: 0.0,
+            finished: false,
+        }
+    }
+}
+
+impl Cumulative {
+    /// Adds one completed interval (the collector hands them over in order).
+    pub fn add(&mut self, iv: &IntervalView) {
+        let h = iv.histograms;
+        // Same bounds as the workers' histograms, so adding cannot fail; a value that
+        // did not fit would have been clamped by the recorder already.
+        let _ = self.latency.add(&h.latency);
+        let _ = self.service.add(&h.service);
+        let _ = self.dispatch_lag.add(&h.dispatch_lag);
+        self.counters.add(iv.counters);
+        self.intended_rps = iv.row.intended_rps;
+        self.achieved_rps = iv.row.achieved_rps;
+        self.core_load = iv.row.core_load;
+    }
+
+    /// The exposition text of the state so far.
+    pub fn render(&self, labels: &Labels) -> String {
+        let c = &self.counters;
+        let mut x = Exposition::new(labels);
+        x.family(
+            "blaster_requests_dispatched_total",
+            "counter",
+            "Requests whose intended send time has come (the timetable's count).",
+        );
+        x.sample("blaster_requests_dispatched_total", &[], c.dispatched);
+        x.family(
+            "blaster_requests_total",
+            "counter",
+            "Requests by how they ended: completed, error (a request error of any kind), \
+             cut_off (by the end of the run or Ctrl-C; not an error).",
+        );
+        for (outcome, n) in [
+            ("completed", c.completed),
+            ("error", c.request_errors()),
+            ("cut_off", c.cut_off),
+        ] {
+            x.sample("blaster_requests_total", &[("outcome", outcome)], n);
+        }
+        x.family(
+            "blaster_errors_total",
+            "counter",
+            "Errors by kind; connect_refused, connect_failed and unsolicited are \
+             connection events, not request errors.",
+        );
+        for k in ErrorKind::ALL {
+            x.sample(
+                "blaster_errors_total",
+                &[("kind", k.name())],
+                c.errors_of(k),
+            );
+        }
+        for (name, help, v) in [
+            (
+                "blaster_sent_bytes_total",
+                "Bytes of requests sent.",
+                c.bytes_sent,
+            ),
+            (
+                "blaster_received_bytes_total",
+                "Bytes of responses received.",
+                c.bytes_received,
+            ),
+            (
+                "blaster_connections_opened_total",
+                "Connections established (first opens and reopens).",
+                c.connections_opened,
+            ),
+            (
+                "blaster_connections_failed_total",
+                "Connection attempts that failed.",
+                c.connections_failed,
+            ),
+        ] {
+            x.family(name, "counter", help);
+            x.sample(name, &[], v);
+        }
+        for (name, help, v) in [
+            (
+                "blaster_intended_requests_per_second",
+                "The rate the timetable intended in the last completed interval (this shard's share).",
+                self.intended_rps,
+            ),
+            (
+                "blaster_achieved_requests_per_second",
+                "Responses completed per second in the last completed interval.",
+                self.achieved_rps,
+            ),
+            (
+                "blaster_generator_core_load_ratio",
+                "Load of the busiest generator core in the last completed interval (0..1).",
+                self.core_load,
+            ),
+            (
+                "blaster_run_finished",
+                "1 once the run has ended: the values are final.",
+                if self.finished { 1.0 } else { 0.0 },
+            ),
+        ] {
+            x.family(name, "gauge", help);
+            x.sample(name, &[], Float(v));
+        }
+        x.histogram(
+            "blaster_latency_seconds",
+            "Latency: response done minus intended send time (what a user of the target sees).",
+            &self.latency,
+        );
+        x.histogram(
+            "blaster_service_time_seconds",
+            "Service time: response done minus actual send (what closed-loop tools report).",
+            &self.service,
+        );
+        x.histogram(
+            "blaster_dispatch_lag_seconds",
+            "Dispatch lag: handled by the worker loop minus intended send time (the generator's health).",
+            &self.dispatch_lag,
+        );
+        x.out
+    }
+}
+
+/// Counts per ladder bucket (not cumulative) and the sum of the values in ns: each
+/// recorded HdrHistogram bucket is placed by its highest equivalent value and summed
+/// at its median equivalent (as HdrHistogram's mean does). Values above the last
+/// bound are only in `+Inf` (the histogram's total count).
+pub fn ladder_counts(h: &Histogram<u64>) -> ([u64; LADDER_NS.len()], f64) {
+    let mut per = [0u64; LADDER_NS.len()];
+    let mut sum_ns = 0.0;
+    for v in h.iter_recorded() {
+        let value = v.value_iterated_to();
+        let n = v.count_at_value();
+        let i = LADDER_NS.partition_point(|&b| b < value);
+        if let Some(slot) = per.get_mut(i) {
+            *slot += n;
+        }
+        sum_ns += h.median_equivalent(value) as f64 * n as f64;
+    }
+    (per, sum_ns)
+}
+
+/// `ns` as decimal seconds, exactly and in the shortest form (`1000` -> `0.000001`,
+/// `2_000_000_000` -> `2`): the `le` values must be spelled identically everywhere.
+pub fn secs(ns: u64) -> String {
+    let whole = ns / 1_000_000_000;
+    let frac = ns % 1_000_000_000;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let digits = format!("{frac:09}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+/// A label value as the text format wants it: backslash, double quote and line feed
+/// escaped.
+pub fn escape_label(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for ch in v.chars() {
+        match ch {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// A float as the text format spells it (Go's ParseFloat: `NaN`, `+Inf`, `-Inf`).
+struct Float(f64);
+
+impl std::fmt::Display for Float {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            v if v.is_nan() => f.write_str("NaN"),
+            v if v == f64::INFINITY => f.write_str("+Inf"),
+            v if v == f64::NEG_INFINITY => f.write_str("-Inf"),
+            v => write!(f, "{v}"),
+        }
+    }
+}
+
+/// The text being written, with the run's labels rendered once.
+struct Exposition {
+    out: String,
+    labels: String,
+}
+
+impl Exposition {
+    fn new(l: &Labels) -> Exposition {
+        Exposition {
+            out: String::with_capacity(16 * 1024),
+            labels: format!(
+                "run_id=\"{}\",shard=\"{}\"",
+                escape_label(&l.run_id),
+                escape_label(&l.shard)
+            ),
+        }
+    }
+
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, extra: &[(&str, &str)], v: impl std::fmt::Display) {
+        let _ = write!(self.out, "{name}{{{}", self.labels);
+        for (k, val) in extra {
+            let _ = write!(self.out, ",{k}=\"{}\"", escape_label(val));
+        }
+        let _ = writeln!(self.out, "}} {v}");
+    }
+
+    fn histogram(&mut self, name: &str, help: &str, h: &Histogram<u64>) {
+        self.family(name, "histogram", help);
+        let (per, sum_ns) = ladder_counts(h);
+        let bucket = format!("{name}_bucket");
+        let mut cumulative = 0u64;
+        for (bound, n) in LADDER_NS.iter().zip(per) {
+            cumulative += n;
+            self.sample(&bucket, &[("le", &secs(*bound))], cumulative);
+        }
+        self.sample(&bucket, &[("le", "+Inf")], h.len());
+        self.sample(&format!("{name}_sum"), &[], Float(sum_ns / 1e9));
+        self.sample(&format!("{name}_count"), &[], h.len());
+    }
+}
+
+/// The metric names of an exposition: every sample line's name (`_bucket`, `_sum` and
+/// `_count` included), deduplicated, in order. For checking queries against it.
+pub fn sample_names(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let end = line.find(['{', ' ']).unwrap_or(line.len());
+        let name = &line[..end];
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels() -> Labels {
+        Labels {
+            run_id: "r1".into(),
+            shard: "0/1".into(),
+        }
+    }
+
+    /// Sample value of the line that starts with `prefix` (name and labels).
+    fn value(text: &str, prefix: &str) -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    fn state(values_ns: &[(u64, u64)]) -> Cumulative {
+        let mut c = Cumulative::default();
+        for &(v, n) in values_ns {
+            c.latency.record_n(v, n).unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn buckets_are_cumulative_and_inf_equals_count() {
+        // 3 values at 800 ns, 5 at 1.5 us, 2 at 30 us, 1 at 200 s (past the ladder).
+        let c = state(&[(800, 3), (1_500, 5), (30_000, 2), (200_000_000_000, 1)]);
+        let text = c.render(&labels());
+        let b = |le: &str| {
+            value(
+                &text,
+                &format!(
+                    "blaster_latency_seconds_bucket{{run_id=\"r1\",shard=\"0/1\",le=\"{le}\"}}"
+                ),
+            )
+        };
+        assert_eq!(b("0.000001"), 3.0);
+        assert_eq!(b("0.000002"), 8.0);
+        assert_eq!(b("0.00001"), 8.0);
+        assert_eq!(b("0.00005"), 10.0);
+        assert_eq!(b("100"), 10.0);
+        assert_eq!(b("+Inf"), 11.0);
+        let count = value(&text, "blaster_latency_seconds_count{");
+        assert_eq!(count, 11.0);
+        // Non-decreasing over the whole ladder.
+        let series: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with("blaster_latency_seconds_bucket"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(series.len(), LADDER_NS.len() + 1);
+        assert!(series.windows(2).all(|w| w[0] <= w[1]), "{series:?}");
+        // The sum is in seconds: 3x800ns + 5x1.5us + 2x30us + 200s, to 0.1%.
+        let sum = value(&text, "blaster_latency_seconds_sum{");
+        let want = 3.0 * 800e-9 + 5.0 * 1.5e-6 + 2.0 * 30e-6 + 200.0;
+        assert!((sum - want).abs() / want < 1e-3, "{sum} vs {want}");
+    }
+
+    #[test]
+    fn a_value_on_a_bound_is_in_that_bucket() {
+        // Exact below 2048 ns: 1000 ns is le=1us, 1001 ns is not.
+        let (per, _) = ladder_counts(&state(&[(1_000, 1), (1_001, 1)]).latency);
+        assert_eq!(per[0], 1);
+        assert_eq!(per[1], 1);
+    }
+
+    #[test]
+    fn the_hdr_p99_lies_in_the_bucket_where_histogram_quantile_finds_it() {
+        // Prometheus' histogram_quantile: the first bucket whose cumulative count
+        // reaches rank = q * count, interpolated inside it.
+        let mut c = Cumulative::default();
+        for i in 1..=10_000u64 {
+            c.latency.record(i * 397 % 9_000_000 + 500).unwrap();
+        }
+        let (per, _) = ladder_counts(&c.latency);
+        let rank = 0.99 * c.latency.len() as f64;
+        let mut cum = 0u64;
+        let k = per
+            .iter()
+            .position(|&n| {
+                cum += n;
+                cum as f64 >= rank
+            })
+            .unwrap();
+        let p99 = c.latency.value_at_quantile(0.99);
+        let lower = if k == 0 { 0 } else { LADDER_NS[k - 1] };
+        assert!(
+            lower < p99 && p99 <= LADDER_NS[k],
+            "{lower} {p99} {}",
+            LADDER_NS[k]
+        );
+    }
+
+    #[test]
+    fn seconds_are_spelled_exactly() {
+        assert_eq!(secs(1_000), "0.000001");
+        assert_eq!(secs(2_500), "0.0000025");
+        assert_eq!(secs(500_000_000), "0.5");
+        assert_eq!(secs(1_000_000_000), "1");
+        assert_eq!(secs(100_000_000_000), "100");
+        assert_eq!(secs(1_200_000_000), "1.2");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label("a\nb"), "a\\nb");
+        let text = Cumulative::default().render(&Labels {
+            run_id: "x\"y".into(),
+            shard: "1/2".into(),
+        });
+        assert!(
+            text.contains("blaster_requests_dispatched_total{run_id=\"x\\\"y\",shard=\"1/2\"} 0\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_family_has_help_and_type_before_its_samples() {
+        let text = state(&[(5_000, 1)]).render(&labels());
+        let names = sample_names(&text);
+        for family in [
+            "blaster_requests_total",
+            "blaster_errors_total",
+            "blaster_latency_seconds",
+            "blaster_generator_core_load_ratio",
+        ] {
+            let help = text.find(&format!("# HELP {family} ")).unwrap();
+            let ty = text.find(&format!("# TYPE {family} ")).unwrap();
+            let first = text.find(&format!("\n{family}")).unwrap();
+            assert!(help < ty && ty < first, "{family}");
+        }
+        assert!(names.contains(&"blaster_latency_seconds_bucket".to_string()));
+        assert!(names.contains(&"blaster_dispatch_lag_seconds_count".to_string()));
+        assert_eq!(
+            text.matches("blaster_errors_total{").count(),
+            ErrorKind::ALL.len()
+        );
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn floats_use_the_go_spelling() {
+        assert_eq!(Float(f64::NAN).to_string(), "NaN");
+        assert_eq!(Float(f64::INFINITY).to_string(), "+Inf");
+        assert_eq!(Float(0.25).to_string(), "0.25");
+        assert_eq!(Float(20000.0).to_string(), "20000");
+    }
+}
