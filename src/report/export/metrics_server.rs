@@ -185,9 +185,13 @@ impl Exporter for LiveMetrics {
 /// The accept loop: one connection at a time, for the life of the process.
 fn serve(listener: &TcpListener, shared: &Shared) {
     for conn in listener.incoming() {
-        // A failed accept (the peer gave up, descriptors short) loses that scrape only.
-        if let Ok(stream) = conn {
-            let _ = answer(stream, shared);
+        match conn {
+            Ok(stream) => {
+                let _ = answer(stream, shared);
+            }
+            // A failed accept (the peer gave up, descriptors short) loses that scrape
+            // only; a pause keeps a lasting failure from spinning the control core.
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
 }
