@@ -48,12 +48,13 @@ fi
 # for the core hog and unshare for the throwaway namespace (util-linux); sysctl for
 # scripts/tune.sh and kill for the signal tests (procps); chromium (headless) for the
 # HTML report tests; ansible, sshd and ssh-keygen for the Ansible playbook test
-# (tests/deploy_ansible.rs: namespace hosts running Debian's sshd).
+# (tests/deploy_ansible.rs: namespace hosts running Debian's sshd); prometheus scraping
+# --metrics-listen (tests/prometheus.rs).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
     ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
     sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
-    sshd:openssh-server ssh-keygen:openssh-client; do
+    sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus; do
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
         need+=("${pair#*:}")

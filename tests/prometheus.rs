@@ -1,0 +1,208 @@
+//! `--metrics-listen` scraped by a real Prometheus server (issue 12 item 6): the test
+//! starts the sink, a Prometheus (Debian's `prometheus`) on loopback scraping blaster
+//! every second with its own storage in a temporary directory, and a run that lingers
+//! until its final state was scraped; then it asks Prometheus' HTTP API for the request
+//! counter (equal to the JSON's completed count) and for the merged p99
+//! (`histogram_quantile(0.99, sum by (le) (...))`, in the ladder bucket of the JSON's p99).
+mod common;
+use blaster::report::export::prometheus::LADDER_NS;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A plain HTTP/1.1 GET on loopback: (status, body).
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// An instant query's single value (None: no result yet).
+fn query(port: u16, promql: &str) -> Option<f64> {
+    let (status, body) = http_get(port, &format!("/api/v1/query?query={}", url_encode(promql)))?;
+    assert_eq!(status, 200, "{promql}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("Prometheus answers JSON");
+    assert_eq!(v["status"], "success", "{promql}: {body}");
+    let result = v["data"]["result"].as_array()?;
+    assert!(result.len() <= 1, "{promql}: one series expected: {body}");
+    result.first()?["value"][1].as_str()?.parse().ok()
+}
+
+struct Prometheus {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// Starts Prometheus on a free loopback port, scraping `target_port` every second,
+    /// and waits until it is ready.
+    fn start(target_port: u16) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n\
+                 scrape_configs:\n  - job_name: blaster\n    static_configs:\n\
+                 \x20     - targets: ['127.0.0.1:{target_port}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        let p = Prometheus {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http_get(port, "/-/ready").map(|r| r.0) != Some(200) {
+            assert!(Instant::now() < deadline, "prometheus not ready on {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn prometheus_installed() -> bool {
+    Command::new("prometheus")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+#[test]
+fn prometheus_scrapes_the_request_counter_and_a_merged_p99() {
+    if !prometheus_installed() {
+        return skip(
+            "prometheus_scrapes_the_request_counter_and_a_merged_p99",
+            "no prometheus binary (Debian package prometheus)",
+        );
+    }
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    let metrics_port = free_port();
+    let prom = Prometheus::start(metrics_port);
+    let (_dir, json) = tmp_json();
+    let listen = format!("127.0.0.1:{metrics_port}");
+    let out = run(
+        &[
+            "run",
+            "--cores",
+            "0",
+            "--target",
+            &sink.addr,
+            "--rate",
+            "2000",
+            "--connections",
+            "8",
+            "--duration",
+            "4s",
+            "--metrics-listen",
+            &listen,
+            // Until Prometheus has scraped the final state (every second).
+            "--metrics-linger",
+            "20s",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&json);
+    assert_exit_matches_validity(&out, &v);
+    let completed = f(&v, "requests.completed");
+    let p99_ns = f(&v, "latency_ns.p99") as u64;
+    assert!(completed > 7_000.0, "{completed}");
+    let run_id = v["fleet"]["run_id"].as_str().unwrap();
+    let sel = format!("run_id=\"{run_id}\",shard=\"0/1\"");
+
+    // The final scrape is in the TSDB once its samples are appended (just after the
+    // response blaster waited for): poll briefly. After blaster exits its series go
+    // stale, hence the *_over_time over the run.
+    let counter =
+        format!("max_over_time(blaster_requests_total{{{sel},outcome=\"completed\"}}[5m])");
+    let finished = format!("max_over_time(blaster_run_finished{{{sel}}}[5m])");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = (None, None);
+    while Instant::now() < deadline {
+        seen = (query(prom.port, &counter), query(prom.port, &finished));
+        if seen == (Some(completed), Some(1.0)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        seen,
+        (Some(completed), Some(1.0)),
+        "Prometheus' completed counter and run_finished against the JSON's {completed}"
+    );
+
+    // The merged p99 over the whole run (cumulative buckets at the final scrape):
+    // histogram_quantile interpolates inside one ladder bucket, the one that holds the
+    // JSON's p99.
+    let q = format!(
+        "histogram_quantile(0.99, sum by (le) (last_over_time(blaster_latency_seconds_bucket{{{sel}}}[5m])))"
+    );
+    let prom_p99_s = query(prom.port, &q).expect("a merged p99");
+    let k = LADDER_NS.partition_point(|&b| b < p99_ns);
+    let upper = LADDER_NS.get(k).copied().unwrap_or(u64::MAX) as f64 / 1e9;
+    let lower = if k == 0 {
+        0.0
+    } else {
+        LADDER_NS[k - 1] as f64 / 1e9
+    };
+    assert!(
+        lower <= prom_p99_s && prom_p99_s <= upper,
+        "Prometheus p99 {prom_p99_s} s outside the bucket [{lower}, {upper}] of the JSON p99 {p99_ns} ns"
+    );
+    // Every request the JSON counts is in the histogram Prometheus holds.
+    let count = format!("max_over_time(blaster_latency_seconds_count{{{sel}}}[5m])");
+    assert_eq!(query(prom.port, &count), Some(f(&v, "latency_ns.count")));
+    drop(prom);
+    sink.stop();
+}
