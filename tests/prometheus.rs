@@ -203,6 +203,33 @@ fn prometheus_scrapes_the_request_counter_and_a_merged_p99() {
     // Every request the JSON counts is in the histogram Prometheus holds.
     let count = format!("max_over_time(blaster_latency_seconds_count{{{sel}}}[5m])");
     assert_eq!(query(prom.port, &count), Some(f(&v, "latency_ns.count")));
+    // Every query of the Grafana board parses and evaluates in this Prometheus
+    // (its variables filled in as Grafana would).
+    let board: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/grafana/blaster.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut checked = 0;
+    for panel in board["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            let filled = expr
+                .replace("$run_id", run_id)
+                .replace("$__rate_interval", "1m");
+            let at = format!("/api/v1/query?query={}", url_encode(&filled));
+            let (status, body) = http_get(prom.port, &at).expect("Prometheus answers");
+            assert!(
+                status == 200 && body.contains("\"status\":\"success\""),
+                "{expr}: {body}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10);
     drop(prom);
     sink.stop();
 }

@@ -493,6 +493,105 @@ mod tests {
         assert!(text.ends_with('\n'));
     }
 
+    /// Every string of a JSON value, recursively, with the key it is under.
+    fn strings<'a>(v: &'a serde_json::Value, key: &str, out: &mut Vec<(String, &'a str)>) {
+        match v {
+            serde_json::Value::String(s) => out.push((key.to_string(), s)),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, key, out)),
+            serde_json::Value::Object(o) => o.iter().for_each(|(k, x)| strings(x, k, out)),
+            _ => {}
+        }
+    }
+
+    /// The `blaster_...` identifiers in a text.
+    fn metric_tokens(s: &str) -> Vec<&str> {
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let mut out = Vec::new();
+        let mut rest = s;
+        while let Some(i) = rest.find("blaster_") {
+            let preceded = rest[..i].chars().next_back().is_some_and(ident);
+            let end = rest[i..]
+                .find(|c: char| !ident(c))
+                .map_or(rest.len(), |e| i + e);
+            if !preceded {
+                out.push(&rest[i..end]);
+            }
+            rest = &rest[end..];
+        }
+        out
+    }
+
+    /// Label names a PromQL expression uses: in `by (...)` and in `{name="..."}`.
+    fn label_names(expr: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for (open, close) in [("by (", ')'), ("{", '}')] {
+            let mut rest = expr;
+            while let Some(i) = rest.find(open) {
+                let inner = &rest[i + open.len()..];
+                let end = inner.find(close).expect("closed");
+                for part in inner[..end].split(',') {
+                    let name = part.split(['=', '!', '~']).next().unwrap().trim();
+                    if !name.is_empty() {
+                        out.push(name.to_string());
+                    }
+                }
+                rest = &inner[end..];
+            }
+        }
+        out
+    }
+
+    /// deploy/grafana/blaster.json queries only what the exposition has: every
+    /// `blaster_...` name in it is a sample or family name rendered here, every label
+    /// it groups or matches by is one the samples carry, and the latency panel is the
+    /// merged `histogram_quantile(..., sum by (le) (rate(..._bucket...)))`.
+    #[test]
+    fn the_grafana_dashboard_queries_only_exported_names() {
+        let board: serde_json::Value =
+            serde_json::from_str(include_str!("../../../deploy/grafana/blaster.json"))
+                .expect("the dashboard is JSON");
+        let text = state(&[(5_000, 1)]).render(&labels());
+        let mut known = sample_names(&text);
+        known.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("# TYPE "))
+                .map(|l| l.split(' ').next().unwrap().to_string()),
+        );
+        let mut labels_known: Vec<String> = vec!["le".into()];
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            if let Some((_, inner)) = line.split_once('{') {
+                labels_known.extend(label_names(&format!("{{{inner}")));
+            }
+        }
+        let mut all = Vec::new();
+        strings(&board, "", &mut all);
+        let exprs: Vec<&str> = all
+            .iter()
+            .filter(|(k, _)| k == "expr")
+            .map(|(_, s)| *s)
+            .collect();
+        assert!(exprs.len() >= 10, "{} queries", exprs.len());
+        let mut used = 0;
+        for (_, s) in &all {
+            for name in metric_tokens(s) {
+                used += 1;
+                assert!(
+                    known.iter().any(|k| k == name),
+                    "{name} is not exported: {s}"
+                );
+            }
+        }
+        assert!(used >= exprs.len());
+        for e in &exprs {
+            for l in label_names(e) {
+                assert!(labels_known.contains(&l), "label {l} is not exported: {e}");
+            }
+        }
+        assert!(exprs.iter().any(|e| e.starts_with(
+            "histogram_quantile(0.99, sum by (le) (rate(blaster_latency_seconds_bucket{"
+        )));
+    }
+
     #[test]
     fn floats_use_the_go_spelling() {
         assert_eq!(Float(f64::NAN).to_string(), "NaN");
