@@ -164,7 +164,7 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     let usable = usable_cores();
     let mut plan = RunPlan::from_args(a, &usable)?;
     // Claimed before anything connects: an unwritable path fails now, not after the run.
-    let mut exporters = open_exporters(a, &plan)?;
+    let mut exporters = open_exporters(a, &plan, stop)?;
     let json_out = json::claim(plan.json.as_deref())?;
     let json_stdout = json::is_stdout(plan.json.as_deref()) || exporters.stdout_taken;
     if slo.is_some() && plan.target.is_none() {
@@ -335,7 +335,11 @@ struct Exporters {
 
 /// Opens the exporters' files now, so an unwritable path fails before anything
 /// connects; at most one output (`--json` included) may be stdout.
-fn open_exporters(a: &RunArgs, plan: &RunPlan) -> Result<Exporters, AppError> {
+fn open_exporters(
+    a: &RunArgs,
+    plan: &RunPlan,
+    stop: &Arc<AtomicBool>,
+) -> Result<Exporters, AppError> {
     let has_target = plan.target.is_some();
     let exports = [
         ("hdr-log", &a.hdr_log),
@@ -401,6 +405,7 @@ fn open_exporters(a: &RunArgs, plan: &RunPlan) -> Result<Exporters, AppError> {
             labels,
             linger,
             Some(plan.control_core),
+            stop.clone(),
         )?;
         crate::errln!("blaster: metrics at http://{}/metrics", m.local_addr());
         outputs.push(Box::new(m));

@@ -22,6 +22,7 @@ use crate::report::Report;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -77,18 +78,22 @@ pub struct LiveMetrics {
     shared: Arc<Shared>,
     addr: SocketAddr,
     linger: Duration,
+    /// Ctrl-C: set during the linger, it ends the wait.
+    stop: Arc<AtomicBool>,
     /// `--metrics-listen ADDR`, for the exporters' error messages.
     name: PathBuf,
 }
 
 impl LiveMetrics {
     /// Binds `addr` and starts the server thread (pinned to `core` when given). The
-    /// state served until the first interval completes is all zeros.
+    /// state served until the first interval completes is all zeros. `stop` is the
+    /// Ctrl-C flag: raised during the linger, it ends the wait.
     pub fn bind(
         addr: SocketAddr,
         labels: Labels,
         linger: Duration,
         core: Option<usize>,
+        stop: Arc<AtomicBool>,
     ) -> Result<LiveMetrics, ListenError> {
         let listener = TcpListener::bind(addr).map_err(|source| ListenError { addr, source })?;
         let bound = listener
@@ -119,6 +124,7 @@ impl LiveMetrics {
             shared,
             addr: bound,
             linger,
+            stop,
             name: PathBuf::from(format!("--metrics-listen {addr}")),
         })
     }
@@ -129,17 +135,21 @@ impl LiveMetrics {
     }
 
     /// Publishes the final state and waits, at most the linger, until a scrape has
-    /// fetched it.
+    /// fetched it. A Ctrl-C during the wait ends it (one that stopped the run before
+    /// does not: the final state of an interrupted run is worth a scrape too).
     fn end(&mut self) {
         self.totals.finished = true;
         let version = self.publish();
         let deadline = Instant::now() + self.linger;
+        let stopped_before = self.stop.load(Ordering::Relaxed);
         let mut s = self.shared.lock();
         while s.scraped < version {
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || (!stopped_before && self.stop.load(Ordering::Relaxed)) {
                 break;
             }
+            // Wakes for a scrape, or to look at the Ctrl-C flag again.
+            let left = left.min(Duration::from_millis(100));
             s = self
                 .shared
                 .scraped
@@ -281,7 +291,14 @@ mod tests {
             run_id: "t".into(),
             shard: "0/1".into(),
         };
-        LiveMetrics::bind("127.0.0.1:0".parse().unwrap(), labels, Duration::ZERO, None).unwrap()
+        LiveMetrics::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            labels,
+            Duration::ZERO,
+            None,
+            Arc::default(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -335,14 +352,44 @@ mod tests {
             run_id: "t".into(),
             shard: "0/1".into(),
         };
-        let e = LiveMetrics::bind(taken.local_addr().unwrap(), labels, Duration::ZERO, None)
-            .err()
-            .expect("bind must fail");
+        let e = LiveMetrics::bind(
+            taken.local_addr().unwrap(),
+            labels,
+            Duration::ZERO,
+            None,
+            Arc::default(),
+        )
+        .err()
+        .expect("bind must fail");
         assert_eq!(e.source.kind(), io::ErrorKind::AddrInUse);
         assert!(
             e.to_string().starts_with("--metrics-listen 127.0.0.1:"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_ctrl_c_during_the_linger_ends_it() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut m = LiveMetrics::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            Labels {
+                run_id: "t".into(),
+                shard: "0/1".into(),
+            },
+            Duration::from_secs(30),
+            None,
+            stop.clone(),
+        )
+        .unwrap();
+        let flag = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            flag.store(true, Ordering::Relaxed);
+        });
+        let t = Instant::now();
+        m.end();
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     #[test]
@@ -355,6 +402,7 @@ mod tests {
             },
             Duration::from_secs(30),
             None,
+            Arc::default(),
         )
         .unwrap();
         let addr = m.local_addr();
