@@ -1,0 +1,491 @@
+//! The run's arguments -> a [`RunPlan`]: every cross-flag check, in the order the
+//! user meets them.
+
+use super::frames::*;
+use super::parse::*;
+use super::*;
+use crate::cli::RunArgs;
+use crate::engine::Transport;
+use crate::engine::backoff::Backoff;
+use crate::engine::socket::SockOpts;
+use crate::fleet::Fleet;
+use crate::limits::*;
+use crate::proto::Framing;
+use crate::request::{RequestSet, Template};
+use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec};
+use std::sync::Arc;
+
+impl RunPlan {
+    pub fn from_args(a: &RunArgs, usable: &[usize]) -> Result<RunPlan, PlanError> {
+        let fleet = Fleet::parse(
+            a.shard.as_deref(),
+            a.start_at.as_deref(),
+            a.run_id.as_deref(),
+            crate::wallclock::now_unix_ns(),
+        )
+        .map_err(|(flag, m)| err(flag, m))?;
+        if !fleet.shard.is_whole() && a.target.is_empty() {
+            return Err(err(
+                "shard",
+                "needs --target (the loopback baseline runs on one machine)",
+            ));
+        }
+        let targets = a
+            .target
+            .iter()
+            .map(|t| resolve("target", t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let target = targets.first().copied();
+        let sources = match &a.source_ip {
+            Some(spec) => {
+                if target.is_none() {
+                    return Err(err("source-ip", "needs --target"));
+                }
+                let ips = crate::ports::parse_source_ips(spec).map_err(|m| err("source-ip", m))?;
+                if let Some(bad) = targets.iter().find(|t| t.is_ipv4() != ips[0].is_ipv4()) {
+                    return Err(err(
+                        "source-ip",
+                        format!("{} and target {bad} are of different IP versions", ips[0]),
+                    ));
+                }
+                ips
+            }
+            None => Vec::new(),
+        };
+        let connect_rate = match a.connect_rate {
+            Some(r) if !(r > 0.0 && r.is_finite()) => {
+                return Err(err(
+                    "connect-rate",
+                    format!("must be a positive number of connections per second, got {r}"),
+                ));
+            }
+            r => r,
+        };
+        let heartbeat_ns = a
+            .heartbeat
+            .as_deref()
+            .map(|h| duration_ns("heartbeat", h, DURATION_NS_MAX))
+            .transpose()?;
+        if a.hold && a.rate.is_some() {
+            return Err(err(
+                "hold",
+                "sends no requests of its own: drop --rate (use --heartbeat for traffic)",
+            ));
+        }
+        if a.hold && a.connect_per_request {
+            return Err(err(
+                "hold",
+                "keeps connections open: drop --connect-per-request",
+            ));
+        }
+        if a.connect_per_request && a.pipeline != 1 {
+            return Err(err(
+                "connect-per-request",
+                "one request per connection: --pipeline must be 1",
+            ));
+        }
+        let backoff = if a.no_reconnect {
+            None
+        } else {
+            Some(match &a.reconnect_backoff {
+                Some(spec) => spec
+                    .parse::<Backoff>()
+                    .map_err(|e| err("reconnect-backoff", e.to_string()))?,
+                None => Backoff::default(),
+            })
+        };
+        let sockopts = SockOpts {
+            sockbuf: a
+                .sockbuf
+                .as_deref()
+                .map(|v| parse_size("sockbuf", v))
+                .transpose()?,
+            keepalive: a.keepalive.as_deref().map(parse_keepalive).transpose()?,
+            linger0: a.linger0,
+        };
+        let cores = parse_cores("cores", a.cores.as_deref().unwrap_or("0"), usable)?;
+        if a.connections == 0 || a.connections > CONNECTIONS_MAX {
+            return Err(err(
+                "connections",
+                format!(
+                    "must be between 1 and {CONNECTIONS_MAX}, got {}",
+                    a.connections
+                ),
+            ));
+        }
+        if a.connections < cores.len() {
+            return Err(err(
+                "connections",
+                format!(
+                    "must be at least one per worker core ({}), got {}",
+                    cores.len(),
+                    a.connections
+                ),
+            ));
+        }
+        if a.pipeline == 0 || a.pipeline > PIPELINE_MAX {
+            return Err(err(
+                "pipeline",
+                format!("must be between 1 and {PIPELINE_MAX}, got {}", a.pipeline),
+            ));
+        }
+        let transport = match (a.proto.as_str(), a.no_response) {
+            ("tcp", false) => Transport::Tcp,
+            ("tcp", true) => return Err(err("no-response", "needs --proto udp")),
+            ("udp", false) => Transport::Udp,
+            ("udp", true) => Transport::UdpBlast,
+            (p, _) => return Err(err("proto", format!("expected tcp or udp, got {p:?}"))),
+        };
+        if transport != Transport::Tcp
+            && (a.http.is_some() || a.mix.is_some() || a.framing.is_some())
+        {
+            return Err(err(
+                "proto",
+                "udp matches responses by sequence: --http, --mix and --framing are TCP-only",
+            ));
+        }
+        if transport != Transport::Tcp
+            && (a.hold || a.connect_per_request || a.source_ip.is_some() || targets.len() > 1)
+        {
+            return Err(err(
+                "proto",
+                "--hold, --connect-per-request, --source-ip and several --target are TCP-only",
+            ));
+        }
+        if target.is_none() && (a.hold || a.connect_per_request || a.connect_rate.is_some()) {
+            return Err(err(
+                "target",
+                "--hold, --connect-per-request and --connect-rate need --target",
+            ));
+        }
+        if transport != Transport::Tcp && target.is_none() {
+            return Err(err("proto", "udp needs --target (the baseline is TCP)"));
+        }
+        let duration = duration_ns("duration", &a.duration, DURATION_NS_MAX)?;
+        let frames = frame_plan(a)?;
+        if let Some(f) = &frames {
+            let conflicting = a.rate.is_some()
+                || a.hold
+                || a.connect_per_request
+                || a.concurrency.is_some()
+                || a.no_response
+                || a.http.is_some()
+                || a.mix.is_some()
+                || a.framing.is_some()
+                || a.connect_rate.is_some();
+            if conflicting {
+                return Err(err(
+                    "workload",
+                    "frames sends one frame per connection per --tick: drop --rate, --hold, --connect-per-request, --concurrency, --no-response, --http, --mix, --framing and --connect-rate",
+                ));
+            }
+            if target.is_none() {
+                return Err(err(
+                    "workload",
+                    "frames needs --target (a broadcast server, e.g. blaster sink --mode broadcast)",
+                ));
+            }
+            if !fleet.shard.is_whole() {
+                return Err(err("shard", "--workload frames runs on one machine"));
+            }
+            let rooms = f.grid.rooms() as usize;
+            if rooms < cores.len() {
+                return Err(err(
+                    "room-size",
+                    format!(
+                        "{} connections in rooms of {} make {rooms} rooms, fewer than the {} worker cores (a room's members share a worker)",
+                        a.connections,
+                        f.grid.room_size,
+                        cores.len()
+                    ),
+                ));
+            }
+        }
+        let arrivals: ArrivalKind = a.arrivals.parse().map_err(|m| err("arrivals", m))?;
+        if let Some(n) = a.concurrency {
+            if target.is_none() || transport != Transport::Tcp || a.hold || a.connect_per_request {
+                return Err(err(
+                    "concurrency",
+                    "closed loop needs --target over TCP, without --hold or --connect-per-request",
+                ));
+            }
+            if n == 0 || n > CONNECTIONS_MAX {
+                return Err(err(
+                    "concurrency",
+                    format!("must be between 1 and {CONNECTIONS_MAX}, got {n}"),
+                ));
+            }
+        }
+        let mut shape = None;
+        let rate_rps = match a.rate.as_deref() {
+            None if a.hold => match heartbeat_ns {
+                // One heartbeat per connection per period, spread evenly.
+                Some(h) => {
+                    let r = check_rate("heartbeat", a.connections as f64 * 1e9 / h as f64)?;
+                    shape = Some(RateShape::constant(r).map_err(|m| err("heartbeat", m))?);
+                    Some(r)
+                }
+                None => Some(0.0),
+            },
+            None if a.concurrency.is_some() => Some(0.0),
+            // Frames: one per connection per tick.
+            None if frames.is_some() => {
+                let f = frames.as_ref().expect("checked");
+                let r = check_rate(
+                    "tick",
+                    f.grid.connections as f64 * 1e9 / f.grid.tick_ns as f64,
+                )?;
+                shape = Some(RateShape::constant(r).map_err(|m| err("tick", m))?);
+                Some(r)
+            }
+            Some(r) => match parse_rate_spec(r, duration, a.seed).map_err(|m| err("rate", m))? {
+                RateSpec::Max if transport == Transport::UdpBlast => Some(f64::INFINITY),
+                RateSpec::Max => {
+                    return Err(err("rate", "max is only for --proto udp --no-response"));
+                }
+                RateSpec::Shaped(s) => {
+                    check_rate("rate", s.peak_rps())?;
+                    let mean = s.constant_rps().unwrap_or_else(|| s.mean_rps(duration));
+                    shape = Some(s);
+                    Some(mean)
+                }
+            },
+            None if target.is_some() => {
+                return Err(err(
+                    "rate",
+                    "is required with --target (requests per second)",
+                ));
+            }
+            None => None,
+        };
+        let host = a.target.first().cloned().unwrap_or_default();
+        let http_of = |spec: &str, body: Option<&[u8]>| {
+            crate::request::http::request(spec, &a.headers, body, &host)
+        };
+        let requests = if let Some(spec) = &a.http {
+            let body =
+                match (&a.body, &a.body_file) {
+                    (Some(b), _) => Some(unescape("body", b)?),
+                    (None, Some(f)) => Some(std::fs::read(f).map_err(|e| {
+                        err("body-file", format!("cannot read {}: {e}", f.display()))
+                    })?),
+                    _ => None,
+                };
+            let framing: Framing = a
+                .framing
+                .as_deref()
+                .unwrap_or("http1")
+                .parse()
+                .map_err(|m| err("framing", m))?;
+            let t = http_of(spec, body.as_deref()).map_err(|m| err("http", m))?;
+            RequestSet::single(t, framing)
+        } else if let Some(f) = &a.mix {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| err("mix", format!("cannot read {}: {e}", f.display())))?;
+            let entries = crate::request::mix::parse(
+                &text,
+                |s| unescape("mix", s).map_err(|e| e.message),
+                |s| http_of(s, None),
+            )
+            .map_err(|m| err("mix", format!("{}: {m}", f.display())))?;
+            RequestSet::new(entries, true)
+        } else {
+            let (flag, bytes) = if let Some(p) = &a.heartbeat_payload {
+                ("heartbeat-payload", unescape("heartbeat-payload", p)?)
+            } else if let Some(p) = &a.payload {
+                ("payload", unescape("payload", p)?)
+            } else if let Some(f) = &a.payload_file {
+                (
+                    "payload-file",
+                    std::fs::read(f).map_err(|e| {
+                        err("payload-file", format!("cannot read {}: {e}", f.display()))
+                    })?,
+                )
+            } else {
+                ("payload-size", vec![b'x'; a.payload_size.unwrap_or(64)])
+            };
+            if bytes.is_empty() || bytes.len() > PAYLOAD_BYTES_MAX {
+                return Err(err(
+                    flag,
+                    format!(
+                        "the payload must be between 1 and {PAYLOAD_BYTES_MAX} bytes, got {}",
+                        bytes.len()
+                    ),
+                ));
+            }
+            // A payload from a file is sent byte for byte; text may hold placeholders.
+            let t = if flag == "payload" {
+                Template::parse(&bytes).map_err(|m| err("payload", m))?
+            } else {
+                Template::literal(&bytes)
+            };
+            let framing: Framing = a
+                .framing
+                .as_deref()
+                .unwrap_or("echo")
+                .parse()
+                .map_err(|m| err("framing", m))?;
+            RequestSet::single(t, framing)
+        };
+        if requests.max_len() > PAYLOAD_BYTES_MAX {
+            return Err(err(
+                "payload",
+                format!("a request may render to at most {PAYLOAD_BYTES_MAX} bytes"),
+            ));
+        }
+        let framing = requests.framing();
+        if requests.entries.iter().any(|e| e.framing == Framing::Echo)
+            && requests.static_bytes().is_none()
+        {
+            return Err(err(
+                "framing",
+                "echo needs one request of fixed bytes: with placeholders or a mix, use fixed:N or a protocol framer",
+            ));
+        }
+        let payload: Vec<u8> = requests
+            .static_bytes()
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        if transport != Transport::Tcp && payload.is_empty() {
+            return Err(err(
+                "proto",
+                "udp sends one static payload: placeholders, --http and --mix are TCP-only",
+            ));
+        }
+        let payload_flag = "payload";
+        let max_response = parse_size("max-response", &a.max_response)?;
+        for e in &requests.entries {
+            if let Framing::Fixed(n) = e.framing
+                && n > max_response
+            {
+                return Err(err(
+                    "max-response",
+                    format!("fixed:{n} responses exceed --max-response {max_response}"),
+                ));
+            }
+        }
+        if target.is_none() && !matches!(framing, Framing::Echo | Framing::Fixed(_)) {
+            return Err(err(
+                "framing",
+                "the loopback baseline (no --target) uses echo or fixed:N",
+            ));
+        }
+        if transport != Transport::Tcp
+            && payload.len() + crate::proto::udp_header::HEADER_LEN > 65_000
+        {
+            return Err(err(
+                payload_flag,
+                "a UDP payload must fit one datagram (at most 64976 bytes)",
+            ));
+        }
+        let mut plan = RunPlan {
+            frames,
+            fleet,
+            target,
+            shape,
+            arrivals,
+            closed_loop: a.concurrency.is_some(),
+            link_speed_bps: a
+                .link_speed
+                .as_deref()
+                .map(|s| crate::units::parse_link_speed(s).map_err(|m| err("link-speed", m)))
+                .transpose()?,
+            targets,
+            sources,
+            sockopts,
+            connect_rate,
+            hold: a.hold,
+            heartbeat_ns,
+            backoff,
+            per_request: a.connect_per_request,
+            rings_per_core: 1,
+            control_core: control_core(a.control_core, &cores, usable)?,
+            cores,
+            connections: a.concurrency.unwrap_or(a.connections),
+            rate_rps,
+            transport,
+            max_response,
+            seed: a.seed,
+            spin_ns: if a.spin.trim() == "0" {
+                0
+            } else {
+                let d = parse_duration("spin", &a.spin)?.as_nanos();
+                if d > SPIN_NS_MAX as u128 {
+                    return Err(err("spin", format!("must be at most 1s, got {:?}", a.spin)));
+                }
+                d as u64
+            },
+            duration_ns: duration,
+            pipeline: a.pipeline,
+            payload: payload.into(),
+            requests: Arc::new(requests),
+            framing,
+            timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
+            max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
+            json: a.json.clone(),
+            progress: if a.progress {
+                true
+            } else if a.quiet {
+                false
+            } else {
+                std::io::IsTerminal::is_terminal(&std::io::stderr())
+            },
+            step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,
+            start_rate_rps: check_rate("start-rate", a.start_rate)?,
+        };
+        let text = plan.fleet_text(a.rate.as_deref().unwrap_or(""));
+        plan.fleet.seal(&text);
+        plan.take_shard_share()?;
+        Ok(plan)
+    }
+
+    /// What every shard of a run must agree on, rendered canonically for the run's
+    /// fingerprint: the target, the global timetable (rate, arrivals, seed, duration,
+    /// and for Poisson the worker count, whose streams make up the sequence), the
+    /// requests, and the totals the shards split.
+    pub(super) fn fleet_text(&self, rate_spec: &str) -> String {
+        let lanes = match self.arrivals {
+            ArrivalKind::Poisson => self.cores.len(),
+            ArrivalKind::Constant => 0,
+        };
+        format!(
+            "targets={:?} rate={rate_spec} arrivals={} lanes={lanes} seed={} duration={} \
+             connections={} pipeline={} transport={:?} requests={:?} shards={}",
+            self.targets,
+            self.arrivals,
+            self.seed,
+            self.duration_ns,
+            self.connections,
+            self.pipeline,
+            self.transport,
+            self.requests,
+            self.fleet.shard.count(),
+        )
+    }
+
+    /// Cuts the plan's totals down to this shard's part: connections (and so pipeline
+    /// slots) and `--connect-rate`. The request timetable is cut per worker
+    /// (`schedule::shard`).
+    pub(super) fn take_shard_share(&mut self) -> Result<(), PlanError> {
+        let shard = self.fleet.shard;
+        if shard.is_whole() {
+            return Ok(());
+        }
+        let total = self.connections;
+        self.connections = shard.split_count(total);
+        if self.connections < self.cores.len() {
+            return Err(err(
+                "shard",
+                format!(
+                    "shard {shard} gets {} of the {total} --connections, fewer than its {} \
+                     worker cores: raise --connections to at least {}",
+                    self.connections,
+                    self.cores.len(),
+                    self.cores.len() * shard.count() as usize
+                ),
+            ));
+        }
+        self.connect_rate = self.connect_rate.map(|r| r / f64::from(shard.count()));
+        Ok(())
+    }
+}

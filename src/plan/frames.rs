@@ -1,0 +1,90 @@
+//! `--workload frames`: the frame flags into a [`FramePlan`].
+
+use super::parse::*;
+use super::*;
+use crate::cli::RunArgs;
+use crate::engine::frames::FrameGrid;
+use crate::engine::worker_plan::FramePlan;
+use crate::limits::*;
+
+/// `--workload`, `--tick`, `--frame-size`, `--room-size`, `--frame-budget`,
+/// `--echo-to-sender`, `--aggregate`: the frame run, or `None` for request/response
+/// (where the frame flags are refused).
+pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
+    let frame_flags = a.tick.is_some()
+        || a.frame_size.is_some()
+        || a.room_size.is_some()
+        || a.frame_budget.is_some()
+        || a.echo_to_sender;
+    match a.workload.as_str() {
+        "requests" => {
+            if a.aggregate {
+                return Err(err("aggregate", "needs --workload frames"));
+            }
+            if frame_flags {
+                return Err(err(
+                    "workload",
+                    "--tick, --frame-size, --room-size, --frame-budget and --echo-to-sender need --workload frames",
+                ));
+            }
+            return Ok(None);
+        }
+        "frames" => {}
+        w => {
+            return Err(err(
+                "workload",
+                format!("expected requests or frames, got {w:?}"),
+            ));
+        }
+    }
+    if a.aggregate {
+        return Err(err(
+            "aggregate",
+            "aggregated downlink frames are not measured by the generator yet: use the relayed broadcast (drop --aggregate)",
+        ));
+    }
+    let tick_s = a.tick.as_deref().unwrap_or("33ms");
+    let tick_ns = parse_duration("tick", tick_s)?.as_nanos();
+    if !(u128::from(TICK_NS_MIN)..=u128::from(TICK_NS_MAX)).contains(&tick_ns) {
+        return Err(err(
+            "tick",
+            format!("must be between 1ms and 10s, got {tick_s:?}"),
+        ));
+    }
+    let tick_ns = tick_ns as u64;
+    let frame_size = a.frame_size.unwrap_or(50);
+    let (lo, hi) = (
+        crate::proto::frame::HEADER_BYTES,
+        crate::proto::frame::FRAME_BYTES_MAX,
+    );
+    if !(lo..=hi).contains(&frame_size) {
+        return Err(err(
+            "frame-size",
+            format!("must be between {lo} (the frame header) and {hi} bytes, got {frame_size}"),
+        ));
+    }
+    let room_size = a.room_size.unwrap_or(10);
+    if room_size == 0 || room_size > a.connections || room_size > usize::from(u16::MAX) {
+        return Err(err(
+            "room-size",
+            format!(
+                "must be between 1 and --connections ({}), got {room_size}",
+                a.connections
+            ),
+        ));
+    }
+    let budget_ns = match a.frame_budget.as_deref() {
+        Some(b) => duration_ns("frame-budget", b, TIMEOUT_NS_MAX)?,
+        None => tick_ns,
+    };
+    Ok(Some(FramePlan {
+        grid: FrameGrid {
+            tick_ns,
+            connections: a.connections as u64,
+            room_size: room_size as u64,
+        },
+        frame_size,
+        budget_ns,
+        echo: a.echo_to_sender,
+    }))
+}

@@ -1,0 +1,121 @@
+//! Raw arguments -> a validated, immutable [`RunPlan`]. Every cross-flag check and
+//! every bound lives here, so the engine never sees a plan it cannot run. Messages
+//! name the flag and the bound.
+
+mod build;
+mod frames;
+mod parse;
+mod sink;
+mod workers;
+
+pub use parse::{check_rate, parse_cores, parse_duration, parse_size, unescape, usable_cores};
+pub use sink::sink_config;
+
+use crate::engine::Transport;
+use crate::engine::backoff::Backoff;
+use crate::engine::socket::SockOpts;
+use crate::engine::worker_plan::FramePlan;
+use crate::fleet::Fleet;
+use crate::limits::FD_MARGIN;
+use crate::proto::Framing;
+use crate::request::RequestSet;
+use crate::schedule::{ArrivalKind, RateShape};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A usage error: the command line asks for something that cannot be run (exit 2).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("--{flag}: {message}")]
+pub struct PlanError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+fn err(flag: &'static str, message: impl Into<String>) -> PlanError {
+    PlanError {
+        flag,
+        message: message.into(),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// `None`: the loopback baseline against the built-in sink. The first of `targets`.
+    pub target: Option<SocketAddr>,
+    /// Every `--target` (empty for the baseline).
+    pub targets: Vec<SocketAddr>,
+    /// `--source-ip` addresses (empty: the kernel chooses).
+    pub sources: Vec<IpAddr>,
+    pub sockopts: SockOpts,
+    /// `--connect-rate`, connections per second in total.
+    pub connect_rate: Option<f64>,
+    /// `--hold`: connections without request traffic (heartbeats only).
+    pub hold: bool,
+    /// `--heartbeat` period with `--hold`.
+    pub heartbeat_ns: Option<u64>,
+    /// Reconnect backoff; `None` with `--no-reconnect`.
+    pub backoff: Option<Backoff>,
+    /// `--connect-per-request`.
+    pub per_request: bool,
+    /// The `--rate` shape (`None` for the baseline, `--rate max`, closed loop and
+    /// `--hold` without heartbeats); `rate_rps` is then its mean.
+    pub shape: Option<RateShape>,
+    pub arrivals: ArrivalKind,
+    /// `--concurrency`: closed loop, one request in flight per connection.
+    pub closed_loop: bool,
+    /// `--link-speed`, bits/s.
+    pub link_speed_bps: Option<u64>,
+    /// Workers (each one ring) per core: more than one when a core's connections do
+    /// not fit one ring's file table (RLIMIT_NOFILE); set by the preflight. Default 1.
+    pub rings_per_core: usize,
+    pub cores: Vec<usize>,
+    /// `--control-core`: where the main thread (collector) and helper threads run.
+    pub control_core: usize,
+    pub connections: usize,
+    /// `None` only for the baseline, which steps its own rate; infinite for `max`.
+    pub rate_rps: Option<f64>,
+    pub transport: Transport,
+    pub max_response: usize,
+    pub seed: u64,
+    pub spin_ns: u64,
+    pub duration_ns: u64,
+    pub pipeline: usize,
+    /// The request when it is one static payload (else empty; see `requests`).
+    pub payload: Arc<[u8]>,
+    pub requests: Arc<RequestSet>,
+    /// The framing when every request uses the same one (else that of the first).
+    pub framing: Framing,
+    pub timeout_ns: u64,
+    pub max_lag_ns: u64,
+    pub json: Option<PathBuf>,
+    pub progress: bool,
+    pub step_duration_ns: u64,
+    pub start_rate_rps: f64,
+    /// `--shard`, `--start-at`, `--run-id`. With N shards, `connections` and
+    /// `connect_rate` above are already this shard's part.
+    pub fleet: Fleet,
+    /// `--workload frames` (`None`: request/response).
+    pub frames: Option<FramePlan>,
+}
+
+impl RunPlan {
+    /// Bytes of one response, for sizing receive buffers.
+    pub fn response_len(&self) -> usize {
+        match self.framing {
+            Framing::Echo => self.payload.len(),
+            Framing::Fixed(n) => n,
+            // Framers stream what they can; at most 8 KiB (a header line) must be kept
+            // contiguous, so twice that leaves room for the next read.
+            _ => 16 << 10,
+        }
+    }
+
+    /// File descriptors the plan needs (connections plus the process's own margin).
+    pub fn fds_needed(&self) -> u64 {
+        self.connections as u64 + FD_MARGIN
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,230 @@
+//! `blaster sink`'s arguments -> a [`SinkConfig`].
+
+use super::parse::*;
+use super::*;
+use crate::cli::SinkArgs;
+use crate::limits::*;
+use crate::sink::{
+    AggregateConfig, BroadcastConfig, CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, DEFAULT_TICK,
+    ROOM_SIZE_MAX, SinkConfig, SinkMode, TCP_DOWN_BYTES_MAX, TICK_MAX, TICK_MIN,
+    UDP_DOWN_BYTES_MAX, down_bytes_min,
+};
+use std::time::Duration;
+
+/// `blaster sink --mode broadcast`'s flags: the rooms, or none in the other modes
+/// (where each broadcast flag is refused).
+fn sink_broadcast(
+    a: &SinkArgs,
+    mode: SinkMode,
+    cores: &[usize],
+) -> Result<Option<BroadcastConfig>, PlanError> {
+    if mode != SinkMode::Broadcast {
+        let given = [
+            ("room-size", a.room_size.is_some()),
+            ("echo-to-sender", a.echo_to_sender),
+            ("aggregate", a.aggregate),
+            ("down-size", a.down_size.is_some()),
+            ("tick", a.tick.is_some()),
+        ];
+        return match given.into_iter().find(|(_, set)| *set) {
+            Some((flag, _)) => Err(err(
+                flag,
+                format!("needs --mode broadcast, got --mode {mode}"),
+            )),
+            None => Ok(None),
+        };
+    }
+    let Some(room_size) = a.room_size else {
+        return Err(err("room-size", "is required by --mode broadcast"));
+    };
+    if !(1..=ROOM_SIZE_MAX).contains(&room_size) {
+        return Err(err(
+            "room-size",
+            format!("must be between 1 and {ROOM_SIZE_MAX}, got {room_size}"),
+        ));
+    }
+    if cores.len() != 1 {
+        return Err(err(
+            "cores",
+            format!(
+                "--mode broadcast runs on one core (a room is never split across threads), got {}",
+                crate::units::list_cores(cores)
+            ),
+        ));
+    }
+    if !a.aggregate {
+        for (flag, set) in [
+            ("down-size", a.down_size.is_some()),
+            ("tick", a.tick.is_some()),
+        ] {
+            if set {
+                return Err(err(flag, "needs --aggregate"));
+            }
+        }
+    }
+    let aggregate = if a.aggregate {
+        let Some(down_size) = a.down_size else {
+            return Err(err("down-size", "is required by --aggregate"));
+        };
+        let min = down_bytes_min(room_size);
+        let max = if a.udp {
+            UDP_DOWN_BYTES_MAX
+        } else {
+            TCP_DOWN_BYTES_MAX
+        };
+        if down_size < min {
+            return Err(err(
+                "down-size",
+                format!(
+                    "must hold the {}-byte header and {room_size} entries of {} bytes \
+                     ({min} bytes), got {down_size}",
+                    crate::proto::frame::HEADER_BYTES,
+                    crate::proto::frame::ENTRY_BYTES
+                ),
+            ));
+        }
+        if down_size > max {
+            return Err(err(
+                "down-size",
+                format!("must be at most {max} bytes, got {down_size}"),
+            ));
+        }
+        let tick = match a.tick.as_deref() {
+            Some(t) => parse_duration("tick", t)?,
+            None => DEFAULT_TICK,
+        };
+        if !(TICK_MIN..=TICK_MAX).contains(&tick) {
+            return Err(err(
+                "tick",
+                format!(
+                    "must be between {} and {}, got {:?}",
+                    humantime::format_duration(TICK_MIN),
+                    humantime::format_duration(TICK_MAX),
+                    a.tick.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+        Some(AggregateConfig { down_size, tick })
+    } else {
+        None
+    };
+    Ok(Some(BroadcastConfig {
+        room_size,
+        echo_to_sender: a.echo_to_sender,
+        aggregate,
+    }))
+}
+
+/// Validates `blaster sink` arguments into a sink configuration.
+pub fn sink_config(
+    a: &SinkArgs,
+    usable: &[usize],
+) -> Result<(SinkConfig, Option<Duration>), PlanError> {
+    let listen = resolve("listen", &a.listen)?;
+    let cores = parse_cores("cores", &a.cores, usable)?;
+    let mode: SinkMode = a.mode.parse().map_err(|m: String| err("mode", m))?;
+    let delay = a
+        .delay
+        .as_deref()
+        .map(|d| parse_duration("delay", d))
+        .transpose()?;
+    let stall = match (&a.stall, &a.every) {
+        (Some(s), Some(e)) => {
+            let s = parse_duration("stall", s)?;
+            let e = parse_duration("every", e)?;
+            if e.is_zero() || s >= e {
+                return Err(err(
+                    "stall",
+                    "must be shorter than --every, and --every above 0",
+                ));
+            }
+            Some((s, e))
+        }
+        _ => None,
+    };
+    if a.max_connections == 0 || a.max_connections > CONNECTIONS_MAX {
+        return Err(err(
+            "max-connections",
+            format!(
+                "must be between 1 and {CONNECTIONS_MAX}, got {}",
+                a.max_connections
+            ),
+        ));
+    }
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| parse_duration("duration", d))
+        .transpose()?;
+    if !(0.0..1.0).contains(&a.drop) {
+        return Err(err(
+            "drop",
+            format!("must be at least 0 and below 1, got {}", a.drop),
+        ));
+    }
+    if a.drop > 0.0 && !a.udp {
+        return Err(err("drop", "needs --udp"));
+    }
+    let close_every = a
+        .close_every
+        .as_deref()
+        .map(|d| parse_duration("close-every", d))
+        .transpose()?;
+    if let Some(every) = close_every {
+        if a.udp {
+            return Err(err(
+                "close-every",
+                "needs TCP: the UDP sink holds no connections",
+            ));
+        }
+        if !(CLOSE_EVERY_MIN..=CLOSE_EVERY_MAX).contains(&every) {
+            return Err(err(
+                "close-every",
+                format!(
+                    "must be between {} and {}, got {:?}",
+                    humantime::format_duration(CLOSE_EVERY_MIN),
+                    humantime::format_duration(CLOSE_EVERY_MAX),
+                    a.close_every.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    if !(0.0..=1.0).contains(&a.reset_ratio) {
+        return Err(err(
+            "reset-ratio",
+            format!("must be between 0 and 1, got {}", a.reset_ratio),
+        ));
+    }
+    if a.reset_ratio > 0.0 && a.udp {
+        return Err(err(
+            "reset-ratio",
+            "needs TCP: the UDP sink holds no connections",
+        ));
+    }
+    if a.no_direct_descriptors && a.udp {
+        return Err(err(
+            "no-direct-descriptors",
+            "needs TCP: the UDP sink accepts no connections",
+        ));
+    }
+    let broadcast = sink_broadcast(a, mode, &cores)?;
+    Ok((
+        SinkConfig {
+            listen,
+            cores,
+            mode,
+            request_size: a.request_size,
+            delay,
+            stall,
+            max_connections_per_core: a.max_connections,
+            udp: a.udp,
+            drop_ratio: a.drop,
+            seed: a.seed,
+            close_every,
+            reset_ratio: a.reset_ratio,
+            direct_descriptors: !a.no_direct_descriptors,
+            broadcast,
+        },
+        duration,
+    ))
+}
