@@ -119,6 +119,7 @@ struct UdpWorker<'p> {
     features: Vec<&'static str>,
     flows: Vec<Flow>,
     window: Box<[Slot]>,
+    /// Slots per flow: a power of two, so a sequence's slot is a mask, not a division.
     window_len: usize,
     send_bufs: Box<[u8]>,
     send_buf_len: usize,
@@ -147,8 +148,11 @@ struct UdpWorker<'p> {
     stopping: bool,
     stopped_ns: Nanos,
     backlog_peak: u64,
-    /// When the last response completed.
+    /// When the last response completed, and the same instant in ns since start. A
+    /// completion batch is reaped at one instant, so the tick-to-ns conversion is done
+    /// once per batch (when the instant changes), not once per response.
     last_done: Ticks,
+    last_done_ns: Nanos,
 }
 
 pub(super) fn udp_socket(
@@ -296,6 +300,7 @@ impl<'p> UdpWorker<'p> {
             stopped_ns: 0,
             backlog_peak: 0,
             last_done: 0,
+            last_done_ns: 0,
         })
     }
 
@@ -357,7 +362,10 @@ impl<'p> UdpWorker<'p> {
             return 0;
         };
         let f = self.next_flow;
-        self.next_flow = (self.next_flow + 1) % self.flows.len();
+        self.next_flow += 1;
+        if self.next_flow == self.flows.len() {
+            self.next_flow = 0;
+        }
         let n = count.min(self.batch);
         let base = b as usize * self.send_buf_len;
         let sent_ns = self.clock.ns(now_t);
@@ -375,7 +383,7 @@ impl<'p> UdpWorker<'p> {
             }
             .write(&mut self.send_bufs[base + i * self.dgram_len..]);
             if !self.blast {
-                let slot = &mut self.window[f * self.window_len + (seq as usize % self.window_len)];
+                let slot = &mut self.window[self.slot_of(f, seq)];
                 *slot = Slot {
                     seq,
                     intended_ns,
@@ -422,6 +430,14 @@ impl<'p> UdpWorker<'p> {
         }
     }
 
+    /// Index in `window` of flow `f`'s slot for sequence `seq` (`window_len` is a power
+    /// of two: a mask instead of a division per datagram).
+    #[inline]
+    fn slot_of(&self, f: usize, seq: u64) -> usize {
+        debug_assert!(self.window_len.is_power_of_two());
+        f * self.window_len + (seq as usize & (self.window_len - 1))
+    }
+
     /// Whether flow `next_flow`'s window has room for its next sequence.
     #[inline]
     fn window_free(&self) -> bool {
@@ -430,7 +446,7 @@ impl<'p> UdpWorker<'p> {
         }
         let f = self.next_flow;
         let seq = self.flows[f].next_seq;
-        self.window[f * self.window_len + (seq as usize % self.window_len)].state
+        self.window[self.slot_of(f, seq)].state
             != SlotState::InFlight
     }
 
@@ -584,7 +600,7 @@ impl<'p> UdpWorker<'p> {
             self.out.counters.foreign += 1;
             return;
         };
-        let slot = &mut self.window[f * self.window_len + (h.seq as usize % self.window_len)];
+        let slot = &mut self.window[self.slot_of(f, h.seq)];
         if slot.seq != h.seq {
             self.out.counters.late += 1; // the slot was reused: long since counted lost
             return;
@@ -596,8 +612,11 @@ impl<'p> UdpWorker<'p> {
                 self.inflight -= 1;
                 self.out.counters.completed += 1;
                 self.completed_total += 1;
-                self.last_done = done;
-                let done_ns = self.clock.ns(done);
+                if done != self.last_done {
+                    self.last_done = done;
+                    self.last_done_ns = self.clock.ns(done);
+                }
+                let done_ns = self.last_done_ns;
                 self.out
                     .hist
                     .latency
@@ -639,7 +658,7 @@ impl<'p> UdpWorker<'p> {
                     break;
                 }
                 let seq = flow.oldest;
-                let slot = &mut self.window[f * self.window_len + (seq as usize % self.window_len)];
+                let slot = &mut self.window[self.slot_of(f, seq)];
                 if slot.seq == seq && slot.state == SlotState::InFlight {
                     if slot.intended_ns + timeout > now_ns {
                         break;
@@ -765,7 +784,7 @@ impl<'p> UdpWorker<'p> {
             spin_ns,
             wall_ns: end,
             stopped_ns: self.stopped_ns,
-            last_done_ns: self.clock.ns(self.last_done),
+            last_done_ns: self.last_done_ns,
             busy_at_stop,
             completed: if self.blast {
                 self.out.counters.sent
@@ -872,5 +891,70 @@ mod tests {
         w.on_datagram(0, Some(header), w.clock.ticks());
         assert_eq!(w.out.counters.duplicates, 1);
         assert_eq!(w.out.counters.completed, 1);
+    }
+
+    /// A flow's slot is a mask of the sequence, equal to the `%` it replaced, for
+    /// every flow and across many wraps of the window.
+    #[test]
+    fn window_slot_is_the_sequence_modulo_the_window() {
+        let mut p = WorkerPlan::for_tests(3);
+        p.transport = Transport::Udp;
+        let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+        let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+        let w = UdpWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");
+        let len = w.window_len;
+        assert!(len.is_power_of_two() && len > 1, "{len}");
+        for f in 0..3 {
+            for seq in (0..4 * len as u64).chain([u64::MAX - 1, u64::MAX]) {
+                let want = f * len + (seq % len as u64) as usize;
+                assert_eq!(w.slot_of(f, seq), want, "flow {f} seq {seq}");
+            }
+        }
+    }
+
+    /// Responses reaped at one instant share one tick-to-ns conversion; a response at a
+    /// later instant gets its own (the cached instant is not reused across batches).
+    #[test]
+    fn each_completion_instant_is_converted_once_and_never_reused_for_a_later_one() {
+        let mut p = WorkerPlan::for_tests(1);
+        p.transport = Transport::Udp;
+        let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+        let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+        let mut w = UdpWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");
+        let (clock, mock) = Clock::mock();
+        w.clock = clock;
+        mock.increment(Duration::from_millis(1));
+        for seq in 0..3u64 {
+            let i = w.slot_of(0, seq);
+            w.window[i] = Slot {
+                seq,
+                intended_ns: 0,
+                sent: w.clock.ticks(),
+                state: SlotState::InFlight,
+            };
+        }
+        w.flows[0].next_seq = 3;
+        w.inflight = 3;
+        let answer = |w: &mut UdpWorker<'_>, seq: u64, done: Ticks| {
+            let header = UdpHeader {
+                flow: w.flows[0].id,
+                seq,
+                intended_ns: 0,
+            };
+            w.on_datagram(0, Some(header), done);
+        };
+        // Two answers in one batch (one instant, 2 ms), then one at 7 ms.
+        mock.increment(Duration::from_millis(1));
+        let batch = w.clock.ticks();
+        answer(&mut w, 0, batch);
+        answer(&mut w, 1, batch);
+        mock.increment(Duration::from_millis(5));
+        let later = w.clock.ticks();
+        answer(&mut w, 2, later);
+        assert_eq!(w.out.counters.completed, 3);
+        let h = &w.out.hist.latency;
+        assert_eq!(h.count_between(2 * MS, 2 * MS), 2, "the batch at 2 ms");
+        assert!(h.equivalent(h.max(), 7 * MS), "the later answer: {}", h.max());
+        assert_eq!(w.last_done_ns, 7 * MS);
     }
 }
