@@ -446,8 +446,7 @@ impl<'p> UdpWorker<'p> {
         }
         let f = self.next_flow;
         let seq = self.flows[f].next_seq;
-        self.window[self.slot_of(f, seq)].state
-            != SlotState::InFlight
+        self.window[self.slot_of(f, seq)].state != SlotState::InFlight
     }
 
     /// One request: sent at once when a buffer and a window slot are free, else it
@@ -954,7 +953,11 @@ mod tests {
         assert_eq!(w.out.counters.completed, 3);
         let h = &w.out.hist.latency;
         assert_eq!(h.count_between(2 * MS, 2 * MS), 2, "the batch at 2 ms");
-        assert!(h.equivalent(h.max(), 7 * MS), "the later answer: {}", h.max());
+        assert!(
+            h.equivalent(h.max(), 7 * MS),
+            "the later answer: {}",
+            h.max()
+        );
         assert_eq!(w.last_done_ns, 7 * MS);
     }
 }
