@@ -82,6 +82,16 @@ fn edit(src: &Path, dst: &Path, f: impl FnOnce(&mut Value)) -> PathBuf {
     dst.to_path_buf()
 }
 
+/// An embedded histogram (V2 compressed, base64) decoded.
+fn decode(text: &str) -> Histogram<u64> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap();
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .unwrap()
+}
+
 fn encoded(values: impl Iterator<Item = u64>) -> (Histogram<u64>, String) {
     let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
     for v in values {
@@ -131,13 +141,7 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
             .as_str()
             .unwrap()
             .to_string();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .unwrap();
-        let h: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .unwrap();
-        added.add(&h).unwrap();
+        added.add(&decode(&text)).unwrap();
     }
     assert_eq!(m["fleet"]["merged"]["percentiles_exact"], true);
     assert_eq!(
@@ -248,9 +252,12 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
     assert!(m["intervals"][0]["histograms"].is_null());
 }
 
+/// 100 shards of a 60 s run, each with 60 intervals and its four histograms, merge
+/// whole: every shard's requests, every interval's histograms. The time it takes is
+/// printed for bench/shards.sh, which compares it with the 2 s target; a timed
+/// assertion here would fail on a busy host and prove nothing on a quiet one.
 #[test]
-fn merging_100_synthetic_60s_shards_takes_under_2s() {
-    // 100 shards of a 60 s run: each with 60 intervals and its four histograms.
+fn merging_100_synthetic_60s_shards_adds_every_shard_and_interval() {
     let dir = tempfile::tempdir().unwrap();
     let (_, hist) = encoded((1..=5000u64).map(|v| v * 997));
     let intervals: Vec<Value> = (0..60)
@@ -295,8 +302,17 @@ fn merging_100_synthetic_60s_shards_takes_under_2s() {
         took.as_secs_f64()
     );
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(m.unwrap()["requests"]["completed"], 600_000);
-    assert!(took < Duration::from_secs(2), "took {took:?}");
+    let m = m.unwrap();
+    assert_eq!(m["requests"]["completed"], 600_000);
+    assert_eq!(
+        m["fleet"]["merged"]["per_shard"].as_array().unwrap().len(),
+        100
+    );
+    let intervals = m["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 60);
+    // Each interval's latency histogram holds the 100 shards' 5,000 samples.
+    let h = intervals[59]["histograms"]["latency"].as_str().unwrap();
+    assert_eq!(decode(h).len(), 100 * 5_000);
 }
 
 /// The schema this build writes.

@@ -46,6 +46,45 @@ fn a_hog_on_the_generator_core_raises_the_core_load_warning() {
     assert!(text.contains("generator core shared"), "{text}");
 }
 
+/// A rate beyond what one core can send keeps the worker busy the whole run: the
+/// report warns that the generator is near saturation (the busiest generator core, or
+/// its workers' own busy measure, above the watermark). Nothing else shares the core,
+/// so this is the generator's own load, not the "core shared" warning above.
+#[test]
+fn a_rate_beyond_one_core_raises_the_near_saturation_warning() {
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    let (_d, path) = tmp_json();
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--rate",
+            "2000000",
+            "--connections",
+            "64",
+            "--pipeline",
+            "16",
+            "--duration",
+            "2s",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&path);
+    let c = codes(&v["diagnosis"]);
+    assert!(
+        c.iter().any(|c| c == "generator_near_saturation"),
+        "{c:?} (core load {})",
+        v["host"]
+    );
+}
+
 /// Runs `ip ARGS...`; false when it fails (no permission for namespaces here).
 fn ip(args: &[&str]) -> bool {
     Command::new("ip")

@@ -291,6 +291,42 @@ fn redis_ping_and_get_via_resp() {
         ],
         6000,
     );
+    // GET of a key that holds a value answers a bulk string ($5 hello): the framer must
+    // count the bulk's bytes and its CRLF exactly, or responses run into each other.
+    check_run(
+        &target,
+        &[
+            "--payload",
+            "*3\\r\\n$3\\r\\nSET\\r\\n$5\\r\\nkbulk\\r\\n$5\\r\\nhello\\r\\n",
+            "--framing",
+            "resp",
+            "--rate",
+            "1000",
+            "--duration",
+            "1s",
+            "--connections",
+            "1",
+        ],
+        1000,
+    );
+    check_run(
+        &target,
+        &[
+            "--payload",
+            "*2\\r\\n$3\\r\\nGET\\r\\n$5\\r\\nkbulk\\r\\n",
+            "--framing",
+            "resp",
+            "--rate",
+            "3000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--pipeline",
+            "8",
+        ],
+        6000,
+    );
 }
 
 /// One request/response exchange with a RESP server over a blocking socket.
