@@ -77,7 +77,7 @@ pub struct Conn {
     pub opened_before: bool,
     /// Waiting in the worker's `--connect-rate` queue.
     pub deferred: bool,
-    /// On the worker's active list (requests in flight, for the timeout scan).
+    /// On the worker's watch list (what the timeout scan looks at).
     pub in_active: bool,
 }
 

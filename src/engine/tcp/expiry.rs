@@ -36,24 +36,24 @@ impl Worker<'_> {
             self.backlog.pop();
             self.request_error(&req, ErrorKind::Timeout, Some(timeout));
         }
-        // With every connection open and none connecting (a steady hold with heartbeats,
-        // say), only the connections with requests in flight need a look: O(active),
-        // not O(connections). Closed or connecting ones need the full pass.
-        if self.closed > 0 || self.connecting > 0 {
-            for c in 0..self.table.conns.len() as u32 {
-                self.scan_conn(c, now_ns);
-            }
-        } else {
-            for _ in 0..self.active_q.len() {
-                let Some(c) = self.active_q.pop() else { break };
-                self.table.conns[c as usize].in_active = false;
-                self.scan_conn(c, now_ns);
-            }
+        // Only the connections on the watch list can have anything due: requests in
+        // flight, a connect pending, a reopen scheduled, a close in the ring. O(watched),
+        // not O(connections), also when connections are closed (every idle one in
+        // per-request mode, those that stay closed under --no-reconnect). Each visit
+        // puts the connection back if it still needs watching.
+        for _ in 0..self.active_q.len() {
+            let Some(c) = self.active_q.pop() else { break };
+            self.table.conns[c as usize].in_active = false;
+            self.scan_conn(c, now_ns);
         }
     }
 
     /// Timeouts and reopening for connection `c` (see [`Worker::scan`]).
     pub(super) fn scan_conn(&mut self, c: u32, now_ns: Nanos) {
+        #[cfg(test)]
+        {
+            self.scan_visits += 1;
+        }
         let timeout = self.plan.timeout_ns;
         let state = self.table.conns[c as usize].state;
         match state {
@@ -95,13 +95,33 @@ impl Worker<'_> {
             }
             _ => {}
         }
+        self.watch(c);
+    }
+
+    /// Whether the timeout scan has anything to look at on connection `c`: requests in
+    /// flight (or waiting for its connect), a pending connect (its timeout), a reopen
+    /// instant, or a close still in the ring. An open idle connection, or a closed one
+    /// that never reopens by itself (`--no-reconnect`, connection per request) and
+    /// holds no request, needs nothing until a request or a state change puts it back.
+    #[inline]
+    pub(super) fn needs_scan(&self, c: u32) -> bool {
         let conn = &self.table.conns[c as usize];
-        if conn.inflight > 0 && matches!(conn.state, ConnState::Ready | ConnState::Expiring) {
+        match conn.state {
+            ConnState::Ready | ConnState::Expiring => conn.inflight > 0,
+            ConnState::Connecting | ConnState::Closing { .. } => true,
+            ConnState::Closed { reopen_at_ns } => conn.inflight > 0 || reopen_at_ns != Nanos::MAX,
+        }
+    }
+
+    /// Puts connection `c` on the watch list when it needs the scan.
+    #[inline]
+    pub(super) fn watch(&mut self, c: u32) {
+        if self.needs_scan(c) {
             self.activate(c);
         }
     }
 
-    /// Puts connection `c` on the list the timeout scan looks at.
+    /// Puts connection `c` on the list the timeout scan looks at (at most once).
     #[inline]
     pub(super) fn activate(&mut self, c: u32) {
         let conn = &mut self.table.conns[c as usize];

@@ -35,6 +35,11 @@ impl Worker<'_> {
             }
         }
         self.next_connect_ns = shift(self.next_connect_ns);
+        // Whatever the connect phase left for the scan (a connection to reopen after
+        // a failed connect, say) goes on the watch list once, here.
+        for c in 0..self.table.conns.len() as u32 {
+            self.watch(c);
+        }
     }
 
     /// The (source, target) indices of connection `c`: connections go round robin over
@@ -76,6 +81,7 @@ impl Worker<'_> {
                     let queued = self.deferred_q.push(c);
                     debug_assert!(queued, "each connection is queued at most once");
                 }
+                self.watch(c);
                 return;
             }
             // No credit for idle time beyond one gap: the rate is a ceiling.
@@ -174,6 +180,7 @@ impl Worker<'_> {
             let entry = on_socket!(self, c, fd, |s| opcode::Connect::new(s, addr, addr_len)
                 .build())
             .user_data(token.encode());
+            self.activate(c); // its connect timeout
             // SAFETY: the connect reads the address in `self.addrs`, a boxed slice
             // owned by the worker and never reallocated, which outlives the operation
             // (leaked if the worker is dropped before it completes).
@@ -337,6 +344,9 @@ impl Worker<'_> {
                 self.mark_ready(c);
             }
         }
+        // Closing, or closed with a reopen instant or a request waiting: the scan
+        // looks at it; closed for good and empty: it does not.
+        self.watch(c);
     }
 
     /// The ring has closed connection `c`'s socket: its slot may be reused.

@@ -113,8 +113,8 @@ struct Worker<'p> {
     flush_q: IndexQueue,
     /// `--connect-rate`: connections waiting for their turn to connect.
     deferred_q: IndexQueue,
-    /// Connections with requests in flight: what the timeout scan looks at when every
-    /// connection is open.
+    /// The watch list: connections the timeout scan looks at (requests in flight, a
+    /// pending connect, a reopen instant, a close in the ring; see `needs_scan`).
     active_q: IndexQueue,
     backlog: Backlog,
     recv_buf: Box<[u8]>,
@@ -180,6 +180,9 @@ struct Worker<'p> {
     ops_in_ring: u64,
     /// The ring failed: the run ends at once and reports this.
     fatal: Option<WorkerError>,
+    /// Connections the timeout scan has visited (tests check it is O(watched)).
+    #[cfg(test)]
+    scan_visits: u64,
 }
 
 /// Whatever ends the worker's life (a normal return after `quiesce`, a setup error, a
@@ -315,6 +318,8 @@ impl<'p> Worker<'p> {
             first_bad: None,
             ops_in_ring: 0,
             fatal: None,
+            #[cfg(test)]
+            scan_visits: 0,
         })
     }
 }

@@ -273,3 +273,47 @@ fn latency_counts_from_the_intended_instant_and_service_time_from_the_send() {
         h.service.max()
     );
 }
+
+/// Issue 11 §6: the timeout scan visits only the watched connections, also once some
+/// are closed for good (`--no-reconnect`), where it used to walk all of them every
+/// millisecond; and what it must still see (requests in flight, a scheduled reopen)
+/// stays on the list.
+#[test]
+fn the_scan_visits_only_watched_connections_when_some_are_closed_for_good() {
+    let mut p = plan(256);
+    p.pipeline = 1;
+    let (mut w, mock) = worker(&p);
+    for c in 0..256 {
+        make_ready(&mut w, c);
+    }
+    // Connection 3 is closed by the target under --no-reconnect: closed forever.
+    w.close_conn(3, None, super::Reopen::Backoff);
+    assert_eq!(
+        w.table.conns[3].state,
+        ConnState::Closed {
+            reopen_at_ns: Nanos::MAX
+        }
+    );
+    // Connection 4 is closed by the generator: reopens at once (watched).
+    w.close_conn(4, None, super::Reopen::Now);
+    assert!(w.closed > 0);
+    w.assign(7, req(0));
+    mock.increment(Duration::from_micros(500));
+    w.scan_visits = 0;
+    w.scan(w.clock.now_ns());
+    // Connection 7 (in flight) and 4 (its reopen: a connect on no socket fails at
+    // once, closed again with a reopen, still watched); not the 254 others.
+    assert!(w.scan_visits <= 2, "visited {}", w.scan_visits);
+    assert!(w.table.conns[7].in_active, "in flight: still watched");
+    assert!(!w.table.conns[3].in_active, "closed for good: not watched");
+    // Still watched, the request times out at its deadline.
+    mock.increment(Duration::from_millis(10));
+    w.scan(w.clock.now_ns());
+    assert_eq!(w.out.counters.errors_of(ErrorKind::Timeout), 1);
+    // Every connection the scan has something to do for is on the list.
+    for c in 0..256u32 {
+        if w.needs_scan(c) {
+            assert!(w.table.conns[c as usize].in_active, "connection {c}");
+        }
+    }
+}
