@@ -249,11 +249,21 @@ impl RateShape {
 
     /// `Λ(t)`: requests due in `[0, t_ns)` (fractional).
     pub fn cumulative(&self, t_ns: f64) -> f64 {
+        let mut cursor = 0;
+        self.cumulative_from(t_ns, &mut cursor)
+    }
+
+    /// [`RateShape::cumulative`] starting its search at piece `*cursor` and leaving the
+    /// answer's piece there: walking `t_ns` upwards (the pacing fit, once per dispatch)
+    /// makes each call O(1) instead of a binary search. Any cursor value is safe (a
+    /// wrong one costs a binary search).
+    #[inline]
+    pub fn cumulative_from(&self, t_ns: f64, cursor: &mut usize) -> f64 {
         if t_ns.is_nan() || t_ns <= 0.0 {
             return 0.0;
         }
         let (cycles, t) = self.fold_cycle(t_ns);
-        let i = self.piece_at(t);
+        let i = self.piece_at_from(t, cursor);
         let p = &self.pieces[i];
         let within = p.cum0 + p.count((t - p.t0_ns).clamp(0.0, self.piece_len(i)));
         match self.cycle {
@@ -351,9 +361,37 @@ impl RateShape {
     /// Index of the piece holding instant `t` (within a cycle).
     #[inline]
     fn piece_at(&self, t: f64) -> usize {
+        #[cfg(test)]
+        SEARCHES.with(|n| n.set(n.get() + 1));
         self.pieces
             .partition_point(|p| p.t0_ns <= t)
             .saturating_sub(1)
+    }
+
+    /// [`RateShape::piece_at`] trying the cursor's piece, the next one and the first
+    /// (a repeating shape's next cycle) before searching; the answer's piece is left in
+    /// `*cursor`. Piece `i` holds `t` when `t0(i) <= t` and
+    /// the next piece starts after `t` (or there is none); the first piece also holds
+    /// every `t` before it, as `piece_at` says.
+    #[inline]
+    fn piece_at_from(&self, t: f64, cursor: &mut usize) -> usize {
+        let n = self.pieces.len();
+        let holds = |i: usize| {
+            (i == 0 || self.pieces[i].t0_ns <= t)
+                && self.pieces.get(i + 1).is_none_or(|next| t < next.t0_ns)
+        };
+        let h = (*cursor).min(n - 1);
+        let i = if holds(h) {
+            h
+        } else if h + 1 < n && holds(h + 1) {
+            h + 1
+        } else if holds(0) {
+            0 // the next cycle of a repeating shape
+        } else {
+            self.piece_at(t)
+        };
+        *cursor = i;
+        i
     }
 
     /// Length of piece `i` in ns (infinite for a non-repeating shape's tail).
@@ -823,5 +861,69 @@ fn fmt_number(v: f64) -> String {
         format!("{}", v as i64)
     } else {
         format!("{v}")
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Binary searches for an instant's piece on this thread (tests count them).
+    static SEARCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::shape_of;
+
+    /// Issue 11 §6: the pacing fit walks `Λ` upwards once per dispatch. With the cursor
+    /// it agrees exactly with the plain `cumulative`, leaves the answer's piece in the
+    /// cursor, and searches only when a step skips pieces (never, at 10 µs steps);
+    /// from a wrong cursor it is still right.
+    #[test]
+    fn cumulative_from_a_cursor_agrees_and_does_not_search_when_walking() {
+        for spec in [
+            "777",
+            "step:100..900+100/50ms",
+            "ramp:0..50000/1s",
+            "spike:base=10,peak=10000,at=300ms,for=100ms",
+            "burst:base=0,peak=5000,on=20ms,off=30ms",
+            "chaos:base=2000,amp=1",
+        ] {
+            let shape = shape_of(spec, 2 * 1_000_000_000);
+            let mut cursor = 0;
+            let mut t = 0.0;
+            let before = SEARCHES.with(|n| n.get());
+            let mut pieces_seen = std::collections::BTreeSet::new();
+            while t < 1.5e9 {
+                let got = shape.cumulative_from(t, &mut cursor);
+                let searches = SEARCHES.with(|n| n.get());
+                assert_eq!(got, shape.cumulative(t), "{spec} at {t}");
+                let (_, within) = shape.fold_cycle(t);
+                SEARCHES.with(|n| n.set(searches));
+                assert_eq!(cursor, shape.piece_at(within), "{spec} at {t}: cursor");
+                SEARCHES.with(|n| n.set(searches));
+                pieces_seen.insert(cursor);
+                t += 10_000.0;
+            }
+            let searched = SEARCHES.with(|n| n.get()) - before;
+            assert_eq!(
+                searched, 0,
+                "{spec}: {searched} binary searches while walking"
+            );
+            if shape.pieces.len() > 1 {
+                assert!(pieces_seen.len() > 1, "{spec}: the walk crossed pieces");
+            }
+            // Any cursor, any instant: the same answer.
+            let mut rng = fastrand::Rng::with_seed(7);
+            for _ in 0..1000 {
+                let t = rng.f64() * 3e9;
+                let mut c = rng.usize(..shape.pieces.len() + 3);
+                assert_eq!(
+                    shape.cumulative_from(t, &mut c),
+                    shape.cumulative(t),
+                    "{spec}"
+                );
+            }
+        }
     }
 }
