@@ -387,6 +387,10 @@ pub struct WorkerTotals {
     pub completed: u64,
     /// Peak number of requests waiting in the backlog.
     pub backlog_peak: u64,
+    /// Interval boundaries that allocated histograms on the worker thread (the
+    /// collector was more than `driver::HISTOGRAM_SPARES` intervals behind). Set by
+    /// the outbox on the last snapshot.
+    pub histogram_allocations: u64,
     pub ring_features: Vec<&'static str>,
     /// The first response that did not parse, escaped and truncated.
     pub first_protocol_error: Option<String>,

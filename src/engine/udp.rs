@@ -791,6 +791,7 @@ impl<'p> UdpWorker<'p> {
                 self.completed_total
             },
             backlog_peak: self.backlog_peak,
+            histogram_allocations: 0, // set by the outbox
             ring_features: self.features.clone(),
             first_protocol_error: None,
             entries: Vec::new(),

@@ -283,6 +283,7 @@ pub fn build(
                 busy_cpu_ns_per_request: busy as f64 / t.completed.max(1) as f64,
                 busy_ratio: busy as f64 / t.wall_ns.max(1) as f64,
                 backlog_peak: t.backlog_peak,
+                histogram_allocations: t.histogram_allocations,
             }
         })
         .collect();

@@ -140,6 +140,9 @@ pub struct WorkerReport {
     /// Share of the worker's wall time it was busy (not spinning or sleeping).
     pub busy_ratio: f64,
     pub backlog_peak: u64,
+    /// Interval boundaries where the worker allocated histograms (0 unless the
+    /// collector fell more than two intervals behind).
+    pub histogram_allocations: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

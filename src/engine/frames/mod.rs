@@ -693,6 +693,7 @@ impl<'p> FrameWorker<'p> {
             busy_at_stop,
             completed: book.received,
             backlog_peak: 0,
+            histogram_allocations: 0, // set by the outbox
             ring_features: self.features.clone(),
             first_protocol_error: self.first_bad.take(),
             entries: Vec::new(),

@@ -144,6 +144,7 @@ impl Worker<'_> {
             busy_at_stop,
             completed: self.completed_total,
             backlog_peak: self.backlog_peak,
+            histogram_allocations: 0, // set by the outbox
             ring_features: self.ring.features.clone(),
             first_protocol_error: self.first_bad.take(),
             entries: std::mem::take(&mut self.entries),
