@@ -49,12 +49,13 @@ fi
 # scripts/tune.sh and kill for the signal tests (procps); chromium (headless) for the
 # HTML report tests; ansible, sshd and ssh-keygen for the Ansible playbook test
 # (tests/deploy_ansible.rs: namespace hosts running Debian's sshd); prometheus scraping
-# --metrics-listen (tests/prometheus.rs).
+# --metrics-listen (tests/prometheus.rs); tmux, the pseudo-terminal the progress bar is
+# read from (tests/progress.rs).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
     ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
     sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
-    sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus; do
+    sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus tmux:tmux; do
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
         need+=("${pair#*:}")

@@ -196,7 +196,7 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         rate,
         plan.duration_ns,
         stop,
-        plan.progress,
+        crate::report::progress::Live::for_run(plan.progress),
         &mut exporters.outputs,
     )?;
     let verdict = slo.map(|s| s.judge(&Observed::of(&report)));

@@ -7,6 +7,7 @@
 use crate::plan::RunPlan;
 use crate::proto::Framing;
 use crate::report::Report;
+use crate::report::progress::Live;
 use crate::run::{RunError, execute};
 use crate::sink::{self, SinkConfig, SinkMode};
 use crate::units::{fmt_ns, fmt_rate};
@@ -136,13 +137,14 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let mut result = Ok(());
     let mut bisections = 0;
     while !stop.load(Ordering::Relaxed) {
+        let label = format!("baseline step {} ({}/s)", steps.len() + 1, fmt_rate(rate));
         let report = match execute(
             plan,
             addr,
             rate,
             plan.step_duration_ns,
             stop,
-            false,
+            Live::for_step(plan.progress, label),
             &mut crate::report::export::Outputs::none(),
         ) {
             Ok(Report {

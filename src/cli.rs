@@ -365,11 +365,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub slo: Option<String>,
 
-    /// Print the live line on stderr every second even when stderr is not a terminal.
+    /// Print the plain live line on stderr every second (elapsed second, achieved and
+    /// intended rate, latency p50 and p99, errors, dispatch lag p99), also on a
+    /// terminal. Default: a progress bar when stderr is a terminal, the live line when
+    /// it is not (a baseline's steps: the bar, or one line per step).
     #[arg(long, conflicts_with = "quiet")]
     pub progress: bool,
 
-    /// Print no live line (the default when stderr is not a terminal).
+    /// Show nothing on stderr while the run measures: no progress bar, no live line.
     #[arg(long)]
     pub quiet: bool,
 
@@ -663,6 +666,16 @@ pub struct SearchArgs {
     /// JSON); a FILE is rewritten after every step.
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// Print the plain live line on stderr every second of every step, instead of
+    /// the progress bar a terminal shows (elsewhere: only one line per step).
+    #[arg(long, conflicts_with = "quiet")]
+    pub progress: bool,
+
+    /// Show no progress bar and no live line while a step runs (the one line per
+    /// finished step stays).
+    #[arg(long)]
+    pub quiet: bool,
 
     /// The run flags of every step (as `blaster run`).
     #[command(flatten)]

@@ -17,7 +17,8 @@ use crate::report::assemble::{self, Collected, IntervalShape, Load, Row, Setup, 
 use crate::report::export::{IntervalView, Outputs};
 use crate::report::fleet::FleetReport;
 use crate::report::hdr::Encoded4;
-use crate::report::{Percentiles, Report, text};
+use crate::report::progress::{Display, Live, Second, TICK};
+use crate::report::{Percentiles, Report};
 use crate::wallclock::ClockSync;
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -57,14 +58,15 @@ fn keep_off_worker_cores(control: usize) {
     crate::threads::pin_current(control);
 }
 
-/// Runs the plan against `target` at `rate_rps` for `duration_ns`.
+/// Runs the plan against `target` at `rate_rps` for `duration_ns`, showing `live` on
+/// stderr while it measures.
 pub fn execute(
     plan: &RunPlan,
     target: SocketAddr,
     rate_rps: f64,
     duration_ns: u64,
     stop: &Arc<AtomicBool>,
-    live: bool,
+    live: Live,
     outputs: &mut Outputs,
 ) -> Result<Report, RunError> {
     let workers = plan.worker_plans(target, rate_rps, duration_ns);
@@ -174,6 +176,8 @@ pub fn execute(
         let _ = c.send(Control::Start(clock.clone()));
     }
     outputs.start(wall_start);
+    let zero = std::time::Instant::now() + Duration::from_nanos(clock.until_start_ns());
+    let display = Display::start(live, duration_ns, plan.max_lag_ns, zero);
 
     let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
     let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
@@ -187,11 +191,13 @@ pub fn execute(
         &recycle,
         &shape,
         duration_ns,
-        live,
+        &display,
         &mut host,
         &worker_cores,
         outputs,
     );
+    // Every snapshot is in: the bar leaves the screen before anything else is printed.
+    drop(display);
     let worker_error = collected.totals.iter().find_map(|t| t.error.clone());
     collected.iface = host.iface.clone();
     for h in handles {
@@ -309,14 +315,14 @@ struct Pending {
 
 /// Receives snapshots until every worker sent its last one. An interval is complete
 /// when every worker has reported it (or finished); it is then reduced to a [`Row`],
-/// handed to the exporters and, when `live`, printed as the live line.
+/// handed to the exporters and shown on the live display.
 #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
 fn collect(
     rx: &crossbeam_channel::Receiver<Snapshot>,
     recycle: &[crossbeam_channel::Sender<Histograms>],
     shape: &IntervalShape,
     duration_ns: u64,
-    live: bool,
+    display: &Display,
     host: &mut HostSampler,
     worker_cores: &[usize],
     outputs: &mut Outputs,
@@ -339,9 +345,12 @@ fn collect(
         usage: Vec::new(),
     };
     while finished.iter().any(|f| !f) {
-        let snap = match rx.recv_timeout(Duration::from_millis(200)) {
+        let snap = match rx.recv_timeout(TICK) {
             Ok(s) => s,
-            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Timeout) => {
+                display.tick();
+                continue;
+            }
             Err(RecvTimeoutError::Disconnected) => break,
         };
         let i = snap.interval as usize;
@@ -396,19 +405,14 @@ fn collect(
                 stopped,
                 outputs,
             );
-            if live {
-                crate::errln!(
-                    "{}",
-                    text::live_line(
-                        first as u64,
-                        row.completed as f64,
-                        shape.rate_rps,
-                        &row.latency,
-                        row.errors,
-                        row.lag_p99
-                    )
-                );
-            }
+            display.second(&Second {
+                index: first as u64,
+                achieved_rps: row.completed as f64,
+                intended_rps: shape.intended_rps(first, stopped),
+                latency: &row.latency,
+                errors: row.errors,
+                lag_p99_ns: row.lag_p99,
+            });
             c.rows.push(row);
         }
     }

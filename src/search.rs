@@ -35,6 +35,7 @@ use crate::cli::{RunArgs, SearchArgs};
 use crate::limits::{DURATION_NS_MAX, RATE_RPS_MAX};
 use crate::plan::{PlanError, RunPlan, check_rate};
 use crate::report::Report;
+use crate::report::progress::Live;
 use crate::run::{RunError, execute};
 use crate::slo::{Observed, Slo, Verdict};
 use crate::units::{fmt_ns, fmt_rate};
@@ -207,7 +208,8 @@ pub fn run_args(a: &SearchArgs, cfg: &SearchConfig) -> Result<RunArgs, PlanError
     r.load = a.load.clone();
     r.rate = Some(cfg.start_rps.to_string());
     r.duration = a.step_duration.clone();
-    r.quiet = true;
+    r.progress = a.progress;
+    r.quiet = a.quiet;
     Ok(r)
 }
 
@@ -217,6 +219,15 @@ pub fn run_args(a: &SearchArgs, cfg: &SearchConfig) -> Result<RunArgs, PlanError
 pub enum Phase {
     Climb,
     Bisect,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Climb => "climb",
+            Phase::Bisect => "bisect",
+        }
+    }
 }
 
 /// Why the planner ends the search.
@@ -552,13 +563,19 @@ pub fn run(
         let Next::Run { rate_rps, phase } = next_step(cfg, &history) else {
             break;
         };
+        let label = format!(
+            "search step {} ({} {}/s)",
+            steps.len() + 1,
+            phase.name(),
+            fmt_rate(rate_rps)
+        );
         let report = execute(
             plan,
             target,
             rate_rps,
             cfg.step_duration_ns,
             stop,
-            false,
+            Live::for_step(plan.progress, label),
             &mut crate::report::export::Outputs::none(),
         )?;
         if let Some(e) = report.worker_error {
@@ -582,10 +599,7 @@ fn step_line(s: &Step) -> String {
     format!(
         "{:<6} {:>8}/s intended -> {:>8}/s achieved, p99 {:>9}, errors {}, lag p99 {:>9}, \
          busiest worker {:.0}%: {}",
-        match s.phase {
-            Phase::Climb => "climb",
-            Phase::Bisect => "bisect",
-        },
+        s.phase.name(),
         fmt_rate(s.intended_rps),
         fmt_rate(s.achieved_rps),
         fmt_ns(s.latency_p99_ns),
@@ -640,10 +654,7 @@ pub fn render(r: &SearchReport) -> String {
         let _ = writeln!(
             w,
             "{:<6} {:>10.0} {:>10.0} {:>10} {:>10} {:>10} {:>8} {:>10} {:>5.0}% {:>5}  {}",
-            match st.phase {
-                Phase::Climb => "climb",
-                Phase::Bisect => "bisect",
-            },
+            st.phase.name(),
             st.intended_rps,
             st.achieved_rps,
             fmt_ns(st.latency_p50_ns),
@@ -1065,7 +1076,7 @@ mod tests {
         assert_eq!(r.rate.as_deref(), Some("1000"));
         assert_eq!((r.connections, r.duration.as_str()), (8, "2s"));
         assert_eq!((r.timeout.as_str(), r.proto.as_str()), ("1s", "tcp"));
-        assert!(r.quiet && r.slo.is_none() && r.json.is_none());
+        assert!(!r.quiet && !r.progress && r.slo.is_none() && r.json.is_none());
         let plan = RunPlan::from_args(&r, &[0]).unwrap();
         assert_eq!(plan.duration_ns, 2_000_000_000);
         assert_eq!(plan.connections, 8);

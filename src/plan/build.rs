@@ -423,13 +423,7 @@ impl RunPlan {
             timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
             max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
             json: a.json.clone(),
-            progress: if a.progress {
-                true
-            } else if a.quiet {
-                false
-            } else {
-                std::io::IsTerminal::is_terminal(&std::io::stderr())
-            },
+            progress: super::Progress::from_flags(a.progress, a.quiet),
             step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,
             start_rate_rps: check_rate("start-rate", a.start_rate)?,
         };

@@ -24,6 +24,30 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// What the user asked to see on stderr while a run measures; whether stderr is a
+/// terminal decides the rest (`report::progress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Neither flag: a bar on a terminal, else plain once-a-second lines (for a search
+    /// or baseline step: a bar on a terminal, else only the step's own line).
+    Auto,
+    /// `--progress`: the plain once-a-second line, terminal or not.
+    Lines,
+    /// `--quiet`: nothing while the run measures.
+    Quiet,
+}
+
+impl Progress {
+    /// From the two flags (clap makes them exclusive).
+    pub fn from_flags(progress: bool, quiet: bool) -> Progress {
+        match (progress, quiet) {
+            (true, _) => Progress::Lines,
+            (_, true) => Progress::Quiet,
+            _ => Progress::Auto,
+        }
+    }
+}
+
 /// A usage error: the command line asks for something that cannot be run (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("--{flag}: {message}")]
@@ -89,7 +113,8 @@ pub struct RunPlan {
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
     pub json: Option<PathBuf>,
-    pub progress: bool,
+    /// What the run shows on stderr while it measures (`--progress`, `--quiet`).
+    pub progress: Progress,
     pub step_duration_ns: u64,
     pub start_rate_rps: f64,
     /// `--shard`, `--start-at`, `--run-id`. With N shards, `connections` and

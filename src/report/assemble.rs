@@ -99,21 +99,12 @@ impl IntervalShape<'_> {
     /// Interval `i`; `stopped_ns` is when the schedule stopped (`u64::MAX` while some
     /// worker still runs): the last interval ends there, its drain folded in.
     pub fn interval(&self, i: usize, row: &Row, stopped_ns: u64) -> Interval {
-        let start = i as u64 * 1_000_000_000;
-        let end = (start + 1_000_000_000).min(stopped_ns.max(start + 1));
+        let (start, end) = Self::bounds(i, stopped_ns);
         let len_s = (end - start) as f64 / 1e9;
         Interval {
             second: i as u64,
             duration_s: len_s,
-            // A shaped rate: what the shape intends for this very second.
-            intended_rps: match &self.plan.shape {
-                Some(s) if s.constant_rps().is_none() => {
-                    s.expected_between(start as f64, end as f64)
-                        / len_s
-                        / f64::from(self.plan.fleet.shard.count())
-                }
-                _ => self.rate_rps,
-            },
+            intended_rps: self.intended_rps(i, stopped_ns),
             achieved_rps: row.completed as f64 / len_s,
             latency_p50_ns: row.latency.p50,
             latency_p90_ns: row.latency.p90,
@@ -139,6 +130,31 @@ impl IntervalShape<'_> {
                 f
             }),
             histograms: row.histograms.clone(),
+        }
+    }
+}
+
+impl IntervalShape<'_> {
+    /// Interval `i`'s start and end, ns since time zero.
+    fn bounds(i: usize, stopped_ns: u64) -> (u64, u64) {
+        let start = i as u64 * 1_000_000_000;
+        (
+            start,
+            (start + 1_000_000_000).min(stopped_ns.max(start + 1)),
+        )
+    }
+
+    /// The rate interval `i` intends: a shape's own rate for that very second, else
+    /// the run's.
+    pub fn intended_rps(&self, i: usize, stopped_ns: u64) -> f64 {
+        let (start, end) = Self::bounds(i, stopped_ns);
+        match &self.plan.shape {
+            Some(s) if s.constant_rps().is_none() => {
+                s.expected_between(start as f64, end as f64)
+                    / ((end - start) as f64 / 1e9)
+                    / f64::from(self.plan.fleet.shard.count())
+            }
+            _ => self.rate_rps,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod input;
 pub mod json;
 pub mod merge;
 pub mod output;
+pub mod progress;
 pub mod text;
 
 use crate::diagnosis::Diagnosis;
