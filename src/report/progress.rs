@@ -65,8 +65,8 @@ pub struct Second<'a> {
     /// 0-based.
     pub index: u64,
     pub achieved_rps: f64,
-    /// What the schedule intended for this second (a shape's own rate); not finite
-    /// in closed loop.
+    /// What the schedule intended for this second (a shape's own rate); 0 in closed
+    /// loop, infinite for `--rate max`.
     pub intended_rps: f64,
     pub latency: &'a Percentiles,
     pub errors: u64,
@@ -211,10 +211,12 @@ pub fn clock_text(elapsed_ns: u64, duration_ns: u64) -> String {
 /// (`lag_gate_ns`: then the generator is the one struggling, and the bar says so
 /// before the report does).
 pub fn figures_text(s: &Second, lag_gate_ns: u64) -> String {
-    let intended = if s.intended_rps.is_finite() {
+    let intended = if !s.intended_rps.is_finite() {
+        "of max".to_string() // `--rate max`: a UDP blast as fast as it sends
+    } else if s.intended_rps > 0.0 {
         format!("of {}/s", fmt_rate(s.intended_rps))
     } else {
-        "(closed loop)".to_string()
+        "(closed loop)".to_string() // --concurrency: no timetable, no intended rate
     };
     let mut t = format!(
         "rate {}/s {intended} | p99 {} | errors {}",
@@ -319,11 +321,13 @@ mod tests {
             "rate 9900/s of 10.0k/s | p99 1.23 ms | errors 2"
         );
         s.lag_p99_ns = 3_000_000;
-        s.intended_rps = f64::INFINITY;
+        s.intended_rps = 0.0;
         assert_eq!(
             figures_text(&s, 1_000_000),
             "rate 9900/s (closed loop) | p99 1.23 ms | errors 2 | lag p99 3.00 ms"
         );
+        s.intended_rps = f64::INFINITY;
+        assert!(figures_text(&s, 5_000_000).starts_with("rate 9900/s of max | p99"));
     }
 
     #[test]
