@@ -557,7 +557,9 @@ mod tests {
                 .filter_map(|l| l.strip_prefix("# TYPE "))
                 .map(|l| l.split(' ').next().unwrap().to_string()),
         );
-        let mut labels_known: Vec<String> = vec!["le".into()];
+        // `job` is Prometheus' own target label: the "Shards up" panel reads Prometheus'
+        // `up` series, which carries the target's labels (shard from the scrape config).
+        let mut labels_known: Vec<String> = vec!["le".into(), "job".into()];
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             if let Some((_, inner)) = line.split_once('{') {
                 labels_known.extend(label_names(&format!("{{{inner}")));
@@ -590,6 +592,8 @@ mod tests {
         assert!(exprs.iter().any(|e| e.starts_with(
             "histogram_quantile(0.99, sum by (le) (rate(blaster_latency_seconds_bucket{"
         )));
+        // Which shards answer: Prometheus' own heartbeat per shard.
+        assert!(exprs.contains(&"max by (shard) (up{job=~\"$job\"})"));
     }
 
     #[test]
