@@ -308,9 +308,17 @@ pub struct RunArgs {
     #[arg(long)]
     pub echo_to_sender: bool,
 
-    /// Frames: aggregated downlink frames (not supported by the generator yet).
+    /// Frames: the server aggregates (`blaster sink --mode broadcast --aggregate`):
+    /// each member gets one downlink frame of --down-size bytes per server tick
+    /// carrying its room's frames of that tick. --tick must be the sink's tick.
+    /// Needs --down-size.
     #[arg(long)]
     pub aggregate: bool,
+
+    /// Frames with --aggregate: bytes of each downlink frame, as given to the sink
+    /// (at least 32 + 24 x --room-size).
+    #[arg(long)]
+    pub down_size: Option<usize>,
 
     /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s.
     #[arg(long, default_value = "10s")]

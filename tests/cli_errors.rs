@@ -399,7 +399,7 @@ fn frame_workload_bounds_are_usage_errors() {
         a.extend_from_slice(extra);
         a.into_iter().map(String::from).collect::<Vec<_>>()
     };
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 12] = [
         (
             &["--room-size", "0"],
             "--room-size: must be between 1 and --connections (20), got 0",
@@ -414,10 +414,18 @@ fn frame_workload_bounds_are_usage_errors() {
             &["--frame-size", "31"],
             "--frame-size: must be between 32 (the frame header)",
         ),
+        (&["--aggregate"], "--down-size: is required by --aggregate"),
         (
-            &["--aggregate"],
-            "--aggregate: aggregated downlink frames are not measured",
+            &["--room-size", "10", "--aggregate", "--down-size", "271"],
+            "--down-size: must be between 272 (the header and 10 entries",
         ),
+        // A room of one without echo: nothing is broadcast, no downlink frame carries
+        // a frame to place it on the timetable.
+        (
+            &["--room-size", "1", "--aggregate", "--down-size", "100"],
+            "--aggregate: needs a broadcast: rooms of at least 2",
+        ),
+        (&["--down-size", "300"], "--down-size: needs --aggregate"),
         (
             &["--rate", "10"],
             "--workload: frames sends one frame per connection per --tick",

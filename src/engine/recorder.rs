@@ -418,6 +418,11 @@ pub struct FrameTotals {
     /// Per connection: ns it was up during the schedule.
     pub uptime_ns: Vec<u64>,
     pub reconnects: u64,
+    /// `--aggregate`: downlink frames received outside the expected server ticks.
+    pub outside: u64,
+    /// `--aggregate`: how far the expected arrival moved earlier after measuring
+    /// started (ns).
+    pub shift_ns: u64,
 }
 
 /// One `--mix` entry's figures over the whole run.

@@ -88,6 +88,9 @@ pub struct FramePlan {
     pub budget_ns: u64,
     /// Frames come back to their sender too (`--echo-to-sender`).
     pub echo: bool,
+    /// `--aggregate --down-size B`: the server sends each member one downlink frame
+    /// of B bytes per server tick instead of relaying.
+    pub down_size: Option<usize>,
 }
 
 /// A worker's timetable and how many of its requests fall before the end (`u64::MAX`

@@ -21,6 +21,9 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             if a.aggregate {
                 return Err(err("aggregate", "needs --workload frames"));
             }
+            if a.down_size.is_some() {
+                return Err(err("down-size", "needs --workload frames --aggregate"));
+            }
             if frame_flags {
                 return Err(err(
                     "workload",
@@ -36,12 +39,6 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
                 format!("expected requests or frames, got {w:?}"),
             ));
         }
-    }
-    if a.aggregate {
-        return Err(err(
-            "aggregate",
-            "aggregated downlink frames are not measured by the generator yet: use the relayed broadcast (drop --aggregate)",
-        ));
     }
     let tick_s = a.tick.as_deref().unwrap_or("33ms");
     let tick_ns = parse_duration("tick", tick_s)?.as_nanos();
@@ -77,6 +74,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         Some(b) => duration_ns("frame-budget", b, TIMEOUT_NS_MAX)?,
         None => tick_ns,
     };
+    let down_size = aggregate_plan(a, room_size)?;
     Ok(Some(FramePlan {
         grid: FrameGrid {
             tick_ns,
@@ -86,5 +84,41 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         frame_size,
         budget_ns,
         echo: a.echo_to_sender,
+        down_size,
     }))
+}
+
+/// `--aggregate --down-size B`: the downlink frame's size, checked as the sink checks
+/// it; `None` for relayed frames.
+fn aggregate_plan(a: &RunArgs, room_size: usize) -> Result<Option<usize>, PlanError> {
+    if !a.aggregate {
+        if a.down_size.is_some() {
+            return Err(err("down-size", "needs --aggregate"));
+        }
+        return Ok(None);
+    }
+    // A downlink frame is placed on the timetable by the room frames it carries; a
+    // room of one without echo carries none (nothing is broadcast).
+    if room_size == 1 && !a.echo_to_sender {
+        return Err(err(
+            "aggregate",
+            "needs a broadcast: rooms of at least 2 (--room-size) or --echo-to-sender",
+        ));
+    }
+    let Some(down) = a.down_size else {
+        return Err(err("down-size", "is required by --aggregate"));
+    };
+    let (min, max) = (
+        crate::sink::down_bytes_min(room_size),
+        crate::proto::frame::FRAME_BYTES_MAX,
+    );
+    if !(min..=max).contains(&down) {
+        return Err(err(
+            "down-size",
+            format!(
+                "must be between {min} (the header and {room_size} entries, as the sink requires) and {max} bytes, got {down}"
+            ),
+        ));
+    }
+    Ok(Some(down))
 }

@@ -64,6 +64,22 @@ pub struct FramesReport {
     pub cpu_ns_per_frame_received: f64,
     /// deviation, jitter and fan-out, encoded as `encoding` says (ns).
     pub histograms: FrameHistograms,
+    /// `--aggregate`: the server's downlink frames are what is expected, received,
+    /// lost and measured (docs/frames.md); `null` for relayed frames.
+    pub aggregate: Option<AggregateFigures>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AggregateFigures {
+    /// Bytes of each downlink frame (`--down-size`).
+    pub down_bytes: usize,
+    /// Downlink frames received outside the expected server ticks (before a
+    /// receiver's first expected tick, or of ticks after the schedule).
+    pub outside: u64,
+    /// How far the expected arrival of the server ticks moved earlier after measuring
+    /// started (ns; the largest of the workers'): deviations measured before were
+    /// understated by at most this.
+    pub expected_arrival_shift_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -139,6 +155,8 @@ pub fn build(
             t.fanout_complete += f.fanout_complete;
             t.uptime_ns.extend_from_slice(&f.uptime_ns);
             t.reconnects += f.reconnects;
+            t.outside += f.outside;
+            t.shift_ns = t.shift_ns.max(f.shift_ns);
         }
     }
     let mut retention: Vec<f64> = t
@@ -204,6 +222,11 @@ pub fn build(
             jitter: hdr::encode(&total.frame_jitter),
             fanout: hdr::encode(&total.frame_fanout),
         },
+        aggregate: fp.down_size.map(|down_bytes| AggregateFigures {
+            down_bytes,
+            outside: t.outside,
+            expected_arrival_shift_ns: t.shift_ns,
+        }),
     })
 }
 
@@ -224,6 +247,17 @@ pub fn render(f: &FramesReport, w: &mut String) {
             ""
         }
     );
+    if let Some(a) = &f.aggregate {
+        let _ = writeln!(
+            w,
+            "  aggregated: one {} B downlink frame per member per server tick; retention, loss and \
+             deviation are per downlink frame (deviation against the tick's expected arrival); \
+             {} received outside the expected ticks; expected arrival moved {} earlier while measuring",
+            a.down_bytes,
+            a.outside,
+            fmt_ns(a.expected_arrival_shift_ns)
+        );
+    }
     let _ = writeln!(
         w,
         "  sent {} of {} planned ({} not sent: connection down); up {:.0}/s, down {:.0}/s",

@@ -24,7 +24,7 @@
 use super::timetable::FrameGrid;
 use crate::clock::Nanos;
 use crate::engine::recorder::{FrameCounters, Histograms};
-use crate::proto::frame::FrameHeader;
+use crate::proto::frame::{Entry, FrameHeader};
 
 /// Sequence numbers remembered per (receiver, source).
 pub const WINDOW_SEQS: u64 = 128;
@@ -61,6 +61,15 @@ pub struct SeqWindow {
 }
 
 impl SeqWindow {
+    /// A window whose first expected sequence is `seq` (earlier ones are stale).
+    pub fn starting_at(seq: u64) -> SeqWindow {
+        SeqWindow {
+            base: seq,
+            top: seq,
+            ..SeqWindow::default()
+        }
+    }
+
     /// Records sequence `seq` arriving at `at`; returns what it was and how many older
     /// sequences it pushed out of the window without their having arrived (lost).
     #[inline]
@@ -131,6 +140,8 @@ pub struct FrameBook {
     fan_complete: u64,
     /// Gaps finalised as lost by the windows so far.
     lost_so_far: u64,
+    /// `--aggregate`: frames arrive as entries of downlink frames ([`FrameBook::carried`]).
+    aggregate: bool,
 }
 
 /// The run's totals of one worker's accounting.
@@ -180,7 +191,79 @@ impl FrameBook {
             fan: vec![FanSlot::default(); count * FAN_SLOTS].into_boxed_slice(),
             fan_complete: 0,
             lost_so_far: 0,
+            aggregate: false,
         }
+    }
+
+    /// The same book for `--aggregate`: frames arrive as entries of downlink frames,
+    /// and only frames from 1 on have a fan-out (see [`FrameBook::carried`]).
+    pub fn aggregated(mut self) -> FrameBook {
+        self.aggregate = true;
+        self
+    }
+
+    /// Whether downlink frame `h` is addressed to local receiver `r` (its room, and
+    /// the receiver as member).
+    #[inline]
+    pub fn addressed_to(&self, r: u32, h: &FrameHeader) -> bool {
+        let gr = self.first + u64::from(r);
+        let (room, member) = self.grid.room_member(gr);
+        u64::from(h.room) == room && u64::from(h.member) == member
+    }
+
+    /// `--aggregate`: entry `e` of a downlink frame arrived at local receiver `r` at
+    /// `at`. False when `e` is not a frame of the room's timetable (another member's
+    /// frame as planned, the receiver's own only with echo, its intended instant
+    /// exactly the timetable's): it must then neither count nor bound the tick.
+    /// Frames from 1 on feed the fan-out (deduplicated by the (receiver, source)
+    /// window); frame 0's receivers are whoever the server knew at its tick.
+    #[inline]
+    pub fn carried(
+        &mut self,
+        r: u32,
+        e: &Entry,
+        at: Nanos,
+        hist: &mut Histograms,
+        n: &mut FrameCounters,
+    ) -> bool {
+        let g = &self.grid;
+        let gr = self.first + u64::from(r);
+        let room = gr / g.room_size;
+        let members = g.members(room);
+        let member = u64::from(e.member);
+        let gs = room * g.room_size + member;
+        if member >= members
+            || (gs == gr && !self.echo)
+            || e.seq >= g.planned(gs, self.duration_ns)
+            || e.intended_ns != g.intended_ns(gs, e.seq)
+        {
+            return false;
+        }
+        if e.seq == 0 {
+            return true;
+        }
+        let w = r as usize * g.room_size as usize + member as usize;
+        if let (Seen::New { .. }, _) = self.windows[w].arrive(e.seq, at, g.tick_ns) {
+            let receivers = self.receivers(member, e.seq, members);
+            let s = (gs - self.first) as usize;
+            let slot = &mut self.fan[s * FAN_SLOTS + (e.seq as usize % FAN_SLOTS)];
+            if slot.seq != e.seq || slot.got == 0 {
+                *slot = FanSlot {
+                    seq: e.seq,
+                    got: 0,
+                    last_at: 0,
+                };
+            }
+            slot.got += 1;
+            slot.last_at = slot.last_at.max(at);
+            if u64::from(slot.got) == receivers {
+                hist.frame_fanout
+                    .saturating_record(slot.last_at.saturating_sub(e.intended_ns));
+                self.fan_complete += 1;
+                n.fanout_complete += 1;
+            }
+        }
+        true
     }
 
     /// Receivers of frame `seq` of member `member` of a room of `members`: for the
@@ -292,8 +375,10 @@ impl FrameBook {
             // As a source: its frames that have at least one receiver.
             let planned = g.planned(gr, self.duration_ns);
             if planned > 0 {
-                t.fanout_expected += u64::from(self.receivers(mr, 0, members) > 0)
-                    + (planned - 1) * u64::from(self.receivers(mr, 1, members) > 0);
+                // Aggregated: frame 0 has no fan-out (see `carried`).
+                t.fanout_expected +=
+                    u64::from(self.receivers(mr, 0, members) > 0 && !self.aggregate)
+                        + (planned - 1) * u64::from(self.receivers(mr, 1, members) > 0);
             }
         }
         t.fanout_complete = self.fan_complete;
@@ -484,5 +569,50 @@ mod tests {
         let own = frame(0, 1, 0, &grid);
         b.arrive(1, &own, own.intended_ns, &mut h, &mut n);
         assert_eq!(n.foreign, 0);
+    }
+
+    #[test]
+    fn aggregate_entries_complete_a_fan_out_once_and_foreign_ones_are_refused() {
+        // One room of 3; frames arrive as entries of downlink frames.
+        let grid = FrameGrid {
+            tick_ns: TICK,
+            connections: 3,
+            room_size: 3,
+        };
+        let mut b = FrameBook::new(grid, 0, 3, false, TICK, 10 * TICK).aggregated();
+        let mut h = Histograms::new();
+        let mut n = FrameCounters::default();
+        let e = |member: u16, seq: u64| Entry {
+            member,
+            seq,
+            intended_ns: grid.intended_ns(u64::from(member), seq),
+        };
+        let at = e(0, 4).intended_ns + 3_000_000;
+        assert!(b.carried(1, &e(0, 4), at, &mut h, &mut n));
+        // The same entry twice at one receiver (a duplicate) does not complete it.
+        assert!(b.carried(1, &e(0, 4), at, &mut h, &mut n));
+        assert_eq!(n.fanout_complete, 0);
+        assert!(b.carried(2, &e(0, 4), at + 1_000_000, &mut h, &mut n));
+        assert_eq!(n.fanout_complete, 1);
+        assert_eq!(
+            h.frame_fanout.max(),
+            h.frame_fanout.highest_equivalent(4_000_000)
+        );
+        // Frame 0 is a valid entry but has no fan-out.
+        assert!(b.carried(1, &e(0, 0), at, &mut h, &mut n));
+        assert!(b.carried(2, &e(0, 0), at, &mut h, &mut n));
+        assert_eq!(n.fanout_complete, 1);
+        // Not of the timetable: the receiver's own frame, a member past the room, a
+        // sequence past the plan, an intended instant off by 1 ns.
+        assert!(!b.carried(0, &e(0, 5), at, &mut h, &mut n));
+        assert!(!b.carried(0, &e(3, 5), at, &mut h, &mut n));
+        assert!(!b.carried(0, &e(1, 10), at, &mut h, &mut n));
+        let mut off = e(1, 5);
+        off.intended_ns += 1;
+        assert!(!b.carried(0, &off, at, &mut h, &mut n));
+        // Aggregated: frames from 1 on have a fan-out (3 sources x 9 frames).
+        assert_eq!(b.totals().fanout_expected, 3 * 9);
+        // Entries are not received frames: the downlink frames are (`downlink`).
+        assert_eq!((n.received, h.frame_deviation.len()), (0, 0));
     }
 }

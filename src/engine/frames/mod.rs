@@ -19,6 +19,7 @@
 //! end can arrive before loss is counted.
 
 pub mod accounting;
+pub mod downlink;
 pub mod timetable;
 
 pub use timetable::{FrameCursor, FrameGrid};
@@ -31,10 +32,12 @@ use super::socket;
 use super::token::{Op, Token, next_generation};
 use super::worker_plan::{FramePlan, Transport, WorkerPlan};
 use crate::clock::{Clock, Nanos};
+use crate::engine::recorder::FrameCounters;
 use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
-use crate::proto::frame::{self, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
+use crate::proto::frame::{self, Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
 use accounting::FrameBook;
 use crossbeam_channel::{Receiver, Sender};
+use downlink::DownBook;
 use io_uring::{opcode, types};
 use socket2::SockAddr;
 use std::os::fd::RawFd;
@@ -89,6 +92,8 @@ struct FrameWorker<'p> {
     conns: Box<[Conn]>,
     cursor: FrameCursor,
     book: FrameBook,
+    /// `--aggregate`: the downlink frames' accounting.
+    down: Option<DownBook>,
     /// Per connection [`SEND_FRAMES`] frames (TCP: each after its length prefix),
     /// prefixes and padding written once at start; only headers are written per frame.
     send_buf: Box<[u8]>,
@@ -161,10 +166,12 @@ impl<'p> FrameWorker<'p> {
                 frame::encode_len(fp.frame_size, f);
             }
         }
+        // What arrives: relayed frames, or downlink frames of --down-size.
+        let in_len = fp.down_size.unwrap_or(fp.frame_size);
         let recv_stride = if udp {
-            fp.frame_size.max(RECV_BYTES_MIN)
+            in_len.max(RECV_BYTES_MIN)
         } else {
-            (2 * wire_len).max(RECV_BYTES_MIN)
+            (2 * (in_len + LEN_PREFIX_BYTES)).max(RECV_BYTES_MIN)
         };
         let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
         ring.confine_io_workers(plan.core);
@@ -186,7 +193,17 @@ impl<'p> FrameWorker<'p> {
             ]
             .into_boxed_slice(),
             cursor: FrameCursor::new(fp.grid, first, n as u64, plan.duration_ns),
-            book: FrameBook::new(fp.grid, first, n, fp.echo, fp.budget_ns, plan.duration_ns),
+            book: {
+                let b = FrameBook::new(fp.grid, first, n, fp.echo, fp.budget_ns, plan.duration_ns);
+                if fp.down_size.is_some() {
+                    b.aggregated()
+                } else {
+                    b
+                }
+            },
+            down: fp
+                .down_size
+                .map(|_| DownBook::new(fp.grid, first, n, fp.budget_ns, plan.duration_ns)),
             send_buf,
             send_stride,
             wire_len,
@@ -395,11 +412,14 @@ impl<'p> FrameWorker<'p> {
             self.out.counters.dispatched += 1;
             self.out.counters.note_dispatch(intended, now);
             self.out.hist.dispatch_lag.saturating_record(now - intended);
-            let conn = &mut self.conns[c as usize];
-            if !conn.up {
+            if !self.conns[c as usize].up {
                 self.out.counters.frames.not_sent += 1;
                 continue;
             }
+            if let Some(d) = self.down.as_mut() {
+                d.joined(c, now); // the server learns the member from its first frame
+            }
+            let conn = &mut self.conns[c as usize];
             if conn.pend == 0 {
                 conn.pend_k = k;
             }
@@ -538,11 +558,17 @@ impl<'p> FrameWorker<'p> {
         let end = keep + res as usize;
         let bytes = &self.recv_buf[base..base + end];
         let (book, hist, counters) = (&mut self.book, &mut self.out.hist, &mut self.out.counters);
+        let down = &mut self.down;
         if self.udp {
-            match FrameHeader::decode(bytes) {
-                Ok(h) if !h.aggregate() => book.arrive(c, &h, now, hist, &mut counters.frames),
-                _ => counters.frames.foreign += 1,
-            }
+            deliver(
+                book,
+                down.as_mut(),
+                c,
+                bytes,
+                now,
+                hist,
+                &mut counters.frames,
+            );
             self.arm_recv(c);
             return;
         }
@@ -550,12 +576,8 @@ impl<'p> FrameWorker<'p> {
         let bad = loop {
             match frame::next_tcp_frame(&bytes[pos..]) {
                 Ok(Some((s, e))) => {
-                    match FrameHeader::decode(&bytes[pos + s..pos + e]) {
-                        Ok(h) if !h.aggregate() => {
-                            book.arrive(c, &h, now, hist, &mut counters.frames)
-                        }
-                        _ => counters.frames.foreign += 1,
-                    }
+                    let f = &bytes[pos + s..pos + e];
+                    deliver(book, down.as_mut(), c, f, now, hist, &mut counters.frames);
                     pos += e;
                 }
                 Ok(None) => break None,
@@ -616,6 +638,11 @@ impl<'p> FrameWorker<'p> {
                 if interrupted || (self.cursor.all_dispatched() && now >= self.plan.duration_ns) {
                     self.stopping = true;
                     self.stopped_ns = now.min(self.plan.duration_ns);
+                    // Downlink frames of server ticks after the schedule are not
+                    // expected (`downlink`).
+                    if let Some(d) = self.down.as_mut() {
+                        d.end_at(self.stopped_ns);
+                    }
                     // Frames planned in the last budget before the end get it to arrive.
                     pace.stop(now, if interrupted { 0 } else { drain });
                 }
@@ -673,7 +700,18 @@ impl<'p> FrameWorker<'p> {
             self.out.counters.frames.not_sent += u64::from(conn.pend);
             conn.pend = 0;
         }
-        let book = self.book.totals();
+        let mut book = self.book.totals();
+        let (mut outside, mut shift_ns) = (0, 0);
+        if let Some(d) = self.down.as_mut() {
+            // Aggregated: what is expected and received is the downlink frames.
+            let t = d.totals();
+            book.expected = t.expected;
+            book.received = t.received;
+            book.per_receiver = t.per_receiver;
+            book.lost_at_end = t.lost_at_end;
+            outside = t.outside;
+            shift_ns = t.shift_ns;
+        }
         self.out.counters.frames.lost += book.lost_at_end;
         let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.stopped_ns);
         let planned = (0..self.conns.len() as u64)
@@ -707,6 +745,8 @@ impl<'p> FrameWorker<'p> {
                 fanout_complete: book.fanout_complete,
                 uptime_ns: self.conns.iter().map(|c| c.uptime).collect(),
                 reconnects: self.reconnects,
+                outside,
+                shift_ns,
             }),
         };
         let interval = pace.interval();
@@ -741,5 +781,34 @@ impl<'p> FrameWorker<'p> {
                 conn.fd = -1;
             }
         }
+    }
+}
+
+/// One whole frame `bytes` arrived on local connection `c` at `now`: a relayed frame
+/// (no `down`), or with `--aggregate` a downlink frame whose entries are the room's
+/// frames of one server tick. Anything else is foreign.
+#[inline]
+fn deliver(
+    book: &mut FrameBook,
+    down: Option<&mut DownBook>,
+    c: u32,
+    bytes: &[u8],
+    now: Nanos,
+    hist: &mut Histograms,
+    n: &mut FrameCounters,
+) {
+    match (FrameHeader::decode(bytes), down) {
+        (Ok(h), None) if !h.aggregate() => book.arrive(c, &h, now, hist, n),
+        (Ok(h), Some(d)) if h.aggregate() && book.addressed_to(c, &h) => {
+            // `decode` checked that the entries are in `bytes`.
+            for i in 0..h.entries as usize {
+                let e = Entry::decode(bytes, i);
+                if !book.carried(c, &e, now, hist, n) {
+                    n.foreign += 1;
+                }
+            }
+            d.arrive(c, &h, now, hist, n);
+        }
+        _ => n.foreign += 1,
     }
 }
