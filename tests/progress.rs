@@ -207,7 +207,7 @@ fn piped_shows_the_plain_lines_and_quiet_shows_nothing() {
                 raw.display()
             ),
         );
-        let screen = tmux.wait_for("the run's end", Duration::from_secs(30), |s| {
+        let screen = tmux.wait_for("end of the run", Duration::from_secs(30), |s| {
             exit_status(s).is_some()
         });
         let bytes = std::fs::read(&raw).expect("the piped output");
@@ -244,4 +244,47 @@ fn piped_shows_the_plain_lines_and_quiet_shows_nothing() {
         // The screen shows what went through the pipe.
         assert!(screen.contains(lines[0]), "piped: screen:\n{screen}");
     }
+}
+
+#[test]
+fn a_search_step_has_its_own_bar_and_the_step_line_stays() {
+    if tmux_missing("a_search_step_has_its_own_bar_and_the_step_line_stays") {
+        return;
+    }
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    // One step (--max = --start) of 4 s; --max-lag 1s so a busy host still ends it
+    // as measured. What is checked is what the screen shows, not the verdict.
+    let search = format!(
+        "{} search --target {} --slo 'p99<1s' --start 500 --max 500 --step-duration 4s \
+         --max-lag 1s --connections 8 --cores 0",
+        bin(),
+        sink.addr
+    );
+    let tmux = Tmux::start(
+        "search",
+        &format!("{search}; echo blaster-exit=$?; sleep 600"),
+    );
+    let screen = tmux.wait_for("step bar", Duration::from_secs(20), |s| {
+        bar_line(s).is_some()
+    });
+    let bar = bar_line(&screen).expect("present");
+    assert!(
+        bar.starts_with("search step 1 (climb 500/s) "),
+        "no step label in {bar:?}"
+    );
+    assert!(
+        bar.contains("/s of 500/s"),
+        "no rate vs intended in {bar:?}"
+    );
+    let screen = tmux.wait_for("end of the search", Duration::from_secs(30), |s| {
+        exit_status(s).is_some()
+    });
+    // The step's own line and the search's report, on a screen the bar has left.
+    assert!(
+        screen.contains("search: climb ") && screen.contains("max safe throughput"),
+        "no step line or report:\n{screen}"
+    );
+    assert!(!screen.contains(BAR_CHARS), "bar left behind:\n{screen}");
+    assert!(!screen.contains(" left ["), "bar left behind:\n{screen}");
 }
