@@ -141,7 +141,7 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
             .as_str()
             .unwrap()
             .to_string();
-        added.add(&decode(&text)).unwrap();
+        added.add(decode(&text)).unwrap();
     }
     assert_eq!(m["fleet"]["merged"]["percentiles_exact"], true);
     assert_eq!(
