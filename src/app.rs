@@ -6,7 +6,7 @@ use crate::cli::{
     with_default_subcommand,
 };
 use crate::outcome::{Outcome, exit};
-use crate::plan::{PlanError, RunPlan, sink_config, usable_cores};
+use crate::plan::{HostFacts, PlanError, RunPlan, sink_config, usable_cores};
 use crate::report::export::{self, Outputs};
 use crate::report::{json, text};
 use crate::run::{RunError, execute};
@@ -161,8 +161,8 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         .as_deref()
         .map(|s| Slo::parse(s).map_err(|m| AppError::Usage(format!("--slo: {m}"))))
         .transpose()?;
-    let usable = usable_cores();
-    let mut plan = RunPlan::from_args(a, &usable)?;
+    let facts = HostFacts::gather(a);
+    let plan = RunPlan::build(a, &facts)?;
     // Claimed before anything connects: an unwritable path fails now, not after the run.
     let mut exporters = open_exporters(a, &plan, stop)?;
     let json_out = json::claim(plan.json.as_deref())?;
@@ -178,14 +178,14 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         // Generator and in-process sink both hold the connections.
         crate::preflight::ensure_fds(plan.connections as u64 * 2, crate::limits::FD_MARGIN)
             .map_err(RunError::from)?;
-        let b = crate::baseline::run(&plan, stop, &usable)?;
+        let b = crate::baseline::run(&plan, stop, &facts.usable_cores)?;
         emit_text(&crate::baseline::render(&b), json_stdout);
         if let Some(d) = json_out {
             d.write(&b)?;
         }
         return Ok(Outcome::Ok);
     };
-    plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
+    crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let rate = plan.rate_rps.expect("plan requires --rate with --target");
     if let Some(w) = crate::run::time_wait_warning(&plan, rate) {
         crate::errln!("blaster: warning: {w}");
@@ -193,8 +193,6 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     let report = execute(
         &plan,
         target,
-        rate,
-        plan.duration_ns,
         stop,
         crate::report::progress::Live::for_run(plan.progress),
         &mut exporters.outputs,
@@ -234,15 +232,15 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
 /// `blaster search`: steps the rate against --target until --slo breaks.
 fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let cfg = crate::search::config_from_args(a)?;
-    let usable = usable_cores();
-    let mut plan = RunPlan::from_args(&crate::search::run_args(a, &cfg)?, &usable)?;
+    let run_args = crate::search::run_args(a)?;
+    let plan = crate::search::plan(&run_args, &HostFacts::gather(&run_args), &cfg)?;
     let target = plan
         .target
         .ok_or_else(|| AppError::Usage("--target: is required".into()))?;
     // Claimed before anything connects: an unwritable path fails now.
     let json_out = json::claim(a.json.as_deref())?;
     crate::preflight::check_host(&plan).map_err(RunError::from)?;
-    plan.rings_per_core = crate::preflight::check_plan(&plan).map_err(RunError::from)?;
+    crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let json_stdout = json::is_stdout(a.json.as_deref());
     let json_file = a.json.as_deref().filter(|p| !json::is_stdout(Some(p)));
     let report = crate::search::run(&plan, target, &cfg, stop, |partial| {
@@ -441,7 +439,7 @@ fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {
 /// machine, one line each (or the JSON array with `--json`); nothing is connected.
 fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
     use crate::preflight::checks::{Host, Needs, Status, run_all};
-    let plan = RunPlan::from_args(a, &usable_cores())?;
+    let plan = RunPlan::build(a, &HostFacts::gather(a))?;
     let json_out = json::claim(plan.json.as_deref())?;
     let checks = run_all(&Needs::of(&plan), &Host::this_machine());
     let json_stdout = json::is_stdout(plan.json.as_deref());

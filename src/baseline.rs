@@ -138,11 +138,10 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let mut bisections = 0;
     while !stop.load(Ordering::Relaxed) {
         let label = format!("baseline step {} ({}/s)", steps.len() + 1, fmt_rate(rate));
+        let step = plan.with_rate(rate).with_duration(plan.step_duration_ns);
         let report = match execute(
-            plan,
+            &step,
             addr,
-            rate,
-            plan.step_duration_ns,
             stop,
             Live::for_step(plan.progress, label),
             &mut crate::report::export::Outputs::none(),

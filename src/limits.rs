@@ -53,6 +53,12 @@ pub const WAIT_NS_MAX: u64 = 10_000_000;
 pub const DRAIN_NS_MAX: u64 = 2_000_000_000;
 /// File descriptors kept free for the process itself (rings, stdio, listeners).
 pub const FD_MARGIN: u64 = 64;
+/// Fewest sockets one ring's file table must hold before blaster splits a core's
+/// connections over more rings rather than refuse: below it the descriptor limit was
+/// lowered on purpose and is reported as the wall it is.
+pub const RING_FILES_MIN: u64 = 1024;
+/// Most rings (worker threads) per core.
+pub const RINGS_PER_CORE_MAX: u64 = 64;
 /// Length of a report interval (the live line, `intervals[]`).
 pub const INTERVAL_NS: u64 = 1_000_000_000;
 /// Connects one core keeps pending at once (split over its rings): a larger storm

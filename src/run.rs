@@ -58,18 +58,21 @@ fn keep_off_worker_cores(control: usize) {
     crate::threads::pin_current(control);
 }
 
-/// Runs the plan against `target` at `rate_rps` for `duration_ns`, showing `live` on
-/// stderr while it measures.
+/// Runs the plan against `target` (its first `--target`, or the baseline's sink) at
+/// the plan's rate for the plan's duration, showing `live` on stderr while it
+/// measures.
 pub fn execute(
     plan: &RunPlan,
     target: SocketAddr,
-    rate_rps: f64,
-    duration_ns: u64,
     stop: &Arc<AtomicBool>,
     live: Live,
     outputs: &mut Outputs,
 ) -> Result<Report, RunError> {
-    let workers = plan.worker_plans(target, rate_rps, duration_ns);
+    let rate_rps = plan
+        .rate_rps
+        .expect("a run's plan has a rate (baseline and search steps set theirs)");
+    let duration_ns = plan.duration_ns;
+    let workers = plan.worker_plans(target);
     // Workers get the whole run's rate (each takes its share of the one timetable); the
     // report's intended rate is this shard's share of it.
     let shard_rate_rps = rate_rps / f64::from(plan.fleet.shard.count());

@@ -33,7 +33,7 @@
 
 use crate::cli::{RunArgs, SearchArgs};
 use crate::limits::{DURATION_NS_MAX, RATE_RPS_MAX};
-use crate::plan::{PlanError, RunPlan, check_rate};
+use crate::plan::{HostFacts, PlanError, RunPlan, check_rate};
 use crate::report::Report;
 use crate::report::progress::Live;
 use crate::run::{RunError, execute};
@@ -129,8 +129,8 @@ fn parse_precision(s: &str) -> Result<f64, PlanError> {
     Ok(r)
 }
 
-/// Validates the search's own flags (the run flags are validated by
-/// [`RunPlan::from_args`] on the [`run_args`] built from them).
+/// Validates the search's own flags (the run flags are validated by [`plan`], which
+/// builds the steps' plan from the [`run_args`] built from them).
 pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
     let spec = a
         .slo
@@ -199,18 +199,23 @@ struct RunDefaults {
 }
 
 /// The `run` arguments of every step: the search's run flags, `run`'s defaults for
-/// the rest. `--rate` is the first step's (each step passes its own to `execute`).
-pub fn run_args(a: &SearchArgs, cfg: &SearchConfig) -> Result<RunArgs, PlanError> {
+/// the rest. No `--rate`: [`plan`] sets the start rate, each step its own.
+pub fn run_args(a: &SearchArgs) -> Result<RunArgs, PlanError> {
     use clap::Parser;
     let mut r = RunDefaults::try_parse_from(std::iter::empty::<String>())
         .map_err(|e| err("slo", format!("internal: run defaults: {e}")))?
         .run;
     r.load = a.load.clone();
-    r.rate = Some(cfg.start_rps.to_string());
     r.duration = a.step_duration.clone();
     r.progress = a.progress;
     r.quiet = a.quiet;
     Ok(r)
+}
+
+/// The search's plan: the step flags `r` on the machine `facts` describes, at the
+/// start rate. Each step runs [`RunPlan::with_rate`] of it (see [`run`]).
+pub fn plan(r: &RunArgs, facts: &HostFacts, cfg: &SearchConfig) -> Result<RunPlan, PlanError> {
+    RunPlan::build_at_rate(r, facts, cfg.start_rps)
 }
 
 /// Whether a step climbs or bisects.
@@ -569,11 +574,11 @@ pub fn run(
             phase.name(),
             fmt_rate(rate_rps)
         );
+        // This step's plan: the search's, at this step's rate.
+        let step = plan.with_rate(rate_rps).with_duration(cfg.step_duration_ns);
         let report = execute(
-            plan,
+            &step,
             target,
-            rate_rps,
-            cfg.step_duration_ns,
             stop,
             Live::for_step(plan.progress, label),
             &mut crate::report::export::Outputs::none(),
@@ -895,7 +900,9 @@ mod tests {
         let r = RunDefaults::try_parse_from(["--target", "127.0.0.1:9", "--rate", "1"])
             .unwrap()
             .run;
-        RunPlan::from_args(&r, &[0]).unwrap()
+        let facts =
+            HostFacts::with_cores(&[0]).resolving("127.0.0.1:9", "127.0.0.1:9".parse().unwrap());
+        RunPlan::build(&r, &facts).unwrap()
     }
 
     #[test]
@@ -1072,13 +1079,27 @@ mod tests {
             panic!("not search")
         };
         let c = config_from_args(&a).unwrap();
-        let r = run_args(&a, &c).unwrap();
-        assert_eq!(r.rate.as_deref(), Some("1000"));
+        let r = run_args(&a).unwrap();
+        assert_eq!(
+            r.rate, None,
+            "each step's rate comes from the plan, not a string"
+        );
         assert_eq!((r.connections, r.duration.as_str()), (8, "2s"));
         assert_eq!((r.timeout.as_str(), r.proto.as_str()), ("1s", "tcp"));
         assert!(!r.quiet && !r.progress && r.slo.is_none() && r.json.is_none());
-        let plan = RunPlan::from_args(&r, &[0]).unwrap();
+        let facts =
+            HostFacts::with_cores(&[0]).resolving("127.0.0.1:9", "127.0.0.1:9".parse().unwrap());
+        let plan = super::plan(&r, &facts, &c).unwrap();
         assert_eq!(plan.duration_ns, 2_000_000_000);
         assert_eq!(plan.connections, 8);
+        assert_eq!(plan.rate_rps, Some(1000.0));
+        // A step: the same plan at its own rate, a flat shape of that rate.
+        let step = plan.with_rate(2250.0);
+        assert_eq!(step.rate_rps, Some(2250.0));
+        assert_eq!(
+            step.shape.as_ref().and_then(|s| s.constant_rps()),
+            Some(2250.0)
+        );
+        assert_eq!((step.connections, step.duration_ns), (8, 2_000_000_000));
     }
 }

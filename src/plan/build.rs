@@ -12,16 +12,37 @@ use crate::fleet::Fleet;
 use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
-use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec};
+use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec_in};
 use std::sync::Arc;
 
 impl RunPlan {
-    pub fn from_args(a: &RunArgs, usable: &[usize]) -> Result<RunPlan, PlanError> {
+    /// The plan of `a` on the machine `facts` describes: a pure function of the two
+    /// (no file, socket, clock or terminal is touched here; see [`HostFacts`]).
+    pub fn build(a: &RunArgs, facts: &HostFacts) -> Result<RunPlan, PlanError> {
+        Self::build_with(a, facts, None)
+    }
+
+    /// [`RunPlan::build`] at the constant rate `rate_rps` in place of `--rate` (a
+    /// search's first step; each later step is [`RunPlan::with_rate`]).
+    pub fn build_at_rate(
+        a: &RunArgs,
+        facts: &HostFacts,
+        rate_rps: f64,
+    ) -> Result<RunPlan, PlanError> {
+        Self::build_with(a, facts, Some(rate_rps))
+    }
+
+    fn build_with(
+        a: &RunArgs,
+        facts: &HostFacts,
+        rate_given: Option<f64>,
+    ) -> Result<RunPlan, PlanError> {
+        let usable = &facts.usable_cores[..];
         let fleet = Fleet::parse(
             a.shard.as_deref(),
             a.start_at.as_deref(),
             a.run_id.as_deref(),
-            crate::wallclock::now_unix_ns(),
+            facts.now_unix_ns,
         )
         .map_err(|(flag, m)| err(flag, m))?;
         if !fleet.shard.is_whole() && a.target.is_empty() {
@@ -33,7 +54,7 @@ impl RunPlan {
         let targets = a
             .target
             .iter()
-            .map(|t| resolve("target", t))
+            .map(|t| facts.target(t))
             .collect::<Result<Vec<_>, _>>()?;
         let target = targets.first().copied();
         let sources = match &a.source_ip {
@@ -66,7 +87,9 @@ impl RunPlan {
             .as_deref()
             .map(|h| duration_ns("heartbeat", h, DURATION_NS_MAX))
             .transpose()?;
-        if a.hold && a.rate.is_some() {
+        // A rate given by the caller (a search's step) counts as `--rate`.
+        let has_rate = a.rate.is_some() || rate_given.is_some();
+        if a.hold && has_rate {
             return Err(err(
                 "hold",
                 "sends no requests of its own: drop --rate (use --heartbeat for traffic)",
@@ -164,7 +187,7 @@ impl RunPlan {
         let duration = duration_ns("duration", &a.duration, DURATION_NS_MAX)?;
         let frames = frame_plan(a)?;
         if let Some(f) = &frames {
-            let conflicting = a.rate.is_some()
+            let conflicting = has_rate
                 || a.hold
                 || a.connect_per_request
                 || a.concurrency.is_some()
@@ -217,7 +240,19 @@ impl RunPlan {
             }
         }
         let mut shape = None;
-        let rate_rps = match a.rate.as_deref() {
+        let spec = match (rate_given, a.rate.as_deref()) {
+            (Some(r), _) => Some(RateSpec::Shaped(
+                RateShape::constant(r).map_err(|m| err("rate", m))?,
+            )),
+            (None, Some(r)) => Some(
+                parse_rate_spec_in(r, duration, a.seed, &|p| {
+                    facts.text(std::path::Path::new(p)).map(str::to_string)
+                })
+                .map_err(|m| err("rate", m))?,
+            ),
+            (None, None) => None,
+        };
+        let rate_rps = match spec {
             None if a.hold => match heartbeat_ns {
                 // One heartbeat per connection per period, spread evenly.
                 Some(h) => {
@@ -238,7 +273,7 @@ impl RunPlan {
                 shape = Some(RateShape::constant(r).map_err(|m| err("tick", m))?);
                 Some(r)
             }
-            Some(r) => match parse_rate_spec(r, duration, a.seed).map_err(|m| err("rate", m))? {
+            Some(spec) => match spec {
                 RateSpec::Max if transport == Transport::UdpBlast => Some(f64::INFINITY),
                 RateSpec::Max => {
                     return Err(err("rate", "max is only for --proto udp --no-response"));
@@ -263,14 +298,16 @@ impl RunPlan {
             crate::request::http::request(spec, &a.headers, body, &host)
         };
         let requests = if let Some(spec) = &a.http {
-            let body =
-                match (&a.body, &a.body_file) {
-                    (Some(b), _) => Some(unescape("body", b)?),
-                    (None, Some(f)) => Some(std::fs::read(f).map_err(|e| {
-                        err("body-file", format!("cannot read {}: {e}", f.display()))
-                    })?),
-                    _ => None,
-                };
+            let body = match (&a.body, &a.body_file) {
+                (Some(b), _) => Some(unescape("body", b)?),
+                (None, Some(f)) => Some(
+                    facts
+                        .file(f)
+                        .map_err(|e| err("body-file", format!("cannot read {}: {e}", f.display())))?
+                        .to_vec(),
+                ),
+                _ => None,
+            };
             let framing: Framing = a
                 .framing
                 .as_deref()
@@ -280,10 +317,11 @@ impl RunPlan {
             let t = http_of(spec, body.as_deref()).map_err(|m| err("http", m))?;
             RequestSet::single(t, framing)
         } else if let Some(f) = &a.mix {
-            let text = std::fs::read_to_string(f)
+            let text = facts
+                .text(f)
                 .map_err(|e| err("mix", format!("cannot read {}: {e}", f.display())))?;
             let entries = crate::request::mix::parse(
-                &text,
+                text,
                 |s| unescape("mix", s).map_err(|e| e.message),
                 |s| http_of(s, None),
             )
@@ -297,9 +335,12 @@ impl RunPlan {
             } else if let Some(f) = &a.payload_file {
                 (
                     "payload-file",
-                    std::fs::read(f).map_err(|e| {
-                        err("payload-file", format!("cannot read {}: {e}", f.display()))
-                    })?,
+                    facts
+                        .file(f)
+                        .map_err(|e| {
+                            err("payload-file", format!("cannot read {}: {e}", f.display()))
+                        })?
+                        .to_vec(),
                 )
             } else {
                 ("payload-size", vec![b'x'; a.payload_size.unwrap_or(64)])
@@ -399,6 +440,8 @@ impl RunPlan {
             backoff,
             per_request: a.connect_per_request,
             rings_per_core: 1,
+            ring_layout: None,
+            port_range: facts.port_range,
             control_core: control_core(a.control_core, &cores, usable)?,
             cores,
             connections: a.concurrency.unwrap_or(a.connections),
@@ -427,9 +470,23 @@ impl RunPlan {
             step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,
             start_rate_rps: check_rate("start-rate", a.start_rate)?,
         };
-        let text = plan.fleet_text(a.rate.as_deref().unwrap_or(""));
+        let rate_text = match (rate_given, &plan.shape) {
+            (Some(_), Some(s)) => s.spec().to_string(),
+            _ => a.rate.clone().unwrap_or_default(),
+        };
+        let text = plan.fleet_text(&rate_text);
         plan.fleet.seal(&text);
         plan.take_shard_share()?;
+        // The ring layout of a run against a target over TCP (the baseline and UDP use
+        // one ring per core); the preflight refuses a layout that does not fit.
+        if plan.target.is_some()
+            && plan.transport == Transport::Tcp
+            && let Some(fds) = facts.fds
+        {
+            let layout = RingLayout::of(plan.connections as u64, plan.cores.len(), fds);
+            plan.ring_layout = Some(layout);
+            plan.rings_per_core = layout.rings as usize;
+        }
         Ok(plan)
     }
 

@@ -3,11 +3,13 @@
 //! name the flag and the bound.
 
 mod build;
+mod facts;
 mod frames;
 mod parse;
 mod sink;
 mod workers;
 
+pub use facts::{FdFacts, HostFacts, RingLayout};
 pub use parse::{check_rate, parse_cores, parse_duration, parse_size, unescape, usable_cores};
 pub use sink::sink_config;
 
@@ -49,7 +51,7 @@ impl Progress {
 }
 
 /// A usage error: the command line asks for something that cannot be run (exit 2).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("--{flag}: {message}")]
 pub struct PlanError {
     pub flag: &'static str,
@@ -91,8 +93,14 @@ pub struct RunPlan {
     /// `--link-speed`, bits/s.
     pub link_speed_bps: Option<u64>,
     /// Workers (each one ring) per core: more than one when a core's connections do
-    /// not fit one ring's file table (RLIMIT_NOFILE); set by the preflight. Default 1.
+    /// not fit one ring's file table (RLIMIT_NOFILE); `ring_layout.rings`, else 1.
     pub rings_per_core: usize,
+    /// How a TCP run against a target spreads its sockets over ring file tables (from
+    /// the descriptor limits; `None` for the baseline, UDP, or unknown limits). The
+    /// preflight refuses a layout that does not [fit](RingLayout::fits).
+    pub ring_layout: Option<RingLayout>,
+    /// `net.ipv4.ip_local_port_range` as gathered (`--source-ip` binds ports from it).
+    pub port_range: Option<crate::ports::PortRange>,
     pub cores: Vec<usize>,
     /// `--control-core`: where the main thread (collector) and helper threads run.
     pub control_core: usize,
@@ -139,6 +147,27 @@ impl RunPlan {
     /// File descriptors the plan needs (connections plus the process's own margin).
     pub fn fds_needed(&self) -> u64 {
         self.connections as u64 + FD_MARGIN
+    }
+
+    /// The same plan at a constant `rate_rps` (a search or baseline step): the rate and
+    /// its flat shape (the baseline has none; its workers make one from the rate).
+    pub fn with_rate(&self, rate_rps: f64) -> RunPlan {
+        RunPlan {
+            rate_rps: Some(rate_rps),
+            shape: self
+                .shape
+                .as_ref()
+                .and_then(|_| RateShape::constant(rate_rps).ok()),
+            ..self.clone()
+        }
+    }
+
+    /// The same plan for `duration_ns` (a baseline step).
+    pub fn with_duration(&self, duration_ns: u64) -> RunPlan {
+        RunPlan {
+            duration_ns,
+            ..self.clone()
+        }
     }
 }
 

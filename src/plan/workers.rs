@@ -23,14 +23,13 @@ impl RunPlan {
         (first, end - first)
     }
 
-    /// Splits connections and rate over the workers; the rate is split by
-    /// interleaving one global sequence (see `schedule`).
-    pub fn worker_plans(
-        &self,
-        target: SocketAddr,
-        rate_rps: f64,
-        duration_ns: u64,
-    ) -> Vec<WorkerPlan> {
+    /// Splits connections and the plan's rate over the workers, for the plan's
+    /// duration; the rate is split by interleaving one global sequence (see
+    /// `schedule`). A plan without a rate (the baseline's, before a step sets one)
+    /// sends nothing.
+    pub fn worker_plans(&self, target: SocketAddr) -> Vec<WorkerPlan> {
+        let rate_rps = self.rate_rps.unwrap_or(0.0);
+        let duration_ns = self.duration_ns;
         let w = self.cores.len() * self.rings_per_core;
         let connect_gap_ns = self
             .connect_rate
@@ -76,7 +75,7 @@ impl RunPlan {
                     connect_gap_ns,
                     connects_in_flight: (CONNECTS_IN_FLIGHT_MAX / self.rings_per_core).max(64),
                     source_ports: (!self.sources.is_empty())
-                        .then(|| crate::ports::read_port_range(std::path::Path::new("/")).ok())
+                        .then_some(self.port_range)
                         .flatten()
                         .map(|r| (r.lo(), r.size())),
                     backoff: self.backoff,

@@ -259,7 +259,7 @@ pub fn run_all(needs: &Needs, host: &Host) -> Vec<Check> {
 }
 
 /// The memory and cores checks `blaster run` adds before connecting (descriptors and
-/// ports are [`super::check_plan`]'s, which also sizes the rings).
+/// ports are [`super::check_plan`]'s; the plan sizes the rings).
 pub fn run_time(needs: &Needs, host: &Host) -> Vec<Check> {
     vec![mem_tcp(needs, host), cores_online(needs, host)]
 }
@@ -499,9 +499,17 @@ pub fn generator_estimate(plan: &RunPlan) -> u64 {
     let target = plan
         .target
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 9)));
-    let rate = plan.rate_rps.unwrap_or(plan.start_rate_rps);
+    // The baseline's plan has no rate of its own: sized at its first step's.
+    let stepped;
+    let plan = match plan.rate_rps {
+        Some(_) => plan,
+        None => {
+            stepped = plan.with_rate(plan.start_rate_rps);
+            &stepped
+        }
+    };
     let histogram = histogram_bytes();
-    plan.worker_plans(target, rate, plan.duration_ns)
+    plan.worker_plans(target)
         .iter()
         .map(|w| {
             let c = w.connections as u64;

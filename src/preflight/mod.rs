@@ -1,7 +1,7 @@
 //! In-binary checks the run depends on, with the same check names as the full machine
 //! check in `scripts/preflight.sh`: file descriptors and ports here ([`check_plan`],
-//! which also sizes the rings), memory and cores in [`checks`], which `blaster
-//! preflight` prints in full.
+//! which refuses a ring layout the plan computed but cannot run), memory and cores in
+//! [`checks`], which `blaster preflight` prints in full.
 
 pub mod checks;
 pub mod walls;
@@ -68,25 +68,22 @@ pub fn check_host(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
     }
 }
 
-/// Fewest sockets one ring's file table must hold before blaster splits a core's
-/// connections over more rings rather than refuse: below it the descriptor limit was
-/// lowered on purpose and is reported as the wall it is.
-pub const RING_FILES_MIN: u64 = 1024;
-/// Most rings (worker threads) per core.
-pub const RINGS_PER_CORE_MAX: u64 = 64;
+pub use crate::limits::{RING_FILES_MIN, RINGS_PER_CORE_MAX};
 
 /// The checks a TCP run against a target needs before it connects: the ephemeral-port
-/// budget of every (source, destination) pair, and the descriptor limit. Sockets live
-/// in each ring's file table (capped at RLIMIT_NOFILE per ring, not per process), so a
-/// plan beyond the limit runs with several rings per core. Returns the rings per core.
-pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<usize, PreflightError> {
+/// budget of every (source, destination) pair, and the descriptor limit, raised to the
+/// hard one. Sockets live in each ring's file table (capped at RLIMIT_NOFILE per ring,
+/// not per process), so a plan beyond the limit runs with several rings per core: the
+/// plan's [`RingLayout`](crate::plan::RingLayout), computed from the same limits when
+/// it was built; a layout that does not fit is refused here.
+pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
     let conns = plan.connections as u64;
     if plan.transport != crate::engine::Transport::Tcp {
         ensure_fds(conns, FD_MARGIN)?;
-        return Ok(1);
+        return Ok(());
     }
     if !plan.per_request
-        && let Ok(range) = ports::read_port_range(std::path::Path::new("/"))
+        && let Some(range) = plan.port_range
     {
         let budget = ports::check_budget(
             plan.connections,
@@ -105,28 +102,21 @@ pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<usize, PreflightError> 
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(1 << 20);
     let lim = ensure_fds(hard.min(nr_open).saturating_sub(FD_MARGIN), FD_MARGIN)?;
-    let per_ring = lim.soft.saturating_sub(FD_MARGIN);
-    let cores = plan.cores.len() as u64;
-    let per_core = conns.div_ceil(cores);
-    let rings = per_core.div_ceil(per_ring.max(1));
-    if rings <= 1 {
-        return Ok(1);
-    }
-    if per_ring < RING_FILES_MIN || rings > RINGS_PER_CORE_MAX {
-        return Err(PreflightError::Rings {
+    match plan.ring_layout {
+        Some(layout) if !layout.fits() => Err(PreflightError::Rings {
             connections: conns,
-            per_core,
+            per_core: layout.per_core,
             hard: lim.hard,
-            rings,
-            per_ring,
+            rings: layout.rings,
+            per_ring: layout.per_ring,
             soft: lim.soft,
             wanted: conns + FD_MARGIN,
             nr_open: std::fs::read_to_string("/proc/sys/fs/nr_open")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into()),
-        });
+        }),
+        _ => Ok(()),
     }
-    Ok(rings as usize)
 }
 
 /// Without `--source-ip` the kernel picks every port, and its search takes even ports

@@ -34,7 +34,7 @@ pub use constant::{Constant, Paced};
 pub use poisson::{Poisson, exp1};
 pub use shapes::{
     CHAOS_SAMPLE_NS, CHAOS_SAMPLES_MAX, RateShape, RateSpec, SHAPE_PIECES_MAX, lorenz_x,
-    parse_rate_csv, parse_rate_file, parse_rate_spec,
+    parse_rate_csv, parse_rate_file, parse_rate_spec, parse_rate_spec_in,
 };
 pub use shard::Shard;
 

@@ -432,6 +432,19 @@ impl RateShape {
 /// `duration_ns` is the run's length (the `chaos` table covers it; a `spike` must start
 /// within it); `seed` is the run's seed (the `chaos` start).
 pub fn parse_rate_spec(s: &str, duration_ns: Nanos, seed: u64) -> Result<RateSpec, String> {
+    parse_rate_spec_in(s, duration_ns, seed, &|path| {
+        std::fs::read_to_string(path).map_err(|e| e.to_string())
+    })
+}
+
+/// [`parse_rate_spec`] with `file:PATH` read by `read` (the plan reads it from the
+/// host facts gathered before the build, so the build touches no file).
+pub fn parse_rate_spec_in(
+    s: &str,
+    duration_ns: Nanos,
+    seed: u64,
+    read: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<RateSpec, String> {
     let s = s.trim();
     if s == "max" {
         return Ok(RateSpec::Max);
@@ -451,7 +464,7 @@ pub fn parse_rate_spec(s: &str, duration_ns: Nanos, seed: u64) -> Result<RateSpe
         Some(("spike", body)) => parse_spike(body, s, duration_ns)?,
         Some(("burst", body)) => parse_burst(body, s)?,
         Some(("chaos", body)) => parse_chaos(body, s, duration_ns, seed)?,
-        Some(("file", path)) => parse_file(path.trim(), s)?,
+        Some(("file", path)) => parse_file(path.trim(), s, read)?,
         Some((name, _)) => {
             return Err(format!(
                 "unknown shape {name:?} (expected step, ramp, spike, burst, chaos or file)"
@@ -661,12 +674,15 @@ fn rk4(s: [f64; 3], h: f64) -> [f64; 3] {
 }
 
 /// `file:PATH`.
-fn parse_file(path: &str, spec: &str) -> Result<RateShape, String> {
+fn parse_file(
+    path: &str,
+    spec: &str,
+    read: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<RateShape, String> {
     if path.is_empty() {
         return Err("file: expected file:PATH to a CSV of time_s,rate rows".into());
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("file: cannot read {path}: {e}"))?;
+    let text = read(path).map_err(|e| format!("file: cannot read {path}: {e}"))?;
     parse_rate_file(&text, spec).map_err(|e| format!("file: {path} {e}"))
 }
 
