@@ -381,7 +381,8 @@ fn open_exporters(
     };
     let mut outputs = Outputs::none();
     if let Some(p) = &a.hdr_log {
-        let e = export::hdr_log::HdrLog::create(p).map_err(|e| output_error(p, e))?;
+        let e = export::hdr_log::HdrLog::create(p, plan.frames.is_some())
+            .map_err(|e| output_error(p, e))?;
         outputs.push(Box::new(e));
     }
     if let Some(p) = &a.percentiles {

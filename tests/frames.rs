@@ -342,3 +342,69 @@ fn a_stalling_aggregate_server_loses_whole_ticks_at_every_member() {
     let iv = frame_intervals(&v);
     assert_eq!(iv.iter().map(|i| i.2).sum::<u64>(), lost, "{iv:?}");
 }
+
+/// `--hdr-log` of a frames run: the frame histograms per interval, tagged
+/// `frames.deviation`, `frames.jitter` and `frames.fanout`, read back by the
+/// hdrhistogram crate's own log reader; each tag's interval counts add up to the
+/// run's totals (and the request tags are still there).
+#[test]
+fn the_hdr_log_carries_the_frame_histograms_per_interval() {
+    use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    let _l = load_lock();
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let dir = tempfile::tempdir().unwrap();
+    let hlog = dir.path().join("f.hlog");
+    let v = frames_run(&sink, &["--hdr-log", hlog.to_str().unwrap()]);
+    let fr = &v["frames"];
+    let log = std::fs::read_to_string(&hlog).unwrap();
+    let mut count: std::collections::BTreeMap<String, (u64, usize)> = Default::default();
+    for e in IntervalLogIterator::new(log.as_bytes()) {
+        let LogEntry::Interval(i) = e.expect("every line parses") else {
+            continue;
+        };
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(i.encoded_histogram())
+            .unwrap();
+        let h: hdrhistogram::Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .unwrap();
+        if !h.is_empty() {
+            assert!(
+                (i.max() - h.max() as f64 / 1e6).abs() < 0.001,
+                "{}",
+                i.max()
+            );
+        }
+        let c = count
+            .entry(i.tag().unwrap().as_str().to_string())
+            .or_default();
+        c.0 += h.len();
+        c.1 += 1;
+    }
+    let tags: Vec<&str> = count.keys().map(String::as_str).collect();
+    assert_eq!(
+        tags,
+        [
+            "frames.deviation",
+            "frames.fanout",
+            "frames.jitter",
+            "lag",
+            "latency",
+            "service",
+            "wait"
+        ]
+    );
+    let intervals = v["intervals"].as_array().unwrap().len();
+    for (tag, key) in [
+        ("frames.deviation", "deviation_ns.count"),
+        ("frames.jitter", "jitter_ns.count"),
+        ("frames.fanout", "fanout_ns.count"),
+    ] {
+        assert_eq!(count[tag].1, intervals, "{tag}: one line per interval");
+        assert_eq!(count[tag].0, f(fr, key) as u64, "{tag}: {fr}");
+    }
+    assert_eq!(count["frames.deviation"].0, EXPECTED);
+    assert_eq!(count["lag"].0, PLANNED);
+}

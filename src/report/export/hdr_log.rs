@@ -16,7 +16,9 @@
 //! timestamp is seconds since the start (three decimals). Every interval has one line
 //! per histogram, tagged `latency` (done - intended), `service` (done - sent), `lag`
 //! (dispatched - intended) and `wait` (sent - dispatched), empty ones included, so the
-//! lines of a tag add up to the run's histogram. The max column is the interval's max
+//! lines of a tag add up to the run's histogram. A frames run (`--workload frames`)
+//! adds `frames.deviation`, `frames.jitter` and `frames.fanout` ([`FRAME_TAGS`]) after
+//! them, with the same rule. The max column is the interval's max
 //! divided by [`MAX_VALUE_UNIT_RATIO`] (ns -> ms, the Java writer's default). Payloads
 //! are the compressed V2 encoding: the hdrhistogram crate's own writer omits the version
 //! and legend lines and its example uses the uncompressed form, which other readers
@@ -34,15 +36,21 @@ pub const FORMAT_VERSION: &str = "1.3";
 pub const MAX_VALUE_UNIT_RATIO: f64 = 1_000_000.0;
 /// The tags, in the order each interval's lines are written.
 pub const TAGS: [&str; 4] = ["latency", "service", "lag", "wait"];
+/// A frames run's tags, after [`TAGS`]: arrival deviation, jitter, fan-out completion
+/// (docs/frames.md).
+pub const FRAME_TAGS: [&str; 3] = ["frames.deviation", "frames.jitter", "frames.fanout"];
 
 pub struct HdrLog {
     out: OutputFile,
+    /// `--workload frames`: the frame histograms too.
+    frames: bool,
 }
 
 impl HdrLog {
-    pub fn create(path: &Path) -> io::Result<HdrLog> {
+    pub fn create(path: &Path, frames: bool) -> io::Result<HdrLog> {
         Ok(HdrLog {
             out: OutputFile::create(path)?,
+            frames,
         })
     }
 }
@@ -123,11 +131,21 @@ impl Exporter for HdrLog {
             (&h.connection_wait, &e.connection_wait),
         ];
         let w = self.out.writer();
+        // The histogram's max is the highest value equivalent to the largest recorded
+        // (as Java's getMaxValue); 0 for an empty interval.
+        let max =
+            |hist: &hdrhistogram::Histogram<u64>| if hist.is_empty() { 0 } else { hist.max() };
         for (tag, (hist, payload)) in TAGS.iter().zip(parts) {
-            // The histogram's max is the highest value equivalent to the largest recorded
-            // (as Java's getMaxValue); 0 for an empty interval.
-            let max = if hist.is_empty() { 0 } else { hist.max() };
-            w.write_all(line(tag, start, len, max, payload).as_bytes())?;
+            w.write_all(line(tag, start, len, max(hist), payload).as_bytes())?;
+        }
+        if self.frames {
+            // Encoded here, once per interval (the JSON's intervals carry only the
+            // frames' p99), on the collector thread.
+            let frames = [&h.frame_deviation, &h.frame_jitter, &h.frame_fanout];
+            for (tag, hist) in FRAME_TAGS.iter().zip(frames) {
+                let payload = crate::report::hdr::encode(hist);
+                w.write_all(line(tag, start, len, max(hist), &payload).as_bytes())?;
+            }
         }
         self.out.flush()
     }
