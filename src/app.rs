@@ -406,6 +406,11 @@ fn open_exporters(
             Some(plan.control_core),
             stop.clone(),
         )?;
+        let m = if plan.frames.is_some() {
+            m.for_frames()
+        } else {
+            m
+        };
         crate::errln!("blaster: metrics at http://{}/metrics", m.local_addr());
         outputs.push(Box::new(m));
     }

@@ -442,3 +442,96 @@ fn two_shards_add_up_in_prometheus_and_a_dead_shard_drops_from_up() {
     drop(prom);
     sink.stop();
 }
+
+/// The value of the first sample line of `name` (any labels) in an exposition.
+fn sample(text: &str, name: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// A frames run's `/metrics` (scraped directly, no Prometheus needed): the frame
+/// counters, the retention gauge and the deviation histogram's buckets agree with the
+/// run's JSON once the run has finished (docs/metrics.md).
+#[test]
+fn a_frames_run_exposes_its_counters_retention_and_deviation_histogram() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let (_dir, json) = tmp_json();
+    let child = spawn_piped(Command::new(bin()).args([
+        "run",
+        "--target",
+        &sink.addr,
+        "--workload",
+        "frames",
+        "--connections",
+        "100",
+        "--room-size",
+        "10",
+        "--tick",
+        "20ms",
+        "--duration",
+        "3s",
+        "--quiet",
+        "--metrics-listen",
+        &listen,
+        "--metrics-linger",
+        "20s",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    // Scrape until the final state is served (that scrape ends the linger).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        assert!(Instant::now() < deadline, "the run never finished");
+        if let Some((200, body)) = http_get(port, "/metrics")
+            && body.contains("blaster_frame_deviation_seconds_count")
+            && sample(&body, "blaster_run_finished") == 1.0
+        {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = wait_bounded(child, Duration::from_secs(30));
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&json);
+    let fr = &v["frames"];
+    for (metric, key) in [
+        ("blaster_frames_sent_total", "sent"),
+        ("blaster_frames_received_total", "received"),
+        ("blaster_frames_lost_total", "lost"),
+        ("blaster_frames_late_total", "late"),
+        (
+            "blaster_frame_deviation_seconds_count",
+            "deviation_ns.count",
+        ),
+    ] {
+        assert_eq!(sample(&text, metric), f(fr, key), "{metric} against {key}");
+    }
+    assert!(f(fr, "received") > 100_000.0, "{fr}");
+    let retention = sample(&text, "blaster_frames_retention_ratio");
+    assert!((retention - f(fr, "retention")).abs() < 1e-9, "{retention}");
+    // The JSON's deviation p99 lies in the ladder bucket where histogram_quantile finds
+    // the 99th percentile of the exposed buckets.
+    let count = sample(&text, "blaster_frame_deviation_seconds_count");
+    let buckets: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("blaster_frame_deviation_seconds_bucket{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(buckets.len(), LADDER_NS.len() + 1);
+    assert_eq!(*buckets.last().unwrap(), count);
+    let k = buckets.iter().position(|&c| c >= 0.99 * count).unwrap();
+    let p99 = f(fr, "deviation_ns.p99") as u64;
+    let lower = if k == 0 { 0 } else { LADDER_NS[k - 1] };
+    let upper = LADDER_NS.get(k).copied().unwrap_or(u64::MAX);
+    assert!(
+        lower < p99 && p99 <= upper,
+        "p99 {p99} outside ({lower}, {upper}]"
+    );
+    sink.stop();
+}

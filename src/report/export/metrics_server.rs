@@ -129,6 +129,13 @@ impl LiveMetrics {
         })
     }
 
+    /// A frames run: the frame families are served too (from the first body on).
+    pub fn for_frames(mut self) -> LiveMetrics {
+        self.totals.frames = true;
+        self.shared.lock().body = Arc::new(self.totals.render(&self.labels));
+        self
+    }
+
     /// The address actually bound (port 0 resolved).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr

@@ -15,6 +15,10 @@
 //! so the JSON's p99 lies in the ladder bucket where `histogram_quantile` finds the
 //! 99th percentile. A bound is exact to HdrHistogram's resolution (0.1%).
 //!
+//! A frames run (`--workload frames`) adds its counters (`blaster_frames_*_total`:
+//! sent, received, lost, late), the retention so far and the arrival deviation as a
+//! histogram on the same ladder (docs/metrics.md).
+//!
 //! Written by hand rather than with the `prometheus-client` crate: that crate encodes
 //! OpenMetrics from metrics it observes itself, and exposing histograms that are
 //! already merged would need its collector traits implemented over the same bucket
@@ -81,6 +85,10 @@ pub struct Cumulative {
     pub core_load: f64,
     /// The run has ended: what is served now is its final state.
     pub finished: bool,
+    /// `--workload frames`: the frame families are rendered, with the arrival
+    /// deviation summed here.
+    pub frames: bool,
+    pub frame_deviation: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -99,6 +107,8 @@ impl Default for Cumulative {
             achieved_rps: 0.0,
             core_load: 0.0,
             finished: false,
+            frames: false,
+            frame_deviation: histogram(),
         }
     }
 }
@@ -112,6 +122,9 @@ impl Cumulative {
         let _ = self.latency.add(&h.latency);
         let _ = self.service.add(&h.service);
         let _ = self.dispatch_lag.add(&h.dispatch_lag);
+        if self.frames {
+            let _ = self.frame_deviation.add(&h.frame_deviation);
+        }
         self.counters.add(iv.counters);
         self.intended_rps = iv.row.intended_rps;
         self.achieved_rps = iv.row.achieved_rps;
@@ -219,7 +232,60 @@ impl Cumulative {
             "Dispatch lag: handled by the worker loop minus intended send time (the generator's health).",
             &self.dispatch_lag,
         );
+        if self.frames {
+            self.render_frames(&mut x);
+        }
         x.out
+    }
+
+    /// The frame families (docs/metrics.md, docs/frames.md).
+    fn render_frames(&self, x: &mut Exposition) {
+        let f = &self.counters.frames;
+        for (name, help, v) in [
+            (
+                "blaster_frames_sent_total",
+                "Frames put on the wire.",
+                f.sent,
+            ),
+            (
+                "blaster_frames_received_total",
+                "Planned frames received (first arrivals; with --aggregate, downlink frames).",
+                f.received,
+            ),
+            (
+                "blaster_frames_lost_total",
+                "Planned frames counted lost: a gap once 128 newer frames from its source                  arrived at the receiver, the rest when the run ends.",
+                f.lost,
+            ),
+            (
+                "blaster_frames_late_total",
+                "Frames received with an arrival deviation beyond --frame-budget.",
+                f.late,
+            ),
+        ] {
+            x.family(name, "counter", help);
+            x.sample(name, &[], v);
+        }
+        let counted = f.received + f.lost;
+        x.family(
+            "blaster_frames_retention_ratio",
+            "gauge",
+            "Frames received / (received + lost) over the run so far (1 before any); loss              is counted late (see blaster_frames_lost_total), so it is exact once              blaster_run_finished is 1.",
+        );
+        x.sample(
+            "blaster_frames_retention_ratio",
+            &[],
+            Float(if counted == 0 {
+                1.0
+            } else {
+                f.received as f64 / counted as f64
+            }),
+        );
+        x.histogram(
+            "blaster_frame_deviation_seconds",
+            "Frame arrival deviation: receive instant minus the frame's intended send              instant (with --aggregate, minus the server tick's expected arrival).",
+            &self.frame_deviation,
+        );
     }
 }
 
@@ -550,7 +616,9 @@ mod tests {
         let board: serde_json::Value =
             serde_json::from_str(include_str!("../../../deploy/grafana/blaster.json"))
                 .expect("the dashboard is JSON");
-        let text = state(&[(5_000, 1)]).render(&labels());
+        let mut c = state(&[(5_000, 1)]);
+        c.frames = true;
+        let text = c.render(&labels());
         let mut known = sample_names(&text);
         known.extend(
             text.lines()
@@ -594,6 +662,43 @@ mod tests {
         )));
         // Which shards answer: Prometheus' own heartbeat per shard.
         assert!(exprs.contains(&"max by (shard) (up{job=~\"$job\"})"));
+    }
+
+    #[test]
+    fn a_frames_run_exposes_its_counters_retention_and_deviation_buckets() {
+        let plain = state(&[(5_000, 1)]).render(&labels());
+        assert!(
+            !plain.contains("blaster_frame"),
+            "request runs carry no frame families"
+        );
+        let mut c = state(&[]);
+        c.frames = true;
+        c.counters.frames.sent = 100;
+        c.counters.frames.received = 891;
+        c.counters.frames.lost = 9;
+        c.counters.frames.late = 3;
+        c.frame_deviation.record_n(3_000_000, 890).unwrap();
+        c.frame_deviation.record(150_000_000).unwrap();
+        let text = c.render(&labels());
+        let v = |name: &str| value(&text, &format!("{name}{{run_id=\"r1\",shard=\"0/1\"}}"));
+        assert_eq!(v("blaster_frames_sent_total"), 100.0);
+        assert_eq!(v("blaster_frames_received_total"), 891.0);
+        assert_eq!(v("blaster_frames_lost_total"), 9.0);
+        assert_eq!(v("blaster_frames_late_total"), 3.0);
+        assert_eq!(v("blaster_frames_retention_ratio"), 0.99);
+        let b = |le: &str| {
+            value(
+                &text,
+                &format!(
+                    "blaster_frame_deviation_seconds_bucket{{run_id=\"r1\",shard=\"0/1\",le=\"{le}\"}}"
+                ),
+            )
+        };
+        assert_eq!(b("0.002"), 0.0);
+        assert_eq!(b("0.005"), 890.0);
+        assert_eq!(b("0.2"), 891.0);
+        assert_eq!(b("+Inf"), 891.0);
+        assert_eq!(v("blaster_frame_deviation_seconds_count"), 891.0);
     }
 
     #[test]
