@@ -52,6 +52,46 @@ fn query(port: u16, promql: &str) -> Option<f64> {
     result.first()?["value"][1].as_str()?.parse().ok()
 }
 
+/// Polls two instant queries until they answer `want` or `within` passes; the last
+/// answers. (A scrape is in the TSDB just after the response blaster waited for, and
+/// `up` changes at the next scrape, so the tests poll briefly.)
+fn poll_pair(
+    port: u16,
+    queries: [&str; 2],
+    want: (Option<f64>, Option<f64>),
+    within: Duration,
+) -> (Option<f64>, Option<f64>) {
+    let deadline = Instant::now() + within;
+    loop {
+        let seen = (query(port, queries[0]), query(port, queries[1]));
+        if seen == want || Instant::now() >= deadline {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The merged p99 Prometheus computes from the cumulative buckets of the series `sel`
+/// selects (`histogram_quantile` interpolates inside one ladder bucket) lies in the
+/// ladder bucket that holds `p99_ns`, the p99 of the JSON (`of`).
+fn assert_merged_p99_in_bucket(port: u16, sel: &str, p99_ns: u64, of: &str) {
+    let q = format!(
+        "histogram_quantile(0.99, sum by (le) (last_over_time(blaster_latency_seconds_bucket{{{sel}}}[5m])))"
+    );
+    let prom_p99_s = query(port, &q).expect("a merged p99");
+    let k = LADDER_NS.partition_point(|&b| b < p99_ns);
+    let upper = LADDER_NS.get(k).copied().unwrap_or(u64::MAX) as f64 / 1e9;
+    let lower = if k == 0 {
+        0.0
+    } else {
+        LADDER_NS[k - 1] as f64 / 1e9
+    };
+    assert!(
+        lower <= prom_p99_s && prom_p99_s <= upper,
+        "Prometheus' merged p99 {prom_p99_s} s outside the bucket [{lower}, {upper}] of {of} p99 {p99_ns} ns"
+    );
+}
+
 struct Prometheus {
     child: Child,
     port: u16,
@@ -176,39 +216,21 @@ fn prometheus_scrapes_the_request_counter_and_a_merged_p99() {
     let counter =
         format!("max_over_time(blaster_requests_total{{{sel},outcome=\"completed\"}}[5m])");
     let finished = format!("max_over_time(blaster_run_finished{{{sel}}}[5m])");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut seen = (None, None);
-    while Instant::now() < deadline {
-        seen = (query(prom.port, &counter), query(prom.port, &finished));
-        if seen == (Some(completed), Some(1.0)) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let want = (Some(completed), Some(1.0));
+    let seen = poll_pair(
+        prom.port,
+        [&counter, &finished],
+        want,
+        Duration::from_secs(10),
+    );
     assert_eq!(
         seen,
         (Some(completed), Some(1.0)),
         "Prometheus' completed counter and run_finished against the JSON's {completed}"
     );
 
-    // The merged p99 over the whole run (cumulative buckets at the final scrape):
-    // histogram_quantile interpolates inside one ladder bucket, the one that holds the
-    // JSON's p99.
-    let q = format!(
-        "histogram_quantile(0.99, sum by (le) (last_over_time(blaster_latency_seconds_bucket{{{sel}}}[5m])))"
-    );
-    let prom_p99_s = query(prom.port, &q).expect("a merged p99");
-    let k = LADDER_NS.partition_point(|&b| b < p99_ns);
-    let upper = LADDER_NS.get(k).copied().unwrap_or(u64::MAX) as f64 / 1e9;
-    let lower = if k == 0 {
-        0.0
-    } else {
-        LADDER_NS[k - 1] as f64 / 1e9
-    };
-    assert!(
-        lower <= prom_p99_s && prom_p99_s <= upper,
-        "Prometheus p99 {prom_p99_s} s outside the bucket [{lower}, {upper}] of the JSON p99 {p99_ns} ns"
-    );
+    // The merged p99 over the whole run (cumulative buckets at the final scrape).
+    assert_merged_p99_in_bucket(prom.port, &sel, p99_ns, "the JSON's");
     // Every request the JSON counts is in the histogram Prometheus holds.
     let count = format!("max_over_time(blaster_latency_seconds_count{{{sel}}}[5m])");
     assert_eq!(query(prom.port, &count), Some(f(&v, "latency_ns.count")));
@@ -291,9 +313,9 @@ fn shard(
     ]))
 }
 
-/// `up` of the target labelled `shard` (None: not scraped yet).
-fn up(prom: u16, shard: &str) -> Option<f64> {
-    query(prom, &format!("up{{job=\"blaster\",shard=\"{shard}\"}}"))
+/// The query for `up` of the target labelled `shard`.
+fn up(shard: &str) -> String {
+    format!("up{{job=\"blaster\",shard=\"{shard}\"}}")
 }
 
 /// Issue 13 item 4: two shards of one run scraped by one Prometheus, each target
@@ -369,35 +391,19 @@ fn two_shards_add_up_in_prometheus_and_a_dead_shard_drops_from_up() {
     // honor_labels: a constant label would count one).
     let shards =
         format!("count(count by (shard) (max_over_time(blaster_run_finished{{{sel}}}[5m]) == 1))");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut seen = (None, None);
-    while Instant::now() < deadline {
-        seen = (query(prom.port, &counter), query(prom.port, &shards));
-        if seen == (Some(completed), Some(2.0)) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let want = (Some(completed), Some(2.0));
+    let seen = poll_pair(
+        prom.port,
+        [&counter, &shards],
+        want,
+        Duration::from_secs(10),
+    );
     assert_eq!(
         seen,
         (Some(completed), Some(2.0)),
         "the completed counter summed over both shards, and both finished, against the JSONs' {completed}"
     );
-    let q = format!(
-        "histogram_quantile(0.99, sum by (le) (last_over_time(blaster_latency_seconds_bucket{{{sel}}}[5m])))"
-    );
-    let prom_p99_s = query(prom.port, &q).expect("a merged p99");
-    let k = LADDER_NS.partition_point(|&b| b < p99_ns);
-    let upper = LADDER_NS.get(k).copied().unwrap_or(u64::MAX) as f64 / 1e9;
-    let lower = if k == 0 {
-        0.0
-    } else {
-        LADDER_NS[k - 1] as f64 / 1e9
-    };
-    assert!(
-        lower <= prom_p99_s && prom_p99_s <= upper,
-        "Prometheus' merged p99 {prom_p99_s} s outside the bucket [{lower}, {upper}] of blaster merge's p99 {p99_ns} ns"
-    );
+    assert_merged_p99_in_bucket(prom.port, &sel, p99_ns, "blaster merge's");
 
     // Run 2: both up while running; shard 1 dies (SIGKILL, a lost machine) and its
     // `up` drops to 0 within a few scrapes while shard 0's stays 1.
@@ -416,27 +422,15 @@ fn two_shards_add_up_in_prometheus_and_a_dead_shard_drops_from_up() {
             )
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (up(prom.port, "0/2"), up(prom.port, "1/2")) != (Some(1.0), Some(1.0)) {
-        assert!(Instant::now() < deadline, "both shards never showed up");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let ups = [up("0/2"), up("1/2")];
+    let both = (Some(1.0), Some(1.0));
+    let seen = poll_pair(prom.port, [&ups[0], &ups[1]], both, Duration::from_secs(10));
+    assert_eq!(seen, both, "up of shards 0/2 and 1/2 while both run");
     children[1].kill().unwrap();
     children[1].wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut now = (None, None);
-    while Instant::now() < deadline {
-        now = (up(prom.port, "0/2"), up(prom.port, "1/2"));
-        if now == (Some(1.0), Some(0.0)) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert_eq!(
-        now,
-        (Some(1.0), Some(0.0)),
-        "up of shards 0/2 and 1/2 after shard 1 died"
-    );
+    let one = (Some(1.0), Some(0.0));
+    let seen = poll_pair(prom.port, [&ups[0], &ups[1]], one, Duration::from_secs(5));
+    assert_eq!(seen, one, "up of shards 0/2 and 1/2 after shard 1 died");
     let _ = children[0].kill();
     let _ = children[0].wait();
     drop(prom);
