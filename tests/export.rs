@@ -179,6 +179,52 @@ fn exporters_agree_with_the_report() {
     assert!(!names.iter().any(|n| n.ends_with(".partial")), "{names:?}");
 }
 
+/// A `--mix` run's interval log ends with one `mix.NAME` line per entry spanning the
+/// run, read by the hdrhistogram crate's reader: each holds exactly the entry's
+/// latency histogram from the JSON, and the entries add up to the run's latency.
+#[test]
+fn a_mix_runs_interval_log_has_one_line_per_entry() {
+    let _g = load_lock();
+    let sink = Sink::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.txt");
+    std::fs::write(
+        &mix,
+        "small 70 fixed:9 x{rand:8}\nbig,one 30 fixed:65 y{rand:64}\n",
+    )
+    .unwrap();
+    let v = run_with_outputs(&sink, dir.path(), &["--mix", mix.to_str().unwrap()]);
+    let log = std::fs::read_to_string(dir.path().join("r.hlog")).unwrap();
+    let mut mix_lines = BTreeMap::new();
+    let mut latency = 0;
+    for e in IntervalLogIterator::new(log.as_bytes()) {
+        let LogEntry::Interval(i) = e.expect("every line parses") else {
+            continue;
+        };
+        let tag = i.tag().expect("tagged").as_str().to_string();
+        let h = decode(i.encoded_histogram());
+        if tag == "latency" {
+            latency += h.len();
+        } else if tag.starts_with("mix.") {
+            assert_eq!(i.start_timestamp(), Duration::ZERO, "{tag} starts the run");
+            assert!(mix_lines.insert(tag, h).is_none(), "one line per entry");
+        }
+    }
+    let entries = v["mix"].as_array().unwrap();
+    let names: Vec<&str> = mix_lines.keys().map(String::as_str).collect();
+    assert_eq!(names, ["mix.big_one", "mix.small"]);
+    let mut sum = 0;
+    for e in entries {
+        let tag = format!("mix.{}", e["name"].as_str().unwrap().replace(',', "_"));
+        let json = decode(e["latency_histogram"].as_str().unwrap());
+        assert_eq!(mix_lines[&tag], json, "{tag}");
+        assert_eq!(json.len(), e["latency_ns"]["count"].as_u64().unwrap());
+        sum += json.len();
+    }
+    assert_eq!(sum, latency);
+    assert!(sum > 2_000, "{sum}");
+}
+
 #[test]
 fn unwritable_output_fails_before_connecting() {
     // Nothing listens on the target: a run that got as far as connecting would say so.

@@ -18,7 +18,9 @@
 //! (dispatched - intended) and `wait` (sent - dispatched), empty ones included, so the
 //! lines of a tag add up to the run's histogram. A frames run (`--workload frames`)
 //! adds `frames.deviation`, `frames.jitter` and `frames.fanout` ([`FRAME_TAGS`]) after
-//! them, with the same rule. The max column is the interval's max
+//! them, with the same rule. A `--mix` run ends with one line per entry, tagged
+//! `mix.NAME` ([`mix_tag`]), spanning the whole run (start 0, length the duration): the
+//! entries' latency histograms are kept per run, not per interval. The max column is the interval's max
 //! divided by [`MAX_VALUE_UNIT_RATIO`] (ns -> ms, the Java writer's default). Payloads
 //! are the compressed V2 encoding: the hdrhistogram crate's own writer omits the version
 //! and legend lines and its example uses the uncompressed form, which other readers
@@ -106,6 +108,22 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// The tag of a `--mix` entry's line: `mix.NAME`, with any character a log line's
+/// syntax uses (comma, blank) replaced by `_`.
+pub fn mix_tag(name: &str) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c == ',' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("mix.{safe}")
+}
+
 /// One interval line: `Tag=T,start,length,max,payload`.
 pub fn line(tag: &str, start_s: f64, length_s: f64, max_ns: u64, payload: &str) -> String {
     format!(
@@ -150,7 +168,19 @@ impl Exporter for HdrLog {
         self.out.flush()
     }
 
-    fn finish(self: Box<Self>, _report: &Report) -> io::Result<()> {
+    fn finish(mut self: Box<Self>, report: &Report) -> io::Result<()> {
+        // `--mix` entries: the workers keep each entry's latency histogram over the
+        // whole run (not per interval), so each entry gets one line spanning the run.
+        let len = report.duration_s;
+        for e in report.mix.iter().flatten() {
+            let h = &e.latency_histogram;
+            let max = if h.is_empty() { 0 } else { h.max() };
+            let payload = crate::report::hdr::encode(h);
+            let tag = mix_tag(&e.name);
+            self.out
+                .writer()
+                .write_all(line(&tag, 0.0, len, max, &payload).as_bytes())?;
+        }
         self.out.commit()
     }
 
@@ -163,6 +193,12 @@ impl Exporter for HdrLog {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn mix_tags_keep_the_line_syntax() {
+        assert_eq!(mix_tag("get"), "mix.get");
+        assert_eq!(mix_tag("a,b c"), "mix.a_b_c");
+    }
 
     #[test]
     fn dates_as_java_prints_them() {
