@@ -136,7 +136,9 @@ pub fn execute(
         time_wait: time_wait_warning(plan, rate_rps),
     };
     // A connection per request opens nothing before the schedule starts.
-    if fatal.is_some() || (established == 0 && !plan.per_request) || readies.len() < n {
+    // A frames ramp (--connect-rate) opens its connections during the run.
+    let ramp = plan.frames.is_some_and(|f| f.grid.join_gap_ns > 0);
+    if fatal.is_some() || (established == 0 && !plan.per_request && !ramp) || readies.len() < n {
         for c in &controls {
             let _ = c.send(Control::Abort);
         }

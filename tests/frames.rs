@@ -408,3 +408,75 @@ fn the_hdr_log_carries_the_frame_histograms_per_interval() {
     assert_eq!(count["frames.deviation"].0, EXPECTED);
     assert_eq!(count["lag"].0, PLANNED);
 }
+
+/// Item 4, a PCU ramp: 100 connections joining at 50/s (one every 20 ms, the tick),
+/// rooms of 10, 4 s. Connection j opens at j * 20 ms and sends from frame j + 1 (the
+/// first tick at least a tick after it opens) to frame 199; receiver r expects frame
+/// k of member s once r has sent its first frame before it (docs/frames.md).
+#[test]
+fn a_connect_rate_ramp_joins_connections_over_time_and_keeps_retention_exact() {
+    let _l = load_lock();
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let v = run_report(
+        &[
+            "--target",
+            &sink.addr,
+            "--workload",
+            "frames",
+            "--connections",
+            "100",
+            "--room-size",
+            "10",
+            "--tick",
+            "20ms",
+            "--connect-rate",
+            "50",
+            "--duration",
+            "4s",
+            "--quiet",
+        ],
+        Duration::from_secs(60),
+    );
+    let fr = &v["frames"];
+    // Planned: sum over j of 199 - j.
+    let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
+    assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
+    assert_eq!(f(fr, "sent") as u64, planned, "{fr}");
+    assert_eq!(f(fr, "not_sent"), 0.0, "{fr}");
+    // Expected, pair by pair within a room (index = member here, the room's first
+    // index being a multiple of 10 only shifts both): s's frames from its start, and
+    // for s < r (its phase earlier in the tick) from the tick after r's first frame.
+    let mut expected = 0;
+    for room in 0..10u64 {
+        for r in room * 10..room * 10 + 10 {
+            for s in room * 10..room * 10 + 10 {
+                if s != r {
+                    let first = if s < r { r + 2 } else { s + 1 };
+                    expected += 200 - first;
+                }
+            }
+        }
+    }
+    assert_eq!(f(fr, "expected") as u64, expected, "{fr}");
+    assert_eq!(f(fr, "received") as u64, expected, "{fr}");
+    assert_eq!(f(fr, "lost"), 0.0, "{fr}");
+    assert_eq!(f(fr, "retention"), 1.0, "{fr}");
+    assert_eq!(f(fr, "retention_min"), 1.0, "{fr}");
+    assert_eq!(
+        f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"),
+        0.0,
+        "{fr}"
+    );
+    assert_eq!(f(fr, "fanout_incomplete"), 0.0, "{fr}");
+    // Connections active at each interval's end: 50 or 51 joined by 1 s (the 51st
+    // opens at 1.000 s), all 100 by 1.98 s.
+    let active: Vec<u64> = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| f(&i["frames"], "connections_active") as u64)
+        .collect();
+    assert!(active.len() >= 4, "{active:?}");
+    assert!((50..=51).contains(&active[0]), "{active:?}");
+    assert!(active[1..].iter().all(|&a| a == 100), "{active:?}");
+}

@@ -266,6 +266,10 @@ pub struct FrameCounters {
     pub disconnects: u64,
     /// Frames due while their connection was down: never sent.
     pub not_sent: u64,
+    /// A gauge, not a count: the connections up when the worker's interval snapshot
+    /// was taken (summed over workers it is the interval's `connections_active`;
+    /// meaningless summed over intervals).
+    pub connections_active: u64,
 }
 
 impl FrameCounters {
@@ -281,6 +285,7 @@ impl FrameCounters {
         self.fanout_complete += o.fanout_complete;
         self.disconnects += o.disconnects;
         self.not_sent += o.not_sent;
+        self.connections_active += o.connections_active;
     }
 }
 

@@ -194,12 +194,11 @@ impl RunPlan {
                 || a.no_response
                 || a.http.is_some()
                 || a.mix.is_some()
-                || a.framing.is_some()
-                || a.connect_rate.is_some();
+                || a.framing.is_some();
             if conflicting {
                 return Err(err(
                     "workload",
-                    "frames sends one frame per connection per --tick: drop --rate, --hold, --connect-per-request, --concurrency, --no-response, --http, --mix, --framing and --connect-rate",
+                    "frames sends one frame per connection per --tick: drop --rate, --hold, --connect-per-request, --concurrency, --no-response, --http, --mix and --framing",
                 ));
             }
             if target.is_none() {

@@ -75,11 +75,26 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         None => tick_ns,
     };
     let down_size = aggregate_plan(a, room_size)?;
+    // --connect-rate: a PCU ramp; connection j opens at j / rate (the whole run's
+    // index, so shards keep one timetable).
+    let join_gap_ns = match a.connect_rate {
+        None => 0,
+        Some(r) => {
+            if a.aggregate {
+                return Err(err("connect-rate", "is not supported with --aggregate"));
+            }
+            if !(r.is_finite() && r > 0.0) {
+                return Err(err("connect-rate", format!("must be above 0, got {r}")));
+            }
+            (1e9 / r).round().max(1.0) as u64
+        }
+    };
     Ok(Some(FramePlan {
         grid: FrameGrid {
             tick_ns,
             connections: a.connections as u64,
             room_size: room_size as u64,
+            join_gap_ns,
         },
         frame_size,
         budget_ns,

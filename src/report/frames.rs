@@ -109,6 +109,9 @@ pub struct FrameInterval {
     pub deviation_p99_ns: u64,
     pub late: u64,
     pub lost: u64,
+    /// Connections up at the interval's end (rises over a `--connect-rate` ramp).
+    #[serde(default)]
+    pub connections_active: u64,
 }
 
 impl FrameInterval {
@@ -120,6 +123,7 @@ impl FrameInterval {
             deviation_p99_ns: 0,
             late: c.late,
             lost: c.lost,
+            connections_active: c.connections_active,
         }
     }
 }

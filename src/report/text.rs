@@ -114,6 +114,16 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     if let Some(f) = &r.frames {
         // Frames are never answered: no latency table; the frame figures instead.
         super::frames::render(f, w);
+        // A --connect-rate ramp: the connections up at each interval's end.
+        let active: Vec<u64> = r
+            .intervals
+            .iter()
+            .filter_map(|i| i.frames.as_ref().map(|f| f.connections_active))
+            .collect();
+        if active.windows(2).any(|p| p[0] != p[1]) {
+            let series: Vec<String> = active.iter().map(u64::to_string).collect();
+            let _ = writeln!(w, "  connections active per interval: {}", series.join(" "));
+        }
     } else {
         let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "latency", "service time");
         let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "(intended)", "(closed-loop)");

@@ -171,13 +171,14 @@ impl FrameBook {
         assert_eq!(first % grid.room_size, 0, "a worker owns whole rooms");
         let r_size = grid.room_size as usize;
         let mut windows = vec![SeqWindow::default(); count * r_size].into_boxed_slice();
-        // Frame 0 of a lower member is not expected (sent before the receiver joined):
-        // its window starts at 1, so that gap is never counted lost.
+        // Frames sent before the receiver joined (frame 0 of a lower member; under a
+        // ramp, everything before it) are not expected: its window starts at the first
+        // expected one, so that gap is never counted lost.
         for (i, w) in windows.iter_mut().enumerate() {
             let (r, m) = (i / r_size, i % r_size);
-            if (m as u64) < (first + r as u64) % grid.room_size {
-                w.base = 1;
-            }
+            let gr = first + r as u64;
+            let gs = gr / grid.room_size * grid.room_size + m as u64;
+            *w = SeqWindow::starting_at(grid.first_expected(gs, gr));
         }
         FrameBook {
             grid,
@@ -234,7 +235,7 @@ impl FrameBook {
         let gs = room * g.room_size + member;
         if member >= members
             || (gs == gr && !self.echo)
-            || e.seq >= g.planned(gs, self.duration_ns)
+            || !g.is_planned(gs, e.seq, self.duration_ns)
             || e.intended_ns != g.intended_ns(gs, e.seq)
         {
             return false;
@@ -244,7 +245,7 @@ impl FrameBook {
         }
         let w = r as usize * g.room_size as usize + member as usize;
         if let (Seen::New { .. }, _) = self.windows[w].arrive(e.seq, at, g.tick_ns) {
-            let receivers = self.receivers(member, e.seq, members);
+            let receivers = g.receivers(gs, e.seq, self.echo);
             let s = (gs - self.first) as usize;
             let slot = &mut self.fan[s * FAN_SLOTS + (e.seq as usize % FAN_SLOTS)];
             if slot.seq != e.seq || slot.got == 0 {
@@ -266,22 +267,13 @@ impl FrameBook {
         true
     }
 
-    /// Receivers of frame `seq` of member `member` of a room of `members`: for the
-    /// first frame only the members that joined before it (lower indices).
-    #[inline]
-    fn receivers(&self, member: u64, seq: u64, members: u64) -> u64 {
-        if seq == 0 {
-            member + u64::from(self.echo)
-        } else {
-            members - 1 + u64::from(self.echo)
-        }
-    }
-
-    /// Frames of source member `ms` (global `gs`) receiver member `mr` expects.
-    fn expected_from(&self, gs: u64, ms: u64, mr: u64) -> u64 {
-        let planned = self.grid.planned(gs, self.duration_ns);
-        // Frame 0 of a member that sent before the receiver joined is not expected.
-        planned - u64::from(ms < mr && planned > 0)
+    /// Frames of source `gs` receiver `gr` expects: the planned ones from the first
+    /// sent after it joined.
+    fn expected_from(&self, gs: u64, gr: u64) -> u64 {
+        let g = &self.grid;
+        let planned = g.planned(gs, self.duration_ns);
+        let skipped = g.first_expected(gs, gr) - g.start_k(gs);
+        planned.saturating_sub(skipped)
     }
 
     /// Accounts frame `h` arriving at local receiver `r` at `at`, recording into `hist`
@@ -304,8 +296,8 @@ impl FrameBook {
         if u64::from(h.room) != room
             || member >= members
             || (gs == gr && !self.echo)
-            || h.seq >= g.planned(gs, self.duration_ns)
-            || (h.seq == 0 && member < gr % g.room_size)
+            || !g.is_planned(gs, h.seq, self.duration_ns)
+            || h.seq < g.first_expected(gs, gr)
         {
             n.foreign += 1;
             return;
@@ -331,7 +323,7 @@ impl FrameBook {
                     hist.frame_jitter.saturating_record(j);
                 }
                 let s = (gs - self.first) as usize;
-                let receivers = self.receivers(member, h.seq, members);
+                let receivers = g.receivers(gs, h.seq, self.echo);
                 let slot = &mut self.fan[s * FAN_SLOTS + (h.seq as usize % FAN_SLOTS)];
                 if slot.seq != h.seq || slot.got == 0 {
                     *slot = FanSlot {
@@ -359,13 +351,12 @@ impl FrameBook {
         for r in 0..self.count as u64 {
             let gr = self.first + r;
             let room = gr / g.room_size;
-            let mr = gr % g.room_size;
             let members = g.members(room);
             let mut expected = 0;
             for m in 0..members {
                 let gs = room * g.room_size + m;
                 if gs != gr || self.echo {
-                    expected += self.expected_from(gs, m, mr);
+                    expected += self.expected_from(gs, gr);
                 }
             }
             let got = self.unique[r as usize];
@@ -373,13 +364,15 @@ impl FrameBook {
             t.received += got;
             t.per_receiver.push((expected, got));
             // As a source: its frames that have at least one receiver.
-            let planned = g.planned(gr, self.duration_ns);
-            if planned > 0 {
-                // Aggregated: frame 0 has no fan-out (see `carried`).
-                t.fanout_expected +=
-                    u64::from(self.receivers(mr, 0, members) > 0 && !self.aggregate)
-                        + (planned - 1) * u64::from(self.receivers(mr, 1, members) > 0);
+            // (receivers never decrease with k: count up to the first frame with any.)
+            let start = g.start_k(gr);
+            let end = start + g.planned(gr, self.duration_ns);
+            // Aggregated: frame 0 has no fan-out (see `carried`).
+            let mut k = start + u64::from(self.aggregate && start == 0);
+            while k < end && g.receivers(gr, k, self.echo) == 0 {
+                k += 1;
             }
+            t.fanout_expected += end - k;
         }
         t.fanout_complete = self.fan_complete;
         t.lost_at_end = (t.expected - t.received).saturating_sub(self.lost_so_far);
@@ -466,6 +459,7 @@ mod tests {
             tick_ns: TICK,
             connections: 3,
             room_size: 3,
+            join_gap_ns: 0,
         };
         let d = 10 * TICK;
         let mut b = FrameBook::new(grid, 0, 3, false, TICK, d);
@@ -535,6 +529,7 @@ mod tests {
             tick_ns: TICK,
             connections: 2,
             room_size: 2,
+            join_gap_ns: 0,
         };
         let mut b = FrameBook::new(grid, 0, 2, false, TICK, 201 * TICK);
         let mut h = Histograms::new();
@@ -554,6 +549,7 @@ mod tests {
             tick_ns: TICK,
             connections: 2,
             room_size: 2,
+            join_gap_ns: 0,
         };
         let mut b = FrameBook::new(grid, 0, 2, true, 5_000_000, 2 * TICK);
         let mut h = Histograms::new();
@@ -578,6 +574,7 @@ mod tests {
             tick_ns: TICK,
             connections: 3,
             room_size: 3,
+            join_gap_ns: 0,
         };
         let mut b = FrameBook::new(grid, 0, 3, false, TICK, 10 * TICK).aggregated();
         let mut h = Histograms::new();

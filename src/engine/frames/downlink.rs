@@ -252,6 +252,7 @@ mod tests {
             tick_ns: TICK,
             connections: 4,
             room_size: 2,
+            join_gap_ns: 0,
         }
     }
 

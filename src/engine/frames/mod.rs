@@ -117,6 +117,9 @@ struct FrameWorker<'p> {
     first_errno: Option<i32>,
     first_bad: Option<String>,
     rng: fastrand::Rng,
+    /// `--connect-rate`: the next local connection to open (they join in order).
+    next_join: usize,
+    ramp: bool,
 }
 
 impl Engine for FrameWorker<'_> {
@@ -179,6 +182,7 @@ impl<'p> FrameWorker<'p> {
         let mut features = ring.features.clone();
         features.push(if udp { "frames_udp" } else { "frames_tcp" });
         let first = plan.conn_offset as u64;
+        let ramp = fp.grid.join_gap_ns > 0;
         Ok(FrameWorker {
             plan,
             fp,
@@ -187,6 +191,8 @@ impl<'p> FrameWorker<'p> {
             conns: vec![
                 Conn {
                     fd: -1,
+                    // Under a ramp a connection opens at its join, not by the reopen scan.
+                    reopen_at: if ramp { Nanos::MAX } else { 0 },
                     ..Conn::default()
                 };
                 n
@@ -224,6 +230,8 @@ impl<'p> FrameWorker<'p> {
             first_errno: None,
             first_bad: None,
             rng: fastrand::Rng::with_seed(plan.seed ^ plan.index as u64),
+            next_join: if ramp { 0 } else { n },
+            ramp,
         })
     }
 
@@ -372,7 +380,8 @@ impl<'p> FrameWorker<'p> {
     fn connect_all(&mut self, stop: &AtomicBool) -> Ready {
         let n = self.conns.len();
         let started = self.clock.now_ns();
-        let mut next = 0;
+        // A ramp opens every connection at its join, during the run.
+        let mut next = if self.ramp { n } else { 0 };
         loop {
             while next < n && self.connecting < CONNECTS_IN_FLIGHT {
                 self.open(next as u32);
@@ -395,7 +404,7 @@ impl<'p> FrameWorker<'p> {
         Ready {
             worker: self.plan.index,
             established,
-            failed: n - established,
+            failed: if self.ramp { 0 } else { n - established },
             first_errno: self.first_errno,
             establish_ns: self.clock.now_ns() - started,
             fatal: self.fatal.as_ref().map(|e| e.to_string()),
@@ -604,6 +613,29 @@ impl<'p> FrameWorker<'p> {
         self.arm_recv(c);
     }
 
+    /// `--connect-rate`: opens the connections whose join has come; returns when the
+    /// next one joins (`None`: all have).
+    fn open_joins(&mut self, now: Nanos) -> Option<Nanos> {
+        let first = self.plan.conn_offset as u64;
+        while self.next_join < self.conns.len() {
+            let at = self.fp.grid.join_ns(first + self.next_join as u64);
+            if at > now {
+                return Some(at);
+            }
+            let c = self.next_join as u32;
+            self.next_join += 1;
+            self.conns[c as usize].reopen_at = 0;
+            self.open(c);
+        }
+        None
+    }
+
+    /// The connections up now (the per-interval `connections_active`).
+    fn set_active(&mut self) {
+        self.out.counters.frames.connections_active =
+            self.conns.iter().filter(|c| c.up).count() as u64;
+    }
+
     /// Reopens connections whose backoff is over.
     fn scan(&mut self, now: Nanos) {
         for c in 0..self.conns.len() as u32 {
@@ -648,7 +680,11 @@ impl<'p> FrameWorker<'p> {
                 }
             }
             let mut work = 0;
+            let mut next_join = None;
             if !self.stopping {
+                if self.ramp {
+                    next_join = self.open_joins(now);
+                }
                 work += self.dispatch_due(now);
             }
             work += self.reap() as u64;
@@ -662,12 +698,16 @@ impl<'p> FrameWorker<'p> {
                 && pace.interval_end() < self.plan.duration_ns
                 && let Some(i) = pace.interval_ended(now)
             {
+                self.set_active();
                 self.out.send(i, None, &mut pace);
             }
             if self.stopping && pace.drain_over(now) {
                 break;
             }
-            let next_due = self.cursor.next_due();
+            let next_due = match (self.cursor.next_due(), next_join) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let wake = pace.wake(self.stopping, closed > 0, next_due, self.plan.spin_ns);
             let pending_cqes = !self.ring.uring.completion().is_empty();
             let now2 = self.clock.now_ns();
@@ -750,6 +790,7 @@ impl<'p> FrameWorker<'p> {
             }),
         };
         let interval = pace.interval();
+        self.set_active();
         self.out.send(interval, Some(totals), &mut pace);
     }
 

@@ -17,6 +17,9 @@ pub struct FrameGrid {
     pub connections: u64,
     /// Members per room (R); the last room holds the remainder when R does not divide N.
     pub room_size: u64,
+    /// `--connect-rate`: connection j joins (opens) at `j * join_gap_ns`; 0: every
+    /// connection is open before the start and sends from frame 0.
+    pub join_gap_ns: u64,
 }
 
 impl FrameGrid {
@@ -32,14 +35,95 @@ impl FrameGrid {
         (u128::from(j) * u128::from(self.tick_ns) / u128::from(self.connections)) as u64
     }
 
-    /// Frames connection `j` is planned to send before `duration_ns`: the k with
-    /// `intended_ns(j, k) < duration_ns`.
-    pub fn planned(&self, j: u64, duration_ns: Nanos) -> u64 {
+    /// When connection `j` opens (ns since the start; 0 without a ramp).
+    #[inline]
+    pub fn join_ns(&self, j: u64) -> Nanos {
+        j.saturating_mul(self.join_gap_ns)
+    }
+
+    /// Connection `j`'s first planned frame: 0 without a ramp; under `--connect-rate`
+    /// the frame of the first tick that starts at least one whole tick after it opens
+    /// (the tick is its time to connect). Earlier frames are not planned for it.
+    #[inline]
+    pub fn start_k(&self, j: u64) -> u64 {
+        if self.join_gap_ns == 0 {
+            0
+        } else {
+            self.join_ns(j).div_ceil(self.tick_ns) + 1
+        }
+    }
+
+    /// The instant connection `j` joins its room: its first planned send (a broadcast
+    /// server learns a member from its first frame).
+    #[inline]
+    pub fn joined_ns(&self, j: u64) -> Nanos {
+        self.intended_ns(j, self.start_k(j))
+    }
+
+    /// The k with `intended_ns(j, k) < duration_ns`, from 0.
+    fn end_k(&self, j: u64, duration_ns: Nanos) -> u64 {
         let phase = self.phase_ns(j);
         if phase >= duration_ns {
             return 0;
         }
         (duration_ns - phase).div_ceil(self.tick_ns)
+    }
+
+    /// Frames connection `j` is planned to send before `duration_ns`: the k from
+    /// `start_k(j)` with `intended_ns(j, k) < duration_ns`.
+    pub fn planned(&self, j: u64, duration_ns: Nanos) -> u64 {
+        self.end_k(j, duration_ns).saturating_sub(self.start_k(j))
+    }
+
+    /// Whether frame `k` of `j` is on the timetable (from its start, before the end).
+    #[inline]
+    pub fn is_planned(&self, j: u64, k: u64, duration_ns: Nanos) -> bool {
+        k >= self.start_k(j) && self.intended_ns(j, k) < duration_ns
+    }
+
+    /// The first frame of source `s` receiver `r` expects: its own from its start
+    /// (echo), another member's from the first sent after `r` joined.
+    #[inline]
+    pub fn first_expected(&self, s: u64, r: u64) -> u64 {
+        let start = self.start_k(s);
+        if s == r {
+            return start;
+        }
+        let joined = self.joined_ns(r);
+        let phase = self.phase_ns(s);
+        // The least k with k * tick + phase > joined.
+        let after = if joined < phase {
+            0
+        } else {
+            (joined - phase) / self.tick_ns + 1
+        };
+        start.max(after)
+    }
+
+    /// Members of `room` that joined before instant `t` (joins increase with the index).
+    #[inline]
+    pub fn joined_before(&self, room: u64, t: Nanos) -> u64 {
+        let base = room * self.room_size;
+        let (mut lo, mut hi) = (0, self.members(room));
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.joined_ns(base + mid) < t {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Receivers of frame `k` of connection `s`: the other members that joined before
+    /// it was sent, and `s` itself with echo.
+    #[inline]
+    pub fn receivers(&self, s: u64, k: u64, echo: bool) -> u64 {
+        let t = self.intended_ns(s, k);
+        let before = self.joined_before(s / self.room_size, t);
+        let self_counted = u64::from(self.joined_ns(s) < t);
+        before - self_counted + u64::from(echo)
     }
 
     /// (room, member) of connection `j`: what its frames' headers carry.
@@ -90,9 +174,16 @@ impl FrameCursor {
         cur
     }
 
-    fn due_of_cursor(&self) -> Nanos {
+    fn due_of_cursor(&mut self) -> Nanos {
         if self.count == 0 {
             return Nanos::MAX;
+        }
+        // Under a ramp, frames before a connection's start are not on the timetable.
+        while self.k < self.grid.start_k(self.first + self.c) {
+            if self.grid.intended_ns(self.first + self.c, self.k) >= self.duration_ns {
+                return Nanos::MAX;
+            }
+            self.step();
         }
         let due = self.grid.intended_ns(self.first + self.c, self.k);
         if due >= self.duration_ns {
@@ -110,13 +201,18 @@ impl FrameCursor {
             return None;
         }
         let out = (self.c as u32, self.k, self.next_due);
+        self.step();
+        self.next_due = self.due_of_cursor();
+        Some(out)
+    }
+
+    #[inline]
+    fn step(&mut self) {
         self.c += 1;
         if self.c == self.count {
             self.c = 0;
             self.k += 1;
         }
-        self.next_due = self.due_of_cursor();
-        Some(out)
     }
 
     /// When the next frame is due (`None`: every planned frame has been dispatched).
@@ -138,6 +234,7 @@ mod tests {
         tick_ns: 20_000_000,
         connections: 200,
         room_size: 10,
+        join_gap_ns: 0,
     };
 
     #[test]
@@ -187,5 +284,33 @@ mod tests {
         assert_eq!(cur.pop_due(999_999), None);
         assert_eq!(cur.pop_due(1_000_000), Some((0, 0, 1_000_000)));
         assert_eq!(cur.next_due(), Some(1_100_000));
+    }
+
+    #[test]
+    fn a_ramp_starts_each_connection_a_tick_after_it_joins() {
+        // 50 connections/s, 20 ms tick: connection j opens at j * 20 ms and sends
+        // from frame j + 1 (connection 0 from frame 1).
+        let g = FrameGrid {
+            join_gap_ns: 20_000_000,
+            ..GRID
+        };
+        assert_eq!((g.start_k(0), g.start_k(3)), (1, 4));
+        let d = 1_000_000_000;
+        assert_eq!(g.planned(0, d), 49);
+        assert_eq!(g.planned(3, d), 46);
+        // Receiver 5 joined at frame 6 of its phase: member 1's frame 6 went before.
+        assert_eq!(g.first_expected(1, 5), 7);
+        assert_eq!(g.first_expected(8, 5), 9);
+        // Frame 9 of member 8 (its first): members 0..=7 joined before it.
+        assert_eq!(g.receivers(8, 9, false), 8);
+        let mut cur = FrameCursor::new(g, 0, 10, d);
+        let mut per = [0u64; 10];
+        while let Some((c, k, _)) = cur.pop_due(u64::MAX - 1) {
+            assert!(k >= g.start_k(u64::from(c)));
+            per[c as usize] += 1;
+        }
+        for (c, n) in per.iter().enumerate() {
+            assert_eq!(*n, g.planned(c as u64, d), "connection {c}");
+        }
     }
 }
