@@ -163,6 +163,10 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         .transpose()?;
     let facts = HostFacts::gather(a);
     let plan = RunPlan::build(a, &facts)?;
+    if let Some(s) = &slo {
+        s.check_workload(plan.frames.is_some())
+            .map_err(|m| AppError::Usage(format!("--slo: {m}")))?;
+    }
     // Claimed before anything connects: an unwritable path fails now, not after the run.
     let mut exporters = open_exporters(a, &plan, stop)?;
     let json_out = json::claim(plan.json.as_deref())?;

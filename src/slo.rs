@@ -8,6 +8,11 @@
 //! term     = latency "<" duration      latency percentile below a bound
 //!          | "errors" "<" percent       errored / dispatched requests below a share
 //!          | "achieved" ">" percent     achieved / intended rate above a share
+//!          | "deviation_" latency "<" duration
+//!                                       frame arrival deviation percentile below a
+//!                                       bound (`--workload frames`)
+//!          | "retention" ">" percent    frames received / expected above a share
+//!                                       (`--workload frames`)
 //! latency  = "max" | "p" digits ["." digits]
 //! duration = every flag's duration grammar (humantime), e.g. 20ms, 1.5ms, 500us, 2s
 //! percent  = number "%"
@@ -21,6 +26,10 @@
 //! Judging is strict and pessimistic: a latency term of a run with no latency samples
 //! is broken (a run that measured nothing cannot prove it met a bound), and so is
 //! `achieved>X%` when the run had no intended rate.
+//!
+//! A frames run answers no requests: its terms are `deviation_*` and `retention` (and
+//! `errors`), and a request-latency or `achieved` term is refused for it, as a frame
+//! term is for request/response ([`Slo::check_workload`]).
 
 use crate::report::Report;
 use crate::units::fmt_ns;
@@ -39,6 +48,23 @@ pub enum Metric {
     Errors,
     /// Achieved rate as a share of the intended rate.
     Achieved,
+    /// Frame arrival deviation at a percentile in (0, 100), or 100 for the largest
+    /// (`deviation_p99`, `deviation_max`).
+    Deviation(f64),
+    /// Frames received / frames expected (`--workload frames`).
+    Retention,
+}
+
+impl Metric {
+    /// Whether the term bounds a figure of `--workload frames`.
+    pub fn is_frames(self) -> bool {
+        matches!(self, Metric::Deviation(_) | Metric::Retention)
+    }
+
+    /// Whether the term bounds a figure only request/response has.
+    pub fn is_requests(self) -> bool {
+        matches!(self, Metric::Percentile(_) | Metric::Max | Metric::Achieved)
+    }
 }
 
 /// One term: a metric and its bound (ns for latency, a ratio in (0, 1] otherwise).
@@ -96,6 +122,10 @@ pub struct Observed<'a> {
     pub errors: u64,
     pub intended_rps: f64,
     pub achieved_rps: f64,
+    /// `--workload frames`: the merged arrival deviation.
+    pub deviation: Option<&'a Histogram<u64>>,
+    /// `--workload frames`: received / expected (`None` when nothing was expected).
+    pub retention: Option<f64>,
 }
 
 impl<'a> Observed<'a> {
@@ -107,6 +137,12 @@ impl<'a> Observed<'a> {
             errors: r.requests.errors,
             intended_rps: r.rate.intended_rps,
             achieved_rps: r.rate.achieved_rps,
+            deviation: r.frames.as_ref().map(|_| &r.histograms.frame_deviation),
+            retention: r
+                .frames
+                .as_ref()
+                .filter(|f| f.expected > 0)
+                .map(|f| f.retention),
         }
     }
 }
@@ -136,6 +172,24 @@ impl Slo {
         })
     }
 
+    /// Refuses terms the workload has no figure for: a request-latency or `achieved`
+    /// term for `--workload frames`, a `deviation_*` or `retention` term without it.
+    /// The error is one line without the flag name.
+    pub fn check_workload(&self, frames: bool) -> Result<(), String> {
+        for t in &self.terms {
+            if frames && t.metric.is_requests() {
+                return Err(format!(
+                    "{:?}: --workload frames answers no requests; bound deviation_p99, retention or errors",
+                    t.text
+                ));
+            }
+            if !frames && t.metric.is_frames() {
+                return Err(format!("{:?}: needs --workload frames", t.text));
+            }
+        }
+        Ok(())
+    }
+
     /// Judges the run's figures against every term.
     pub fn judge(&self, o: &Observed) -> Verdict {
         let terms: Vec<TermVerdict> = self.terms.iter().map(|t| judge_term(t, o)).collect();
@@ -162,20 +216,31 @@ fn parse_term(text: &str) -> Result<Term, String> {
     let metric = match name {
         "errors" => Metric::Errors,
         "achieved" => Metric::Achieved,
-        _ => parse_latency_metric(name).map_err(|m| format!("{text:?}: {m}"))?,
+        "retention" => Metric::Retention,
+        _ => match name.strip_prefix("deviation_") {
+            Some(p) => match parse_latency_metric(p).map_err(|m| format!("{text:?}: {m}"))? {
+                Metric::Percentile(p) => Metric::Deviation(p),
+                _ => Metric::Deviation(100.0),
+            },
+            None => parse_latency_metric(name).map_err(|m| format!("{text:?}: {m}"))?,
+        },
     };
-    let want = if metric == Metric::Achieved { ">" } else { "<" };
+    let lower = matches!(metric, Metric::Achieved | Metric::Retention);
+    let want = if lower { ">" } else { "<" };
     if op != want {
         return Err(match metric {
             Metric::Achieved => format!(
                 "{text:?}: achieved is a lower bound on achieved/intended rate: achieved>97%"
+            ),
+            Metric::Retention => format!(
+                "{text:?}: retention is a lower bound on received/expected frames: retention>99.9%"
             ),
             Metric::Errors => format!("{text:?}: errors is an upper bound: errors<0.1%"),
             _ => format!("{text:?}: a latency limit is an upper bound: {name}<20ms"),
         });
     }
     let limit = match metric {
-        Metric::Errors | Metric::Achieved => {
+        Metric::Errors | Metric::Achieved | Metric::Retention => {
             let r = parse_percent(value).map_err(|m| format!("{text:?}: {m}"))?;
             if metric == Metric::Errors && r <= 0.0 {
                 return Err(format!(
@@ -198,7 +263,7 @@ fn parse_latency_metric(name: &str) -> Result<Metric, String> {
     let bad = || {
         format!(
             "unknown metric {name:?}: expected a percentile such as p50, p99, p99.9 (p999) or \
-             max, errors or achieved"
+             max, errors, achieved, deviation_p99 (deviation_max) or retention"
         )
     };
     if name == "max" {
@@ -294,6 +359,27 @@ fn judge_term(t: &Term, o: &Observed) -> TermVerdict {
             let met = r.is_some_and(|r| r > t.limit);
             ("ratio", Amount::Ratio(t.limit), r.map(Amount::Ratio), met)
         }
+        Metric::Deviation(p) => {
+            let limit = t.limit as u64;
+            let measured = o.deviation.filter(|h| !h.is_empty()).map(|h| {
+                if p >= 100.0 {
+                    h.max()
+                } else {
+                    h.value_at_quantile(quantile(p))
+                }
+            });
+            let met = measured.is_some_and(|m| m < limit);
+            ("ns", Amount::Ns(limit), measured.map(Amount::Ns), met)
+        }
+        Metric::Retention => {
+            let met = o.retention.is_some_and(|r| r > t.limit);
+            (
+                "ratio",
+                Amount::Ratio(t.limit),
+                o.retention.map(Amount::Ratio),
+                met,
+            )
+        }
     };
     TermVerdict {
         term: t.text.clone(),
@@ -387,6 +473,8 @@ mod tests {
             errors: 5,
             intended_rps: 1000.0,
             achieved_rps: 990.0,
+            deviation: None,
+            retention: None,
         }
     }
 
@@ -551,5 +639,51 @@ mod tests {
         assert_eq!(j["terms"][0]["limit"], 20_000_000);
         assert_eq!(j["terms"][1]["unit"], "ratio");
         assert_eq!(j["terms"][1]["measured"], 0.0005);
+    }
+
+    #[test]
+    fn frame_terms_parse_judge_and_belong_to_frames_only() {
+        let s = Slo::parse("deviation_p99<33ms,retention>99.9%").unwrap();
+        assert_eq!(s.terms[0].metric, Metric::Deviation(99.0));
+        assert_eq!(s.terms[0].limit, 33e6);
+        assert_eq!(s.terms[1].metric, Metric::Retention);
+        assert_eq!(metric("deviation_max<1s"), Metric::Deviation(100.0));
+        assert_eq!(metric("deviation_p999<1s"), Metric::Deviation(99.9));
+        assert!(
+            Slo::parse("retention<99%")
+                .unwrap_err()
+                .contains("lower bound")
+        );
+        assert!(Slo::parse("deviation_x<1ms").is_err());
+        assert!(s.check_workload(true).is_ok());
+        let e = s.check_workload(false).unwrap_err();
+        assert!(
+            e.contains("needs --workload frames") && !e.contains('\n'),
+            "{e}"
+        );
+        let p = Slo::parse("p99<20ms,retention>99%").unwrap();
+        assert!(
+            p.check_workload(true)
+                .unwrap_err()
+                .contains("answers no requests")
+        );
+        // Judged on the frame figures: deviation 20 ms for every frame, 99.5% kept.
+        let d = hist(&[20_000_000; 10]);
+        let none = hist(&[]);
+        let mut o = observed(&none);
+        o.deviation = Some(&d);
+        o.retention = Some(0.995);
+        let v = Slo::parse("deviation_p99<33ms,retention>99%")
+            .unwrap()
+            .judge(&o);
+        assert!(v.met, "{v:?}");
+        let v = s.judge(&o);
+        assert_eq!((v.terms[0].met, v.terms[1].met), (true, false), "{v:?}");
+        // Nothing measured: broken, no figure.
+        let v = s.judge(&observed(&none));
+        assert!(
+            v.terms.iter().all(|t| !t.met && t.measured.is_none()),
+            "{v:?}"
+        );
     }
 }

@@ -480,3 +480,46 @@ fn a_connect_rate_ramp_joins_connections_over_time_and_keeps_retention_exact() {
     assert!((50..=51).contains(&active[0]), "{active:?}");
     assert!(active[1..].iter().all(|&a| a == 100), "{active:?}");
 }
+
+/// SLO terms the workload has no figure for are usage errors, one line, exit 2,
+/// before anything connects: a request-latency term for frames, a frame term for
+/// request/response.
+#[test]
+fn slo_terms_of_the_other_workload_are_usage_errors() {
+    let frames = [
+        "--target",
+        "127.0.0.1:9",
+        "--workload",
+        "frames",
+        "--connections",
+        "10",
+        "--duration",
+        "1s",
+        "--quiet",
+        "--slo",
+        "p99<20ms",
+    ];
+    let requests = [
+        "--target",
+        "127.0.0.1:9",
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "--quiet",
+        "--slo",
+        "retention>99.9%",
+    ];
+    for (args, says) in [
+        (&frames[..], "answers no requests"),
+        (&requests[..], "needs --workload frames"),
+    ] {
+        let out = run(args, Duration::from_secs(20));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(says) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+}

@@ -55,9 +55,15 @@ fuzz_target!(|data: &[u8]| {
             Metric::Percentile(p) => assert!(p > 0.0 && p < 100.0, "percentile {p}"),
             Metric::Max => {}
             Metric::Errors => assert!(t.limit > 0.0 && t.limit <= 1.0, "{}", t.limit),
-            Metric::Achieved => assert!((0.0..=1.0).contains(&t.limit), "{}", t.limit),
+            Metric::Achieved | Metric::Retention => {
+                assert!((0.0..=1.0).contains(&t.limit), "{}", t.limit)
+            }
+            Metric::Deviation(p) => assert!(p > 0.0 && p <= 100.0, "percentile {p}"),
         }
-        if matches!(t.metric, Metric::Percentile(_) | Metric::Max) {
+        if matches!(
+            t.metric,
+            Metric::Percentile(_) | Metric::Max | Metric::Deviation(_)
+        ) {
             assert!(
                 t.limit >= 1.0 && t.limit <= HISTOGRAM_NS_MAX as f64,
                 "{}",
@@ -80,6 +86,8 @@ fuzz_target!(|data: &[u8]| {
         errors: 0,
         intended_rps: 0.0,
         achieved_rps: 0.0,
+        deviation: Some(empty),
+        retention: None,
     };
     let v = slo.judge(&nothing);
     assert_eq!(v.terms.len(), slo.terms.len());
@@ -102,12 +110,17 @@ fuzz_target!(|data: &[u8]| {
         errors: 10,
         intended_rps: 1000.0,
         achieved_rps: 990.0,
+        deviation: Some(one),
+        retention: Some(0.99),
     };
     let read = one.max();
     let v = slo.judge(&some);
     for (t, tv) in slo.terms.iter().zip(&v.terms) {
         let expect = match t.metric {
-            Metric::Percentile(_) | Metric::Max => (read as f64) < t.limit,
+            Metric::Percentile(_) | Metric::Max | Metric::Deviation(_) => {
+                (read as f64) < t.limit
+            }
+            Metric::Retention => 0.99 > t.limit,
             Metric::Errors => 0.01 < t.limit,
             Metric::Achieved => 0.99 > t.limit,
         };

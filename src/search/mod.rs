@@ -137,6 +137,9 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         .as_deref()
         .ok_or_else(|| err("slo", "is required, e.g. --slo 'p99<20ms,errors<0.1%'"))?;
     let slo = Slo::parse(spec).map_err(|m| err("slo", m))?;
+    // The search steps request rates: frame terms have nothing to judge (a frames
+    // search over connections is not built yet).
+    slo.check_workload(false).map_err(|m| err("slo", m))?;
     if a.load.target.is_empty() {
         return Err(err(
             "target",

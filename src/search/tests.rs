@@ -126,6 +126,8 @@ fn step(rate: f64, achieved: f64, p99_ms: f64, outcome: StepOutcome) -> Step {
         errors: 0,
         intended_rps: rate,
         achieved_rps: achieved,
+        deviation: None,
+        retention: None,
     });
     verdict.met = outcome == StepOutcome::Pass;
     Step {
