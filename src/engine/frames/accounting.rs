@@ -212,6 +212,40 @@ impl FrameBook {
         u64::from(h.room) == room && u64::from(h.member) == member
     }
 
+    /// Frame `seq` of global sender `gs` (sent for `intended_ns`) reached one more of
+    /// its `receivers` at `at`: when that was the last one, its fan-out completion
+    /// (intended -> last receiver) is recorded.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn fan_arrival(
+        &mut self,
+        gs: u64,
+        seq: u64,
+        intended_ns: Nanos,
+        at: Nanos,
+        receivers: u64,
+        hist: &mut Histograms,
+        n: &mut FrameCounters,
+    ) {
+        let s = (gs - self.first) as usize;
+        let slot = &mut self.fan[s * FAN_SLOTS + (seq as usize % FAN_SLOTS)];
+        if slot.seq != seq || slot.got == 0 {
+            *slot = FanSlot {
+                seq,
+                got: 0,
+                last_at: 0,
+            };
+        }
+        slot.got += 1;
+        slot.last_at = slot.last_at.max(at);
+        if u64::from(slot.got) == receivers {
+            hist.frame_fanout
+                .saturating_record(slot.last_at.saturating_sub(intended_ns));
+            self.fan_complete += 1;
+            n.fanout_complete += 1;
+        }
+    }
+
     /// `--aggregate`: entry `e` of a downlink frame arrived at local receiver `r` at
     /// `at`. False when `e` is not a frame of the room's timetable (another member's
     /// frame as planned, the receiver's own only with echo, its intended instant
@@ -246,23 +280,7 @@ impl FrameBook {
         let w = r as usize * g.room_size as usize + member as usize;
         if let (Seen::New { .. }, _) = self.windows[w].arrive(e.seq, at, g.tick_ns) {
             let receivers = g.receivers(gs, e.seq, self.echo);
-            let s = (gs - self.first) as usize;
-            let slot = &mut self.fan[s * FAN_SLOTS + (e.seq as usize % FAN_SLOTS)];
-            if slot.seq != e.seq || slot.got == 0 {
-                *slot = FanSlot {
-                    seq: e.seq,
-                    got: 0,
-                    last_at: 0,
-                };
-            }
-            slot.got += 1;
-            slot.last_at = slot.last_at.max(at);
-            if u64::from(slot.got) == receivers {
-                hist.frame_fanout
-                    .saturating_record(slot.last_at.saturating_sub(e.intended_ns));
-                self.fan_complete += 1;
-                n.fanout_complete += 1;
-            }
+            self.fan_arrival(gs, e.seq, e.intended_ns, at, receivers, hist, n);
         }
         true
     }
@@ -322,24 +340,8 @@ impl FrameBook {
                 if let Some(j) = jitter_ns {
                     hist.frame_jitter.saturating_record(j);
                 }
-                let s = (gs - self.first) as usize;
                 let receivers = g.receivers(gs, h.seq, self.echo);
-                let slot = &mut self.fan[s * FAN_SLOTS + (h.seq as usize % FAN_SLOTS)];
-                if slot.seq != h.seq || slot.got == 0 {
-                    *slot = FanSlot {
-                        seq: h.seq,
-                        got: 0,
-                        last_at: 0,
-                    };
-                }
-                slot.got += 1;
-                slot.last_at = slot.last_at.max(at);
-                if u64::from(slot.got) == receivers {
-                    hist.frame_fanout
-                        .saturating_record(slot.last_at.saturating_sub(h.intended_ns));
-                    self.fan_complete += 1;
-                    n.fanout_complete += 1;
-                }
+                self.fan_arrival(gs, h.seq, h.intended_ns, at, receivers, hist, n);
             }
         }
     }
