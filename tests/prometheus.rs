@@ -52,23 +52,23 @@ fn query(port: u16, promql: &str) -> Option<f64> {
     result.first()?["value"][1].as_str()?.parse().ok()
 }
 
-/// Polls two instant queries until they answer `want` or `within` passes; the last
-/// answers. (A scrape is in the TSDB just after the response blaster waited for, and
-/// `up` changes at the next scrape, so the tests poll briefly.)
-fn poll_pair(
+/// Polls two instant queries until they answer `want`, at most `within`, and asserts
+/// they did (`what` names them). A scrape is in the TSDB just after the response
+/// blaster waited for, and `up` changes at the next scrape, so the tests poll briefly.
+fn assert_eventually(
     port: u16,
     queries: [&str; 2],
     want: (Option<f64>, Option<f64>),
     within: Duration,
-) -> (Option<f64>, Option<f64>) {
+    what: &str,
+) {
     let deadline = Instant::now() + within;
-    loop {
-        let seen = (query(port, queries[0]), query(port, queries[1]));
-        if seen == want || Instant::now() >= deadline {
-            return seen;
-        }
+    let mut seen = (query(port, queries[0]), query(port, queries[1]));
+    while seen != want && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
+        seen = (query(port, queries[0]), query(port, queries[1]));
     }
+    assert_eq!(seen, want, "{what}");
 }
 
 /// The merged p99 Prometheus computes from the cumulative buckets of the series `sel`
@@ -217,16 +217,12 @@ fn prometheus_scrapes_the_request_counter_and_a_merged_p99() {
         format!("max_over_time(blaster_requests_total{{{sel},outcome=\"completed\"}}[5m])");
     let finished = format!("max_over_time(blaster_run_finished{{{sel}}}[5m])");
     let want = (Some(completed), Some(1.0));
-    let seen = poll_pair(
+    assert_eventually(
         prom.port,
         [&counter, &finished],
         want,
         Duration::from_secs(10),
-    );
-    assert_eq!(
-        seen,
-        (Some(completed), Some(1.0)),
-        "Prometheus' completed counter and run_finished against the JSON's {completed}"
+        &format!("Prometheus' completed counter and run_finished against the JSON's {completed}"),
     );
 
     // The merged p99 over the whole run (cumulative buckets at the final scrape).
@@ -392,16 +388,14 @@ fn two_shards_add_up_in_prometheus_and_a_dead_shard_drops_from_up() {
     let shards =
         format!("count(count by (shard) (max_over_time(blaster_run_finished{{{sel}}}[5m]) == 1))");
     let want = (Some(completed), Some(2.0));
-    let seen = poll_pair(
+    assert_eventually(
         prom.port,
         [&counter, &shards],
         want,
         Duration::from_secs(10),
-    );
-    assert_eq!(
-        seen,
-        (Some(completed), Some(2.0)),
-        "the completed counter summed over both shards, and both finished, against the JSONs' {completed}"
+        &format!(
+            "the completed counter summed over both shards, and both finished, against the JSONs' {completed}"
+        ),
     );
     assert_merged_p99_in_bucket(prom.port, &sel, p99_ns, "blaster merge's");
 
@@ -424,13 +418,25 @@ fn two_shards_add_up_in_prometheus_and_a_dead_shard_drops_from_up() {
         .collect();
     let ups = [up("0/2"), up("1/2")];
     let both = (Some(1.0), Some(1.0));
-    let seen = poll_pair(prom.port, [&ups[0], &ups[1]], both, Duration::from_secs(10));
-    assert_eq!(seen, both, "up of shards 0/2 and 1/2 while both run");
+    let what = "up of shards 0/2 and 1/2 while both run";
+    assert_eventually(
+        prom.port,
+        [&ups[0], &ups[1]],
+        both,
+        Duration::from_secs(10),
+        what,
+    );
     children[1].kill().unwrap();
     children[1].wait().unwrap();
     let one = (Some(1.0), Some(0.0));
-    let seen = poll_pair(prom.port, [&ups[0], &ups[1]], one, Duration::from_secs(5));
-    assert_eq!(seen, one, "up of shards 0/2 and 1/2 after shard 1 died");
+    let what = "up of shards 0/2 and 1/2 after shard 1 died";
+    assert_eventually(
+        prom.port,
+        [&ups[0], &ups[1]],
+        one,
+        Duration::from_secs(5),
+        what,
+    );
     let _ = children[0].kill();
     let _ = children[0].wait();
     drop(prom);
