@@ -594,7 +594,8 @@ pub struct PlanArgs {
     #[arg(long)]
     pub nic_gbps: Option<f64>,
 
-    /// Busy CPU per message (encode or decode), ns. Required unless --from.
+    /// Busy CPU per message (encode or decode), ns. Required unless --from or
+    /// --from-frames.
     #[arg(long)]
     pub cost_ns_per_msg: Option<f64>,
 
@@ -602,6 +603,12 @@ pub struct PlanArgs {
     /// with no --target): its busy CPU per request at the ceiling.
     #[arg(long)]
     pub from: Option<PathBuf>,
+
+    /// Take the per-message cost from a frames run's JSON (`blaster run --workload
+    /// frames ... --json FILE`): the client's busy CPU per frame sent or received
+    /// (`frames.cpu_ns_per_frame`), charged for every message up and down.
+    #[arg(long)]
+    pub from_frames: Option<PathBuf>,
 
     /// Syscalls one core makes per second (a send or a receive each). Required.
     #[arg(long)]

@@ -16,7 +16,9 @@
 //! keep headroom so the generator never becomes the bottleneck it is there to find.
 //!
 //! Everything here is a pure function of [`PlanInput`] except [`input_from_args`],
-//! which reads `--from`.
+//! which reads `--from` or `--from-frames`. The per-message cost is given
+//! (`--cost-ns-per-msg`) or measured: a baseline's busy CPU per request (`--from`), or
+//! a frames run's client CPU per frame sent or received (`--from-frames`).
 
 pub mod fleet;
 
@@ -53,8 +55,11 @@ pub struct PlanInput {
     pub nic_gbps: f64,
     /// Busy CPU per message (encode or decode), ns.
     pub cost_ns_per_msg: f64,
-    /// Where the cost came from: `--cost-ns-per-msg` or the `--from` file.
+    /// Where the cost came from: `--cost-ns-per-msg`, or the `--from` or
+    /// `--from-frames` file.
     pub cost_source: String,
+    /// `--from-frames`: the frames run the cost was measured in (`null` otherwise).
+    pub cost_from_frames: Option<FramesCost>,
     pub syscalls_per_core: f64,
     pub cpu_watermark: f64,
     pub nic_watermark: f64,
@@ -263,6 +268,9 @@ pub fn plan_report(i: &PlanInput) -> PlanReport {
             fmt_count(DEFAULT_PORT_RANGE)
         ));
     }
+    if let Some(f) = &i.cost_from_frames {
+        notes.extend(frames_notes(i, f));
+    }
     PlanReport {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "plan",
@@ -272,6 +280,31 @@ pub fn plan_report(i: &PlanInput) -> PlanReport {
         with_100gbps_nic,
         notes,
     }
+}
+
+/// What the plan should say about a cost measured in a frames run: its per-frame
+/// figure averages sending and receiving, so it is exact at the run's mix of the two.
+fn frames_notes(i: &PlanInput, f: &FramesCost) -> Vec<String> {
+    let mut notes = Vec::new();
+    let run = f.down_per_up();
+    let load = i.down_msg_rate / i.up_msg_rate;
+    if run > 2.0 * load || load > 2.0 * run {
+        notes.push(format!(
+            "the frames run received {} frames per frame sent, this load {}: its CPU per \
+             frame averages sending and receiving, so it holds at the run's mix; measure a \
+             run whose room size (and --echo-to-sender) gives this load's mix",
+            fmt_amount(run),
+            fmt_amount(load)
+        ));
+    }
+    if !f.valid {
+        notes.push(format!(
+            "the frames run in {} was invalid (the generator was saturated): its CPU per \
+             frame may not hold at a sustainable load",
+            f.file
+        ));
+    }
+    notes
 }
 
 /// The text report.
@@ -508,25 +541,46 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
     if a.conns_per_machine == 0 {
         return Err(err("conns-per-machine", "must be at least 1, got 0"));
     }
-    let (cost, cost_source) = match (&a.cost_ns_per_msg, &a.from) {
-        (Some(_), Some(_)) => {
+    let read = |flag: &'static str, path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| err(flag, format!("cannot read {}: {e}", path.display())))
+    };
+    let mut cost_from_frames = None;
+    let (cost, cost_source) = match (&a.cost_ns_per_msg, &a.from, &a.from_frames) {
+        (Some(_), Some(_), _) => {
             return Err(err("from", "give --cost-ns-per-msg or --from, not both"));
         }
-        (Some(c), None) => (*c, "--cost-ns-per-msg".to_string()),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| err("from", format!("cannot read {}: {e}", path.display())))?;
-            let c = cost_from_report(&text)
+        (Some(_), None, Some(_)) => {
+            return Err(err(
+                "from-frames",
+                "give --cost-ns-per-msg or --from-frames, not both",
+            ));
+        }
+        (None, Some(_), Some(_)) => {
+            return Err(err("from-frames", "give --from or --from-frames, not both"));
+        }
+        (Some(c), None, None) => (*c, "--cost-ns-per-msg".to_string()),
+        (None, Some(path), None) => {
+            let c = cost_from_report(&read("from", path)?)
                 .map_err(|m| err("from", format!("{}: {m}", path.display())))?;
             (
                 c,
                 format!("busy CPU per request measured in {}", path.display()),
             )
         }
-        (None, None) => {
+        (None, None, Some(path)) => {
+            let f = frames_cost_from_report(&read("from-frames", path)?, path)
+                .map_err(|m| err("from-frames", format!("{}: {m}", path.display())))?;
+            let source = f.source();
+            let c = f.cpu_ns_per_frame;
+            cost_from_frames = Some(f);
+            (c, source)
+        }
+        (None, None, None) => {
             return Err(err(
                 "cost-ns-per-msg",
-                "is required (busy CPU ns per message), or --from a blaster baseline JSON",
+                "is required (busy CPU ns per message), or --from a blaster baseline JSON, \
+                 or --from-frames a frames run JSON",
             ));
         }
     };
@@ -550,6 +604,7 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
         nic_gbps,
         cost_ns_per_msg,
         cost_source,
+        cost_from_frames,
         syscalls_per_core,
         cpu_watermark,
         nic_watermark,
@@ -566,6 +621,13 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
 /// safe side.
 pub fn cost_from_report(text: &str) -> Result<f64, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    if is_frames_run(&v) {
+        return Err(
+            "a frames run report (its cost is per frame, not per request): give it with \
+             --from-frames"
+                .into(),
+        );
+    }
     if let Some(c) = v.get("busy_cpu_ns_per_request_at_ceiling") {
         let c = c.as_f64().unwrap_or(0.0);
         if c > 0.0 && c.is_finite() {
@@ -591,6 +653,107 @@ pub fn cost_from_report(text: &str) -> Result<f64, String> {
     )
 }
 
+/// The client CPU per frame of a frames run (`--from-frames`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FramesCost {
+    pub file: String,
+    /// `frames.cpu_ns_per_frame`: busy CPU / (frames sent + frames received), ns.
+    pub cpu_ns_per_frame: f64,
+    /// `frames.busy_cpu_ns`, `frames.sent`, `frames.received`.
+    pub busy_cpu_ns: u64,
+    pub sent: u64,
+    pub received: u64,
+    /// `frames.cpu_basis`: `busy` (exact) or `busy_at_most` (an upper bound).
+    pub cpu_basis: String,
+    /// The run's top-level `valid`.
+    pub valid: bool,
+}
+
+impl FramesCost {
+    /// Frames received per frame sent in the measured run.
+    pub fn down_per_up(&self) -> f64 {
+        self.received as f64 / self.sent.max(1) as f64
+    }
+
+    /// The `cost_source` line: where the figure came from and what it is.
+    fn source(&self) -> String {
+        format!(
+            "client CPU per frame sent or received, measured in {}: {:.3} s busy CPU / \
+             ({} sent + {} received){}",
+            self.file,
+            self.busy_cpu_ns as f64 / 1e9,
+            fmt_count(self.sent),
+            fmt_count(self.received),
+            if self.cpu_basis == "busy" {
+                ""
+            } else {
+                ", at most (the run's workers were preempted while spinning)"
+            }
+        )
+    }
+}
+
+/// Whether a report is a frames run's (`mode` "frames", or a `frames` object).
+fn is_frames_run(v: &serde_json::Value) -> bool {
+    v.get("mode").and_then(|m| m.as_str()) == Some("frames")
+        || v.get("frames").is_some_and(|f| f.is_object())
+}
+
+/// The client CPU per frame from a frames run's JSON report (`blaster run --workload
+/// frames ... --json FILE`): `frames.cpu_ns_per_frame`, with the figures behind it. A
+/// run that sent or received no frames measured nothing and is refused.
+pub fn frames_cost_from_report(text: &str, path: &std::path::Path) -> Result<FramesCost, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let f = match v.get("frames") {
+        Some(f) if f.is_object() => f,
+        _ => {
+            return Err(
+                "not a frames run report (no `frames` figures): write one with \
+                 `blaster run --workload frames ... --json FILE`"
+                    .into(),
+            );
+        }
+    };
+    let count = |k: &str| f.get(k).and_then(|x| x.as_u64());
+    let (Some(sent), Some(received)) = (count("sent"), count("received")) else {
+        return Err("the frames figures lack `sent` or `received`".into());
+    };
+    if sent == 0 || received == 0 {
+        return Err(format!(
+            "the frames run sent {sent} and received {received} frames: no CPU per frame \
+             was measured; run it again against a target that relays frames"
+        ));
+    }
+    let (Some(cpu_ns_per_frame), Some(busy_cpu_ns)) = (
+        f.get("cpu_ns_per_frame").and_then(|x| x.as_f64()),
+        count("busy_cpu_ns"),
+    ) else {
+        return Err(
+            "the frames figures lack `cpu_ns_per_frame` (written by an older blaster): \
+             run it again"
+                .into(),
+        );
+    };
+    if !(cpu_ns_per_frame > 0.0 && cpu_ns_per_frame.is_finite()) {
+        return Err(format!(
+            "the frames run measured no CPU per frame (cpu_ns_per_frame {cpu_ns_per_frame})"
+        ));
+    }
+    Ok(FramesCost {
+        file: path.display().to_string(),
+        cpu_ns_per_frame,
+        busy_cpu_ns,
+        sent,
+        received,
+        cpu_basis: f
+            .get("cpu_basis")
+            .and_then(|b| b.as_str())
+            .unwrap_or("busy")
+            .to_string(),
+        valid: v.get("valid").and_then(|b| b.as_bool()).unwrap_or(true),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,6 +772,7 @@ mod tests {
             nic_gbps: 25.0,
             cost_ns_per_msg: 300.0,
             cost_source: "--cost-ns-per-msg".into(),
+            cost_from_frames: None,
             syscalls_per_core: 200_000.0,
             cpu_watermark: 0.65,
             nic_watermark: 0.7,
@@ -750,6 +914,53 @@ mod tests {
             cost_from_report("nope")
                 .unwrap_err()
                 .starts_with("not JSON")
+        );
+    }
+
+    #[test]
+    fn cost_from_a_frames_run_report() {
+        let path = std::path::Path::new("f.json");
+        let run = r#"{"mode":"frames","valid":true,"frames":{"sent":1000,"received":9000,
+            "busy_cpu_ns":5000000,"cpu_basis":"busy","cpu_ns_per_frame":500.0}}"#;
+        let f = frames_cost_from_report(run, path).unwrap();
+        assert_eq!(f.cpu_ns_per_frame, 500.0);
+        assert_eq!(f.down_per_up(), 9.0);
+        assert!(f.source().contains("measured in f.json"), "{}", f.source());
+        // Charged for every message up and down: 1,000 users x 60 msg/s x 500 ns.
+        let i = PlanInput {
+            users: 1_000,
+            cost_ns_per_msg: f.cpu_ns_per_frame,
+            cost_from_frames: Some(f.clone()),
+            ..example()
+        };
+        assert!(near(cpu_demand(&i).message_cores, 0.03));
+        // The run received 9 per frame sent, the load 1: said so.
+        let notes = plan_report(&i).notes;
+        assert!(
+            notes.iter().any(|n| n.contains("9 frames per frame sent")),
+            "{notes:?}"
+        );
+        // A frames run is refused by --from, another report by --from-frames.
+        assert!(cost_from_report(run).unwrap_err().contains("--from-frames"));
+        let baseline = r#"{"mode":"baseline","busy_cpu_ns_per_request_at_ceiling":812.5}"#;
+        assert!(
+            frames_cost_from_report(baseline, path)
+                .unwrap_err()
+                .starts_with("not a frames run report")
+        );
+        let none = r#"{"mode":"frames","frames":{"sent":1000,"received":0,
+            "busy_cpu_ns":5000000,"cpu_ns_per_frame":5000.0}}"#;
+        assert!(
+            frames_cost_from_report(none, path)
+                .unwrap_err()
+                .contains("received 0 frames")
+        );
+        let old = r#"{"mode":"frames","frames":{"sent":10,"received":90,
+            "cpu_ns_per_frame_received":0.0}}"#;
+        assert!(
+            frames_cost_from_report(old, path)
+                .unwrap_err()
+                .contains("older blaster")
         );
     }
 

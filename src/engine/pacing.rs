@@ -200,12 +200,46 @@ impl Pacer {
         thread_cpu_ns().saturating_sub(self.cpu_start)
     }
 
+    /// Wall time asleep in the ring so far, ns.
+    pub fn sleep_ns(&self) -> u64 {
+        self.sleep_ns
+    }
+
     /// (CPU ns, spin ns, busy share of the schedule's window) at the end of the run.
     pub fn totals(&self, stopped_ns: Nanos) -> (u64, u64, f64) {
         let cpu = self.cpu_ns();
         let (cpu_at_stop, spin_at_stop) = self.at_stop.unwrap_or((cpu, self.spin_ns));
         let busy = cpu_at_stop.saturating_sub(spin_at_stop) as f64 / stopped_ns.max(1) as f64;
         (cpu, self.spin_ns, busy)
+    }
+}
+
+/// A worker's busy CPU: its CPU time less the CPU it spent spinning for due instants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BusyCpu {
+    /// Busy CPU, ns: exact when `separated`, else an upper bound.
+    pub ns: u64,
+    /// Whether the spinning could be told apart from the work (within 5%).
+    pub separated: bool,
+}
+
+/// Busy CPU from a worker's totals: `cpu_ns` of thread CPU time, and the wall time it
+/// spun (`spin_ns`), slept in the ring (`sleep_ns`) and ran in all (`wall_ns`).
+///
+/// Spinning is measured in wall time, so on a loaded host it includes time the thread
+/// was preempted, and `cpu - spin` understates the work -- down to 0 once the spinning
+/// wall time exceeds the CPU time. The time off CPU while not asleep is
+/// `wall - sleep - cpu`; at most that much of the spinning was off CPU, so at least
+/// `spin - off_cpu` of it burnt CPU, and `cpu - (spin - off_cpu)` is an upper bound of
+/// the work: exact on a quiet host (nothing off CPU), the whole CPU time when the
+/// preemption could have covered all the spinning. Never 0 for a worker that ran.
+pub fn busy_cpu_ns(cpu_ns: u64, spin_ns: u64, sleep_ns: u64, wall_ns: u64) -> BusyCpu {
+    let off_cpu = wall_ns.saturating_sub(sleep_ns).saturating_sub(cpu_ns);
+    let low = cpu_ns.saturating_sub(spin_ns);
+    let high = cpu_ns.saturating_sub(spin_ns.saturating_sub(off_cpu));
+    BusyCpu {
+        ns: high,
+        separated: (high - low) * 20 <= high,
     }
 }
 
@@ -238,6 +272,34 @@ mod tests {
         p.begin(350);
         p.begin(400); // not idle in between: nothing added
         assert_eq!(p.totals(1).1, 250);
+    }
+
+    #[test]
+    fn busy_cpu_survives_spinning_measured_past_the_cpu_time() {
+        // Quiet host: running time = CPU time, the spinning is exactly separated.
+        assert_eq!(
+            busy_cpu_ns(1_000, 300, 2_000, 3_000),
+            BusyCpu {
+                ns: 700,
+                separated: true
+            }
+        );
+        // Loaded host (the bug): 1.5 us of spinning wall time against 1 us of CPU, the
+        // thread off CPU for 2 us. `cpu - spin` said 0; the CPU was all there is.
+        assert_eq!(
+            busy_cpu_ns(1_000, 1_500, 0, 3_000),
+            BusyCpu {
+                ns: 1_000,
+                separated: false
+            }
+        );
+        // Partly preempted: 400 ns off CPU, of 900 ns spinning at least 500 burnt CPU.
+        let b = busy_cpu_ns(2_000, 900, 600, 3_000);
+        assert_eq!(b.ns, 1_500);
+        assert!(!b.separated);
+        // A little noise stays within the 5%.
+        assert!(busy_cpu_ns(2_000, 500, 0, 2_050).separated);
+        assert_eq!(busy_cpu_ns(0, 0, 0, 0).ns, 0);
     }
 
     #[test]

@@ -378,8 +378,12 @@ pub struct WorkerTotals {
     pub core: Option<usize>,
     /// CPU time of the worker thread (user + system), ns.
     pub cpu_ns: u64,
-    /// Part of it spent spinning on the TSC waiting for a due instant, ns.
+    /// Wall time spent spinning on the TSC waiting for a due instant, ns. Wall, not
+    /// CPU: on a loaded host it includes time the thread was preempted, so it can
+    /// exceed the CPU it cost ([`super::pacing::busy_cpu_ns`]).
     pub spin_ns: u64,
+    /// Wall time asleep in the ring, ns.
+    pub sleep_ns: u64,
     /// Wall time from the schedule's start to the worker's end, ns.
     pub wall_ns: u64,
     /// When the schedule stopped (its end, or Ctrl-C), ns since start.

@@ -781,6 +781,7 @@ impl<'p> UdpWorker<'p> {
             core: self.plan.core,
             cpu_ns,
             spin_ns,
+            sleep_ns: pace.sleep_ns(),
             wall_ns: end,
             stopped_ns: self.stopped_ns,
             last_done_ns: self.last_done_ns,

@@ -4,6 +4,7 @@
 
 use super::Percentiles;
 use super::hdr;
+use crate::engine::pacing::{BusyCpu, busy_cpu_ns};
 use crate::engine::recorder::{FrameCounters, FrameTotals, WorkerTotals};
 use crate::metrics::Histograms;
 use crate::plan::RunPlan;
@@ -59,9 +60,17 @@ pub struct FramesReport {
     /// Frames per second sent (up) and received (down) over the schedule.
     pub up_fps: f64,
     pub down_fps: f64,
-    /// The workers' busy CPU time (spinning for due instants excluded) per frame
-    /// received, sending included, ns.
+    /// The workers' busy CPU time (spinning for due instants excluded), ns: exact when
+    /// `cpu_basis` is `busy`, an upper bound when `busy_at_most` (the spinning was
+    /// measured in wall time and the workers were off CPU for part of it, so it could
+    /// not all be taken off; see `engine::pacing::busy_cpu_ns`).
+    pub busy_cpu_ns: u64,
+    pub cpu_basis: &'static str,
+    /// busy CPU / frames received, sending included, ns.
     pub cpu_ns_per_frame_received: f64,
+    /// busy CPU / (frames sent + frames received): the client CPU per frame handled
+    /// in either direction, ns. What `blaster plan --from-frames` charges per message.
+    pub cpu_ns_per_frame: f64,
     /// deviation, jitter and fan-out, encoded as `encoding` says (ns).
     pub histograms: FrameHistograms,
     /// `--aggregate`: the server's downlink frames are what is expected, received,
@@ -137,6 +146,32 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     v[i]
 }
 
+/// The workers' busy CPU together: separated only if every worker's was.
+fn busy_cpu(totals: &[WorkerTotals]) -> BusyCpu {
+    totals.iter().fold(
+        BusyCpu {
+            ns: 0,
+            separated: true,
+        },
+        |acc, w| {
+            let b = busy_cpu_ns(w.cpu_ns, w.spin_ns, w.sleep_ns, w.wall_ns);
+            BusyCpu {
+                ns: acc.ns + b.ns,
+                separated: acc.separated && b.separated,
+            }
+        },
+    )
+}
+
+/// `cpu_ns` per frame, 0 with no frames (nothing measured).
+fn per_frame(cpu_ns: u64, frames: u64) -> f64 {
+    if frames == 0 {
+        0.0
+    } else {
+        cpu_ns as f64 / frames as f64
+    }
+}
+
 /// The `frames` key from the run's merged figures and the workers' totals.
 pub fn build(
     plan: &RunPlan,
@@ -147,9 +182,8 @@ pub fn build(
 ) -> Option<FramesReport> {
     let fp = plan.frames?;
     let mut t = FrameTotals::default();
-    let mut cpu_ns = 0;
+    let busy = busy_cpu(totals);
     for w in totals {
-        cpu_ns += w.cpu_ns.saturating_sub(w.spin_ns);
         if let Some(f) = &w.frames {
             t.planned += f.planned;
             t.expected += f.expected;
@@ -219,7 +253,14 @@ pub fn build(
         },
         up_fps: c.sent as f64 / secs,
         down_fps: t.received as f64 / secs,
-        cpu_ns_per_frame_received: cpu_ns as f64 / t.received.max(1) as f64,
+        busy_cpu_ns: busy.ns,
+        cpu_basis: if busy.separated {
+            "busy"
+        } else {
+            "busy_at_most"
+        },
+        cpu_ns_per_frame_received: per_frame(busy.ns, t.received),
+        cpu_ns_per_frame: per_frame(busy.ns, c.sent + t.received),
         histograms: FrameHistograms {
             encoding: hdr::ENCODING,
             deviation: hdr::encode(&total.frame_deviation),
@@ -311,14 +352,58 @@ pub fn render(f: &FramesReport, w: &mut String) {
     );
     let _ = writeln!(
         w,
-        "  generator CPU per frame received: {:.0} ns",
-        f.cpu_ns_per_frame_received
+        "  generator CPU per frame received: {:.0} ns; per frame sent or received: {:.0} ns{}",
+        f.cpu_ns_per_frame_received,
+        f.cpu_ns_per_frame,
+        if f.cpu_basis == "busy" {
+            ""
+        } else {
+            " (at most: the workers were preempted while spinning, so the spinning could \
+             not all be taken off their CPU time)"
+        }
     );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn worker(cpu_ns: u64, spin_ns: u64, sleep_ns: u64, wall_ns: u64) -> WorkerTotals {
+        WorkerTotals {
+            cpu_ns,
+            spin_ns,
+            sleep_ns,
+            wall_ns,
+            ..WorkerTotals::default()
+        }
+    }
+
+    /// A loaded host: the spinning, measured in wall time, exceeded the CPU time of
+    /// one worker. The old `cpu - spin` read 0 for it and understated the total.
+    #[test]
+    fn busy_cpu_is_not_zero_when_spinning_outlasts_the_cpu_time() {
+        let loaded = [
+            worker(1_000, 1_500, 0, 3_000),
+            worker(1_000, 1_500, 0, 3_000),
+        ];
+        let b = busy_cpu(&loaded);
+        assert_eq!(b.ns, 2_000);
+        assert!(!b.separated);
+        assert_eq!(per_frame(b.ns, 4), 500.0);
+        // A quiet host: exact, spinning taken off.
+        let quiet = [
+            worker(1_000, 300, 2_000, 3_000),
+            worker(2_000, 0, 1_000, 3_000),
+        ];
+        assert_eq!(
+            busy_cpu(&quiet),
+            BusyCpu {
+                ns: 2_700,
+                separated: true
+            }
+        );
+        assert_eq!(per_frame(1, 0), 0.0);
+    }
 
     #[test]
     fn quantiles_of_sorted_values() {

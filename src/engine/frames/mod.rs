@@ -765,6 +765,7 @@ impl<'p> FrameWorker<'p> {
             core: self.plan.core,
             cpu_ns,
             spin_ns,
+            sleep_ns: pace.sleep_ns(),
             wall_ns: end,
             stopped_ns: self.stopped_ns,
             last_done_ns: end,

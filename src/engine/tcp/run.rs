@@ -138,6 +138,7 @@ impl Worker<'_> {
             core: self.plan.core,
             cpu_ns,
             spin_ns,
+            sleep_ns: pace.sleep_ns(),
             wall_ns: end,
             stopped_ns: self.stopped_ns,
             last_done_ns: self.last_done_ns,
