@@ -237,7 +237,8 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
 fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let cfg = crate::search::config_from_args(a)?;
     let run_args = crate::search::run_args(a)?;
-    let plan = crate::search::plan(&run_args, &HostFacts::gather(&run_args), &cfg)?;
+    let facts = HostFacts::gather(&run_args);
+    let plan = crate::search::plan(&run_args, &facts, &cfg)?;
     let target = plan
         .target
         .ok_or_else(|| AppError::Usage("--target: is required".into()))?;
@@ -247,7 +248,7 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
     crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let json_stdout = json::is_stdout(a.json.as_deref());
     let json_file = a.json.as_deref().filter(|p| !json::is_stdout(Some(p)));
-    let report = crate::search::run(&plan, target, &cfg, stop, |partial| {
+    let report = crate::search::run(&plan, (&run_args, &facts), target, &cfg, stop, |partial| {
         // Rewritten after every step, so an aborted search still leaves its steps.
         match json_file {
             Some(p) => json::write(p, partial).map_err(|e| RunError::Output {

@@ -214,11 +214,68 @@ pub struct LoadArgs {
     pub max_lag: String,
 }
 
+/// The transport and what the connections carry: flags `run` and `search` share (a
+/// frames search steps the connection count).
+#[derive(Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Transport: `tcp` (persistent connections) or `udp` (connected UDP sockets, one
+    /// datagram per request, matched by sequence). Default: tcp.
+    #[arg(long, default_value = "tcp")]
+    pub proto: String,
+
+    /// What the connections carry: `requests` (request/response on the timetable) or
+    /// `frames` (every connection sends one frame per --tick for the whole run, rooms
+    /// of --room-size receive each other's frames through a broadcast server such as
+    /// `blaster sink --mode broadcast`; see docs/frames.md). Default: requests.
+    #[arg(long, default_value = "requests")]
+    pub workload: String,
+
+    /// Frames: the tick, one frame per connection per tick, e.g. `33ms` (1ms to 10s).
+    /// Default: 33ms.
+    #[arg(long)]
+    pub tick: Option<String>,
+
+    /// Frames: bytes per frame, header (32 bytes) included. Default: 50.
+    #[arg(long)]
+    pub frame_size: Option<usize>,
+
+    /// Frames: members per room; connection j is member j mod R of room j / R.
+    /// Default: 10.
+    #[arg(long)]
+    pub room_size: Option<usize>,
+
+    /// Frames: a frame whose arrival deviation (received - intended send instant)
+    /// exceeds this is late, e.g. `20ms`. Default: one tick.
+    #[arg(long)]
+    pub frame_budget: Option<String>,
+
+    /// Frames: the server relays each frame to its sender too (as `blaster sink
+    /// --echo-to-sender` does), so every connection also expects its own frames.
+    #[arg(long)]
+    pub echo_to_sender: bool,
+
+    /// Frames: the server aggregates (`blaster sink --mode broadcast --aggregate`):
+    /// each member gets one downlink frame of --down-size bytes per server tick
+    /// carrying its room's frames of that tick. --tick must be the sink's tick.
+    /// Needs --down-size.
+    #[arg(long)]
+    pub aggregate: bool,
+
+    /// Frames with --aggregate: bytes of each downlink frame, as given to the sink
+    /// (at least 32 + 24 x --room-size).
+    #[arg(long)]
+    pub down_size: Option<usize>,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// The flags `run` shares with `search`: where to connect, what to send, how.
     #[command(flatten)]
     pub load: LoadArgs,
+
+    /// The transport and the workload (`run` shares them with `search`).
+    #[command(flatten)]
+    pub work: WorkloadArgs,
 
     /// Open connections at no more than this many per second, in total (the first
     /// connects and every reconnect). Default: no limit (at most 512 pending per worker).
@@ -268,57 +325,9 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "rate")]
     pub concurrency: Option<usize>,
 
-    /// Transport: `tcp` (persistent connections) or `udp` (connected UDP sockets, one
-    /// datagram per request, matched by sequence). Default: tcp.
-    #[arg(long, default_value = "tcp")]
-    pub proto: String,
-
     /// UDP only: fire and forget; report packets/s and bits/s sent.
     #[arg(long)]
     pub no_response: bool,
-
-    /// What the connections carry: `requests` (request/response on the timetable) or
-    /// `frames` (every connection sends one frame per --tick for the whole run, rooms
-    /// of --room-size receive each other's frames through a broadcast server such as
-    /// `blaster sink --mode broadcast`; see docs/frames.md). Default: requests.
-    #[arg(long, default_value = "requests")]
-    pub workload: String,
-
-    /// Frames: the tick, one frame per connection per tick, e.g. `33ms` (1ms to 10s).
-    /// Default: 33ms.
-    #[arg(long)]
-    pub tick: Option<String>,
-
-    /// Frames: bytes per frame, header (32 bytes) included. Default: 50.
-    #[arg(long)]
-    pub frame_size: Option<usize>,
-
-    /// Frames: members per room; connection j is member j mod R of room j / R.
-    /// Default: 10.
-    #[arg(long)]
-    pub room_size: Option<usize>,
-
-    /// Frames: a frame whose arrival deviation (received - intended send instant)
-    /// exceeds this is late, e.g. `20ms`. Default: one tick.
-    #[arg(long)]
-    pub frame_budget: Option<String>,
-
-    /// Frames: the server relays each frame to its sender too (as `blaster sink
-    /// --echo-to-sender` does), so every connection also expects its own frames.
-    #[arg(long)]
-    pub echo_to_sender: bool,
-
-    /// Frames: the server aggregates (`blaster sink --mode broadcast --aggregate`):
-    /// each member gets one downlink frame of --down-size bytes per server tick
-    /// carrying its room's frames of that tick. --tick must be the sink's tick.
-    /// Needs --down-size.
-    #[arg(long)]
-    pub aggregate: bool,
-
-    /// Frames with --aggregate: bytes of each downlink frame, as given to the sink
-    /// (at least 32 + 24 x --room-size).
-    #[arg(long)]
-    pub down_size: Option<usize>,
 
     /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s.
     #[arg(long, default_value = "10s")]
@@ -649,7 +658,8 @@ pub struct SearchArgs {
     #[arg(long)]
     pub slo: Option<String>,
 
-    /// First rate step, requests per second. Required.
+    /// First rate step, requests per second (with --workload frames: the first
+    /// connection count, a multiple of --room-size). Required.
     #[arg(long)]
     pub start: Option<f64>,
 
@@ -658,8 +668,8 @@ pub struct SearchArgs {
     #[arg(long, conflicts_with = "step")]
     pub factor: Option<f64>,
 
-    /// Add this many requests per second from one step to the next instead of
-    /// multiplying by --factor.
+    /// Add this many requests per second (frames: connections, whole rooms) from one
+    /// step to the next instead of multiplying by --factor.
     #[arg(long)]
     pub step: Option<f64>,
 
@@ -667,8 +677,8 @@ pub struct SearchArgs {
     #[arg(long, default_value = "5s")]
     pub step_duration: String,
 
-    /// Highest rate to try, requests per second: the search ends there when the SLO
-    /// still holds. Default: no limit.
+    /// Highest rate to try, requests per second (frames: connections, whole rooms):
+    /// the search ends there when the SLO still holds. Default: no limit.
     #[arg(long)]
     pub max: Option<f64>,
 
@@ -695,6 +705,11 @@ pub struct SearchArgs {
     /// The run flags of every step (as `blaster run`).
     #[command(flatten)]
     pub load: LoadArgs,
+
+    /// The transport and the workload of every step (as `blaster run`); with
+    /// `--workload frames` the steps climb the connection count instead of the rate.
+    #[command(flatten)]
+    pub work: WorkloadArgs,
 }
 
 /// Inserts `run` when the first argument is not a subcommand, so `blaster` and

@@ -38,6 +38,10 @@ pub enum RunError {
     },
     #[error("{0}")]
     Worker(String),
+    /// A search step's plan could not be built (e.g. a connection count the climb
+    /// reached exceeds a limit the first step's did not).
+    #[error("search step: {0}")]
+    Step(#[from] crate::plan::PlanError),
     #[error(transparent)]
     Preflight(#[from] crate::preflight::PreflightError),
     #[error(transparent)]

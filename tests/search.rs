@@ -240,7 +240,7 @@ fn run_slo_verdict_sets_exit_4_and_lands_in_the_json() {
 #[test]
 fn bad_slo_and_search_flags_are_one_line_usage_errors() {
     const T: &str = "127.0.0.1:9";
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 14] = [
         (
             &["run", "--target", T, "--rate", "10", "--slo", "p99>1ms"],
             "--slo: \"p99>1ms\": a latency limit is an upper bound",
@@ -290,6 +290,64 @@ fn bad_slo_and_search_flags_are_one_line_usage_errors() {
             ],
             "--precision: expected a percentage",
         ),
+        (
+            &[
+                "search",
+                "--target",
+                T,
+                "--slo",
+                "retention>99%",
+                "--start",
+                "100",
+            ],
+            "--slo: \"retention>99%\": needs --workload frames",
+        ),
+        (
+            &[
+                "search",
+                "--target",
+                T,
+                "--workload",
+                "frames",
+                "--slo",
+                "p99<20ms",
+                "--start",
+                "100",
+            ],
+            "--slo: \"p99<20ms\": --workload frames answers no requests",
+        ),
+        (
+            &[
+                "search",
+                "--target",
+                T,
+                "--workload",
+                "frames",
+                "--slo",
+                "retention>99%",
+                "--start",
+                "25",
+            ],
+            "--start: counts connections with --workload frames: a whole number of rooms (a multiple of --room-size 10)",
+        ),
+        (
+            &[
+                "search",
+                "--target",
+                T,
+                "--workload",
+                "frames",
+                "--room-size",
+                "4",
+                "--slo",
+                "retention>99%",
+                "--start",
+                "8",
+                "--max",
+                "10",
+            ],
+            "--max: counts connections with --workload frames: a whole number of rooms (a multiple of --room-size 4)",
+        ),
     ];
     for (args, needle) in cases {
         let out = run(args, Duration::from_secs(20));
@@ -301,4 +359,87 @@ fn bad_slo_and_search_flags_are_one_line_usage_errors() {
         );
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
     }
+}
+
+/// Issue 11 (frame mode) item 4: `blaster search --workload frames` climbs the
+/// connection count at a fixed room size. The sink holds at most 40 connections
+/// (`--max-connections 40` on its one core) and closes every accept beyond: a step of
+/// 50 has a room whose members never connect, so retention falls to 80% and the SLO
+/// breaks with a valid generator. The largest count meeting
+/// `retention>99.9%` is then exactly 40: whole rooms, bisected to one room.
+#[test]
+fn frames_search_finds_the_sinks_connection_limit_exactly() {
+    let _g = load_lock();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "10",
+        "--max-connections",
+        "40",
+    ]);
+    let (_dir, path) = tmp_json();
+    let p = path.to_str().unwrap();
+    // --max-lag 20ms and a 100 ms deviation bound: the host is shared; the test is
+    // about the connection limit, not a neighbour's millisecond stalls.
+    let out = run(
+        &[
+            "search",
+            "--target",
+            &sink.addr,
+            "--workload",
+            "frames",
+            "--tick",
+            "20ms",
+            "--room-size",
+            "10",
+            "--cores",
+            "0",
+            "--slo",
+            "deviation_p99<100ms,retention>99.9%",
+            "--start",
+            "10",
+            "--factor",
+            "2",
+            "--step-duration",
+            "1s",
+            "--max-lag",
+            "20ms",
+            "--json",
+            p,
+        ],
+        Duration::from_secs(60),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = read_json(&path);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    assert_eq!(v["config"]["axis"], "connections", "{text}");
+    assert_eq!(v["config"]["room_size"], 10);
+    assert_eq!(v["max_safe_connections"], 40, "{text}");
+    assert_eq!(v["first_bad_connections"], 50, "{text}");
+    assert_eq!(v["stopped_by"], "target", "{text}");
+    // Climb 10, 20, 40, 80 (bad), then bisect in whole rooms: 60, 50.
+    let steps = v["steps"].as_array().unwrap();
+    let counts: Vec<u64> = steps
+        .iter()
+        .map(|s| s["connections"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, [10, 20, 40, 80, 60, 50], "{text}");
+    for s in steps {
+        let n = s["connections"].as_f64().unwrap();
+        let retention = f(s, "frames.retention");
+        // Each step ran its own count: up to 40 every frame arrives; above, the
+        // refused rooms' share is missing (a step at 50 keeps 40/50 at best).
+        if n <= 40.0 {
+            assert_eq!(s["outcome"], "pass", "{n}: {text}");
+            assert_eq!(retention, 1.0, "{n}: {text}");
+        } else {
+            assert_eq!(s["outcome"], "slo_broken", "{n}: {text}");
+            assert!(retention <= 40.0 / n + 1e-9, "{n}: {retention}: {text}");
+        }
+    }
+    assert!(
+        text.contains("max connections meeting the SLO: 40 (4 rooms of 10)"),
+        "{text}"
+    );
 }

@@ -152,7 +152,7 @@ impl RunPlan {
                 format!("must be between 1 and {PIPELINE_MAX}, got {}", a.pipeline),
             ));
         }
-        let transport = match (a.proto.as_str(), a.no_response) {
+        let transport = match (a.work.proto.as_str(), a.no_response) {
             ("tcp", false) => Transport::Tcp,
             ("tcp", true) => return Err(err("no-response", "needs --proto udp")),
             ("udp", false) => Transport::Udp,

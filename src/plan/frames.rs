@@ -7,21 +7,24 @@ use crate::engine::frames::FrameGrid;
 use crate::engine::worker_plan::FramePlan;
 use crate::limits::*;
 
+/// `--room-size` when not given.
+pub const ROOM_SIZE_DEFAULT: usize = 10;
+
 /// `--workload`, `--tick`, `--frame-size`, `--room-size`, `--frame-budget`,
 /// `--echo-to-sender`, `--aggregate`: the frame run, or `None` for request/response
 /// (where the frame flags are refused).
 pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
-    let frame_flags = a.tick.is_some()
-        || a.frame_size.is_some()
-        || a.room_size.is_some()
-        || a.frame_budget.is_some()
-        || a.echo_to_sender;
-    match a.workload.as_str() {
+    let frame_flags = a.work.tick.is_some()
+        || a.work.frame_size.is_some()
+        || a.work.room_size.is_some()
+        || a.work.frame_budget.is_some()
+        || a.work.echo_to_sender;
+    match a.work.workload.as_str() {
         "requests" => {
-            if a.aggregate {
+            if a.work.aggregate {
                 return Err(err("aggregate", "needs --workload frames"));
             }
-            if a.down_size.is_some() {
+            if a.work.down_size.is_some() {
                 return Err(err("down-size", "needs --workload frames --aggregate"));
             }
             if frame_flags {
@@ -40,7 +43,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             ));
         }
     }
-    let tick_s = a.tick.as_deref().unwrap_or("33ms");
+    let tick_s = a.work.tick.as_deref().unwrap_or("33ms");
     let tick_ns = parse_duration("tick", tick_s)?.as_nanos();
     if !(u128::from(TICK_NS_MIN)..=u128::from(TICK_NS_MAX)).contains(&tick_ns) {
         return Err(err(
@@ -49,7 +52,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         ));
     }
     let tick_ns = tick_ns as u64;
-    let frame_size = a.frame_size.unwrap_or(50);
+    let frame_size = a.work.frame_size.unwrap_or(50);
     let (lo, hi) = (
         crate::proto::frame::HEADER_BYTES,
         crate::proto::frame::FRAME_BYTES_MAX,
@@ -60,7 +63,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             format!("must be between {lo} (the frame header) and {hi} bytes, got {frame_size}"),
         ));
     }
-    let room_size = a.room_size.unwrap_or(10);
+    let room_size = a.work.room_size.unwrap_or(ROOM_SIZE_DEFAULT);
     if room_size == 0 || room_size > a.connections || room_size > usize::from(u16::MAX) {
         return Err(err(
             "room-size",
@@ -70,7 +73,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             ),
         ));
     }
-    let budget_ns = match a.frame_budget.as_deref() {
+    let budget_ns = match a.work.frame_budget.as_deref() {
         Some(b) => duration_ns("frame-budget", b, TIMEOUT_NS_MAX)?,
         None => tick_ns,
     };
@@ -80,7 +83,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
     let join_gap_ns = match a.connect_rate {
         None => 0,
         Some(r) => {
-            if a.aggregate {
+            if a.work.aggregate {
                 return Err(err("connect-rate", "is not supported with --aggregate"));
             }
             if !(r.is_finite() && r > 0.0) {
@@ -98,7 +101,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         },
         frame_size,
         budget_ns,
-        echo: a.echo_to_sender,
+        echo: a.work.echo_to_sender,
         down_size,
     }))
 }
@@ -106,21 +109,21 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
 /// `--aggregate --down-size B`: the downlink frame's size, checked as the sink checks
 /// it; `None` for relayed frames.
 fn aggregate_plan(a: &RunArgs, room_size: usize) -> Result<Option<usize>, PlanError> {
-    if !a.aggregate {
-        if a.down_size.is_some() {
+    if !a.work.aggregate {
+        if a.work.down_size.is_some() {
             return Err(err("down-size", "needs --aggregate"));
         }
         return Ok(None);
     }
     // A downlink frame is placed on the timetable by the room frames it carries; a
     // room of one without echo carries none (nothing is broadcast).
-    if room_size == 1 && !a.echo_to_sender {
+    if room_size == 1 && !a.work.echo_to_sender {
         return Err(err(
             "aggregate",
             "needs a broadcast: rooms of at least 2 (--room-size) or --echo-to-sender",
         ));
     }
-    let Some(down) = a.down_size else {
+    let Some(down) = a.work.down_size else {
         return Err(err("down-size", "is required by --aggregate"));
     };
     let (min, max) = (

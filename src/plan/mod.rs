@@ -10,6 +10,7 @@ mod sink;
 mod workers;
 
 pub use facts::{FdFacts, HostFacts, RingLayout};
+pub use frames::ROOM_SIZE_DEFAULT;
 pub use parse::{check_rate, parse_cores, parse_duration, parse_size, unescape, usable_cores};
 pub use sink::sink_config;
 

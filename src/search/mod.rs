@@ -30,10 +30,20 @@
 //!   the step spacing (elasticity is scale free) and uses no fitted curve. No pair
 //!   qualifying (e.g. an error-only SLO, or the generator saturating first) means no
 //!   knee in the measured range: `knee_rps` is null.
+//!
+//! With `--workload frames` the search climbs the **connection count** instead of the
+//! rate ([`Axis::Connections`]): every step is a frames run of that many connections
+//! (one frame per connection per tick, rooms of the fixed `--room-size`), its plan
+//! rebuilt for the count ([`step_plan`]); `--start`, `--step` and `--max` count
+//! connections, every count a whole number of rooms, and the bisection ends when the
+//! last good and the first bad count are one room apart (or within `--precision`).
+//! The SLO bounds the frame figures (`deviation_p99<33ms,retention>99.9%`); the
+//! conclusion is the largest connection count that met it with a valid generator, and
+//! the knee is taken on deviation p99 against the count.
 
 use crate::cli::{RunArgs, SearchArgs};
-use crate::limits::{DURATION_NS_MAX, RATE_RPS_MAX};
-use crate::plan::{HostFacts, PlanError, RunPlan, check_rate};
+use crate::limits::DURATION_NS_MAX;
+use crate::plan::{HostFacts, PlanError, ROOM_SIZE_DEFAULT, RunPlan};
 use crate::report::Report;
 use crate::report::progress::Live;
 use crate::run::{RunError, execute};
@@ -44,6 +54,8 @@ use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use axis::Axis;
 
 /// Default of `--factor`.
 pub const FACTOR_DEFAULT: f64 = 1.5;
@@ -84,11 +96,13 @@ impl Growth {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchConfig {
     pub slo: Slo,
-    pub start_rps: f64,
+    pub axis: Axis,
+    /// The first step's value on the axis (requests/s or connections).
+    pub start: f64,
     pub growth: Growth,
-    pub max_rps: Option<f64>,
-    /// Largest gap between the last good and the first bad rate, as a share of the
-    /// good rate.
+    pub max: Option<f64>,
+    /// Largest gap between the last good and the first bad value, as a share of the
+    /// good one.
     pub precision: f64,
     pub step_duration_ns: u64,
 }
@@ -137,22 +151,30 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         .as_deref()
         .ok_or_else(|| err("slo", "is required, e.g. --slo 'p99<20ms,errors<0.1%'"))?;
     let slo = Slo::parse(spec).map_err(|m| err("slo", m))?;
-    // The search steps request rates: frame terms have nothing to judge (a frames
-    // search over connections is not built yet).
-    slo.check_workload(false).map_err(|m| err("slo", m))?;
+    let frames = a.work.workload == "frames";
+    slo.check_workload(frames).map_err(|m| err("slo", m))?;
+    let axis = match a.work.room_size.unwrap_or(ROOM_SIZE_DEFAULT) {
+        _ if !frames => Axis::Rate,
+        0 => return Err(err("room-size", "must be at least 1, got 0")),
+        room_size => Axis::Connections { room_size },
+    };
+    let unit = match axis {
+        Axis::Rate => "rate, requests/s",
+        Axis::Connections { .. } => "connection count",
+    };
     if a.load.target.is_empty() {
         return Err(err(
             "target",
             "is required: the address to search, HOST:PORT",
         ));
     }
-    let start_rps = check_rate(
+    let start = axis.check(
         "start",
         a.start
-            .ok_or_else(|| err("start", "is required: the first rate step, requests/s"))?,
+            .ok_or_else(|| err("start", format!("is required: the first step's {unit}")))?,
     )?;
     let growth = match (a.factor, a.step) {
-        (_, Some(s)) => Growth::Add(check_rate("step", s)?),
+        (_, Some(s)) => Growth::Add(axis.check("step", s)?),
         (Some(f), None) if !(f > 1.0 && f <= FACTOR_MAX) => {
             return Err(err(
                 "factor",
@@ -161,11 +183,11 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         }
         (f, None) => Growth::Factor(f.unwrap_or(FACTOR_DEFAULT)),
     };
-    let max_rps = match a.max {
-        Some(m) if check_rate("max", m)? < start_rps => {
+    let max = match a.max {
+        Some(m) if axis.check("max", m)? < start => {
             return Err(err(
                 "max",
-                format!("must be at least --start ({start_rps}), got {m}"),
+                format!("must be at least --start ({start}), got {m}"),
             ));
         }
         m => m,
@@ -184,9 +206,10 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
     }
     Ok(SearchConfig {
         slo,
-        start_rps,
+        axis,
+        start,
         growth,
-        max_rps,
+        max,
         precision: parse_precision(&a.precision)?,
         step_duration_ns: step as u64,
     })
@@ -209,6 +232,7 @@ pub fn run_args(a: &SearchArgs) -> Result<RunArgs, PlanError> {
         .map_err(|e| err("slo", format!("internal: run defaults: {e}")))?
         .run;
     r.load = a.load.clone();
+    r.work = a.work.clone();
     r.duration = a.step_duration.clone();
     r.progress = a.progress;
     r.quiet = a.quiet;
@@ -216,9 +240,43 @@ pub fn run_args(a: &SearchArgs) -> Result<RunArgs, PlanError> {
 }
 
 /// The search's plan: the step flags `r` on the machine `facts` describes, at the
-/// start rate. Each step runs [`RunPlan::with_rate`] of it (see [`run`]).
+/// start value. Each step runs [`step_plan`] of it (see [`run`]).
 pub fn plan(r: &RunArgs, facts: &HostFacts, cfg: &SearchConfig) -> Result<RunPlan, PlanError> {
-    RunPlan::build_at_rate(r, facts, cfg.start_rps)
+    match cfg.axis {
+        Axis::Rate => RunPlan::build_at_rate(r, facts, cfg.start),
+        Axis::Connections { .. } => {
+            // The largest step's flags are refused now rather than mid-search.
+            if let Some(m) = cfg.max {
+                RunPlan::build(&with_connections(r, m), facts)?;
+            }
+            RunPlan::build(&with_connections(r, cfg.start), facts)
+        }
+    }
+}
+
+/// `r` with `--connections n`.
+fn with_connections(r: &RunArgs, n: f64) -> RunArgs {
+    let mut r = r.clone();
+    r.connections = n as usize;
+    r
+}
+
+/// The plan of the step at `value` on the axis, for `--step-duration`: the search's
+/// plan at that rate, or (frames) the plan rebuilt from the flags `r` for that many
+/// connections, since the connection table, the rooms and the timetable all follow
+/// from the count.
+pub fn step_plan(
+    plan: &RunPlan,
+    r: &RunArgs,
+    facts: &HostFacts,
+    cfg: &SearchConfig,
+    value: f64,
+) -> Result<RunPlan, PlanError> {
+    let p = match cfg.axis {
+        Axis::Rate => plan.with_rate(value),
+        Axis::Connections { .. } => RunPlan::build(&with_connections(r, value), facts)?,
+    };
+    Ok(p.with_duration(cfg.step_duration_ns))
 }
 
 /// Whether a step climbs or bisects.
@@ -255,15 +313,21 @@ pub enum End {
 /// What the planner wants next.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Next {
-    Run { rate_rps: f64, phase: Phase },
+    /// Run a step at this value on the axis (requests/s or connections).
+    Run {
+        value: f64,
+        phase: Phase,
+    },
     Done(End),
 }
 
-/// The next step, from the steps so far: `(intended rate, good)` in the order run.
+/// The next step, from the steps so far: `(value on the axis, good)` in the order
+/// run. On the connection axis every value is a whole number of rooms.
 pub fn next_step(cfg: &SearchConfig, history: &[(f64, bool)]) -> Next {
+    let axis = cfg.axis;
     if history.is_empty() {
         return Next::Run {
-            rate_rps: cfg.start_rps,
+            value: cfg.start,
             phase: Phase::Climb,
         };
     }
@@ -274,15 +338,19 @@ pub fn next_step(cfg: &SearchConfig, history: &[(f64, bool)]) -> Next {
         .min_by(f64::total_cmp);
     let Some(bad) = lowest_bad else {
         let last = history.iter().map(|s| s.0).fold(0.0, f64::max);
-        if cfg.max_rps.is_some_and(|m| last >= m) {
+        if cfg.max.is_some_and(|m| last >= m) {
             return Next::Done(End::ReachedMax);
         }
-        if history.len() >= CLIMB_STEPS_MAX || last >= RATE_RPS_MAX {
+        if history.len() >= CLIMB_STEPS_MAX || last >= axis.limit() {
             return Next::Done(End::StepLimit);
         }
-        let next = cfg.growth.apply(last).min(RATE_RPS_MAX);
+        // At least one room up (a factor of 1.05 on 10 connections would round back).
+        let next = axis
+            .ceil(cfg.growth.apply(last))
+            .max(last + axis.quantum())
+            .min(axis.limit());
         return Next::Run {
-            rate_rps: cfg.max_rps.map_or(next, |m| next.min(m)),
+            value: cfg.max.map_or(next, |m| next.min(m)),
             phase: Phase::Climb,
         };
     };
@@ -296,11 +364,13 @@ pub fn next_step(cfg: &SearchConfig, history: &[(f64, bool)]) -> Next {
     };
     let first_bad_at = history.iter().position(|s| !s.1).unwrap_or(0);
     let bisections = history.len() - first_bad_at - 1;
-    if bad - good <= cfg.precision * good || bisections >= BISECT_STEPS_MAX {
+    // Neighbouring room counts leave nothing between them to try.
+    let gap = (cfg.precision * good).max(axis.quantum());
+    if bad - good <= gap || bisections >= BISECT_STEPS_MAX {
         return Next::Done(End::Converged);
     }
     Next::Run {
-        rate_rps: (good + bad) / 2.0,
+        value: axis.floor((good + bad) / 2.0),
         phase: Phase::Bisect,
     }
 }
@@ -341,10 +411,33 @@ pub enum StepOutcome {
     Invalid,
 }
 
-/// One rate step's figures (`steps[]` in the JSON).
+/// A frames step's figures (`steps[].frames` in the JSON).
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameStep {
+    /// Frames sent per second, all connections.
+    pub up_fps: f64,
+    /// Frames received per second, all connections.
+    pub down_fps: f64,
+    pub expected: u64,
+    pub received: u64,
+    /// received / expected.
+    pub retention: f64,
+    /// The lowest connection's retention.
+    pub retention_min: f64,
+    pub lost: u64,
+    pub late: u64,
+    pub deviation_p50_ns: u64,
+    pub deviation_p99_ns: u64,
+    pub deviation_max_ns: u64,
+    pub fanout_p99_ns: u64,
+}
+
+/// One step's figures (`steps[]` in the JSON).
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
     pub phase: Phase,
+    /// The step's `--connections`.
+    pub connections: usize,
     pub intended_rps: f64,
     pub achieved_rps: f64,
     pub latency_p50_ns: u64,
@@ -366,6 +459,8 @@ pub struct Step {
     pub slo: Verdict,
     /// The step's merged histograms, encoded (as the run JSON's `histograms`).
     pub histograms: crate::report::hdr::Encoded4,
+    /// `--workload frames`: the frame figures the SLO judges.
+    pub frames: Option<FrameStep>,
 }
 
 impl Step {
@@ -377,8 +472,23 @@ impl Step {
             (true, false) => StepOutcome::SloBroken,
             (true, true) => StepOutcome::Pass,
         };
+        let frames = r.frames.as_ref().map(|f| FrameStep {
+            up_fps: f.up_fps,
+            down_fps: f.down_fps,
+            expected: f.expected,
+            received: f.received,
+            retention: f.retention,
+            retention_min: f.retention_min,
+            lost: f.lost,
+            late: f.late,
+            deviation_p50_ns: f.deviation_ns.p50,
+            deviation_p99_ns: f.deviation_ns.p99,
+            deviation_max_ns: f.deviation_ns.max,
+            fanout_p99_ns: f.fanout_ns.p99,
+        });
         Step {
             phase,
+            connections: r.config.connections,
             intended_rps: r.rate.intended_rps,
             achieved_rps: r.rate.achieved_rps,
             latency_p50_ns: r.latency_ns.p50,
@@ -396,11 +506,20 @@ impl Step {
             outcome,
             slo: verdict,
             histograms: crate::report::hdr::Encoded4::of(&r.histograms),
+            frames,
         }
     }
 
     fn good(&self) -> bool {
         self.outcome == StepOutcome::Pass
+    }
+
+    /// The p99 the knee rule follows: request latency, or a frames step's arrival
+    /// deviation.
+    fn p99_ns(&self) -> u64 {
+        self.frames
+            .as_ref()
+            .map_or(self.latency_p99_ns, |f| f.deviation_p99_ns)
     }
 
     /// The verdict column: `met`, `BROKEN p99<20ms`, `INVALID`.
@@ -430,10 +549,16 @@ pub enum StoppedBy {
 /// Search parameters as reported (`config` in the JSON).
 #[derive(Debug, Clone, Serialize)]
 pub struct ConfigReport {
-    pub start_rps: f64,
+    /// What the steps climb: `rate` (the `*_rps` fields below) or, with `--workload
+    /// frames`, `connections` (the `*_connections` fields); the other axis' are null.
+    pub axis: &'static str,
+    pub start_rps: Option<f64>,
     pub factor: Option<f64>,
     pub step_rps: Option<f64>,
     pub max_rps: Option<f64>,
+    pub start_connections: Option<usize>,
+    pub step_connections: Option<usize>,
+    pub max_connections: Option<usize>,
     pub precision: f64,
     pub step_duration_ns: u64,
     pub cores: Vec<usize>,
@@ -442,6 +567,10 @@ pub struct ConfigReport {
     pub payload_bytes: usize,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
+    /// Frames: the tick, the frame size and the (fixed) room size.
+    pub tick_ns: Option<u64>,
+    pub frame_bytes: Option<usize>,
+    pub room_size: Option<u64>,
 }
 
 /// The search's result (the JSON of `blaster search --json`).
@@ -465,6 +594,13 @@ pub struct SearchReport {
     pub knee_rps: Option<f64>,
     /// Intended rate of the lowest bad step.
     pub first_bad_rps: Option<f64>,
+    /// Frames: the largest connection count of a good step, and its figures.
+    pub max_safe_connections: Option<usize>,
+    pub deviation_p99_ns_at_max_safe: Option<u64>,
+    pub retention_at_max_safe: Option<f64>,
+    /// Frames: the connection count of the knee step and of the lowest bad step.
+    pub knee_connections: Option<usize>,
+    pub first_bad_connections: Option<usize>,
     pub stopped_by: StoppedBy,
     pub interrupted: bool,
 }
@@ -481,12 +617,12 @@ impl SearchReport {
     }
 }
 
-/// The lowest-rate bad step, if any.
-fn lowest_bad(steps: &[Step]) -> Option<&Step> {
+/// The bad step lowest on the axis, if any.
+fn lowest_bad(axis: Axis, steps: &[Step]) -> Option<&Step> {
     steps
         .iter()
         .filter(|s| !s.good())
-        .min_by(|a, b| a.intended_rps.total_cmp(&b.intended_rps))
+        .min_by(|a, b| axis.of(a).total_cmp(&axis.of(b)))
 }
 
 /// The conclusions from the steps measured (pure).
@@ -497,11 +633,13 @@ pub fn conclude(
     steps: Vec<Step>,
     interrupted: bool,
 ) -> SearchReport {
-    let best = steps
-        .iter()
-        .filter(|s| s.good())
-        .max_by(|a, b| a.achieved_rps.total_cmp(&b.achieved_rps));
-    let bad = lowest_bad(&steps);
+    let axis = cfg.axis;
+    // Rate: the highest achieved rate; connections: the largest count.
+    let best = steps.iter().filter(|s| s.good()).max_by(|a, b| match axis {
+        Axis::Rate => a.achieved_rps.total_cmp(&b.achieved_rps),
+        Axis::Connections { .. } => a.connections.cmp(&b.connections),
+    });
+    let bad = lowest_bad(axis, &steps);
     let stopped_by = match bad.map(|s| s.outcome) {
         Some(StepOutcome::Invalid) => StoppedBy::Generator,
         Some(_) => StoppedBy::Target,
@@ -509,26 +647,34 @@ pub fn conclude(
         None => StoppedBy::Max,
     };
     let mut valid: Vec<&Step> = steps.iter().filter(|s| s.valid).collect();
-    valid.sort_by(|a, b| a.intended_rps.total_cmp(&b.intended_rps));
+    valid.sort_by(|a, b| axis.of(a).total_cmp(&axis.of(b)));
     let points: Vec<(f64, f64)> = valid
         .iter()
-        .map(|s| (s.intended_rps, s.latency_p99_ns as f64))
+        .map(|s| (axis.of(s), s.p99_ns() as f64))
         .collect();
-    let knee_rps = knee(&points).map(|i| valid[i].achieved_rps);
-    let (factor, step_rps) = match cfg.growth {
+    let knee_step = knee(&points).map(|i| valid[i]);
+    let (factor, step) = match cfg.growth {
         Growth::Factor(f) => (Some(f), None),
         Growth::Add(s) => (None, Some(s)),
     };
+    let frames = plan.frames.as_ref();
+    let is_frames = frames.is_some();
+    let rate_axis = axis == Axis::Rate;
+    let best_frames = best.and_then(|s| s.frames.as_ref());
     SearchReport {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "search",
         target: target.to_string(),
         slo_spec: cfg.slo.spec.clone(),
         config: ConfigReport {
-            start_rps: cfg.start_rps,
+            axis: axis.name(),
+            start_rps: rate_axis.then_some(cfg.start),
             factor,
-            step_rps,
-            max_rps: cfg.max_rps,
+            step_rps: step.filter(|_| rate_axis),
+            max_rps: cfg.max.filter(|_| rate_axis),
+            start_connections: (!rate_axis).then_some(cfg.start as usize),
+            step_connections: step.filter(|_| !rate_axis).map(|s| s as usize),
+            max_connections: cfg.max.filter(|_| !rate_axis).map(|m| m as usize),
             precision: cfg.precision,
             step_duration_ns: cfg.step_duration_ns,
             cores: plan.cores.clone(),
@@ -537,14 +683,22 @@ pub fn conclude(
             payload_bytes: plan.payload.len(),
             timeout_ns: plan.timeout_ns,
             max_lag_ns: plan.max_lag_ns,
+            tick_ns: frames.map(|f| f.grid.tick_ns),
+            frame_bytes: frames.map(|f| f.frame_size),
+            room_size: frames.map(|f| f.grid.room_size),
         },
         max_safe_throughput_rps: best.map(|s| s.achieved_rps),
         max_safe_intended_rps: best.map(|s| s.intended_rps),
         latency_p99_ns_at_max_safe: best.map(|s| s.latency_p99_ns),
         latency_mean_ns_at_max_safe: best.map(|s| s.latency_mean_ns),
         inflight_at_max_safe: best.map(|s| s.achieved_rps * s.latency_mean_ns / 1e9),
-        knee_rps,
+        knee_rps: knee_step.map(|s| s.achieved_rps),
         first_bad_rps: bad.map(|s| s.intended_rps),
+        max_safe_connections: best.filter(|_| is_frames).map(|s| s.connections),
+        deviation_p99_ns_at_max_safe: best_frames.map(|f| f.deviation_p99_ns),
+        retention_at_max_safe: best_frames.map(|f| f.retention),
+        knee_connections: knee_step.filter(|_| is_frames).map(|s| s.connections),
+        first_bad_connections: bad.filter(|_| is_frames).map(|s| s.connections),
         stopped_by,
         interrupted,
         steps,
@@ -555,6 +709,7 @@ pub fn conclude(
 /// conclusions so far after every step (to rewrite the JSON file as the search goes).
 pub fn run(
     plan: &RunPlan,
+    (r, facts): (&RunArgs, &HostFacts),
     target: SocketAddr,
     cfg: &SearchConfig,
     stop: &Arc<AtomicBool>,
@@ -567,18 +722,20 @@ pub fn run(
             interrupted = true;
             break;
         }
-        let history: Vec<(f64, bool)> = steps.iter().map(|s| (s.intended_rps, s.good())).collect();
-        let Next::Run { rate_rps, phase } = next_step(cfg, &history) else {
+        let history: Vec<(f64, bool)> = steps.iter().map(|s| (cfg.axis.of(s), s.good())).collect();
+        let Next::Run { value, phase } = next_step(cfg, &history) else {
             break;
         };
-        let label = format!(
-            "search step {} ({} {}/s)",
-            steps.len() + 1,
-            phase.name(),
-            fmt_rate(rate_rps)
-        );
-        // This step's plan: the search's, at this step's rate.
-        let step = plan.with_rate(rate_rps).with_duration(cfg.step_duration_ns);
+        let at = match cfg.axis {
+            Axis::Rate => format!("{}/s", fmt_rate(value)),
+            Axis::Connections { .. } => format!("{value} connections"),
+        };
+        let label = format!("search step {} ({} {at})", steps.len() + 1, phase.name());
+        let step = step_plan(plan, r, facts, cfg, value)?;
+        if step.connections != plan.connections {
+            // A larger table than the first step's: the limits it needs, again.
+            crate::preflight::check_plan(&step)?;
+        }
         let report = execute(
             &step,
             target,
@@ -604,6 +761,9 @@ pub fn run(
 
 /// The progress line of one step.
 fn step_line(s: &Step) -> String {
+    if let Some(f) = &s.frames {
+        return frames::step_line(s, f);
+    }
     format!(
         "{:<6} {:>8}/s intended -> {:>8}/s achieved, p99 {:>9}, errors {}, lag p99 {:>9}, \
          busiest worker {:.0}%: {}",
@@ -620,6 +780,9 @@ fn step_line(s: &Step) -> String {
 
 /// The search's text report: the step table (sorted by rate) and the conclusions.
 pub fn render(r: &SearchReport) -> String {
+    if r.config.axis == "connections" {
+        return frames::render(r);
+    }
     let mut s = String::new();
     let w = &mut s;
     let c = &r.config;
@@ -634,7 +797,7 @@ pub fn render(r: &SearchReport) -> String {
          {} connections, pipeline {}, payload {}B",
         r.target,
         r.slo_spec,
-        fmt_rate(c.start_rps),
+        fmt_rate(c.start_rps.unwrap_or(0.0)),
         fmt_ns(c.step_duration_ns),
         c.precision * 100.0,
         crate::units::list_cores(&c.cores),
@@ -748,5 +911,7 @@ pub fn render(r: &SearchReport) -> String {
     s
 }
 
+mod axis;
+mod frames;
 #[cfg(test)]
 mod tests;

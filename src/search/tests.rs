@@ -3,14 +3,16 @@
 
 use super::*;
 use crate::cli::{Cli, Command};
+use crate::limits::RATE_RPS_MAX;
 use clap::Parser;
 
 fn cfg(growth: Growth, max: Option<f64>) -> SearchConfig {
     SearchConfig {
         slo: Slo::parse("p99<20ms").unwrap(),
-        start_rps: 1000.0,
+        axis: Axis::Rate,
+        start: 1000.0,
         growth,
-        max_rps: max,
+        max,
         precision: 0.05,
         step_duration_ns: 1_000_000_000,
     }
@@ -21,7 +23,7 @@ fn simulate(cfg: &SearchConfig, capacity: f64) -> (Vec<(f64, bool)>, End) {
     let mut h = Vec::new();
     loop {
         match next_step(cfg, &h) {
-            Next::Run { rate_rps, .. } => h.push((rate_rps, rate_rps < capacity)),
+            Next::Run { value, .. } => h.push((value, value < capacity)),
             Next::Done(end) => return (h, end),
         }
         assert!(h.len() < 100, "planner does not end");
@@ -46,7 +48,7 @@ fn climbs_by_factor_then_bisects_to_the_precision() {
     assert_eq!(
         next_step(&c, &h[..5]),
         Next::Run {
-            rate_rps: (3375.0 + 5062.5) / 2.0,
+            value: (3375.0 + 5062.5) / 2.0,
             phase: Phase::Bisect
         }
     );
@@ -71,7 +73,7 @@ fn first_bad_step_ends_at_once() {
 #[test]
 fn a_target_that_never_breaks_hits_the_step_limit() {
     let mut c = cfg(Growth::Factor(1.5), None);
-    c.start_rps = 1.0;
+    c.start = 1.0;
     let (h, end) = simulate(&c, f64::INFINITY);
     assert_eq!((h.len(), end), (CLIMB_STEPS_MAX, End::StepLimit));
     let c = cfg(Growth::Factor(10.0), None);
@@ -132,6 +134,7 @@ fn step(rate: f64, achieved: f64, p99_ms: f64, outcome: StepOutcome) -> Step {
     verdict.met = outcome == StepOutcome::Pass;
     Step {
         phase: Phase::Climb,
+        connections: 64,
         intended_rps: rate,
         achieved_rps: achieved,
         latency_p50_ns: 1_000_000,
@@ -149,6 +152,7 @@ fn step(rate: f64, achieved: f64, p99_ms: f64, outcome: StepOutcome) -> Step {
         outcome,
         slo: verdict,
         histograms: Default::default(),
+        frames: None,
     }
 }
 
@@ -341,7 +345,7 @@ fn run_args_carry_the_run_flags_with_run_defaults() {
         "each step's rate comes from the plan, not a string"
     );
     assert_eq!((r.connections, r.duration.as_str()), (8, "2s"));
-    assert_eq!((r.timeout.as_str(), r.proto.as_str()), ("1s", "tcp"));
+    assert_eq!((r.timeout.as_str(), r.work.proto.as_str()), ("1s", "tcp"));
     assert!(!r.quiet && !r.progress && r.slo.is_none() && r.json.is_none());
     let facts =
         HostFacts::with_cores(&[0]).resolving("127.0.0.1:9", "127.0.0.1:9".parse().unwrap());
@@ -357,4 +361,40 @@ fn run_args_carry_the_run_flags_with_run_defaults() {
         Some(2250.0)
     );
     assert_eq!((step.connections, step.duration_ns), (8, 2_000_000_000));
+}
+
+#[test]
+fn the_connection_axis_climbs_and_bisects_in_whole_rooms() {
+    let mut c = cfg(Growth::Factor(1.5), None);
+    c.axis = Axis::Connections { room_size: 10 };
+    c.start = 10.0;
+    // Good up to 47 connections: the answer is 40, the last whole room below.
+    let (h, end) = simulate(&c, 47.0);
+    assert_eq!(end, End::Converged);
+    let counts: Vec<f64> = h.iter().map(|s| s.0).collect();
+    // 10 x 1.5 = 15 rounds up to 20; 30; 45 -> 50 (bad); then 40 (bad 50, good 30).
+    assert_eq!(counts, [10.0, 20.0, 30.0, 50.0, 40.0], "{h:?}");
+    // A factor that would not reach the next room still climbs one room.
+    c.growth = Growth::Factor(1.05);
+    assert_eq!(
+        next_step(&c, &[(10.0, true)]),
+        Next::Run {
+            value: 20.0,
+            phase: Phase::Climb
+        }
+    );
+    // Neighbouring rooms leave nothing to bisect, whatever the precision.
+    c.precision = PRECISION_MIN;
+    assert_eq!(
+        next_step(&c, &[(40.0, true), (50.0, false)]),
+        Next::Done(End::Converged)
+    );
+    // The midpoint is a whole room: (40 + 70) / 2 = 55 -> 50.
+    assert_eq!(
+        next_step(&c, &[(40.0, true), (70.0, false)]),
+        Next::Run {
+            value: 50.0,
+            phase: Phase::Bisect
+        }
+    );
 }
