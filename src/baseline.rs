@@ -62,11 +62,7 @@ pub struct Baseline {
 }
 
 fn step_of(r: &Report) -> Step {
-    let busy: u64 = r
-        .workers
-        .iter()
-        .map(|w| w.cpu_ns.saturating_sub(w.spin_ns))
-        .sum();
+    let busy: u64 = r.workers.iter().map(|w| w.busy_cpu_ns).sum();
     let saturated = !r.valid
         || r.rate.achieved_rps < ACHIEVED_MIN_RATIO * r.rate.intended_rps
         || r.requests.errors > 0;

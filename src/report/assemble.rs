@@ -287,22 +287,7 @@ pub fn build(
         .enumerate()
         .map(|(i, row)| shape.interval(i, row, stopped_ns))
         .collect();
-    let workers: Vec<WorkerReport> = c
-        .totals
-        .iter()
-        .map(|t| {
-            let busy = t.cpu_ns.saturating_sub(t.spin_ns);
-            WorkerReport {
-                core: t.core,
-                cpu_ns: t.cpu_ns,
-                spin_ns: t.spin_ns,
-                busy_cpu_ns_per_request: busy as f64 / t.completed.max(1) as f64,
-                busy_ratio: busy as f64 / t.wall_ns.max(1) as f64,
-                backlog_peak: t.backlog_peak,
-                histogram_allocations: t.histogram_allocations,
-            }
-        })
-        .collect();
+    let workers: Vec<WorkerReport> = c.totals.iter().map(worker_report).collect();
     let ctr = &c.counters;
     let latency = Percentiles::of(&c.total.latency);
     let service = Percentiles::of(&c.total.service);
@@ -569,4 +554,59 @@ fn diagnose_waits(
         });
     }
     d
+}
+
+/// A worker's line of the report. Its busy CPU is `engine::pacing::busy_cpu_ns`: the
+/// spinning is wall time, so `cpu - spin` read 0 on a loaded host.
+fn worker_report(t: &WorkerTotals) -> WorkerReport {
+    let busy = crate::engine::pacing::busy_cpu_ns(t.cpu_ns, t.spin_ns, t.sleep_ns, t.wall_ns);
+    WorkerReport {
+        core: t.core,
+        cpu_ns: t.cpu_ns,
+        spin_ns: t.spin_ns,
+        busy_cpu_ns: busy.ns,
+        cpu_basis: if busy.separated {
+            "busy"
+        } else {
+            "busy_at_most"
+        },
+        busy_cpu_ns_per_request: busy.ns as f64 / t.completed.max(1) as f64,
+        busy_ratio: busy.ns as f64 / t.wall_ns.max(1) as f64,
+        backlog_peak: t.backlog_peak,
+        histogram_allocations: t.histogram_allocations,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loaded host: 1.5 s of spinning wall time against 1.4 s of CPU in 2 s, never
+    /// asleep. The old `cpu - spin` gave 0 ns per request and 0% busy.
+    #[test]
+    fn worker_busy_cpu_is_not_zero_when_spinning_outlasts_the_cpu_time() {
+        let t = WorkerTotals {
+            cpu_ns: 1_400_000_000,
+            spin_ns: 1_500_000_000,
+            sleep_ns: 0,
+            wall_ns: 2_000_000_000,
+            completed: 1_000_000,
+            ..WorkerTotals::default()
+        };
+        let w = worker_report(&t);
+        // Off CPU 0.6 s: at least 0.9 s of the spinning was on CPU, 0.5 s was work.
+        assert_eq!(w.busy_cpu_ns, 500_000_000);
+        assert_eq!(w.cpu_basis, "busy_at_most");
+        assert_eq!(w.busy_cpu_ns_per_request, 500.0);
+        assert_eq!(w.busy_ratio, 0.25);
+        // A quiet host: exact.
+        let quiet = worker_report(&WorkerTotals {
+            cpu_ns: 1_000_000_000,
+            spin_ns: 200_000_000,
+            sleep_ns: 1_000_000_000,
+            ..t
+        });
+        assert_eq!(quiet.busy_cpu_ns, 800_000_000);
+        assert_eq!(quiet.cpu_basis, "busy");
+    }
 }

@@ -136,9 +136,14 @@ pub struct WorkerReport {
     pub core: Option<usize>,
     pub cpu_ns: u64,
     pub spin_ns: u64,
-    /// CPU time minus time spent spinning for a due instant, per completed request.
+    /// CPU time minus the CPU spent spinning for a due instant, ns: exact when
+    /// `cpu_basis` is `busy`, an upper bound when `busy_at_most` (the worker was
+    /// preempted while spinning; `engine::pacing::busy_cpu_ns`).
+    pub busy_cpu_ns: u64,
+    pub cpu_basis: &'static str,
+    /// busy_cpu_ns per completed request.
     pub busy_cpu_ns_per_request: f64,
-    /// Share of the worker's wall time it was busy (not spinning or sleeping).
+    /// busy_cpu_ns over the worker's wall time.
     pub busy_ratio: f64,
     pub backlog_peak: u64,
     /// Interval boundaries where the worker allocated histograms (0 unless the

@@ -198,11 +198,16 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     for (i, wk) in r.workers.iter().enumerate() {
         let _ = writeln!(
             w,
-            "worker {i} (core {}): cpu {:.2} s, busy {:.0}%, {:.0} ns busy CPU per request, backlog peak {}",
+            "worker {i} (core {}): cpu {:.2} s, busy {:.0}%, {:.0} ns busy CPU per request{}, backlog peak {}",
             wk.core.map_or("-".to_string(), |c| c.to_string()),
             wk.cpu_ns as f64 / 1e9,
             wk.busy_ratio * 100.0,
             wk.busy_cpu_ns_per_request,
+            if wk.cpu_basis == "busy" {
+                ""
+            } else {
+                " (at most: preempted while spinning)"
+            },
             wk.backlog_peak
         );
     }
