@@ -477,6 +477,10 @@ fn a_connect_rate_ramp_joins_connections_over_time_and_keeps_retention_exact() {
         "{fr}"
     );
     assert_eq!(f(fr, "fanout_incomplete"), 0.0, "{fr}");
+    // Residency against each connection's own span: the last joiner (opened at 1.98 s
+    // of 4 s) was up all of its span, not half the run.
+    assert_eq!(f(fr, "residency.up_whole_run"), 100.0, "{fr}");
+    assert_eq!(f(fr, "residency.uptime_min"), 1.0, "{fr}");
     // Connections active at each interval's end: 50 or 51 joined by 1 s (the 51st
     // opens at 1.000 s), all 100 by 1.98 s.
     let active: Vec<u64> = v["intervals"]

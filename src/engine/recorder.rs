@@ -426,6 +426,9 @@ pub struct FrameTotals {
     pub fanout_complete: u64,
     /// Per connection: ns it was up during the schedule.
     pub uptime_ns: Vec<u64>,
+    /// Per connection (as `uptime_ns`): ns it was meant to be up, from its first
+    /// planned frame (its join under a `--connect-rate` ramp) to the schedule's end.
+    pub span_ns: Vec<u64>,
     pub reconnects: u64,
     /// `--aggregate`: downlink frames received outside the expected server ticks.
     pub outside: u64,

@@ -93,10 +93,11 @@ pub struct AggregateFigures {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Residency {
-    /// Share of the schedule each connection was up: lowest and median.
+    /// Share of its span each connection was up (the span: from its first planned
+    /// frame, its join under a ramp, to the schedule's end): lowest and median.
     pub uptime_min: f64,
     pub uptime_median: f64,
-    /// Connections up for the whole schedule.
+    /// Connections up for their whole span.
     pub up_whole_run: u64,
     pub disconnects: u64,
     pub reconnects: u64,
@@ -163,6 +164,16 @@ fn busy_cpu(totals: &[WorkerTotals]) -> BusyCpu {
     )
 }
 
+/// The share of its span (first planned frame to the schedule's end) a connection was
+/// up: a connection that joins late in a ramp is measured against its own lifetime,
+/// not the run's. Up before its first frame counts, so the share is capped at 1.
+fn uptime_share(up_ns: u64, span_ns: u64) -> f64 {
+    if span_ns == 0 {
+        return 1.0;
+    }
+    (up_ns as f64 / span_ns as f64).min(1.0)
+}
+
 /// `cpu_ns` per frame, 0 with no frames (nothing measured).
 fn per_frame(cpu_ns: u64, frames: u64) -> f64 {
     if frames == 0 {
@@ -192,6 +203,7 @@ pub fn build(
             t.fanout_expected += f.fanout_expected;
             t.fanout_complete += f.fanout_complete;
             t.uptime_ns.extend_from_slice(&f.uptime_ns);
+            t.span_ns.extend_from_slice(&f.span_ns);
             t.reconnects += f.reconnects;
             t.outside += f.outside;
             t.shift_ns = t.shift_ns.max(f.shift_ns);
@@ -204,13 +216,20 @@ pub fn build(
         .map(|&(e, r)| r as f64 / e as f64)
         .collect();
     retention.sort_by(f64::total_cmp);
-    let schedule = schedule_ns.max(1);
     let mut up: Vec<f64> = t
         .uptime_ns
         .iter()
-        .map(|&u| (u as f64 / schedule as f64).min(1.0))
+        .zip(&t.span_ns)
+        .map(|(&u, &span)| uptime_share(u, span))
         .collect();
     up.sort_by(f64::total_cmp);
+    let up_whole_run = t
+        .uptime_ns
+        .iter()
+        .zip(&t.span_ns)
+        .filter(|&(&u, &span)| u >= span)
+        .count() as u64;
+    let schedule = schedule_ns.max(1);
     let secs = schedule as f64 / 1e9;
     Some(FramesReport {
         tick_ns: fp.grid.tick_ns,
@@ -247,7 +266,7 @@ pub fn build(
         residency: Residency {
             uptime_min: quantile(&up, 0.0),
             uptime_median: quantile(&up, 0.5),
-            up_whole_run: t.uptime_ns.iter().filter(|&&u| u >= schedule_ns).count() as u64,
+            up_whole_run,
             disconnects: c.disconnects,
             reconnects: t.reconnects,
         },
@@ -343,7 +362,7 @@ pub fn render(f: &FramesReport, w: &mut String) {
     );
     let _ = writeln!(
         w,
-        "  residency: uptime min {} median {}; {} up the whole run; {} disconnects, {} reconnects",
+        "  residency: uptime min {} median {} of each connection's span (first planned frame to the end); {} up the whole span; {} disconnects, {} reconnects",
         pct(f.residency.uptime_min),
         pct(f.residency.uptime_median),
         f.residency.up_whole_run,

@@ -785,6 +785,12 @@ impl<'p> FrameWorker<'p> {
                 fanout_expected: book.fanout_expected,
                 fanout_complete: book.fanout_complete,
                 uptime_ns: self.conns.iter().map(|c| c.uptime).collect(),
+                span_ns: (0..self.conns.len() as u64)
+                    .map(|c| {
+                        let j = self.plan.conn_offset as u64 + c;
+                        self.stopped_ns.saturating_sub(self.fp.grid.joined_ns(j))
+                    })
+                    .collect(),
                 reconnects: self.reconnects,
                 outside,
                 shift_ns,
