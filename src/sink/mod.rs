@@ -70,6 +70,7 @@ mod config;
 mod flows;
 mod layout;
 mod memory;
+mod pending;
 mod rooms;
 mod send_queue;
 mod server;

@@ -110,6 +110,11 @@ impl Rooms {
         &self.members[base..base + self.lens[slot as usize] as usize]
     }
 
+    /// How many room slots the table has.
+    pub(crate) fn capacity(&self) -> usize {
+        self.ids.len()
+    }
+
     /// The room id of `slot`.
     pub(crate) fn id(&self, slot: RoomSlot) -> u32 {
         self.ids[slot as usize]

@@ -67,9 +67,12 @@ pub struct BroadcastStats {
     pub relay_dropped: u64,
     /// Aggregate: downlink frames queued (TCP) or sent (UDP).
     pub downlink_frames: u64,
-    /// Aggregate: frames received beyond what one downlink frame holds in a tick
-    /// (not in any downlink frame).
+    /// Aggregate: frames received when their room already held two ticks' worth
+    /// (what a downlink frame holds, and as much carried): in no downlink frame.
     pub aggregate_overflow: u64,
+    /// Aggregate: frames that went out a tick later than received, because their
+    /// tick's downlink frame was full (counted once per tick carried).
+    pub aggregate_carried: u64,
     /// Aggregate: server ticks sent.
     pub ticks: u64,
     /// Aggregate: server ticks that passed without a send (the loop was late: a
@@ -78,7 +81,7 @@ pub struct BroadcastStats {
 }
 
 impl BroadcastStats {
-    pub(crate) const FIELDS: usize = 10;
+    pub(crate) const FIELDS: usize = 11;
 
     pub(crate) fn to_array(self) -> [u64; Self::FIELDS] {
         [
@@ -92,6 +95,7 @@ impl BroadcastStats {
             self.aggregate_overflow,
             self.ticks,
             self.ticks_skipped,
+            self.aggregate_carried,
         ]
     }
 
@@ -107,6 +111,7 @@ impl BroadcastStats {
             aggregate_overflow: a[7],
             ticks: a[8],
             ticks_skipped: a[9],
+            aggregate_carried: a[10],
         }
     }
 

@@ -26,6 +26,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use super::BroadcastConfig;
+use super::pending::Pending;
 use super::rooms::{RoomSlot, Rooms};
 use super::stats::BroadcastStats;
 use crate::proto::frame::{self, Entry, FLAG_AGGREGATE, FrameHeader, HEADER_BYTES};
@@ -61,9 +62,7 @@ pub(crate) struct UdpRelay {
     queued: usize,
     /// Aggregate: `OUT` downlink datagrams being built, pending entries per room.
     down: Box<[u8]>,
-    pending: Box<[Entry]>,
-    pending_len: Box<[u32]>,
-    entries_max: usize,
+    pending: Pending,
     tick_ns: u64,
     next_tick_ns: u64,
     next_seq: u64,
@@ -108,9 +107,7 @@ impl UdpRelay {
             out_iov: vec![zero_iov; OUT].into_boxed_slice(),
             queued: 0,
             down: vec![0; OUT * down].into_boxed_slice(),
-            pending: vec![Entry::default(); rooms_max * entries_max].into_boxed_slice(),
-            pending_len: vec![0; rooms_max].into_boxed_slice(),
-            entries_max,
+            pending: Pending::new(rooms_max, entries_max),
             tick_ns,
             next_tick_ns: now_ns.saturating_add(tick_ns),
             next_seq: 0,
@@ -156,16 +153,13 @@ impl UdpRelay {
         self.stats.frames_received += 1;
         let room = self.room[peer];
         if self.cfg.aggregate.is_some() {
-            let at = self.pending_len[room as usize] as usize;
-            if at == self.entries_max {
+            let e = Entry {
+                member: self.member[peer],
+                seq: header.seq,
+                intended_ns: header.intended_ns,
+            };
+            if !self.pending.push(room as usize, e) {
                 self.stats.aggregate_overflow += 1;
-            } else {
-                self.pending[room as usize * self.entries_max + at] = Entry {
-                    member: self.member[peer],
-                    seq: header.seq,
-                    intended_ns: header.intended_ns,
-                };
-                self.pending_len[room as usize] += 1;
             }
             return;
         }
@@ -205,7 +199,7 @@ impl UdpRelay {
     /// Takes peer `p` out of its room and the table.
     fn leave(&mut self, p: usize) {
         if self.rooms.leave(self.room[p], p as u32) {
-            self.pending_len[self.room[p] as usize] = 0;
+            self.pending.clear(self.room[p] as usize);
         }
         self.index.remove(&self.keys[p]);
         self.room[p] = NO_ROOM;
@@ -289,10 +283,8 @@ impl UdpRelay {
         // Datagrams built into `down` must not be rewritten before they are sent.
         self.flush(fd);
         let mut built = 0;
-        for room in 0..self.pending_len.len() as RoomSlot {
+        for room in 0..self.rooms.capacity() as RoomSlot {
             let n = self.rooms.members(room).len();
-            let base = room as usize * self.entries_max;
-            let pending = self.pending_len[room as usize] as usize;
             for i in 0..n {
                 if built == OUT {
                     self.flush(fd);
@@ -302,7 +294,7 @@ impl UdpRelay {
                 let out = &mut self.down[built * down..(built + 1) * down];
                 out.fill(0);
                 let mut entries = 0;
-                for e in &self.pending[base..base + pending] {
+                for e in self.pending.due(room as usize) {
                     if e.member == m.member && !echo {
                         continue;
                     }
@@ -323,7 +315,7 @@ impl UdpRelay {
                 self.stats.downlink_frames += 1;
                 built += 1;
             }
-            self.pending_len[room as usize] = 0;
+            self.stats.aggregate_carried += self.pending.advance(room as usize);
         }
         self.flush(fd);
     }

@@ -36,6 +36,7 @@ use crate::proto::frame::{
     self, Entry, FLAG_AGGREGATE, FRAME_BYTES_MAX, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES,
 };
 use crate::sink::BroadcastConfig;
+use crate::sink::pending::Pending;
 use crate::sink::rooms::{RoomSlot, Rooms};
 use crate::sink::send_queue::SendQueues;
 use crate::sink::stats::BroadcastStats;
@@ -77,10 +78,8 @@ pub(super) struct Relay {
     /// Slots with bytes queued since the last flush; `listed` marks them.
     ready: Vec<u32>,
     listed: Box<[bool]>,
-    /// Aggregate: per room slot, `entries_max` entries and how many are pending.
-    pending: Box<[Entry]>,
-    pending_len: Box<[u32]>,
-    entries_max: usize,
+    /// Aggregate: per room slot, the entries waiting for the tick.
+    pending: Pending,
     /// Aggregate: the tick, the end of the tick under way, its index.
     tick: Duration,
     next_tick_at: Instant,
@@ -108,9 +107,7 @@ impl Relay {
             scratch: vec![0; LEN_PREFIX_BYTES + FRAME_BYTES_MAX.max(down)].into_boxed_slice(),
             ready: Vec::with_capacity(slots),
             listed: vec![false; slots].into_boxed_slice(),
-            pending: vec![Entry::default(); rooms_max * entries_max].into_boxed_slice(),
-            pending_len: vec![0; rooms_max].into_boxed_slice(),
-            entries_max,
+            pending: Pending::new(rooms_max, entries_max),
             tick,
             next_tick_at: started + tick,
             next_seq: 0,
@@ -231,16 +228,13 @@ impl Worker {
         relay.stats.frames_received += 1;
         let room = relay.peers[index].room;
         if relay.cfg.aggregate.is_some() {
-            let at = relay.pending_len[room as usize] as usize;
-            if at == relay.entries_max {
+            let e = Entry {
+                member: relay.peers[index].member,
+                seq: header.seq,
+                intended_ns: header.intended_ns,
+            };
+            if !relay.pending.push(room as usize, e) {
                 relay.stats.aggregate_overflow += 1;
-            } else {
-                relay.pending[room as usize * relay.entries_max + at] = Entry {
-                    member: relay.peers[index].member,
-                    seq: header.seq,
-                    intended_ns: header.intended_ns,
-                };
-                relay.pending_len[room as usize] += 1;
             }
             return true;
         }
@@ -269,7 +263,7 @@ impl Worker {
         };
         let peer = relay.peers[index];
         if peer.room != NO_ROOM && relay.rooms.leave(peer.room, index as u32) {
-            relay.pending_len[peer.room as usize] = 0;
+            relay.pending.clear(peer.room as usize);
         }
         relay.peers[index] = Peer::NONE;
         relay.queues.abandon(index);
@@ -349,14 +343,12 @@ impl Worker {
         relay.stats.ticks += 1;
         let down = agg.down_size;
         let echo = relay.cfg.echo_to_sender;
-        let rooms_max = relay.pending_len.len();
+        let rooms_max = relay.rooms.capacity();
         for room in 0..rooms_max as RoomSlot {
             let n_members = relay.rooms.members(room).len();
             if n_members == 0 {
                 continue;
             }
-            let base = room as usize * relay.entries_max;
-            let pending = relay.pending_len[room as usize] as usize;
             for i in 0..n_members {
                 let m = relay.rooms.members(room)[i];
                 let out = &mut relay.scratch[..LEN_PREFIX_BYTES + down];
@@ -364,7 +356,7 @@ impl Worker {
                 frame::encode_len(down, out);
                 let body = &mut out[LEN_PREFIX_BYTES..];
                 let mut entries = 0;
-                for e in &relay.pending[base..base + pending] {
+                for e in relay.pending.due(room as usize) {
                     if e.member == m.member && !echo {
                         continue;
                     }
@@ -391,7 +383,7 @@ impl Worker {
                     relay.stats.relay_dropped += 1;
                 }
             }
-            relay.pending_len[room as usize] = 0;
+            relay.stats.aggregate_carried += relay.pending.advance(room as usize);
         }
     }
 }
