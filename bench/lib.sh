@@ -43,3 +43,26 @@ CONF
     sleep 0.5
     NGINX_PORT=$port
 }
+# perf_split DATA N UNIT WHAT: CPU per WHAT (N of them) recorded in DATA by `perf record
+# -e cpu-clock`, in UNIT (us or ns), split into user space, io_uring, the kernel's
+# network path and the rest of the kernel (syscall entry, wake-ups, irq-restore).
+perf_split() {
+    local ns scale
+    ns=$(perf report -i "$1" --stdio --no-children --sort sym 2>/dev/null | awk '/Event count/ {print $NF}')
+    scale=$([ "$3" = us ] && echo 1000 || echo 1)
+    perf report -i "$1" --no-children --sort sym -g none 2>/dev/null | grep -v '^#' | grep -v '^$' |
+    awk -v ns="$ns" -v n="$2" -v sc="$scale" -v u="$3" -v what="$4" '{p=$1; sub("%","",p); s=$3;
+      if ($2=="[.]") user+=p;
+      else if (s ~ /^io_|__io_|io_uring/) io+=p;
+      else if (s ~ /tcp|skb|sk_|sock|ip_|inet|dev_|netif|napi|net_|copy|bbr|lookup/) net+=p;
+      else other+=p}
+      END {x=ns/n/sc/100; printf "%.2f %s/%s: user space %.2f, io_uring %.2f, network path %.2f, other kernel %.2f\n", x*100, u, what, user*x, io*x, net*x, other*x}'
+}
+# perf_top_user DATA N K: the K user-space symbols with the most CPU in DATA, in ns per
+# one of N items.
+perf_top_user() {
+    local ns
+    ns=$(perf report -i "$1" --stdio --no-children --sort sym 2>/dev/null | awk '/Event count/ {print $NF}')
+    perf report -i "$1" --no-children --sort sym -g none 2>/dev/null | grep '\[\.\]' | head -"$3" |
+    awk -v ns="$ns" -v n="$2" '{p=$1; sub("%","",p); $1=""; $2=""; printf "  %7.1f ns  %s\n", p/100*ns/n, $0}'
+}

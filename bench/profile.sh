@@ -15,19 +15,6 @@ perf stat -x, -e syscalls:sys_enter_io_uring_enter -o "$OUT/stat.csv" -- \
 enters=$(grep io_uring_enter "$OUT/stat.csv" | cut -d, -f1)
 done_=$(python3 -c "import json; print(json.load(open('$OUT/s.json'))['requests']['completed'])")
 echo "io_uring_enter calls per request: $(python3 -c "print(round($enters/$done_, 2))") ($enters / $done_)"
-# split DATA REQUESTS: per-request µs of CPU in user space, io_uring, the kernel's
-# network path and the rest of the kernel (syscall entry, wake-ups, irq-restore).
-split() {
-    local ns
-    ns=$(perf report -i "$1" --stdio --no-children --sort sym 2>/dev/null | awk '/Event count/ {print $NF}')
-    perf report -i "$1" --no-children --sort sym -g none 2>/dev/null | grep -v '^#' | grep -v '^$' |
-    awk -v ns="$ns" -v n="$2" '{p=$1; sub("%","",p); s=$3;
-      if ($2=="[.]") user+=p;
-      else if (s ~ /^io_|__io_|io_uring/) io+=p;
-      else if (s ~ /tcp|skb|sk_|sock|ip_|inet|dev_|netif|napi|net_|copy|bbr|lookup/) net+=p;
-      else other+=p}
-      END {us=ns/n/1000/100; printf "%.2f us/request: user space %.2f, io_uring %.2f, network path %.2f, other kernel %.2f\n", us*100, user*us, io*us, net*us, other*us}'
-}
 perf record -q -e cpu-clock -F 5000 -g -o "$OUT/perf.data" -- \
     taskset -c 0 "$B" run --target 127.0.0.1:$PORT --cores 0 --connections 64 --http 'GET /' \
     --rate "$RATE" --duration ${DUR}s --spin 0 --quiet --json "$OUT/b.json" >/dev/null 2>&1 || true
@@ -35,7 +22,7 @@ B_N=$(python3 -c "import json; print(json.load(open('$OUT/b.json'))['requests'][
 perf record -q -e cpu-clock -F 5000 -g -o "$OUT/perfw.data" -- \
     taskset -c 0 wrk -t1 -c64 -d${DUR}s "http://127.0.0.1:$PORT/" >"$OUT/w.txt" 2>&1
 W_N=$(awk '/requests in/ {print $1}' "$OUT/w.txt")
-echo "blaster --spin 0: $(split "$OUT/perf.data" "$B_N")"
-echo "wrk -t1 -c64:     $(split "$OUT/perfw.data" "$W_N")"
+echo "blaster --spin 0: $(perf_split "$OUT/perf.data" "$B_N" us request)"
+echo "wrk -t1 -c64:     $(perf_split "$OUT/perfw.data" "$W_N" us request)"
 echo "(the network path is the kernel's TCP/IP work for one request and its response, which"
 echo " both tools pay; a CPU ratio below network-path / wrk-total needs a cheaper kernel path)"

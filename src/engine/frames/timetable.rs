@@ -32,7 +32,16 @@ impl FrameGrid {
     /// Connection `j`'s offset within each tick.
     #[inline]
     pub fn phase_ns(&self, j: u64) -> Nanos {
-        (u128::from(j) * u128::from(self.tick_ns) / u128::from(self.connections)) as u64
+        // In u64 when the product fits (any tick up to 10 s with 1.8 billion
+        // connections), without the 128-bit division (`__udivti3`, 29 of 227 ns of
+        // user space per frame received in one bench/frames.sh PROFILE=2000 profile;
+        // the total moved within the run-to-run noise, 220-263 ns, after the change).
+        match j.checked_mul(self.tick_ns) {
+            Some(p) => p / self.connections,
+            None => {
+                (u128::from(j) * u128::from(self.tick_ns) / u128::from(self.connections)) as u64
+            }
+        }
     }
 
     /// When connection `j` opens (ns since the start; 0 without a ramp).
@@ -249,6 +258,20 @@ mod tests {
             ..GRID
         };
         assert_eq!((odd.rooms(), odd.members(2)), (3, 5));
+    }
+
+    #[test]
+    fn the_phase_is_exact_in_u64_and_beyond_it() {
+        // j x tick overflows u64 here: the 128-bit path gives the same exact floor.
+        let big = FrameGrid {
+            tick_ns: 10_000_000_000,
+            connections: u64::MAX / 4,
+            ..GRID
+        };
+        let j = u64::MAX / 8;
+        let exact = (u128::from(j) * 10_000_000_000 / u128::from(u64::MAX / 4)) as u64;
+        assert_eq!(big.phase_ns(j), exact);
+        assert_eq!(GRID.phase_ns(3), 300_000);
     }
 
     #[test]
