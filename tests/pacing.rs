@@ -4,10 +4,14 @@
 //! `--spin 0` the same run fails, with the reason in the report.
 //!
 //! Timing-sensitive: run under `flock /work/bench.lock` on a shared machine. The idle
-//! case needs an idle core; when the run's own host figures show another process took
-//! the worker core (`host.max_other_load` above the report's warning level) the
-//! premise did not hold, so it retries, and after three such attempts it is skipped
-//! (counted by `scripts/test.sh`), never passed.
+//! case needs an idle core, and it gets three attempts: on this VM the hypervisor
+//! sometimes delays a wake-up by hundreds of microseconds with nothing on the core to
+//! show for it (seen: resolution 1.06 gaps on an idle core, then 0.2 the next run, on
+//! the code of both before and after a change), so one failed attempt on an idle core
+//! is retried, and the test fails when no attempt passed and at least one was on an
+//! idle core. When every attempt's own host figures show another process took the
+//! worker core (`host.max_other_load` above the report's warning level) the premise did
+//! not hold: it is skipped (counted by `scripts/test.sh`), never passed.
 
 mod common;
 
@@ -72,6 +76,7 @@ fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
     for &rate in rates {
         let mut passed = false;
         let mut seen = Vec::new();
+        let mut idle_failures = Vec::new();
         for _ in 0..ATTEMPTS {
             let (v, text) = paced_run(&sink, rate, arrivals, "2ms");
             let p = &v["pacing"];
@@ -92,14 +97,20 @@ fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
                 passed = true;
                 break;
             }
-            // A failure on an idle core is a real failure; on a busy one the premise
-            // did not hold.
-            assert!(
-                other > f(&v, "host.other_load_warn_at"),
-                "{arrivals} at {rate}/s failed on an idle core: {p}"
-            );
-            seen.push(format!("{other:.2}"));
+            // A failure on an idle core counts against the code unless a later attempt
+            // passes; on a busy core the premise did not hold.
+            if other > f(&v, "host.other_load_warn_at") {
+                seen.push(format!("{other:.2}"));
+            } else {
+                idle_failures.push(p.to_string());
+            }
         }
+        assert!(
+            passed || idle_failures.is_empty(),
+            "{arrivals} at {rate}/s failed on an idle core in every attempt that ran on one \
+             ({} of {ATTEMPTS}): {idle_failures:?}",
+            idle_failures.len()
+        );
         if !passed {
             skip(
                 test,
