@@ -324,6 +324,72 @@ fn udp_aggregate_counts_dropped_uplink_frames_in_the_fan_out_not_the_downlink() 
     );
 }
 
+/// A PCU ramp against an aggregating server: 100 connections join at 50/s (the last
+/// at 1.98 s of 4 s). Every receiver expects the downlink ticks from its own join, and
+/// every frame after a member's first reaches all room mates that had joined: nothing
+/// is lost, and in a valid run every fan-out completes.
+#[test]
+fn a_connect_rate_ramp_against_an_aggregating_server_loses_nothing() {
+    let _l = load_lock();
+    let (_dir, json) = tmp_json();
+    let sink = aggregate_sink(false, &["--json", json.to_str().unwrap()]);
+    let v = run_report(
+        &[
+            "--target",
+            &sink.addr,
+            "--workload",
+            "frames",
+            "--connections",
+            "100",
+            "--room-size",
+            "10",
+            "--tick",
+            "20ms",
+            "--connect-rate",
+            "50",
+            "--aggregate",
+            "--down-size",
+            DOWN,
+            "--duration",
+            "4s",
+            "--quiet",
+            "--max-lag",
+            "20ms",
+        ],
+        Duration::from_secs(60),
+    );
+    sink.stop();
+    let fr = &v["frames"];
+    // Planned: connection j's first frame is at tick j + 1 (it opens at j x 20 ms).
+    let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
+    assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
+    assert_eq!(f(fr, "sent") as u64, planned, "{fr}");
+    // Receivers joined over 2 s of 4: each expects about 200 - (its join tick) ticks.
+    let expected = f(fr, "expected") as u64;
+    assert!((9_000..=15_000).contains(&expected), "{expected}: {fr}");
+    assert_eq!(f(fr, "received") as u64, expected, "{fr}");
+    assert_eq!(f(fr, "lost"), 0.0, "{fr}");
+    assert_eq!(f(fr, "retention_min"), 1.0, "{fr}");
+    assert_eq!(f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"), 0.0);
+    // Fan-out: every frame but each member's first, and but each room's first
+    // member's second (tick 2, just before its second member's first frame at tick 2
+    // and a later phase: it has no receiver yet).
+    assert_eq!(f(fr, "fanout_expected") as u64, planned - 100 - 10, "{fr}");
+    assert_eq!(
+        f(fr, "fanout_complete") + f(fr, "fanout_incomplete"),
+        f(fr, "fanout_expected"),
+        "{fr}"
+    );
+    assert_eq!(
+        f(&read_json(&json), "broadcast.aggregate_overflow"),
+        0.0,
+        "{fr}"
+    );
+    if v["valid"] == true {
+        assert_eq!(f(fr, "fanout_incomplete"), 0.0, "{fr}");
+    }
+}
+
 /// A stalling aggregating server skips the ticks it missed (it does not send them
 /// late): each skipped tick is lost at every member.
 #[test]

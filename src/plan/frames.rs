@@ -83,9 +83,6 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
     let join_gap_ns = match a.connect_rate {
         None => 0,
         Some(r) => {
-            if a.work.aggregate {
-                return Err(err("connect-rate", "is not supported with --aggregate"));
-            }
             if !(r.is_finite() && r > 0.0) {
                 return Err(err("connect-rate", format!("must be above 0, got {r}")));
             }

@@ -250,8 +250,8 @@ impl FrameBook {
     /// `at`. False when `e` is not a frame of the room's timetable (another member's
     /// frame as planned, the receiver's own only with echo, its intended instant
     /// exactly the timetable's): it must then neither count nor bound the tick.
-    /// Frames from 1 on feed the fan-out (deduplicated by the (receiver, source)
-    /// window); frame 0's receivers are whoever the server knew at its tick.
+    /// Frames after a member's first feed the fan-out (deduplicated by the (receiver,
+    /// source) window); its first frame's receivers are whoever the server knew at its tick.
     #[inline]
     pub fn carried(
         &mut self,
@@ -274,7 +274,9 @@ impl FrameBook {
         {
             return false;
         }
-        if e.seq == 0 {
+        // A member's first frame (frame 0, or under a ramp the first after it
+        // joined) reaches whoever the server knew at its tick: no fan-out.
+        if e.seq == g.start_k(gs) {
             return true;
         }
         let w = r as usize * g.room_size as usize + member as usize;
@@ -369,8 +371,8 @@ impl FrameBook {
             // (receivers never decrease with k: count up to the first frame with any.)
             let start = g.start_k(gr);
             let end = start + g.planned(gr, self.duration_ns);
-            // Aggregated: frame 0 has no fan-out (see `carried`).
-            let mut k = start + u64::from(self.aggregate && start == 0);
+            // Aggregated: a member's first frame has no fan-out (see `carried`).
+            let mut k = start + u64::from(self.aggregate);
             while k < end && g.receivers(gr, k, self.echo) == 0 {
                 k += 1;
             }

@@ -130,7 +130,7 @@ impl DownBook {
     fn first_expected(&self, r: usize, got: Option<u64>) -> u64 {
         let joined = match self.joined[r] {
             Some(at) => at,
-            None => self.grid.phase_ns(self.first + r as u64),
+            None => self.grid.joined_ns(self.first + r as u64),
         };
         let k = self.first_tick_from(joined as i64 + 2 * self.tick());
         let k = got.map_or(k, |g| k.min(g));
