@@ -159,7 +159,11 @@ fn three_shards_with_one_start_replay_the_single_machine_timetable() {
         assert_eq!(f["run_id"], run_id.as_str(), "one run id");
         assert_eq!(f["start_at_unix_ms"], at);
         let skew = f["start_skew_ns"].as_u64().expect("start skew reported");
-        assert!(skew < 1_000_000, "shard {i}: start skew {skew} ns");
+        // Within 20 ms: a shard that ignored --start-at would start up to 2.5 s off.
+        // Not 1 ms: on this shared VM a CI run saw 7.9 ms, the hypervisor holding the
+        // vCPU at the instant (steal up to 30% on a core that hour); the skews of a
+        // quiet host are in docs/figures.md (175-230 us).
+        assert!(skew < 20_000_000, "shard {i}: start skew {skew} ns");
         assert!(f["clock"]["max_error_us"].is_u64(), "{f}");
         // This shard intended a third of the rate.
         assert_eq!(r["rate"]["intended_rps"], 1000.0, "{}", r["rate"]);
