@@ -324,6 +324,29 @@ fn udp_aggregate_counts_dropped_uplink_frames_in_the_fan_out_not_the_downlink() 
     );
 }
 
+/// A PCU ramp: 100 connections in rooms of 10 joining at 50/s, 20 ms tick, 4 s, plus
+/// `extra`; the run's JSON.
+fn ramp_run(sink: &Sink, extra: &[&str]) -> serde_json::Value {
+    let base = [
+        "--target",
+        &sink.addr,
+        "--workload",
+        "frames",
+        "--connections",
+        "100",
+        "--room-size",
+        "10",
+        "--tick",
+        "20ms",
+        "--connect-rate",
+        "50",
+        "--duration",
+        "4s",
+        "--quiet",
+    ];
+    run_report(&[&base[..], extra].concat(), Duration::from_secs(60))
+}
+
 /// A PCU ramp against an aggregating server: 100 connections join at 50/s (the last
 /// at 1.98 s of 4 s). Every receiver expects the downlink ticks from its own join, and
 /// every frame after a member's first reaches all room mates that had joined: nothing
@@ -333,30 +356,9 @@ fn a_connect_rate_ramp_against_an_aggregating_server_loses_nothing() {
     let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = aggregate_sink(false, &["--json", json.to_str().unwrap()]);
-    let v = run_report(
-        &[
-            "--target",
-            &sink.addr,
-            "--workload",
-            "frames",
-            "--connections",
-            "100",
-            "--room-size",
-            "10",
-            "--tick",
-            "20ms",
-            "--connect-rate",
-            "50",
-            "--aggregate",
-            "--down-size",
-            DOWN,
-            "--duration",
-            "4s",
-            "--quiet",
-            "--max-lag",
-            "20ms",
-        ],
-        Duration::from_secs(60),
+    let v = ramp_run(
+        &sink,
+        &["--aggregate", "--down-size", DOWN, "--max-lag", "20ms"],
     );
     sink.stop();
     let fr = &v["frames"];
@@ -498,26 +500,7 @@ fn the_hdr_log_carries_the_frame_histograms_per_interval() {
 fn a_connect_rate_ramp_joins_connections_over_time_and_keeps_retention_exact() {
     let _l = load_lock();
     let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
-    let v = run_report(
-        &[
-            "--target",
-            &sink.addr,
-            "--workload",
-            "frames",
-            "--connections",
-            "100",
-            "--room-size",
-            "10",
-            "--tick",
-            "20ms",
-            "--connect-rate",
-            "50",
-            "--duration",
-            "4s",
-            "--quiet",
-        ],
-        Duration::from_secs(60),
-    );
+    let v = ramp_run(&sink, &[]);
     let fr = &v["frames"];
     // Planned: sum over j of 199 - j.
     let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
