@@ -154,30 +154,34 @@ fn rate_accuracy_within_one_percent() {
     let sink = Sink::start(&[]);
     for rate in [1_000.0, 10_000.0, 50_000.0] {
         let r = rate.to_string();
-        let (out, v) = run_json(
-            &sink.addr,
-            &["--rate", &r, "--duration", "5s", "--connections", "64"],
-            Duration::from_secs(40),
-        );
-        // The rate is what is checked; a host hiccup may flip validity (exit 3).
-        assert!(
-            matches!(out.status.code(), Some(0 | 3)),
-            "rate {rate}: {}",
-            stderr(&out)
-        );
-        let achieved = f(&v, "rate.achieved_rps");
-        assert!(
-            (achieved - rate).abs() <= rate * 0.01,
-            "rate {rate}: achieved {achieved}"
-        );
-        // Per second too: every full interval within 1%.
-        for iv in v["intervals"].as_array().unwrap().iter().take(5) {
-            let a = f(iv, "achieved_rps");
-            assert!(
-                (a - rate).abs() <= rate * 0.01,
-                "rate {rate}: interval {iv}"
+        on_a_quiet_host("rate_accuracy_within_one_percent", &RATE_ON_CORE_0, || {
+            let (out, v) = run_json(
+                &sink.addr,
+                &["--rate", &r, "--duration", "5s", "--connections", "64"],
+                Duration::from_secs(40),
             );
-        }
+            // The rate is what is checked; a host hiccup may flip validity (exit 3).
+            assert!(
+                matches!(out.status.code(), Some(0 | 3)),
+                "rate {rate}: {}",
+                stderr(&out)
+            );
+            let achieved = f(&v, "rate.achieved_rps");
+            if (achieved - rate).abs() > rate * 0.01 {
+                return Err(Miss::in_run(
+                    &v,
+                    format!("rate {rate}: achieved {achieved}"),
+                ));
+            }
+            // Per second too: every full interval within 1%.
+            for iv in v["intervals"].as_array().unwrap().iter().take(5) {
+                let a = f(iv, "achieved_rps");
+                if (a - rate).abs() > rate * 0.01 {
+                    return Err(Miss::in_run(&v, format!("rate {rate}: interval {iv}")));
+                }
+            }
+            Ok(())
+        });
     }
 }
 
@@ -315,27 +319,50 @@ fn timeouts_are_errors_recorded_at_the_timeout() {
 #[test]
 fn loopback_baseline_reports_a_ceiling() {
     let _g = load_lock();
-    let (_dir, path) = tmp_json();
-    let out = run(
-        &[
-            "--cores",
-            "0",
-            "--start-rate",
-            "40000",
-            "--step-duration",
-            "1s",
-            "--json",
-            path.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
+    on_a_quiet_host(
+        "loopback_baseline_reports_a_ceiling",
+        &RATE_ON_CORES_0_1,
+        || {
+            let (_dir, path) = tmp_json();
+            let out = run(
+                &[
+                    "--cores",
+                    "0",
+                    "--start-rate",
+                    "40000",
+                    "--step-duration",
+                    "1s",
+                    "--json",
+                    path.to_str().unwrap(),
+                ],
+                Duration::from_secs(60),
+            );
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            let v = read_json(&path);
+            assert_eq!(v["mode"], "baseline");
+            assert!(!v["steps"].as_array().unwrap().is_empty());
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("generator ceiling"), "{text}");
+            // The first step (40,000/s, a sixth of this VM's measured ceiling) held.
+            ensure(f(&v, "ceiling_rps") >= 40_000.0, || {
+                let steps: Vec<String> = v["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} -> {} valid {} lag p99 {} ns",
+                            s["intended_rps"],
+                            s["achieved_rps"],
+                            s["valid"],
+                            s["dispatch_lag_p99_ns"]
+                        )
+                    })
+                    .collect();
+                format!("ceiling {}: {steps:?}", v["ceiling_rps"])
+            })
+        },
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let v = read_json(&path);
-    assert_eq!(v["mode"], "baseline");
-    assert!(f(&v, "ceiling_rps") >= 40_000.0, "{v}");
-    assert!(!v["steps"].as_array().unwrap().is_empty());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("generator ceiling"), "{text}");
 }
 
 #[test]

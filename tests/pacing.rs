@@ -11,38 +11,25 @@
 //! is retried, and the test fails when no attempt passed and at least one was on an
 //! idle core. When every attempt's own host figures show another process took the
 //! worker core (`host.max_other_load` above the report's warning level), or the
-//! hypervisor did (any steal on core 0 in /proc/stat during the attempt), the
-//! premise did not hold: it is skipped (counted by `scripts/test.sh`), never passed.
+//! hypervisor did (any steal on core 0 in /proc/stat during the attempt), the premise did not
+//! hold: it is skipped (counted by `scripts/test.sh`), never passed
+//! (`common::on_a_quiet_host`).
 
 mod common;
 
-use common::{Sink, f, load_lock, run, skip, stderr, tmp_json};
+use common::{Miss, Quiet, Sink, f, load_lock, on_a_quiet_host, run, stderr, tmp_json};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-const ATTEMPTS: usize = 3;
-
-/// Steal share of core 0 above which the host was not quiet: the hypervisor ran
-/// something else on the vCPU. Steal is counted in 10 ms jiffies, and the
-/// sub-jiffy descheduling that spoils pacing shows only now and then: on this VM,
+/// The worker core, and no steal on it at all. Steal is counted in 10 ms jiffies, and
+/// the sub-jiffy descheduling that spoils pacing shows only now and then: on this VM,
 /// with other load at 0.00-0.05, attempts failed with 0.3-3.9% steal (one to a dozen
 /// jiffies) and up to 30%, and passed with 0.0-1.0%. Any stolen jiffy during an
 /// attempt means the premise (a worker core that was ours) did not hold.
-const STEAL_MAX: f64 = 0.0;
-
-/// (steal, total) jiffies of core 0 from /proc/stat.
-fn core0_steal() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let Some(line) = stat.lines().find(|l| l.starts_with("cpu0 ")) else {
-        return (0, 0);
-    };
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    (v.get(7).copied().unwrap_or(0), v.iter().take(8).sum())
-}
+const IDLE_CORE_0: Quiet = Quiet {
+    cores: &[0],
+    steal_max: 0.0,
+};
 
 /// `blaster run --cores 0` at `rate` with `arrivals` and `--spin spin` against the
 /// sink: (JSON report, text report).
@@ -97,56 +84,28 @@ fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
     let _g = load_lock();
     let sink = Sink::start(&[]);
     for &rate in rates {
-        let mut passed = false;
-        let mut seen = Vec::new();
-        let mut idle_failures = Vec::new();
-        for _ in 0..ATTEMPTS {
-            let (s0, t0) = core0_steal();
+        let passed = on_a_quiet_host(test, &IDLE_CORE_0, || {
             let (v, text) = paced_run(&sink, rate, arrivals, "2ms");
-            let (s1, t1) = core0_steal();
-            let steal = (s1 - s0) as f64 / (t1 - t0).max(1) as f64;
             let p = &v["pacing"];
             assert_eq!(p["arrivals"], arrivals, "{v}");
-            let other = f(&v, "host.max_other_load");
             eprintln!(
                 "{arrivals} {rate}/s: resolution {} ns ({:.3} gaps), D {:.4} (critical {:.4}), \
-                 raw D {:.4}, {}; other load on the core {other:.2}, steal {:.1}%",
+                 raw D {:.4}, {}; other load on the core {:.2}",
                 p["resolution_ns"],
                 f(p, "resolution_gaps"),
                 f(p, "statistic"),
                 f(p, "critical"),
                 f(p, "raw_statistic"),
                 p["verdict"],
-                steal * 100.0
+                f(&v, "host.max_other_load"),
             );
-            if p["verdict"] == "pass" {
-                assert!(text.contains("pacing: PASS at resolution"), "{text}");
-                passed = true;
-                break;
+            if p["verdict"] != "pass" {
+                return Err(Miss::in_run(&v, format!("{arrivals} at {rate}/s: {p}")));
             }
-            // A failure on an idle core counts against the code unless a later attempt
-            // passes; on a busy core, or a vCPU the hypervisor took away, the premise
-            // did not hold.
-            if other > f(&v, "host.other_load_warn_at") || steal > STEAL_MAX {
-                seen.push(format!("{other:.2} (steal {:.1}%)", steal * 100.0));
-            } else {
-                idle_failures.push(p.to_string());
-            }
-        }
-        assert!(
-            passed || idle_failures.is_empty(),
-            "{arrivals} at {rate}/s failed on an idle core in every attempt that ran on one \
-             ({} of {ATTEMPTS}): {idle_failures:?}",
-            idle_failures.len()
-        );
+            assert!(text.contains("pacing: PASS at resolution"), "{text}");
+            Ok(())
+        });
         if !passed {
-            skip(
-                test,
-                &format!(
-                    "core 0 was not idle at {rate}/s (other load {} in {ATTEMPTS} attempts)",
-                    seen.join(", ")
-                ),
-            );
             return;
         }
     }

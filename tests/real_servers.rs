@@ -466,7 +466,14 @@ fn socat_udp_echo() {
     let _g = load_lock();
     let bin = require("socat", "socat");
     let port = free_port();
+    // socat echoes through a pipe, a byte stream: two datagrams in the pipe at once
+    // come back as one datagram of both (the second request then lost; 0.5-6% of
+    // 2,000 seen, more the longer socat waits for a CPU). `-b 88`, exactly one of
+    // blaster's datagrams (24-byte header + 64-byte payload), makes each read of the
+    // pipe one datagram again.
     let _s = spawn(Command::new(bin).args([
+        "-b",
+        "88",
         "-T",
         "5",
         &format!("UDP4-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork"),
@@ -503,9 +510,11 @@ fn socat_udp_echo() {
     let v = read_json(&path);
     assert_eq!(v["protocol"], "udp");
     assert_eq!(f(&v, "udp.sent"), 2000.0);
-    // socat forks a child per peer on the first datagram, which may be lost.
-    assert!(f(&v, "udp.received") >= 1940.0, "{}", v["udp"]);
-    assert!(f(&v, "udp.loss_ratio") < 0.03);
+    // socat forks a child per peer on its first datagram; until the child's socket is
+    // connected, a datagram of the other peer may reach it and come back on the wrong
+    // flow (foreign; 0-2 lost in 5 runs here). Nothing else may be lost: at most two
+    // per peer.
+    assert!(f(&v, "udp.lost") <= 4.0, "{}", v["udp"]);
     assert_eq!(f(&v, "udp.duplicates"), 0.0);
     assert_latency_plausible(&v);
 }

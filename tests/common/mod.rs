@@ -228,3 +228,151 @@ pub fn spawn_piped(cmd: &mut std::process::Command) -> Child {
         .spawn()
         .expect("start the child")
 }
+
+/// (steal, all) jiffies of `cores` together, from their `cpuN` lines of /proc/stat:
+/// the time the hypervisor ran something else on those vCPUs.
+pub fn steal_jiffies(cores: &[usize]) -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let (mut steal, mut all) = (0, 0);
+    for line in stat.lines() {
+        let mut words = line.split_whitespace();
+        let core = words.next().and_then(|w| w.strip_prefix("cpu"));
+        if !core
+            .and_then(|c| c.parse().ok())
+            .is_some_and(|c| cores.contains(&c))
+        {
+            continue;
+        }
+        let v: Vec<u64> = words.filter_map(|x| x.parse().ok()).collect();
+        steal += v.get(7).copied().unwrap_or(0);
+        all += v.iter().take(8).sum::<u64>();
+    }
+    (steal, all)
+}
+
+/// Why one attempt of a timing check failed, and whether the run's own host figures
+/// saw another process on its cores (`host.max_other_load` above the warning level).
+#[derive(Debug)]
+pub struct Miss {
+    pub why: String,
+    pub other_load: bool,
+}
+
+impl From<String> for Miss {
+    fn from(why: String) -> Miss {
+        Miss {
+            why,
+            other_load: false,
+        }
+    }
+}
+
+/// `Err(why())` unless `ok`: a timing assertion inside [`on_a_quiet_host`].
+pub fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), Miss> {
+    if ok { Ok(()) } else { Err(why().into()) }
+}
+
+impl Miss {
+    /// A miss in the run that `v` reports, marked as seen with another process on
+    /// its cores when the report's own host figures say so.
+    pub fn in_run(v: &serde_json::Value, why: String) -> Miss {
+        let other = v["host"]["max_other_load"].as_f64().unwrap_or(0.0);
+        let warn = v["host"]["other_load_warn_at"]
+            .as_f64()
+            .unwrap_or(f64::INFINITY);
+        Miss {
+            why,
+            other_load: other > warn,
+        }
+    }
+}
+
+/// Attempts of a timing check in [`on_a_quiet_host`].
+pub const QUIET_ATTEMPTS: usize = 3;
+
+/// What a timing check needs of the host: the cores it runs on, and the largest
+/// share of their time the hypervisor may steal (/proc/stat) before an attempt no
+/// longer tested the code.
+pub struct Quiet {
+    pub cores: &'static [usize],
+    pub steal_max: f64,
+}
+
+/// The generator's worker on core 0, whose rate over a second is checked to 1%: up
+/// to 1% of the attempt stolen is within what a one-second interval absorbs. Idle,
+/// this VM loses 0.1-0.5% to steal; loaded, 10-30% has been seen.
+pub const RATE_ON_CORE_0: Quiet = Quiet {
+    cores: &[0],
+    steal_max: 0.01,
+};
+
+/// As [`RATE_ON_CORE_0`], with the sink's core as well (the run's answers count).
+pub const RATE_ON_CORES_0_1: Quiet = Quiet {
+    cores: &[0, 1],
+    steal_max: 0.01,
+};
+
+/// Runs a timing check whose premise is a machine that gives the test its cores:
+/// up to [`QUIET_ATTEMPTS`] times, until one passes. Structural assertions inside
+/// `check` panic as usual (not retried); timing assertions return a [`Miss`].
+///
+/// On this VM the hypervisor takes a vCPU away for tens of milliseconds now and then
+/// (steal in /proc/stat, up to 30% of a run seen while the VM was busy), which no
+/// generator can hide: 10 ms stolen is 1% of a one-second interval's rate, and a
+/// dispatch lag past any millisecond gate. So an attempt during which more than
+/// `quiet.steal_max` of its cores' time was stolen, or whose report saw another
+/// process on its core, did not test the code. The check fails when no attempt
+/// passed and at least one failed on a quiet host (the code's fault); when every
+/// attempt was disturbed it is skipped (counted by `scripts/test.sh`), never passed.
+/// Returns whether an attempt passed.
+pub fn on_a_quiet_host(
+    test: &str,
+    quiet: &Quiet,
+    mut check: impl FnMut() -> Result<(), Miss>,
+) -> bool {
+    let attempts = QUIET_ATTEMPTS;
+    let mut quiet_failures = Vec::new();
+    let mut disturbed = Vec::new();
+    for _ in 0..attempts {
+        let (s0, t0) = steal_jiffies(quiet.cores);
+        let result = check();
+        let (s1, t1) = steal_jiffies(quiet.cores);
+        let share = s1.saturating_sub(s0) as f64 / t1.saturating_sub(t0).max(1) as f64;
+        match result {
+            Ok(()) => return true,
+            Err(miss) if share > quiet.steal_max || miss.other_load => {
+                eprintln!(
+                    "{test}: disturbed attempt (steal {:.1}%, other load {}): {}",
+                    share * 100.0,
+                    miss.other_load,
+                    miss.why
+                );
+                disturbed.push(format!(
+                    "steal {:.1}%{}",
+                    share * 100.0,
+                    if miss.other_load { ", other load" } else { "" }
+                ));
+            }
+            Err(miss) => {
+                eprintln!("{test}: failed on a quiet host: {}", miss.why);
+                quiet_failures.push(miss.why);
+            }
+        }
+    }
+    assert!(
+        quiet_failures.is_empty(),
+        "{test}: no attempt passed, and {} of {attempts} failed on a quiet host \
+         (steal at most {:.1}% of cores {:?}, no other load): {quiet_failures:#?}",
+        quiet_failures.len(),
+        quiet.steal_max * 100.0,
+        quiet.cores
+    );
+    skip(
+        test,
+        &format!(
+            "the host was not quiet in any of {attempts} attempts ({})",
+            disturbed.join("; ")
+        ),
+    );
+    false
+}
