@@ -159,85 +159,96 @@ fn a_rate_limited_link_is_reported_as_nic_saturated() {
     let Some(ns) = Netns::create("200mbit") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (sink_json, run_json) = (dir.path().join("sink.json"), dir.path().join("run.json"));
-    let listen = format!("{}:9000", ns.target_ip());
-    let mut sink = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.tgt,
-            bin(),
-            "sink",
-            "--udp",
-            "--mode",
-            "count",
-        ])
-        .args(["--listen", &listen, "--cores", sink_core(), "--json"])
-        .arg(&sink_json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    // About 840 Mbit/s offered into a 200 Mbit/s link.
-    let run_json_s = run_json.to_str().unwrap();
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.generator,
-            bin(),
-            "run",
-            "--proto",
-            "udp",
-            "--no-response",
-        ])
-        .args([
-            "--target",
-            &listen,
-            "--rate",
-            "100000",
-            "--payload-size",
-            "1000",
-        ])
-        .args([
-            "--cores",
-            "0",
-            "--duration",
-            "3s",
-            "--link-speed",
-            "200mbit",
-        ])
-        .args(["--json", run_json_s])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_bounded(child, Duration::from_secs(30));
-    Command::new("kill")
-        .args(["-INT", &sink.id().to_string()])
-        .status()
-        .unwrap();
-    let _ = sink.wait();
-    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
-    let v = read_json(&run_json);
-    assert_eq!(v["host"]["iface"], "veth-g", "{}", v["host"]);
-    assert_eq!(f(&v, "host.link_speed_bps"), 200e6);
-    let util = f(&v, "host.link_utilization_max");
-    assert!(
-        (0.85..1.15).contains(&util),
-        "utilisation {util}: {}",
-        v["host"]
+    on_a_quiet_host(
+        "a_rate_limited_link_is_reported_as_nic_saturated",
+        &RATE_ON_CORES_0_1,
+        || {
+            let dir = tempfile::tempdir().unwrap();
+            let (sink_json, run_json) = (dir.path().join("sink.json"), dir.path().join("run.json"));
+            let listen = format!("{}:9000", ns.target_ip());
+            let mut sink = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &ns.tgt,
+                    bin(),
+                    "sink",
+                    "--udp",
+                    "--mode",
+                    "count",
+                ])
+                .args(["--listen", &listen, "--cores", sink_core(), "--json"])
+                .arg(&sink_json)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+            // About 840 Mbit/s offered into a 200 Mbit/s link.
+            let run_json_s = run_json.to_str().unwrap();
+            let child = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &ns.generator,
+                    bin(),
+                    "run",
+                    "--proto",
+                    "udp",
+                    "--no-response",
+                ])
+                .args([
+                    "--target",
+                    &listen,
+                    "--rate",
+                    "100000",
+                    "--payload-size",
+                    "1000",
+                ])
+                .args([
+                    "--cores",
+                    "0",
+                    "--duration",
+                    "3s",
+                    "--link-speed",
+                    "200mbit",
+                ])
+                .args(["--json", run_json_s])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = wait_bounded(child, Duration::from_secs(30));
+            Command::new("kill")
+                .args(["-INT", &sink.id().to_string()])
+                .status()
+                .unwrap();
+            let _ = sink.wait();
+            assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+            let v = read_json(&run_json);
+            assert_eq!(v["host"]["iface"], "veth-g", "{}", v["host"]);
+            assert_eq!(f(&v, "host.link_speed_bps"), 200e6);
+            // The link's share the generator reached: offering 4x the link needs its
+            // core (at 100,000 datagrams/s), so a stolen vCPU can leave it short.
+            let util = f(&v, "host.link_utilization_max");
+            assert!(util < 1.15, "utilisation {util}: {}", v["host"]);
+            if util < 0.85 {
+                return Err(Miss::in_run(
+                    &v,
+                    format!("utilisation {util}: {}", v["host"]),
+                ));
+            }
+            assert!(
+                common::codes(&v["diagnosis"]).contains(&"nic_saturated".to_string()),
+                "{}",
+                v["diagnosis"]
+            );
+            // Offered above the link: the sink received less than was sent.
+            let s = read_json(&sink_json);
+            let sent = f(&v, "udp.sent");
+            let received = f(&s, "received");
+            assert!(received < sent * 0.5, "sent {sent}, received {received}");
+            Ok(())
+        },
     );
-    assert!(
-        common::codes(&v["diagnosis"]).contains(&"nic_saturated".to_string()),
-        "{}",
-        v["diagnosis"]
-    );
-    // Offered above the link: the sink received less than was sent.
-    let s = read_json(&sink_json);
-    let sent = f(&v, "udp.sent");
-    let received = f(&s, "received");
-    assert!(received < sent * 0.5, "sent {sent}, received {received}");
 }
