@@ -233,6 +233,9 @@ pub struct Counters {
     pub foreign: u64,
     /// UDP: responses that arrived after their request was already counted lost.
     pub late: u64,
+    /// UDP: requests whose response came back joined to another response in one
+    /// datagram (found after the first; those requests stay lost at their timeout).
+    pub joined: u64,
     /// HTTP: responses by status class; index 1..=5 for 1xx..5xx, 0 for anything else.
     pub http_status: [u64; 6],
     /// Responses that parsed but report an error (RESP `-ERR ...`).
@@ -350,6 +353,7 @@ impl Counters {
         self.reordered += o.reordered;
         self.foreign += o.foreign;
         self.late += o.late;
+        self.joined += o.joined;
         self.error_replies += o.error_replies;
         self.frames.add(&o.frames);
         for (a, b) in self.http_status.iter_mut().zip(o.http_status) {

@@ -8,7 +8,9 @@
 //! response for a slot already answered is a duplicate; one whose sequence is below the
 //! highest already answered on its flow is reordered; one that arrives after its
 //! request was counted lost is late; anything without our header, or for a flow or
-//! sequence we never sent, is foreign.
+//! sequence we never sent, is foreign. A response datagram that carries further whole
+//! request datagrams after the first (an echo through a byte stream joined them) counts
+//! those as joined; their requests are not answered by it and stay lost.
 //!
 //! Blast (`--no-response`): fire and forget, at the timetable's rate or as fast as the
 //! send buffers allow (`--rate max`). With UDP GSO (`UDP_SEGMENT`, probed per socket)
@@ -29,7 +31,7 @@ use super::token::{Op, Token};
 use super::worker_plan::{Transport, WorkerPlan, timetable};
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
-use crate::proto::udp_header::{HEADER_LEN, UdpHeader};
+use crate::proto::udp_header::{self, HEADER_LEN, UdpHeader};
 use crate::schedule::{Arrivals, Schedule};
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, types};
@@ -584,6 +586,9 @@ impl<'p> UdpWorker<'p> {
             self.out.counters.bytes_received += res as u64;
             let buf =
                 &self.recv_bufs[f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES)];
+            if buf.len() >= 2 * self.dgram_len {
+                self.out.counters.joined += udp_header::joined(buf, self.dgram_len);
+            }
             self.on_datagram(f, UdpHeader::read(buf), done);
         }
         // Errors on a connected UDP socket (ECONNREFUSED from an ICMP unreachable) are

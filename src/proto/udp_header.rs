@@ -10,7 +10,9 @@
 //!
 //! An echo server returns the datagram unchanged, so the response carries the flow and
 //! sequence that match it to its request. A counting sink computes loss and reordering
-//! per flow from the sequence numbers. Pure: no I/O, no allocation.
+//! per flow from the sequence numbers. An echo whose path is a byte stream (socat's
+//! `PIPE`, a relay over TCP) may return two or more requests joined in one datagram;
+//! [`joined`] finds the requests after the first. Pure: no I/O, no allocation.
 
 pub const MAGIC: [u8; 4] = *b"BLST";
 pub const HEADER_LEN: usize = 24;
@@ -46,6 +48,23 @@ impl UdpHeader {
     }
 }
 
+/// How many more of blaster's datagrams follow the first in `buf`, a response whose
+/// requests were each `dgram_len` bytes: whole datagrams laid end to end, each
+/// starting with [`MAGIC`], counted until the first that is not one. 0 for a response
+/// of one datagram (or of any other shape).
+pub fn joined(buf: &[u8], dgram_len: usize) -> u64 {
+    if dgram_len < HEADER_LEN {
+        return 0;
+    }
+    let mut n = 0;
+    let mut at = dgram_len;
+    while at + dgram_len <= buf.len() && buf[at..at + 4] == MAGIC {
+        n += 1;
+        at += dgram_len;
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +86,29 @@ mod tests {
     fn foreign_and_short_datagrams_are_rejected() {
         assert_eq!(UdpHeader::read(b"BLST"), None);
         assert_eq!(UdpHeader::read(&[0u8; 32]), None);
+    }
+
+    #[test]
+    fn joined_datagrams_are_counted_after_the_first() {
+        let len = HEADER_LEN + 8;
+        let mut buf = [0u8; 4 * 32];
+        for seq in 0..4u64 {
+            let h = UdpHeader {
+                flow: 1,
+                seq,
+                intended_ns: 0,
+            };
+            h.write(&mut buf[seq as usize * len..]);
+        }
+        assert_eq!(joined(&buf[..len], len), 0, "one datagram");
+        assert_eq!(joined(&buf[..2 * len], len), 1);
+        assert_eq!(joined(&buf, len), 3);
+        // A trailing partial datagram (truncated by the receive buffer) is not counted.
+        assert_eq!(joined(&buf[..3 * len - 1], len), 1);
+        // Bytes after the first datagram that are not ours: a longer response, not a join.
+        let mut other = buf;
+        other[len..len + 4].copy_from_slice(b"XXXX");
+        assert_eq!(joined(&other, len), 0);
+        assert_eq!(joined(&buf, 3), 0, "a length shorter than the header");
     }
 }

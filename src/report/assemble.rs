@@ -315,6 +315,7 @@ pub fn build(
             reordered: ctr.reordered,
             foreign: ctr.foreign,
             late: ctr.late,
+            joined: ctr.joined,
             loss_ratio: if blast {
                 0.0
             } else {

@@ -274,6 +274,9 @@ pub struct UdpReport {
     pub foreign: u64,
     /// Responses that came after their request was counted lost.
     pub late: u64,
+    /// Requests whose response came joined to another one in a single datagram (an
+    /// echo through a byte stream); they are among the lost.
+    pub joined: u64,
     /// lost / (received + lost).
     pub loss_ratio: f64,
     pub sent_pps: f64,

@@ -243,6 +243,14 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             u.sent_bps / 1e6,
             if u.gso { " (GSO)" } else { "" }
         );
+        if u.joined > 0 {
+            let _ = writeln!(
+                w,
+                "udp: {} of the lost came back joined to another response in one datagram: \
+                 the responder merges datagrams (a byte stream in its path, e.g. socat's PIPE)",
+                u.joined
+            );
+        }
     }
     if let Some(h) = &r.http {
         let classes: Vec<String> = h
