@@ -113,7 +113,14 @@ impl FrameGrid {
     #[inline]
     pub fn joined_before(&self, room: u64, t: Nanos) -> u64 {
         let base = room * self.room_size;
-        let (mut lo, mut hi) = (0, self.members(room));
+        let members = self.members(room);
+        // The usual case, every frame after the room's last join: all of them, from one
+        // join instant rather than a search (31-33 ns per frame received, a seventh of
+        // the worker's user space, in a bench/frames.sh PROFILE=2000 profile).
+        if members == 0 || self.joined_ns(base + members - 1) < t {
+            return members;
+        }
+        let (mut lo, mut hi) = (0, members - 1);
         while lo < hi {
             let mid = (lo + hi) / 2;
             if self.joined_ns(base + mid) < t {
@@ -307,6 +314,29 @@ mod tests {
         assert_eq!(cur.pop_due(999_999), None);
         assert_eq!(cur.pop_due(1_000_000), Some((0, 0, 1_000_000)));
         assert_eq!(cur.next_due(), Some(1_100_000));
+    }
+
+    #[test]
+    fn joined_before_counts_the_members_joined_before_the_instant() {
+        for join_gap_ns in [0, 3_000_000, 70_000_000] {
+            let g = FrameGrid {
+                tick_ns: 20_000_000,
+                connections: 23,
+                room_size: 5,
+                join_gap_ns,
+            };
+            for room in 0..g.rooms() {
+                let base = room * g.room_size;
+                for k in 0..120 {
+                    for t in [k * 10_000_000, k * 10_000_000 + 1] {
+                        let want = (0..g.members(room))
+                            .filter(|m| g.joined_ns(base + m) < t)
+                            .count() as u64;
+                        assert_eq!(g.joined_before(room, t), want, "{g:?} room {room} t {t}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
