@@ -207,6 +207,39 @@ impl Ring {
             Err(e) => Err(e),
         }
     }
+
+    /// Moves up to `out.len()` completions, (user data, result), into `out` in the
+    /// order the kernel posted them; returns how many. For workers whose operations
+    /// each end with one completion (no multishot).
+    #[inline]
+    pub fn reap_into(&mut self, out: &mut [(u64, i32)]) -> usize {
+        // `out` first: a full `out` ends the zip before a completion is taken.
+        let mut n = 0;
+        for (slot, cqe) in out.iter_mut().zip(self.uring.completion()) {
+            *slot = (cqe.user_data(), cqe.result());
+            n += 1;
+        }
+        n
+    }
+
+    /// At the end of a worker: submits and waits until the `ops` operations still in
+    /// the ring (each ending with one completion) have completed, or until `quiet`
+    /// passes with none completing, or the ring fails. Returns how many are left (the
+    /// caller then must not free the buffers they point to).
+    pub fn wait_out(&mut self, mut ops: u64, quiet: std::time::Duration) -> u64 {
+        let mut deadline = std::time::Instant::now() + quiet;
+        while ops > 0 && std::time::Instant::now() < deadline {
+            if self.submit_and_wait_ns(10_000_000).is_err() {
+                break;
+            }
+            let n = self.uring.completion().count() as u64;
+            ops = ops.saturating_sub(n);
+            if n > 0 {
+                deadline = std::time::Instant::now() + quiet;
+            }
+        }
+        ops
+    }
 }
 
 /// Where an operation on a socket points: a slot of the ring's file table (a direct
@@ -340,6 +373,46 @@ mod tests {
             }
         }
         assert_eq!(failed.and_then(|e| e.raw_os_error()), Some(libc::ENOMEM));
+    }
+
+    /// `n` NOPs with user data 0..n, submitted.
+    fn nops(r: &mut Ring, n: u64) {
+        for i in 0..n {
+            let nop = opcode::Nop::new().build().user_data(i);
+            // SAFETY: a NOP references no memory.
+            unsafe { r.push(&nop) }.unwrap();
+        }
+        r.submit().unwrap();
+    }
+
+    #[test]
+    fn reap_into_takes_no_more_than_fits_and_leaves_the_rest_in_order() {
+        let mut r = Ring::new(16).unwrap();
+        nops(&mut r, 5);
+        let mut seen = Vec::new();
+        let mut out = [(0u64, -1i32); 2];
+        for _ in 0..100 {
+            let n = r.reap_into(&mut out);
+            assert!(n <= 2);
+            seen.extend_from_slice(&out[..n]);
+            if seen.len() == 5 {
+                break;
+            }
+            r.submit_and_wait_ns(1_000_000).unwrap();
+        }
+        assert_eq!(seen, (0..5).map(|i| (i, 0)).collect::<Vec<_>>());
+        assert_eq!(r.reap_into(&mut out), 0);
+    }
+
+    #[test]
+    fn wait_out_returns_what_never_completed() {
+        let mut r = Ring::new(16).unwrap();
+        nops(&mut r, 3);
+        assert_eq!(r.wait_out(3, std::time::Duration::from_secs(1)), 0);
+        // Two operations that are not there: none completes within the quiet time.
+        let t = std::time::Instant::now();
+        assert_eq!(r.wait_out(2, std::time::Duration::from_millis(30)), 2);
+        assert!(t.elapsed() >= std::time::Duration::from_millis(29));
     }
 
     #[test]

@@ -535,14 +535,7 @@ impl<'p> UdpWorker<'p> {
     }
 
     fn reap(&mut self) -> usize {
-        let mut n = 0;
-        for cqe in self.ring.uring.completion() {
-            self.cqes[n] = (cqe.user_data(), cqe.result());
-            n += 1;
-            if n == self.cqes.len() {
-                break;
-            }
-        }
+        let n = self.ring.reap_into(&mut self.cqes);
         self.ops_in_ring -= n as u64;
         let now_t = self.clock.ticks();
         for i in 0..n {
@@ -817,14 +810,9 @@ impl<'p> UdpWorker<'p> {
                 libc::shutdown(flow.fd, libc::SHUT_RDWR);
             }
         }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-        while self.ops_in_ring > 0 && std::time::Instant::now() < deadline {
-            if self.ring.submit_and_wait_ns(10_000_000).is_err() {
-                break;
-            }
-            let n = self.ring.uring.completion().count() as u64;
-            self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
-        }
+        self.ops_in_ring = self
+            .ring
+            .wait_out(self.ops_in_ring, std::time::Duration::from_secs(1));
         for flow in &self.flows {
             // SAFETY: as above; the descriptor is not used after this.
             unsafe {

@@ -486,14 +486,7 @@ impl<'p> FrameWorker<'p> {
     }
 
     fn reap(&mut self) -> usize {
-        let mut n = 0;
-        for cqe in self.ring.uring.completion() {
-            self.cqes[n] = (cqe.user_data(), cqe.result());
-            n += 1;
-            if n == self.cqes.len() {
-                break;
-            }
-        }
+        let n = self.ring.reap_into(&mut self.cqes);
         self.ops_in_ring -= n as u64;
         let now = self.clock.now_ns();
         for i in 0..n {
@@ -811,18 +804,9 @@ impl<'p> FrameWorker<'p> {
                 unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
             }
         }
-        let quiet = std::time::Duration::from_secs(1);
-        let mut deadline = std::time::Instant::now() + quiet;
-        while self.ops_in_ring > 0 && std::time::Instant::now() < deadline {
-            if self.ring.submit_and_wait_ns(10_000_000).is_err() {
-                break;
-            }
-            let n = self.ring.uring.completion().count() as u64;
-            self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
-            if n > 0 {
-                deadline = std::time::Instant::now() + quiet;
-            }
-        }
+        self.ops_in_ring = self
+            .ring
+            .wait_out(self.ops_in_ring, std::time::Duration::from_secs(1));
         for conn in self.conns.iter_mut() {
             if conn.fd >= 0 {
                 socket::close(conn.fd);
