@@ -327,24 +327,10 @@ fn udp_aggregate_counts_dropped_uplink_frames_in_the_fan_out_not_the_downlink() 
 /// A PCU ramp: 100 connections in rooms of 10 joining at 50/s, 20 ms tick, 4 s, plus
 /// `extra`; the run's JSON.
 fn ramp_run(sink: &Sink, extra: &[&str]) -> serde_json::Value {
-    let base = [
-        "--target",
-        &sink.addr,
-        "--workload",
-        "frames",
-        "--connections",
-        "100",
-        "--room-size",
-        "10",
-        "--tick",
-        "20ms",
-        "--connect-rate",
-        "50",
-        "--duration",
-        "4s",
-        "--quiet",
-    ];
-    run_report(&[&base[..], extra].concat(), Duration::from_secs(60))
+    let mut args = frames_args(&sink.addr, "4s");
+    args.extend(["--connect-rate", "50"]);
+    args.extend_from_slice(extra);
+    run_report(&args, Duration::from_secs(60))
 }
 
 /// A PCU ramp against an aggregating server: 100 connections join at 50/s (the last

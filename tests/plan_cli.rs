@@ -237,29 +237,10 @@ fn a_file_that_is_not_a_baseline_is_a_usage_error() {
 fn frames_run_json(path: &std::path::Path) -> serde_json::Value {
     let _l = load_lock();
     let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
-    let out = run(
-        &[
-            "run",
-            "--cores",
-            "0",
-            "--target",
-            &sink.addr,
-            "--workload",
-            "frames",
-            "--connections",
-            "100",
-            "--room-size",
-            "10",
-            "--tick",
-            "20ms",
-            "--duration",
-            "2s",
-            "--quiet",
-            "--json",
-            path.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
+    let mut args = vec!["run", "--cores", "0"];
+    args.extend(frames_args(&sink.addr, "2s"));
+    args.extend(["--json", path.to_str().unwrap()]);
+    let out = run(&args, Duration::from_secs(60));
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     read_json(&path.to_path_buf())
 }

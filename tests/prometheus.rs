@@ -462,28 +462,19 @@ fn a_frames_run_exposes_its_counters_retention_and_deviation_histogram() {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let (_dir, json) = tmp_json();
-    let child = spawn_piped(Command::new(bin()).args([
-        "run",
-        "--target",
-        &sink.addr,
-        "--workload",
-        "frames",
-        "--connections",
-        "100",
-        "--room-size",
-        "10",
-        "--tick",
-        "20ms",
-        "--duration",
-        "3s",
-        "--quiet",
-        "--metrics-listen",
-        &listen,
-        "--metrics-linger",
-        "20s",
-        "--json",
-        json.to_str().unwrap(),
-    ]));
+    let child = spawn_piped(
+        Command::new(bin())
+            .arg("run")
+            .args(frames_args(&sink.addr, "3s"))
+            .args([
+                "--metrics-listen",
+                &listen,
+                "--metrics-linger",
+                "20s",
+                "--json",
+                json.to_str().unwrap(),
+            ]),
+    );
     // Scrape until the final state is served (that scrape ends the linger).
     let deadline = Instant::now() + Duration::from_secs(30);
     let text = loop {

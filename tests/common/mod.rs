@@ -376,3 +376,24 @@ pub fn on_a_quiet_host(
     );
     false
 }
+
+/// `--target T --workload frames --connections 100 --room-size 10 --tick 20ms
+/// --duration D --quiet`: the small frames run several tests drive (ten rooms, a frame
+/// every 20 ms), for `blaster run` with the test's own flags after it.
+pub fn frames_args<'a>(target: &'a str, duration: &'a str) -> Vec<&'a str> {
+    vec![
+        "--target",
+        target,
+        "--workload",
+        "frames",
+        "--connections",
+        "100",
+        "--room-size",
+        "10",
+        "--tick",
+        "20ms",
+        "--duration",
+        duration,
+        "--quiet",
+    ]
+}
