@@ -41,6 +41,8 @@ pub enum Diagnosis {
     },
     /// Other processes (or IRQs) took a share of a generator core.
     GeneratorCoreShared { other_load: f64, warn_at: f64 },
+    /// The hypervisor ran something else on a generator core (steal).
+    HypervisorSteal { steal: f64, warn_at: f64 },
     /// The interface carried nearly its link speed.
     NicSaturated {
         iface: Option<String>,
@@ -80,6 +82,7 @@ impl Diagnosis {
             Diagnosis::TimeWaitExhaustsPorts { .. } => "time_wait_exhausts_ports",
             Diagnosis::GeneratorNearSaturation { .. } => "generator_near_saturation",
             Diagnosis::GeneratorCoreShared { .. } => "generator_core_shared",
+            Diagnosis::HypervisorSteal { .. } => "hypervisor_steal",
             Diagnosis::NicSaturated { .. } => "nic_saturated",
             Diagnosis::ClosedLoopHidesQueueing { .. } => "closed_loop_hides_queueing",
             Diagnosis::ConnectionWaitTargetCloses { .. } => "connection_wait_target_closes",
@@ -146,6 +149,13 @@ impl Diagnosis {
                 "generator core shared: other processes took {:.0}% of a generator core \
                  (warning above {:.0}%): the generator did not have its core to itself",
                 other_load * 100.0,
+                warn_at * 100.0
+            ),
+            Diagnosis::HypervisorSteal { steal, warn_at } => format!(
+                "hypervisor steal: the hypervisor took {:.1}% of a generator core in one \
+                 second (warning above {:.0}%): the generator neither sent nor read then, and \
+                 the dispatch lag and latency include those pauses",
+                steal * 100.0,
                 warn_at * 100.0
             ),
             Diagnosis::NicSaturated {
@@ -217,6 +227,9 @@ impl Diagnosis {
             }
             Diagnosis::GeneratorCoreShared { .. } => {
                 "keep other load off --cores (isolcpus, taskset)".into()
+            }
+            Diagnosis::HypervisorSteal { .. } => {
+                "run the generator on dedicated vCPUs (no CPU overcommit) or bare metal".into()
             }
             Diagnosis::NicSaturated { .. } => {
                 "the link, not the target, may be the limit: use a faster link or more \
@@ -305,6 +318,10 @@ mod tests {
             Diagnosis::GeneratorCoreShared {
                 other_load: 0.5,
                 warn_at: 0.2,
+            },
+            Diagnosis::HypervisorSteal {
+                steal: 0.1,
+                warn_at: 0.02,
             },
             Diagnosis::NicSaturated {
                 iface: None,

@@ -62,6 +62,7 @@ fn end_to_end_report_has_the_documented_keys() {
     // millisecond or more with nothing on the core to show for it (lag p99 6.8 ms at
     // 2,000/s seen in a CI run); the generator keeping up is what is checked, not the
     // host's timer.
+    let (s0, t0) = steal_jiffies(&[0]);
     let (out, v) = run_json(
         &sink.addr,
         &[
@@ -78,6 +79,8 @@ fn end_to_end_report_has_the_documented_keys() {
         ],
         Duration::from_secs(30),
     );
+    let (s1, t1) = steal_jiffies(&[0]);
+    let stolen = (s1 - s0) as f64 / (t1 - t0).max(1) as f64;
     // 2,000/s on 16 connections is far below one core's ceiling: the run must be
     // valid, and the report must say so.
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -105,9 +108,27 @@ fn end_to_end_report_has_the_documented_keys() {
     assert!(f(&v, "latency_ns.p50") >= f(&v, "service_time_ns.p50"));
     let iv = v["intervals"].as_array().unwrap();
     assert!(iv.len() >= 2, "{iv:?}");
-    for k in ["achieved_rps", "latency_p50_ns", "latency_p99_ns", "errors"] {
+    for k in [
+        "achieved_rps",
+        "latency_p50_ns",
+        "latency_p99_ns",
+        "errors",
+        "steal",
+    ] {
         assert!(iv[0][k].is_number(), "intervals[].{k}");
     }
+    // The hypervisor's share of core 0 (/proc/stat steal), per second: a substantial
+    // steal seen by the test around the run shows in the run's own figure.
+    let max_steal = f(&v, "host.max_steal");
+    assert!((0.0..=1.0).contains(&max_steal), "{}", v["host"]);
+    if stolen > 0.05 {
+        assert!(
+            max_steal > 0.0,
+            "{stolen} stolen around the run: {}",
+            v["host"]
+        );
+    }
+    assert_eq!(f(&v, "host.steal_warn_at"), 0.02);
     assert!(
         (f(&iv[0], "achieved_rps") - 2000.0).abs() < 100.0,
         "{:?}",
@@ -118,6 +139,7 @@ fn end_to_end_report_has_the_documented_keys() {
         text.contains("service time") && text.contains("run: VALID"),
         "{text}"
     );
+    assert!(text.contains("hypervisor steal up to"), "{text}");
 }
 
 #[test]

@@ -13,18 +13,40 @@ pub const CORE_BUSY_WATERMARK: f64 = 0.65;
 pub const OTHER_LOAD_WARN: f64 = 0.25;
 /// A link above this share of its speed is saturated.
 pub const LINK_SATURATED: f64 = 0.90;
+/// The hypervisor taking more than this share of a generator core (steal) is a
+/// warning: 20 ms a second, twenty times a 1 ms lag gate, during which the generator
+/// neither sent nor read.
+pub const STEAL_WARN: f64 = 0.02;
 
-/// Busy and total jiffies of each `cpuN` line of /proc/stat.
-pub fn cpu_jiffies(stat: &str) -> Vec<(usize, u64, u64)> {
+/// One `cpuN` line of /proc/stat, in jiffies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoreJiffies {
+    pub core: usize,
+    /// Run by this machine: user, nice, system, irq, softirq.
+    pub busy: u64,
+    /// Taken by the hypervisor for something else (a VM's vCPU not running).
+    pub steal: u64,
+    /// All of it: busy, idle, iowait and steal.
+    pub total: u64,
+}
+
+/// Each `cpuN` line of /proc/stat.
+pub fn cpu_jiffies(stat: &str) -> Vec<CoreJiffies> {
     stat.lines()
         .filter_map(|l| {
             let mut it = l.split_whitespace();
-            let cpu = it.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
+            let core = it.next()?.strip_prefix("cpu")?.parse::<usize>().ok()?;
             let v: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
+            let at = |i: usize| v.get(i).copied().unwrap_or(0);
             // user nice system idle iowait irq softirq steal ...
             let total: u64 = v.iter().take(8).sum();
-            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-            Some((cpu, total.saturating_sub(idle), total))
+            let (idle, steal) = (at(3) + at(4), at(7));
+            Some(CoreJiffies {
+                core,
+                busy: total.saturating_sub(idle + steal),
+                steal,
+                total,
+            })
         })
         .collect()
 }
@@ -120,6 +142,8 @@ pub fn read_link_speed(root: &Path, iface: &str) -> Option<u64> {
 pub struct HostInterval {
     /// (core, busy share per /proc/stat) for each generator core.
     pub core_busy: Vec<(usize, f64)>,
+    /// (core, share the hypervisor stole) for each generator core.
+    pub core_steal: Vec<(usize, f64)>,
     pub tx_bps: f64,
     pub rx_bps: f64,
     pub tx_pps: f64,
@@ -133,7 +157,7 @@ pub struct HostSampler {
     root: PathBuf,
     cores: Vec<usize>,
     pub iface: Option<String>,
-    cpu: Vec<(usize, u64, u64)>,
+    cpu: Vec<CoreJiffies>,
     net: Option<NetCounters>,
     at: std::time::Instant,
     last: HostInterval,
@@ -169,20 +193,25 @@ impl HostSampler {
         let cpu = std::fs::read_to_string(self.root.join("proc/stat"))
             .map(|s| cpu_jiffies(&s))
             .unwrap_or_default();
-        let core_busy = self
-            .cores
-            .iter()
-            .filter_map(|&c| {
-                let (_, b1, t1) = *cpu.iter().find(|x| x.0 == c)?;
-                let (_, b0, t0) = *self.cpu.iter().find(|x| x.0 == c)?;
-                let dt = t1.saturating_sub(t0);
-                (dt > 0).then(|| (c, b1.saturating_sub(b0) as f64 / dt as f64))
-            })
-            .collect();
+        let shares = |part: fn(&CoreJiffies) -> u64| -> Vec<(usize, f64)> {
+            self.cores
+                .iter()
+                .filter_map(|&c| {
+                    let now = cpu.iter().find(|x| x.core == c)?;
+                    let then = self.cpu.iter().find(|x| x.core == c)?;
+                    let dt = now.total.saturating_sub(then.total);
+                    let d = part(now).saturating_sub(part(then));
+                    (dt > 0).then(|| (c, d as f64 / dt as f64))
+                })
+                .collect()
+        };
+        let core_busy = shares(|j| j.busy);
+        let core_steal = shares(|j| j.steal);
         self.cpu = cpu;
         let net = self.iface.as_deref().and_then(|i| read_net(&self.root, i));
         let mut out = HostInterval {
             core_busy,
+            core_steal,
             ..HostInterval::default()
         };
         if let (Some(n1), Some(n0)) = (net, self.net) {
@@ -216,12 +245,19 @@ mod tests {
     }
 
     #[test]
-    fn proc_stat_lines_give_busy_and_total() {
+    fn proc_stat_lines_give_busy_steal_and_total() {
         let stat = "cpu  10 0 10 80 0 0 0 0 0 0\n\
                     cpu0 5 0 5 40 0 0 0 0 0 0\n\
-                    cpu1 5 1 4 30 10 0 0 0 0 0\n\
+                    cpu1 5 1 4 30 10 2 1 7 0 0\n\
                     intr 1 2 3\n";
-        assert_eq!(cpu_jiffies(stat), vec![(0, 10, 50), (1, 10, 50)]);
+        let j = |core, busy, steal, total| CoreJiffies {
+            core,
+            busy,
+            steal,
+            total,
+        };
+        // Steal is neither this machine's work nor idle time.
+        assert_eq!(cpu_jiffies(stat), vec![j(0, 10, 0, 50), j(1, 13, 7, 60)]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::engine::Transport;
 use crate::engine::pacing::Usage;
 use crate::engine::recorder::WorkerTotals;
 use crate::metrics::host::{
-    CORE_BUSY_WATERMARK, HostInterval, LINK_SATURATED, OTHER_LOAD_WARN, read_link_speed,
+    CORE_BUSY_WATERMARK, HostInterval, LINK_SATURATED, OTHER_LOAD_WARN, STEAL_WARN, read_link_speed,
 };
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms};
 use crate::plan::RunPlan;
@@ -32,6 +32,8 @@ pub fn host_report(rows: &[Interval], iface: Option<String>, link_bps: Option<u6
         max_worker_busy: max(|i| i.worker_busy),
         max_other_load: max(|i| i.other_load),
         other_load_warn_at: OTHER_LOAD_WARN,
+        max_steal: max(|i| i.steal),
+        steal_warn_at: STEAL_WARN,
         iface,
         link_speed_bps: link_bps,
         tx_bps_max: max(|i| i.tx_bps),
@@ -116,6 +118,7 @@ impl IntervalShape<'_> {
             core_load: row.load.core_load,
             worker_busy: row.load.worker_busy,
             other_load: row.load.other_load,
+            steal: row.load.steal,
             tx_bps: row.load.tx_bps,
             rx_bps: row.load.rx_bps,
             tx_pps: row.load.tx_pps,
@@ -187,6 +190,8 @@ pub struct Load {
     pub worker_busy: f64,
     /// Busiest core's time taken by anything but the workers (other processes, IRQs).
     pub other_load: f64,
+    /// Largest share of a generator core the hypervisor took (steal).
+    pub steal: f64,
     pub tx_bps: f64,
     pub rx_bps: f64,
     pub tx_pps: f64,
@@ -223,10 +228,12 @@ impl Load {
             .iter()
             .map(|&(c, busy)| (busy - per_core.get(&c).map_or(0.0, |v| v.0)).clamp(0.0, 1.0))
             .fold(0.0, f64::max);
+        let steal = host.core_steal.iter().map(|&(_, s)| s).fold(0.0, f64::max);
         Load {
             core_load,
             worker_busy,
             other_load,
+            steal,
             tx_bps: host.tx_bps,
             rx_bps: host.rx_bps,
             tx_pps: host.tx_pps,
@@ -609,5 +616,45 @@ mod tests {
         });
         assert_eq!(quiet.busy_cpu_ns, 800_000_000);
         assert_eq!(quiet.cpu_basis, "busy");
+    }
+
+    /// Steal is the busiest generator core's, and is not counted as other load: the
+    /// hypervisor's time is not another process on the core.
+    #[test]
+    fn steal_is_the_largest_per_core_share_and_not_other_load() {
+        let usage = [(
+            0,
+            Usage {
+                wall_ns: 1_000_000_000,
+                cpu_ns: 400_000_000,
+                spin_ns: 0,
+                sleep_ns: 600_000_000,
+            },
+        )];
+        let host = HostInterval {
+            core_busy: vec![(0, 0.4), (1, 0.1)],
+            core_steal: vec![(0, 0.05), (1, 0.12)],
+            ..HostInterval::default()
+        };
+        let l = Load::of(&usage, &host);
+        assert_eq!(l.steal, 0.12);
+        assert_eq!(l.other_load, 0.1);
+        let rows = [Interval {
+            steal: l.steal,
+            ..Interval::default()
+        }];
+        let h = host_report(&rows, None, None);
+        assert_eq!(h.max_steal, 0.12);
+        let codes: Vec<&str> = h.warnings().iter().map(Diagnosis::code).collect();
+        assert_eq!(codes, ["hypervisor_steal"]);
+        let at_the_limit = host_report(
+            &[Interval {
+                steal: STEAL_WARN,
+                ..Interval::default()
+            }],
+            None,
+            None,
+        );
+        assert!(at_the_limit.warnings().is_empty());
     }
 }

@@ -151,7 +151,7 @@ pub struct WorkerReport {
     pub histogram_allocations: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Interval {
     /// Interval number: second `second` .. `second + 1` of the schedule.
     pub second: u64,
@@ -172,6 +172,11 @@ pub struct Interval {
     pub worker_busy: f64,
     /// Share of the busiest generator core taken by anything but the workers.
     pub other_load: f64,
+    /// Largest share of a generator core the hypervisor took for something else
+    /// (/proc/stat steal): time the workers could neither send nor read. (Absent from
+    /// reports written before it, read as 0.)
+    #[serde(default)]
+    pub steal: f64,
     /// The interface's bits per second sent and received.
     pub tx_bps: f64,
     pub rx_bps: f64,
@@ -210,6 +215,9 @@ pub struct HostReport {
     /// Highest share of a generator core taken by other processes (and IRQs).
     pub max_other_load: f64,
     pub other_load_warn_at: f64,
+    /// Highest per-interval share of a generator core the hypervisor stole.
+    pub max_steal: f64,
+    pub steal_warn_at: f64,
     pub iface: Option<String>,
     /// `--link-speed`, else what sysfs reports; `null` for loopback and virtual links.
     pub link_speed_bps: Option<u64>,
@@ -246,6 +254,12 @@ impl HostReport {
             w.push(Diagnosis::GeneratorCoreShared {
                 other_load: self.max_other_load,
                 warn_at: self.other_load_warn_at,
+            });
+        }
+        if self.max_steal > self.steal_warn_at {
+            w.push(Diagnosis::HypervisorSteal {
+                steal: self.max_steal,
+                warn_at: self.steal_warn_at,
             });
         }
         if self.nic_saturated() {

@@ -219,9 +219,11 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     let _ = writeln!(
         w,
         "host: busiest generator core {:.0}% busy (/proc/stat, spin excluded; workers' own \
-         measure {:.0}%); {}: up to {:.1} Mbit/s out, {:.1} Mbit/s in, {link}, {} drops",
+         measure {:.0}%; hypervisor steal up to {:.1}%); {}: up to {:.1} Mbit/s out, {:.1} \
+         Mbit/s in, {link}, {} drops",
         h.max_core_load * 100.0,
         h.max_worker_busy * 100.0,
+        h.max_steal * 100.0,
         h.iface.as_deref().unwrap_or("interface unknown"),
         h.tx_bps_max / 1e6,
         h.rx_bps_max / 1e6,
