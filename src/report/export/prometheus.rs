@@ -83,6 +83,9 @@ pub struct Cumulative {
     pub achieved_rps: f64,
     /// The last completed interval's busiest generator core (0..1).
     pub core_load: f64,
+    /// The last completed interval's largest share of a generator core the
+    /// hypervisor stole (0..1).
+    pub steal: f64,
     /// The run has ended: what is served now is its final state.
     pub finished: bool,
     /// `--workload frames`: the frame families are rendered, with the arrival
@@ -106,6 +109,7 @@ impl Default for Cumulative {
             intended_rps: 0.0,
             achieved_rps: 0.0,
             core_load: 0.0,
+            steal: 0.0,
             finished: false,
             frames: false,
             frame_deviation: histogram(),
@@ -129,6 +133,7 @@ impl Cumulative {
         self.intended_rps = iv.row.intended_rps;
         self.achieved_rps = iv.row.achieved_rps;
         self.core_load = iv.row.core_load;
+        self.steal = iv.row.steal;
     }
 
     /// The exposition text of the state so far.
@@ -207,6 +212,12 @@ impl Cumulative {
                 "blaster_generator_core_load_ratio",
                 "Load of the busiest generator core in the last completed interval (0..1).",
                 self.core_load,
+            ),
+            (
+                "blaster_generator_steal_ratio",
+                "Largest share of a generator core the hypervisor took for something else \
+                 (steal) in the last completed interval (0..1).",
+                self.steal,
             ),
             (
                 "blaster_run_finished",
@@ -416,6 +427,7 @@ pub fn sample_names(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Interval;
 
     fn labels() -> Labels {
         Labels {
@@ -511,6 +523,29 @@ mod tests {
         );
     }
 
+    /// The steal gauge is the last added interval's, as the JSON row has it.
+    #[test]
+    fn the_steal_gauge_follows_the_last_interval() {
+        let hist = crate::metrics::Histograms::new();
+        let counters = Counters::default();
+        let encoded = crate::report::hdr::Encoded4::of(&hist);
+        let mut c = Cumulative::default();
+        for steal in [0.25, 0.07] {
+            let row = Interval {
+                steal,
+                ..Interval::default()
+            };
+            c.add(&IntervalView {
+                row: &row,
+                histograms: &hist,
+                counters: &counters,
+                encoded: &encoded,
+            });
+        }
+        let text = c.render(&labels());
+        assert_eq!(value(&text, "blaster_generator_steal_ratio{"), 0.07);
+    }
+
     #[test]
     fn seconds_are_spelled_exactly() {
         assert_eq!(secs(1_000), "0.000001");
@@ -544,6 +579,7 @@ mod tests {
             "blaster_errors_total",
             "blaster_latency_seconds",
             "blaster_generator_core_load_ratio",
+            "blaster_generator_steal_ratio",
         ] {
             let help = text.find(&format!("# HELP {family} ")).unwrap();
             let ty = text.find(&format!("# TYPE {family} ")).unwrap();
