@@ -213,7 +213,7 @@ fn one_run_renders_in_chromium_with_no_network() {
     let (dir, a, _) = runs();
     let out = dir.path().join("report.html");
     let html = render(&[a], &out);
-    assert_self_contained(&html, 7);
+    assert_self_contained(&html, 8);
     for text in [
         "a.json",
         "time since start (s)",
@@ -247,7 +247,7 @@ fn two_runs_overlay_in_distinct_colours() {
     let (dir, a, b) = runs();
     let out = dir.path().join("cmp.html");
     let html = render(&[a, b], &out);
-    assert_self_contained(&html, 7);
+    assert_self_contained(&html, 8);
     assert!(
         html.contains("a.json p99") && html.contains("b.json p99"),
         "legend names both files"

@@ -14,6 +14,7 @@
 
 use super::Percentiles;
 use super::input::RunInput;
+use crate::metrics::host::STEAL_WARN;
 use crate::units::{fmt_ns, fmt_rate};
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
@@ -238,6 +239,8 @@ enum YAxis {
     Rate,
     /// A share, drawn as percent.
     Percent,
+    /// A small share, drawn as percent on a scale from 0 to at least 5%.
+    SmallPercent,
     /// Plain count per second.
     PerSecond,
 }
@@ -451,27 +454,48 @@ fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> 
         heading: "Generator core load",
         note: "The busiest generator core per /proc/stat less the workers' spinning (solid), \
                and as the workers measure themselves from the TSC (dashed). Near 100% the \
-               generator is the limit."
+               generator is the limit. Below: the share of a generator core the hypervisor \
+               took to run something else (steal, on a VM); above 2% in a second the report \
+               warns, and those pauses are in the lag and the latency."
             .into(),
-        charts: vec![time_chart(
-            "busiest generator core",
-            "busy share of the core",
-            YAxis::Percent,
-            each(&|i, r| {
-                vec![
-                    series(format!("{} core", r.label), colour(i), false, r.run, |s| {
-                        s.core_load
+        charts: vec![
+            time_chart(
+                "busiest generator core",
+                "busy share of the core",
+                YAxis::Percent,
+                each(&|i, r| {
+                    vec![
+                        series(format!("{} core", r.label), colour(i), false, r.run, |s| {
+                            s.core_load
+                        }),
+                        series(
+                            format!("{} workers", r.label),
+                            colour(i),
+                            true,
+                            r.run,
+                            |s| s.worker_busy,
+                        ),
+                    ]
+                }),
+            ),
+            Chart {
+                gates: vec![(STEAL_WARN, format!("warning {:.0}%", STEAL_WARN * 100.0))],
+                ..time_chart(
+                    "hypervisor steal",
+                    "share of the core stolen",
+                    YAxis::SmallPercent,
+                    each(&|i, r| {
+                        vec![series(
+                            format!("{} steal", r.label),
+                            colour(i),
+                            false,
+                            r.run,
+                            |s| s.steal,
+                        )]
                     }),
-                    series(
-                        format!("{} workers", r.label),
-                        colour(i),
-                        true,
-                        r.run,
-                        |s| s.worker_busy,
-                    ),
-                ]
-            }),
-        )],
+                )
+            },
+        ],
     });
     out
 }
@@ -519,6 +543,7 @@ fn y_label(y: YAxis, v: f64) -> String {
         YAxis::Nanos => ns_label(v),
         YAxis::Rate => fmt_rate(v),
         YAxis::Percent => format!("{:.0}%", v * 100.0),
+        YAxis::SmallPercent => format!("{:.1}%", v * 100.0),
         YAxis::PerSecond => {
             if v.fract().abs() < 1e-9 {
                 format!("{v:.0}")
@@ -572,6 +597,7 @@ fn draw(c: &Chart) -> Result<String, RenderError> {
                 plot_on(&plot, c, x_range, (floor..hi * 1.5).log_scale(), floor)
             }
             YAxis::Percent => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(1.0), 0.0),
+            YAxis::SmallPercent => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(0.05), 0.0),
             _ => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(1.0), 0.0),
         }
         .map_err(fail)?;
@@ -700,6 +726,13 @@ mod tests {
         assert_eq!(nines_label(2.0), "99%");
         assert_eq!(nines_label(3.0), "99.9%");
         assert_eq!(nines_label(5.0), "99.999%");
+    }
+
+    #[test]
+    fn small_shares_keep_a_decimal() {
+        assert_eq!(y_label(YAxis::SmallPercent, 0.005), "0.5%");
+        assert_eq!(y_label(YAxis::SmallPercent, 0.02), "2.0%");
+        assert_eq!(y_label(YAxis::Percent, 0.02), "2%");
     }
 
     #[test]
