@@ -336,6 +336,17 @@ fn udp_aggregate_counts_dropped_uplink_frames_in_the_fan_out_not_the_downlink() 
 
 /// A PCU ramp: 100 connections in rooms of 10 joining at 50/s, 20 ms tick, 4 s, plus
 /// `extra`; the run's JSON.
+/// A miss unless the run was valid: exact frame accounting needs a generator that kept
+/// its timetable (a CI run with 27-37% of the vCPUs stolen sent 14,946 of 14,950
+/// planned frames, the last ones due after it fell behind).
+fn generator_kept_up(v: &serde_json::Value) -> Result<(), Miss> {
+    if v["valid"] == true {
+        return Ok(());
+    }
+    let why = format!("generator invalid: {}", v["invalid_reasons"]);
+    Err(Miss::in_run(v, why))
+}
+
 fn ramp_run(sink: &Sink, extra: &[&str]) -> serde_json::Value {
     let mut args = frames_args(&sink.addr, "4s");
     args.extend(["--connect-rate", "50"]);
@@ -350,6 +361,14 @@ fn ramp_run(sink: &Sink, extra: &[&str]) -> serde_json::Value {
 #[test]
 fn a_connect_rate_ramp_against_an_aggregating_server_loses_nothing() {
     let _l = load_lock();
+    on_a_quiet_host(
+        "a_connect_rate_ramp_against_an_aggregating_server_loses_nothing",
+        &RATE_ON_CORES_0_1,
+        aggregate_ramp_run,
+    );
+}
+
+fn aggregate_ramp_run() -> Result<(), Miss> {
     let (_dir, json) = tmp_json();
     let sink = aggregate_sink(false, &["--json", json.to_str().unwrap()]);
     let v = ramp_run(
@@ -358,6 +377,7 @@ fn a_connect_rate_ramp_against_an_aggregating_server_loses_nothing() {
     );
     sink.stop();
     let fr = &v["frames"];
+    generator_kept_up(&v)?;
     // Planned: connection j's first frame is at tick j + 1 (it opens at j x 20 ms).
     let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
     assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
@@ -384,9 +404,10 @@ fn a_connect_rate_ramp_against_an_aggregating_server_loses_nothing() {
     // its room never got, an incomplete fan-out; with nothing dropped and the
     // generator on time, every fan-out completes.
     let overflow = f(&read_json(&json), "broadcast.aggregate_overflow");
-    if v["valid"] == true && overflow == 0.0 {
+    if overflow == 0.0 {
         assert_eq!(f(fr, "fanout_incomplete"), 0.0, "{fr}");
     }
+    Ok(())
 }
 
 /// A stalling aggregating server skips the ticks it missed (it does not send them
@@ -508,8 +529,9 @@ fn a_connect_rate_ramp_joins_connections_over_time_and_keeps_retention_exact() {
 }
 
 fn ramp_retention_run(sink: &Sink) -> Result<(), Miss> {
-    let v = ramp_run(sink, &[]);
+    let v = ramp_run(sink, &["--max-lag", "20ms"]);
     let fr = &v["frames"];
+    generator_kept_up(&v)?;
     // Planned: sum over j of 199 - j.
     let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
     assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
