@@ -519,9 +519,10 @@ fn socat_udp_echo() {
     assert_eq!(f(&v, "udp.sent"), 2000.0);
     // socat forks a child per peer on its first datagram; until the child's socket is
     // connected, a datagram of the other peer may reach it and come back on the wrong
-    // flow (foreign; 0-2 lost in 5 runs here). Nothing else may be lost: at most two
-    // per peer.
-    assert!(f(&v, "udp.lost") <= 4.0, "{}", v["udp"]);
+    // flow, counted foreign (0-2 lost, each one foreign, in 9 runs here). Nothing else
+    // may be lost, and the window is short: 20 datagrams are 20 ms at this rate.
+    let (lost, foreign) = (f(&v, "udp.lost"), f(&v, "udp.foreign"));
+    assert!(lost <= foreign && foreign <= 20.0, "{}", v["udp"]);
     assert_eq!(f(&v, "udp.joined"), 0.0, "{}", v["udp"]);
     assert_eq!(f(&v, "udp.duplicates"), 0.0);
     assert_latency_plausible(&v);
@@ -536,9 +537,12 @@ fn socat_joining_datagrams_is_reported() {
     let (out, v, text) = socat_udp_run(None, "20000");
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let (lost, joined) = (f(&v, "udp.lost"), f(&v, "udp.joined"));
+    let foreign = f(&v, "udp.foreign");
     assert!(joined > 0.0, "{}", v["udp"]);
-    // Every joined request is lost; the fork window may lose up to two per peer more.
-    assert!(joined <= lost && lost <= joined + 4.0, "{}", v["udp"]);
+    // Every joined request is lost, and every lost one is explained: it came back
+    // joined, or (socat's fork window, a few datagrams at this rate: 5 in a CI run) on
+    // the other peer's flow, counted foreign.
+    assert!(joined <= lost && lost <= joined + foreign, "{}", v["udp"]);
     assert!(
         text.contains(&format!("udp: {joined} of the lost came back joined")),
         "{text}"
