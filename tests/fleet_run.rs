@@ -134,6 +134,16 @@ fn by_seq(seen: &[(u64, u64, String)], at_ms: u64) -> BTreeMap<u64, (i64, String
 #[test]
 fn three_shards_with_one_start_replay_the_single_machine_timetable() {
     let _g = load_lock();
+    // The start skew and the rate achieved are timing: the shards share core 0, and a
+    // vCPU held by the hypervisor at the start instant delays a shard's first send.
+    on_a_quiet_host(
+        "three_shards_with_one_start_replay_the_single_machine_timetable",
+        &RATE_ON_CORES_0_1,
+        three_shards,
+    );
+}
+
+fn three_shards() -> Result<(), Miss> {
     let (addr, seen) = recording_server();
     // 3,000 requests/s for 3 s over 3 shards; they share core 0, so they sleep to each
     // send rather than spin against each other.
@@ -150,6 +160,7 @@ fn three_shards_with_one_start_replay_the_single_machine_timetable() {
     let (reports, at) = fleet(&addr, Some(3), &args);
     let run_id = reports[0]["fleet"]["run_id"].as_str().unwrap().to_string();
     let (mut completed, mut achieved) = (0, 0.0);
+    let mut skews = Vec::new();
     for (i, r) in reports.iter().enumerate() {
         let f = &r["fleet"];
         assert_eq!(
@@ -158,12 +169,7 @@ fn three_shards_with_one_start_replay_the_single_machine_timetable() {
         );
         assert_eq!(f["run_id"], run_id.as_str(), "one run id");
         assert_eq!(f["start_at_unix_ms"], at);
-        let skew = f["start_skew_ns"].as_u64().expect("start skew reported");
-        // Within 20 ms: a shard that ignored --start-at would start up to 2.5 s off.
-        // Not 1 ms: on this shared VM a CI run saw 7.9 ms, the hypervisor holding the
-        // vCPU at the instant (steal up to 30% on a core that hour); the skews of a
-        // quiet host are in docs/figures.md (175-230 us).
-        assert!(skew < 20_000_000, "shard {i}: start skew {skew} ns");
+        skews.push(f["start_skew_ns"].as_u64().expect("start skew reported"));
         assert!(f["clock"]["max_error_us"].is_u64(), "{f}");
         // This shard intended a third of the rate.
         assert_eq!(r["rate"]["intended_rps"], 1000.0, "{}", r["rate"]);
@@ -176,10 +182,6 @@ fn three_shards_with_one_start_replay_the_single_machine_timetable() {
         completed,
         seen.len() as u64,
         "merged completed = what the target saw"
-    );
-    assert!(
-        (achieved / 3000.0 - 1.0).abs() < 0.01,
-        "achieved {achieved}/s of 3000/s"
     );
     // The union of the shards' sequence numbers is 0..9000: no gap, no duplicate, and
     // each request carried its single-machine instant, seq / 3000 s after the start.
@@ -196,6 +198,20 @@ fn three_shards_with_one_start_replay_the_single_machine_timetable() {
             "seq {seq}: intended {rel} ns, want {want}"
         );
     }
+    // Within 20 ms: a shard that ignored --start-at would start up to 2.5 s off. Not
+    // 1 ms: a CI run here saw 7.9 ms with the hypervisor holding the vCPU at the
+    // instant; the skews of a quiet host are in docs/figures.md (175-230 us).
+    // A miss counts as seen with other load when any shard's report saw it.
+    let host = reports
+        .iter()
+        .find(|r| Miss::in_run(r, String::new()).other_load)
+        .unwrap_or(&reports[0]);
+    ensure_run(host, skews.iter().all(|&s| s < 20_000_000), || {
+        format!("start skews {skews:?} ns")
+    })?;
+    ensure_run(host, (achieved / 3000.0 - 1.0).abs() < 0.01, || {
+        format!("achieved {achieved}/s of 3000/s")
+    })
 }
 
 #[test]

@@ -90,24 +90,33 @@ fn tcp_broadcast_delivers_every_planned_frame_to_every_member() {
 #[test]
 fn udp_broadcast_with_drops_counts_the_loss_per_planned_frame() {
     let _l = load_lock();
-    let sink = Sink::start_udp(&["--mode", "broadcast", "--room-size", "10", "--drop", "0.05"]);
-    let v = frames_run(&sink, &["--proto", "udp"]);
-    let fr = &v["frames"];
-    let expected = f(fr, "expected");
-    assert_eq!(expected as u64, EXPECTED);
-    let loss = f(fr, "lost") / expected;
-    // The sink drops whole datagrams with p = 0.05. Bound by the widest binomial
-    // spread: drops correlated per sent frame (each dropped uplink datagram is lost at
-    // all 9 receivers), sigma = sqrt(p (1 - p) / planned) = 0.00097; 5 sigma.
-    let sigma = (0.05f64 * 0.95 / PLANNED as f64).sqrt();
-    assert!(
-        (loss - 0.05).abs() < 5.0 * sigma,
-        "loss {loss}, sigma {sigma}: {fr}"
+    // Loss beyond the sink's drops is a socket buffer that overflowed while a stolen
+    // vCPU did not read it: the loss bound needs a quiet host.
+    on_a_quiet_host(
+        "udp_broadcast_with_drops_counts_the_loss_per_planned_frame",
+        &RATE_ON_CORES_0_1,
+        || {
+            let sink =
+                Sink::start_udp(&["--mode", "broadcast", "--room-size", "10", "--drop", "0.05"]);
+            let v = frames_run(&sink, &["--proto", "udp"]);
+            let fr = &v["frames"];
+            let expected = f(fr, "expected");
+            assert_eq!(expected as u64, EXPECTED);
+            let loss = f(fr, "lost") / expected;
+            let retention = f(fr, "retention");
+            assert!((retention + loss - 1.0).abs() < 1e-9, "{retention} {loss}");
+            assert!(f(fr, "fanout_incomplete") > 0.0);
+            assert_eq!(f(fr, "duplicates"), 0.0);
+            // The sink drops whole datagrams with p = 0.05. Bound by the widest binomial
+            // spread: drops correlated per sent frame (each dropped uplink datagram is
+            // lost at all 9 receivers), sigma = sqrt(p (1 - p) / planned) = 0.00097;
+            // 5 sigma.
+            let sigma = (0.05f64 * 0.95 / PLANNED as f64).sqrt();
+            ensure_run(&v, (loss - 0.05).abs() < 5.0 * sigma, || {
+                format!("loss {loss}, sigma {sigma}: {fr}")
+            })
+        },
     );
-    let retention = f(fr, "retention");
-    assert!((retention + loss - 1.0).abs() < 1e-9, "{retention} {loss}");
-    assert!(f(fr, "fanout_incomplete") > 0.0);
-    assert_eq!(f(fr, "duplicates"), 0.0);
 }
 
 /// Intervals (whole seconds of the schedule) and their frame figures.
@@ -129,34 +138,50 @@ fn frame_intervals(v: &serde_json::Value) -> Vec<(u64, u64, u64)> {
 #[test]
 fn a_stalling_server_shows_as_deviation_and_late_frames_in_the_affected_intervals() {
     let _l = load_lock();
-    let sink = Sink::start(&[
-        "--mode",
-        "broadcast",
-        "--room-size",
-        "10",
-        "--stall",
-        "200ms",
-        "--every",
-        "2s",
-    ]);
-    let v = frames_run(&sink, &[]);
-    let fr = &v["frames"];
-    let iv = frame_intervals(&v);
-    // Over 5 s, a 200 ms stall every 2 s falls in two or three of the seconds (a stall
-    // across a boundary touches two). Those seconds have late frames and a deviation
-    // p99 of the stall's order; the others none and below the 20 ms budget.
-    let stalled: Vec<_> = iv.iter().filter(|i| i.0 > 0).collect();
-    let quiet: Vec<_> = iv.iter().filter(|i| i.0 == 0).collect();
-    assert!((2..=4).contains(&stalled.len()), "{iv:?}");
-    assert!(!quiet.is_empty(), "{iv:?}");
-    assert!(stalled.iter().any(|i| i.1 >= 100_000_000), "{iv:?}");
-    assert!(quiet.iter().all(|i| i.1 < 20_000_000), "{iv:?}");
-    // A stall holds back ~ (200 ms - budget) of every frame stream: at least 2 stalls
-    // of at least 100 ms each of the down rate were late.
-    let down = f(fr, "down_fps");
-    assert!(f(fr, "late") >= 2.0 * 0.1 * down, "{fr}");
-    // TCP keeps every frame: late, not lost.
-    assert_eq!(f(fr, "lost"), 0.0);
+    // A quiet second's deviation stays under the 20 ms budget only if the generator
+    // and the sink had their cores: a vCPU stolen for 20 ms makes late frames too.
+    on_a_quiet_host(
+        "a_stalling_server_shows_as_deviation_and_late_frames_in_the_affected_intervals",
+        &RATE_ON_CORES_0_1,
+        || {
+            // A fresh sink each attempt: its stalls count from its first frame, at 1.1 s
+            // and 3.3 s of the run, and the next (5.5 s) after its end; a stall holding
+            // the last frames past the run's 30 ms drain would count them lost.
+            let sink = Sink::start(&[
+                "--mode",
+                "broadcast",
+                "--room-size",
+                "10",
+                "--stall",
+                "200ms",
+                "--every",
+                "2200ms",
+            ]);
+            let v = frames_run(&sink, &[]);
+            let fr = &v["frames"];
+            let iv = frame_intervals(&v);
+            // TCP keeps every frame: late, not lost.
+            assert_eq!(f(fr, "lost"), 0.0);
+            // Over 5 s, the two 200 ms stalls fall in seconds 1 and 3 (up to four
+            // seconds, should they cross boundaries). Those seconds have late frames and a
+            // deviation p99 of the stall's order; the others none and below the 20 ms
+            // budget.
+            let stalled: Vec<_> = iv.iter().filter(|i| i.0 > 0).collect();
+            let quiet: Vec<_> = iv.iter().filter(|i| i.0 == 0).collect();
+            ensure_run(
+                &v,
+                (2..=4).contains(&stalled.len())
+                    && !quiet.is_empty()
+                    && stalled.iter().any(|i| i.1 >= 100_000_000)
+                    && quiet.iter().all(|i| i.1 < 20_000_000),
+                || format!("(late, deviation p99, lost) per second: {iv:?}"),
+            )?;
+            // A stall holds back ~ (200 ms - budget) of every frame stream: at least 2
+            // stalls of at least 100 ms each of the down rate were late.
+            let down = f(fr, "down_fps");
+            ensure_run(&v, f(fr, "late") >= 2.0 * 0.1 * down, || format!("{fr}"))
+        },
+    );
 }
 
 /// The coordinated-omission variant: the same stalling server measured by a closed

@@ -214,45 +214,58 @@ fn coordinated_omission_target_stall_shows_in_latency_not_service_time() {
     // S - t, so S/T = 10% of requests are delayed uniformly on (0, S] and
     // p99 = S (1 - 0.01 T / S) = 0.9 s.
     let sink = Sink::start(&["--stall", "1s", "--every", "10s"]);
-    // --max-lag 20ms: a host whose timer wake-ups come milliseconds late (a VM) is not
-    // what this checks; a generator that waited for the stalled target would lag by
-    // the whole second.
-    let (out, v) = run_json(
-        &sink.addr,
-        &[
-            "--rate",
-            "2000",
-            "--duration",
-            "10s",
-            "--connections",
-            "64",
-            "--max-lag",
-            "20ms",
-        ],
-        Duration::from_secs(60),
+    // The premise is a generator that kept its timetable through the stall: the gate
+    // checks that, and a vCPU stolen for 20 ms breaks it whatever the code does. Only
+    // an invalid run is retried.
+    on_a_quiet_host(
+        "coordinated_omission_target_stall_shows_in_latency_not_service_time",
+        &RATE_ON_CORES_0_1,
+        || {
+            // --max-lag 20ms: a host whose timer wake-ups come milliseconds late (a VM)
+            // is not what this checks; a generator that waited for the stalled target
+            // would lag by the whole second.
+            let (out, v) = run_json(
+                &sink.addr,
+                &[
+                    "--rate",
+                    "2000",
+                    "--duration",
+                    "10s",
+                    "--connections",
+                    "64",
+                    "--max-lag",
+                    "20ms",
+                ],
+                Duration::from_secs(60),
+            );
+            assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+            assert_eq!(f(&v, "requests.errors"), 0.0);
+            let valid = out.status.code() == Some(0) && v["valid"] == true;
+            ensure_run(&v, valid, || {
+                format!(
+                    "a target stall must not invalidate: {}",
+                    v["invalid_reasons"]
+                )
+            })?;
+            // A generator that kept its timetable measured the stall: from here on the
+            // figures are the code's, whatever the host did.
+            let p99 = f(&v, "latency_ns.p99") / 1e9;
+            assert!(
+                (0.81..=0.99).contains(&p99),
+                "latency p99 {p99} s, expected 0.9 s +- 10%"
+            );
+            let svc = f(&v, "service_time_ns.p99") / 1e9;
+            assert!(
+                svc < 0.1,
+                "service time p99 {svc} s should stay far below latency"
+            );
+            assert!(
+                f(&v, "connection_wait_ns.max") > 0.5e9,
+                "the stall shows as connection wait"
+            );
+            Ok(())
+        },
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "a target stall must not invalidate: {}",
-        stderr(&out)
-    );
-    assert_eq!(v["valid"], true);
-    let p99 = f(&v, "latency_ns.p99") / 1e9;
-    assert!(
-        (0.81..=0.99).contains(&p99),
-        "latency p99 {p99} s, expected 0.9 s +- 10%"
-    );
-    let svc = f(&v, "service_time_ns.p99") / 1e9;
-    assert!(
-        svc < 0.1,
-        "service time p99 {svc} s should stay far below latency"
-    );
-    assert!(
-        f(&v, "connection_wait_ns.max") > 0.5e9,
-        "the stall shows as connection wait"
-    );
-    assert_eq!(f(&v, "requests.errors"), 0.0);
 }
 
 #[test]

@@ -26,6 +26,16 @@ const CAPACITY_RPS: f64 = 80.0 / 0.020;
 fn search_finds_the_pool_limit_and_blames_the_target() {
     let _g = load_lock();
     let sink = Sink::start(&["--mode", "echo", "--delay", "20ms"]);
+    // The answer depends on the sink's replies on core 1 coming on time and the
+    // generator on core 0 keeping up: a stolen vCPU breaks both.
+    on_a_quiet_host(
+        "search_finds_the_pool_limit_and_blames_the_target",
+        &RATE_ON_CORES_0_1,
+        || pool_limit_search(&sink),
+    );
+}
+
+fn pool_limit_search(sink: &Sink) -> Result<(), Miss> {
     let (_dir, path) = tmp_json();
     let p = path.to_str().unwrap();
     // --max-lag 20ms: the host is shared; the test is about the target's limit, and a
@@ -59,24 +69,10 @@ fn search_finds_the_pool_limit_and_blames_the_target() {
     let text = String::from_utf8_lossy(&out.stdout);
     let err = stderr(&out);
     let v = read_json(&path);
-    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    // Structure first (not retried): the report's shape and every step's figures.
     assert_eq!(v["mode"], "search");
     assert_eq!(v["slo_spec"], "p99<100ms");
-    assert_eq!(v["stopped_by"], "target", "{text}");
-    let safe = f(&v, "max_safe_throughput_rps");
-    assert!(
-        (safe - CAPACITY_RPS).abs() <= 0.15 * CAPACITY_RPS,
-        "max safe {safe}/s is not within 15% of {CAPACITY_RPS}/s:\n{text}"
-    );
-    // The climb: 1000, 1500, 2250, 3375, 5062.5 (bad), then bisection.
     let steps = v["steps"].as_array().unwrap();
-    let rates: Vec<f64> = steps.iter().map(|s| f(s, "intended_rps")).collect();
-    assert_eq!(
-        &rates[..5],
-        &[1000.0, 1500.0, 2250.0, 3375.0, 5062.5],
-        "{text}"
-    );
-    assert!(steps.len() > 5, "no bisection:\n{text}");
     for s in steps {
         for k in [
             "achieved_rps",
@@ -95,6 +91,22 @@ fn search_finds_the_pool_limit_and_blames_the_target() {
         );
         assert!(s["phase"] == "climb" || s["phase"] == "bisect", "{s}");
     }
+    assert!(err.contains("search: climb"), "{err}");
+    // The answer: a search the generator kept up with and the target stopped.
+    ensure(out.status.code() == Some(0), || format!("{text}\n{err}"))?;
+    ensure(v["stopped_by"] == "target", || {
+        format!("stopped by: {text}")
+    })?;
+    let safe = f(&v, "max_safe_throughput_rps");
+    ensure((safe - CAPACITY_RPS).abs() <= 0.15 * CAPACITY_RPS, || {
+        format!("max safe {safe}/s is not within 15% of {CAPACITY_RPS}/s:\n{text}")
+    })?;
+    // The climb: 1000, 1500, 2250, 3375, 5062.5 (bad), then bisection.
+    let rates: Vec<f64> = steps.iter().map(|s| f(s, "intended_rps")).collect();
+    ensure(
+        rates.len() > 5 && rates[..5] == [1000.0, 1500.0, 2250.0, 3375.0, 5062.5],
+        || format!("climb {rates:?}, or no bisection:\n{text}"),
+    )?;
     // The bisection converged: the first bad rate is within 5% of the best good one.
     let good = steps
         .iter()
@@ -102,12 +114,16 @@ fn search_finds_the_pool_limit_and_blames_the_target() {
         .map(|s| f(s, "intended_rps"))
         .fold(0.0, f64::max);
     let bad = f(&v, "first_bad_rps");
-    assert!(bad > good && bad - good <= 0.05 * good, "{good} {bad}");
+    ensure(bad > good && bad - good <= 0.05 * good, || {
+        format!("good {good}, bad {bad}:\n{text}")
+    })?;
     // An over-capacity step completes about the capacity, not what was intended.
     let over = &steps[4];
-    assert_eq!(over["outcome"], "slo_broken", "{text}");
-    assert!(f(over, "achieved_rps") < 1.15 * CAPACITY_RPS, "{over}");
-    // Little's law at the max safe rate: rate x mean latency.
+    ensure(over["outcome"] == "slo_broken", || format!("{text}"))?;
+    ensure(f(over, "achieved_rps") < 1.15 * CAPACITY_RPS, || {
+        format!("{over}")
+    })?;
+    // Little's law at the max safe rate: rate x mean latency (arithmetic, not timing).
     let inflight = f(&v, "inflight_at_max_safe");
     let want = safe * f(&v, "latency_mean_ns_at_max_safe") / 1e9;
     assert!(
@@ -115,21 +131,19 @@ fn search_finds_the_pool_limit_and_blames_the_target() {
         "{inflight} {want}"
     );
     // Every request takes at least the 20 ms delay; queueing adds to that.
-    assert!(
-        inflight >= 0.99 * safe * 0.020 && inflight < 800.0,
-        "{inflight} in flight at {safe}/s"
-    );
+    ensure(inflight >= 0.99 * safe * 0.020 && inflight < 800.0, || {
+        format!("{inflight} in flight at {safe}/s")
+    })?;
     // p99 rises steeply into saturation, so there is a knee, and it is no higher
     // than the first bad rate.
     let knee = f(&v, "knee_rps");
-    assert!(
-        knee >= 1000.0 && knee <= bad,
-        "knee {knee}, first bad {bad}:\n{text}"
-    );
+    ensure(knee >= 1000.0 && knee <= bad, || {
+        format!("knee {knee}, first bad {bad}:\n{text}")
+    })?;
     assert!(text.contains("max safe throughput:"), "{text}");
     assert!(text.contains("stopped by: target"), "{text}");
     assert!(text.contains("Little's law"), "{text}");
-    assert!(err.contains("search: climb"), "{err}");
+    Ok(())
 }
 
 #[test]
@@ -378,6 +392,15 @@ fn frames_search_finds_the_sinks_connection_limit_exactly() {
         "--max-connections",
         "40",
     ]);
+    // Every step's answer needs the generator valid (a 20 ms lag gate).
+    on_a_quiet_host(
+        "frames_search_finds_the_sinks_connection_limit_exactly",
+        &RATE_ON_CORES_0_1,
+        || frames_search(&sink),
+    );
+}
+
+fn frames_search(sink: &Sink) -> Result<(), Miss> {
     let (_dir, path) = tmp_json();
     let p = path.to_str().unwrap();
     // --max-lag 20ms and a 100 ms deviation bound: the host is shared; the test is
@@ -412,14 +435,31 @@ fn frames_search_finds_the_sinks_connection_limit_exactly() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     let v = read_json(&path);
-    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
     assert_eq!(v["config"]["axis"], "connections", "{text}");
     assert_eq!(v["config"]["room_size"], 10);
+    let steps = v["steps"].as_array().unwrap();
+    // Above 40 connections the refused rooms' share is missing whatever the host does
+    // (a step at 50 keeps 40/50 at best).
+    for s in steps {
+        let n = s["connections"].as_f64().unwrap();
+        let retention = f(s, "frames.retention");
+        assert!(
+            n <= 40.0 || retention <= 40.0 / n + 1e-9,
+            "{n}: {retention}: {text}"
+        );
+    }
+    // The answer is exact once every step's generator kept up (a stolen vCPU fails
+    // the 20 ms lag gate, and the search then stops at the generator): only that is
+    // retried.
+    let invalid: Vec<_> = steps.iter().filter(|s| s["valid"] != true).collect();
+    ensure(invalid.is_empty(), || {
+        format!("invalid steps {invalid:?}: {text}")
+    })?;
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    assert_eq!(v["stopped_by"], "target", "{text}");
     assert_eq!(v["max_safe_connections"], 40, "{text}");
     assert_eq!(v["first_bad_connections"], 50, "{text}");
-    assert_eq!(v["stopped_by"], "target", "{text}");
     // Climb 10, 20, 40, 80 (bad), then bisect in whole rooms: 60, 50.
-    let steps = v["steps"].as_array().unwrap();
     let counts: Vec<u64> = steps
         .iter()
         .map(|s| s["connections"].as_u64().unwrap())
@@ -428,18 +468,17 @@ fn frames_search_finds_the_sinks_connection_limit_exactly() {
     for s in steps {
         let n = s["connections"].as_f64().unwrap();
         let retention = f(s, "frames.retention");
-        // Each step ran its own count: up to 40 every frame arrives; above, the
-        // refused rooms' share is missing (a step at 50 keeps 40/50 at best).
+        // Each step ran its own count: up to 40 every frame arrives.
         if n <= 40.0 {
             assert_eq!(s["outcome"], "pass", "{n}: {text}");
             assert_eq!(retention, 1.0, "{n}: {text}");
         } else {
             assert_eq!(s["outcome"], "slo_broken", "{n}: {text}");
-            assert!(retention <= 40.0 / n + 1e-9, "{n}: {retention}: {text}");
         }
     }
     assert!(
         text.contains("max connections meeting the SLO: 40 (4 rooms of 10)"),
         "{text}"
     );
+    Ok(())
 }

@@ -272,6 +272,20 @@ pub fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), Miss> {
     if ok { Ok(()) } else { Err(why().into()) }
 }
 
+/// As [`ensure`], for a check on the run that `v` reports: a miss carries whether the
+/// run's own host figures saw another process on its cores ([`Miss::in_run`]).
+pub fn ensure_run(
+    v: &serde_json::Value,
+    ok: bool,
+    why: impl FnOnce() -> String,
+) -> Result<(), Miss> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Miss::in_run(v, why()))
+    }
+}
+
 impl Miss {
     /// A miss in the run that `v` reports, marked as seen with another process on
     /// its cores when the report's own host figures say so.
