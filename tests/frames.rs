@@ -119,6 +119,38 @@ fn udp_broadcast_with_drops_counts_the_loss_per_planned_frame() {
     );
 }
 
+/// A UDP broadcast sink left running serves run after run: each run's sockets are new
+/// source addresses announcing the same (room, member) as the last run's, and they
+/// take those members' places (the last run's addresses would hold the rooms full
+/// for 10 s of silence otherwise, and the second run would receive nothing).
+#[test]
+fn a_udp_broadcast_sink_serves_one_run_after_another() {
+    let _l = load_lock();
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start_udp(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "10",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    for run in 0..2 {
+        let mut args = frames_args(&sink.addr, "2s");
+        args.extend(["--proto", "udp", "--max-lag", "20ms"]);
+        let v = run_report(&args, Duration::from_secs(30));
+        let fr = &v["frames"];
+        // Loopback UDP keeps nearly every frame; the fault this catches keeps none.
+        assert!(f(fr, "retention") > 0.99, "run {run}: {fr}");
+    }
+    sink.stop();
+    let bc = read_json(&json)["broadcast"].clone();
+    // Every member of the second run moved from the first run's address.
+    assert_eq!(bc["members_moved"], 100, "{bc}");
+    assert_eq!(bc["joins"], 200, "{bc}");
+    assert_eq!(bc["joins_refused"], 0, "{bc}");
+}
+
 /// Intervals (whole seconds of the schedule) and their frame figures.
 fn frame_intervals(v: &serde_json::Value) -> Vec<(u64, u64, u64)> {
     v["intervals"]

@@ -575,6 +575,36 @@ fn udp_every_member_gets_every_other_members_datagrams() {
     assert_eq!(bc["relayed"], (6 + 1) + 4 * 3 * frames + 2 * frames, "{v}");
 }
 
+/// UDP has no disconnect: a client that comes back on a new socket (the next run, a
+/// NAT rebinding) announces the same member from a new address. It takes the
+/// member's place at once, not after the old address's 10 s of silence (until then
+/// the room would be full, or relay to an address nobody reads).
+#[test]
+fn udp_a_member_on_a_new_address_takes_its_place() {
+    let (_dir, json) = tmp_json();
+    let sink = udp_sink(&["--room-size", "2"], &json);
+    let old = join_udp(&sink.addr, 31, 2);
+    // Member 0 again, from a new socket: member 1 hears it, as a room of 2 allows.
+    let moved = UdpMember::bind(&sink.addr, 31, 0);
+    moved.send(1);
+    assert_eq!(old[1].recv(), moved.datagram(1, FRAME_BYTES));
+    // Member 1's frames go to the new address only.
+    old[1].send(2);
+    assert_eq!(moved.recv(), old[1].datagram(2, FRAME_BYTES));
+    assert_eq!(old[0].try_recv(Duration::from_millis(200)), None);
+    // The old address is no member any more: its next frame rejoins as member 0,
+    // moving the member back.
+    old[0].send(3);
+    assert_eq!(old[1].recv(), old[0].datagram(3, FRAME_BYTES));
+    assert_eq!(moved.try_recv(Duration::from_millis(200)), None);
+    sink.stop();
+    let v = read_json(&json);
+    let bc = &v["broadcast"];
+    assert_eq!(bc["members_moved"], 2, "{v}");
+    assert_eq!(bc["joins"], 4, "{v}");
+    assert_eq!(bc["joins_refused"], 0, "{v}");
+}
+
 #[test]
 fn udp_drop_loses_about_that_share_of_the_frames() {
     let (_dir, json) = tmp_json();

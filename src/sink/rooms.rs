@@ -104,6 +104,13 @@ impl Rooms {
         len == 1
     }
 
+    /// The peer that is `member` of room `room` (the id of the frame header), if any.
+    pub(crate) fn peer_of(&self, room: u32, member: u16) -> Option<u32> {
+        let slot = *self.index.get(&room)?;
+        let m = self.members(slot).iter().find(|m| m.member == member)?;
+        Some(m.peer)
+    }
+
     /// The members of the room in `slot`, in no particular order.
     pub(crate) fn members(&self, slot: RoomSlot) -> &[Member] {
         let base = slot as usize * self.room_size;
@@ -175,6 +182,21 @@ mod tests {
         let b = r.join(8, 0, 2).unwrap();
         assert_eq!((r.id(b), peers(&r, b)), (8, vec![2]));
         assert_eq!(r.join(9, 0, 3), Err(JoinError::NoRoom));
+    }
+
+    #[test]
+    fn peer_of_finds_a_member_by_its_header_index() {
+        let mut r = Rooms::new(2, 3);
+        let a = r.join(5, 0, 10).unwrap();
+        r.join(5, 2, 12).unwrap();
+        r.join(6, 2, 22).unwrap();
+        assert_eq!(r.peer_of(5, 2), Some(12));
+        assert_eq!(r.peer_of(5, 0), Some(10));
+        assert_eq!(r.peer_of(6, 2), Some(22));
+        assert_eq!(r.peer_of(5, 1), None);
+        assert_eq!(r.peer_of(7, 0), None);
+        r.leave(a, 10);
+        assert_eq!(r.peer_of(5, 0), None);
     }
 
     #[test]

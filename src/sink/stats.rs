@@ -60,6 +60,10 @@ pub struct BroadcastStats {
     /// Peers refused a room: it held `room_size` members, or the room table was full
     /// (TCP: the connection is closed; UDP: the datagram is ignored).
     pub joins_refused: u64,
+    /// UDP: peers that joined as a member their room already had under another
+    /// source address (the client's new socket, or a NAT rebinding); the old address
+    /// left the room.
+    pub members_moved: u64,
     /// Copies of frames queued (TCP) or sent (UDP) to members.
     pub relayed: u64,
     /// Copies not delivered: the member's send queue was full (TCP), or the kernel
@@ -81,7 +85,7 @@ pub struct BroadcastStats {
 }
 
 impl BroadcastStats {
-    pub(crate) const FIELDS: usize = 11;
+    pub(crate) const FIELDS: usize = 12;
 
     pub(crate) fn to_array(self) -> [u64; Self::FIELDS] {
         [
@@ -96,6 +100,7 @@ impl BroadcastStats {
             self.ticks,
             self.ticks_skipped,
             self.aggregate_carried,
+            self.members_moved,
         ]
     }
 
@@ -112,6 +117,7 @@ impl BroadcastStats {
             ticks: a[8],
             ticks_skipped: a[9],
             aggregate_carried: a[10],
+            members_moved: a[11],
         }
     }
 

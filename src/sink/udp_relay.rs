@@ -7,7 +7,10 @@
 //! first frame; a full room or a full peer table refuses it (the datagram is ignored
 //! and counted in `joins_refused`; its next one tries again). UDP has no
 //! disconnect: a peer silent for [`PEER_IDLE`] leaves its room (checked once a
-//! second). A datagram that does not decode is ignored and counted.
+//! second), and a new address announcing a member its room already has takes that
+//! member's place (the client's new socket, say the next run, or a NAT rebinding;
+//! counted in `members_moved`). A datagram that does not decode is ignored and
+//! counted.
 //!
 //! Relaying: every frame goes, unchanged, to every other member of the room (the
 //! sender too with `echo_to_sender`), straight out of its receive buffer: the
@@ -174,7 +177,8 @@ impl UdpRelay {
         }
     }
 
-    /// A new peer: a slot and a room, or `None` when either is full.
+    /// A new peer: a slot and a room, or `None` when either is full. A member its
+    /// room already has under another address moves here: the old address leaves.
     fn join(
         &mut self,
         key: AddrKey,
@@ -182,6 +186,10 @@ impl UdpRelay {
         namelen: libc::socklen_t,
         header: FrameHeader,
     ) -> Option<usize> {
+        if let Some(old) = self.rooms.peer_of(header.room, header.member) {
+            self.leave(old as usize);
+            self.stats.members_moved += 1;
+        }
         let p = *self.free.last()?;
         let room = self.rooms.join(header.room, header.member, p).ok()?;
         self.free.pop();
