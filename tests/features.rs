@@ -350,10 +350,17 @@ fn reconnects_keep_their_source_address() {
     let c = &v["connections"];
     let closed = f(c, "closed_by_target");
     assert!(closed >= 4.0 * 5.0, "{c}");
-    assert_eq!(f(c, "reconnects"), closed, "one reconnect per close: {c}");
+    // One reconnect per close, but for closes in the run's last backoff (the sink
+    // closes on its own clock, so a close may come 10-20 ms before the end, and more
+    // so when a busy host starts the run late): at most one per connection.
+    let reconnects = f(c, "reconnects");
+    assert!(
+        reconnects <= closed && reconnects >= closed - 4.0,
+        "one reconnect per close: {c}"
+    );
     assert_eq!(
         f(c, "opened"),
-        4.0 + closed,
+        4.0 + reconnects,
         "every reconnect succeeded: {c}"
     );
     assert_eq!(f(c, "failed"), 0.0, "{c}");

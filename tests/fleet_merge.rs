@@ -124,8 +124,17 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
     assert_eq!(m["requests"]["completed"].as_u64(), Some(sum("completed")));
     assert_eq!(m["requests"]["dispatched"], 1800);
     assert_eq!(m["rate"]["intended_rps"], 900.0);
+    // The shards' achieved rates added (each shard's own is timing: the three share
+    // core 0, so only a loose bound on the whole).
     let achieved = m["rate"]["achieved_rps"].as_f64().unwrap();
-    assert!((achieved / 900.0 - 1.0).abs() < 0.01, "achieved {achieved}");
+    let shards_achieved: f64 = (0..3)
+        .map(|i| shard(i)["rate"]["achieved_rps"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (achieved - shards_achieved).abs() < 1e-9 * shards_achieved,
+        "achieved {achieved}, the shards' {shards_achieved}"
+    );
+    assert!((achieved / 900.0 - 1.0).abs() < 0.1, "achieved {achieved}");
     assert_eq!(m["fleet"]["merged"]["complete"], true);
     assert!(text.contains("3 of 3 shards"), "{text}");
     // Per-second series aligned and added: second 0 of the merge is the three shards'.

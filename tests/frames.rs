@@ -42,49 +42,99 @@ fn frames_run(sink: &Sink, extra: &[&str]) -> serde_json::Value {
     run_report(&a, Duration::from_secs(60))
 }
 
+/// Exact figures that need the generator (core 0) and the sink (core 1) on time, as
+/// (figure, got, want): all equal, or a timing miss. A valid generator is not enough
+/// (the lag gate does not see the sink's core): a CI run under 16% steal had a valid
+/// ramp receive 132,448 of 132,450 frames, two arriving after the 30 ms drain.
+fn timely(v: &serde_json::Value, exact: &[(&str, u64, u64)]) -> Result<(), Miss> {
+    let wrong: Vec<_> = exact.iter().filter(|(_, got, want)| got != want).collect();
+    ensure_run(v, wrong.is_empty(), || {
+        format!(
+            "(figure, got, want): {wrong:?}; valid {}: {}",
+            v["valid"], v["frames"]
+        )
+    })
+}
+
 #[test]
 fn tcp_broadcast_delivers_every_planned_frame_to_every_member() {
     let _l = load_lock();
     let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
-    let v = frames_run(&sink, &[]);
+    // Every planned frame sent and every copy in before the 30 ms drain needs the
+    // generator (core 0) and the sink (core 1) on time: a CI run under 27-37% steal
+    // sent 14,946 of 14,950 planned frames in a test like this one.
+    on_a_quiet_host(
+        "tcp_broadcast_delivers_every_planned_frame_to_every_member",
+        &RATE_ON_CORES_0_1,
+        || tcp_broadcast_run(&sink),
+    );
+}
+
+fn tcp_broadcast_run(sink: &Sink) -> Result<(), Miss> {
+    let v = frames_run(sink, &[]);
     let fr = &v["frames"];
+    assert_eq!(v["mode"], "frames");
     assert_eq!(f(fr, "planned") as u64, PLANNED, "{fr}");
-    assert_eq!(f(fr, "sent") as u64, PLANNED, "{fr}");
     // Each frame is expected by the other 9 members of its room (from when they joined).
     assert_eq!(f(fr, "expected") as u64, EXPECTED);
-    assert_eq!(f(fr, "received") as u64, EXPECTED, "{fr}");
-    assert_eq!(f(fr, "lost"), 0.0);
-    assert_eq!(f(fr, "retention"), 1.0);
-    assert_eq!(f(fr, "retention_min"), 1.0);
     assert_eq!(f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"), 0.0);
-    // One fan-out sample per planned frame that has a receiver (all but each room's
-    // first member's frame 0): the instant its last receiver got it.
-    assert_eq!(f(fr, "fanout_ns.count") as u64, PLANNED - CONNS / ROOM);
-    assert_eq!(f(fr, "fanout_incomplete"), 0.0);
-    assert_eq!(f(fr, "deviation_ns.count") as u64, EXPECTED);
-    // Jitter: consecutive pairs per (receiver, source): 249 per pair, 248 for the 45
-    // pairs per room that start at frame 1.
-    assert_eq!(
-        f(fr, "jitter_ns.count") as u64,
-        CONNS * (ROOM - 1) * (SECS * 1000 / TICK_MS - 1) - (CONNS / ROOM) * 45
-    );
-    assert_eq!(f(fr, "residency.up_whole_run") as u64, CONNS);
-    assert_eq!(f(fr, "residency.disconnects"), 0.0);
-    // The dispatch-lag gate applies to frames: the report has the lag of every frame.
-    assert_eq!(f(&v, "dispatch_lag_ns.count") as u64, PLANNED);
-    assert_eq!(v["mode"], "frames");
-    // The per-interval series carries the frame figures.
     let iv = v["intervals"].as_array().unwrap();
     assert!(iv.len() >= SECS as usize, "{}", iv.len());
-    let up: f64 = iv
-        .iter()
-        .map(|i| f(&i["frames"], "up_fps") * f(i, "duration_s"))
-        .sum();
-    assert!((up - PLANNED as f64).abs() < 1.0, "{up}");
     // The intervals' loss adds up to the run's (none here: the frame 0 a member never
     // expected must not show as a gap when the window moves past it, 2.56 s in).
     let lost: Vec<f64> = iv.iter().map(|i| f(&i["frames"], "lost")).collect();
     assert_eq!(lost.iter().sum::<f64>(), f(fr, "lost"), "{lost:?}");
+    // The per-interval series carries the frame figures: they add up to what was sent.
+    let up: f64 = iv
+        .iter()
+        .map(|i| f(&i["frames"], "up_fps") * f(i, "duration_s"))
+        .sum();
+    assert!((up - f(fr, "sent")).abs() < 1.0, "{up}");
+    // Exact, on a host that kept up: (figure, got, want).
+    let exact = [
+        ("sent", f(fr, "sent") as u64, PLANNED),
+        ("received", f(fr, "received") as u64, EXPECTED),
+        ("lost", f(fr, "lost") as u64, 0),
+        ("retention < 1", u64::from(f(fr, "retention") < 1.0), 0),
+        (
+            "retention_min < 1",
+            u64::from(f(fr, "retention_min") < 1.0),
+            0,
+        ),
+        // One fan-out sample per planned frame that has a receiver (all but each
+        // room's first member's frame 0): the instant its last receiver got it.
+        (
+            "fanout_ns.count",
+            f(fr, "fanout_ns.count") as u64,
+            PLANNED - CONNS / ROOM,
+        ),
+        ("fanout_incomplete", f(fr, "fanout_incomplete") as u64, 0),
+        (
+            "deviation_ns.count",
+            f(fr, "deviation_ns.count") as u64,
+            EXPECTED,
+        ),
+        // Jitter: consecutive pairs per (receiver, source): 249 per pair, 248 for the
+        // 45 pairs per room that start at frame 1.
+        (
+            "jitter_ns.count",
+            f(fr, "jitter_ns.count") as u64,
+            CONNS * (ROOM - 1) * (SECS * 1000 / TICK_MS - 1) - (CONNS / ROOM) * 45,
+        ),
+        (
+            "up_whole_run",
+            f(fr, "residency.up_whole_run") as u64,
+            CONNS,
+        ),
+        ("disconnects", f(fr, "residency.disconnects") as u64, 0),
+        // The dispatch-lag gate applies to frames: the report has the lag of every frame.
+        (
+            "dispatch_lag_ns.count",
+            f(&v, "dispatch_lag_ns.count") as u64,
+            PLANNED,
+        ),
+    ];
+    timely(&v, &exact)
 }
 
 #[test]
@@ -304,7 +354,6 @@ fn tcp_aggregate_run() -> Result<(), Miss> {
     sink.stop();
     let bc = read_json(&json)["broadcast"].clone();
     let fr = &v["frames"];
-    assert_eq!(f(fr, "sent") as u64, PLANNED, "{fr}");
     assert_eq!(f(fr, "aggregate.down_bytes") as u64, 272);
     // Every receiver expects the server ticks from one tick after its first frame
     // (and after the two ticks that place the server's ticks on the timetable) to
@@ -314,15 +363,10 @@ fn tcp_aggregate_run() -> Result<(), Miss> {
         (CONNS * (TICKS - 4)..=CONNS * TICKS).contains(&expected),
         "{expected}: {fr}"
     );
-    // TCP loses nothing: every planned downlink frame arrived, once.
-    assert_eq!(f(fr, "received") as u64, expected, "{fr}");
-    assert_eq!(f(fr, "lost"), 0.0);
-    assert_eq!(f(fr, "retention_min"), 1.0);
+    let received = f(fr, "received") as u64;
     assert_eq!(f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"), 0.0);
-    // One deviation sample per downlink frame received; one jitter sample per
-    // consecutive pair of ticks at a receiver.
-    assert_eq!(f(fr, "deviation_ns.count") as u64, expected);
-    assert_eq!(f(fr, "jitter_ns.count") as u64, expected - CONNS);
+    // One deviation sample per downlink frame received.
+    assert_eq!(f(fr, "deviation_ns.count") as u64, received);
     // The ticks before the timetable is placed are received outside it.
     assert!(f(fr, "aggregate.outside") > 0.0, "{fr}");
     let iv = v["intervals"].as_array().unwrap();
@@ -330,7 +374,27 @@ fn tcp_aggregate_run() -> Result<(), Miss> {
         .iter()
         .map(|i| f(&i["frames"], "down_fps") * f(i, "duration_s"))
         .sum();
-    assert!((down - expected as f64).abs() < 1.0, "{down}");
+    assert!((down - received as f64).abs() < 1.0, "{down}");
+    // TCP loses nothing: every planned frame sent, every planned downlink frame
+    // arrived, once; one jitter sample per consecutive pair of ticks at a receiver.
+    timely(
+        &v,
+        &[
+            ("sent", f(fr, "sent") as u64, PLANNED),
+            ("received", received, expected),
+            ("lost", f(fr, "lost") as u64, 0),
+            (
+                "retention_min < 1",
+                u64::from(f(fr, "retention_min") < 1.0),
+                0,
+            ),
+            (
+                "jitter_ns.count",
+                f(fr, "jitter_ns.count") as u64,
+                expected - CONNS,
+            ),
+        ],
+    )?;
     if v["valid"] != true {
         // A busy shared host: the generator's own lag decides which ticks a late
         // member's first frame joined, and how late everything arrived.
@@ -363,31 +427,43 @@ fn tcp_aggregate_run() -> Result<(), Miss> {
 #[test]
 fn udp_aggregate_counts_dropped_uplink_frames_in_the_fan_out_not_the_downlink() {
     let _l = load_lock();
-    let sink = aggregate_sink(true, &["--drop", "0.05"]);
-    let v = frames_run(
-        &sink,
-        &["--proto", "udp", "--aggregate", "--down-size", DOWN],
-    );
-    let fr = &v["frames"];
-    let expected = f(fr, "expected") as u64;
-    assert!(
-        (CONNS * (TICKS - 4)..=CONNS * TICKS).contains(&expected),
-        "{expected}: {fr}"
-    );
-    // The sink drops uplink datagrams; its downlink frames still come every tick.
-    assert!(f(fr, "retention") > 0.99, "{fr}");
-    assert_eq!(f(fr, "received") + f(fr, "lost"), expected as f64);
-    if v["valid"] != true {
-        eprintln!("generator invalid on this host: the fan-out share is not checked");
-        return;
-    }
-    // A dropped uplink frame is missing at all 9 room mates: its fan-out never
-    // completes. Complete share = 1 - p, within 5 binomial sigma.
-    let share = f(fr, "fanout_ns.count") / f(fr, "fanout_expected");
-    let sigma = (0.05f64 * 0.95 / (PLANNED - CONNS) as f64).sqrt();
-    assert!(
-        (share - 0.95).abs() < 5.0 * sigma,
-        "complete {share}, sigma {sigma}: {fr}"
+    // The downlink's retention and the fan-out share need the aggregating sink's
+    // ticks on time (a tick it skips is lost at every member) and the generator valid.
+    on_a_quiet_host(
+        "udp_aggregate_counts_dropped_uplink_frames_in_the_fan_out_not_the_downlink",
+        &RATE_ON_CORES_0_1,
+        || {
+            let sink = aggregate_sink(true, &["--drop", "0.05"]);
+            let v = frames_run(
+                &sink,
+                &[
+                    "--proto",
+                    "udp",
+                    "--aggregate",
+                    "--down-size",
+                    DOWN,
+                    "--max-lag",
+                    "20ms",
+                ],
+            );
+            let fr = &v["frames"];
+            let expected = f(fr, "expected") as u64;
+            assert!(
+                (CONNS * (TICKS - 4)..=CONNS * TICKS).contains(&expected),
+                "{expected}: {fr}"
+            );
+            assert_eq!(f(fr, "received") + f(fr, "lost"), expected as f64);
+            // The sink drops uplink datagrams; its downlink frames still come every tick.
+            ensure_run(&v, f(fr, "retention") > 0.99, || format!("{fr}"))?;
+            generator_kept_up(&v)?;
+            // A dropped uplink frame is missing at all 9 room mates: its fan-out never
+            // completes. Complete share = 1 - p, within 5 binomial sigma.
+            let share = f(fr, "fanout_ns.count") / f(fr, "fanout_expected");
+            let sigma = (0.05f64 * 0.95 / (PLANNED - CONNS) as f64).sqrt();
+            ensure_run(&v, (share - 0.95).abs() < 5.0 * sigma, || {
+                format!("complete {share}, sigma {sigma}: {fr}")
+            })
+        },
     );
 }
 
@@ -438,14 +514,23 @@ fn aggregate_ramp_run() -> Result<(), Miss> {
     // Planned: connection j's first frame is at tick j + 1 (it opens at j x 20 ms).
     let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
     assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
-    assert_eq!(f(fr, "sent") as u64, planned, "{fr}");
     // Receivers joined over 2 s of 4: each expects about 200 - (its join tick) ticks.
     let expected = f(fr, "expected") as u64;
     assert!((9_000..=15_000).contains(&expected), "{expected}: {fr}");
-    assert_eq!(f(fr, "received") as u64, expected, "{fr}");
-    assert_eq!(f(fr, "lost"), 0.0, "{fr}");
-    assert_eq!(f(fr, "retention_min"), 1.0, "{fr}");
     assert_eq!(f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"), 0.0);
+    timely(
+        &v,
+        &[
+            ("sent", f(fr, "sent") as u64, planned),
+            ("received", f(fr, "received") as u64, expected),
+            ("lost", f(fr, "lost") as u64, 0),
+            (
+                "retention_min < 1",
+                u64::from(f(fr, "retention_min") < 1.0),
+                0,
+            ),
+        ],
+    )?;
     // Fan-out: every frame but each member's first, and but each room's first
     // member's second (tick 2, just before its second member's first frame at tick 2
     // and a later phase: it has no receiver yet).
@@ -460,11 +545,18 @@ fn aggregate_ramp_run() -> Result<(), Miss> {
     // the ramp's late joiners were all accounted even then). A dropped entry is a frame
     // its room never got, an incomplete fan-out; with nothing dropped and the
     // generator on time, every fan-out completes.
+    // A CI run under steal had 31 fan-outs incomplete with nothing dropped and the
+    // generator valid: the sink's core was held, and a room's members got a tick's
+    // frames more than the fan-out window apart. So it is a timing check too.
     let overflow = f(&read_json(&json), "broadcast.aggregate_overflow");
-    if overflow == 0.0 {
-        assert_eq!(f(fr, "fanout_incomplete"), 0.0, "{fr}");
-    }
-    Ok(())
+    let incomplete = f(fr, "fanout_incomplete") as u64;
+    timely(
+        &v,
+        &[
+            ("aggregate_overflow", overflow as u64, 0),
+            ("fanout_incomplete", incomplete, 0),
+        ],
+    )
 }
 
 /// A stalling aggregating server skips the ticks it missed (it does not send them
@@ -563,8 +655,16 @@ fn the_hdr_log_carries_the_frame_histograms_per_interval() {
         assert_eq!(count[tag].1, intervals, "{tag}: one line per interval");
         assert_eq!(count[tag].0, f(fr, key) as u64, "{tag}: {fr}");
     }
-    assert_eq!(count["frames.deviation"].0, EXPECTED);
-    assert_eq!(count["lag"].0, PLANNED);
+    // One deviation sample per frame received, one lag sample per frame sent: counts
+    // of the run's own report (all planned on a host that kept up; the exact totals
+    // are the TCP broadcast test's, checked on a quiet host).
+    assert_eq!(
+        count["frames.deviation"].0,
+        f(fr, "received") as u64,
+        "{fr}"
+    );
+    assert_eq!(count["lag"].0, f(&v, "dispatch_lag_ns.count") as u64);
+    assert!(count["lag"].0 > PLANNED / 2, "{}", count["lag"].0);
 }
 
 /// Item 4, a PCU ramp: 100 connections joining at 50/s (one every 20 ms, the tick),
@@ -592,8 +692,6 @@ fn ramp_retention_run(sink: &Sink) -> Result<(), Miss> {
     // Planned: sum over j of 199 - j.
     let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
     assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
-    assert_eq!(f(fr, "sent") as u64, planned, "{fr}");
-    assert_eq!(f(fr, "not_sent"), 0.0, "{fr}");
     // Expected, pair by pair within a room (index = member here, the room's first
     // index being a multiple of 10 only shifts both): s's frames from its start, and
     // for s < r (its phase earlier in the tick) from the tick after r's first frame.
@@ -609,16 +707,27 @@ fn ramp_retention_run(sink: &Sink) -> Result<(), Miss> {
         }
     }
     assert_eq!(f(fr, "expected") as u64, expected, "{fr}");
-    assert_eq!(f(fr, "received") as u64, expected, "{fr}");
-    assert_eq!(f(fr, "lost"), 0.0, "{fr}");
-    assert_eq!(f(fr, "retention"), 1.0, "{fr}");
-    assert_eq!(f(fr, "retention_min"), 1.0, "{fr}");
     assert_eq!(
         f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"),
         0.0,
         "{fr}"
     );
-    ensure(f(fr, "fanout_incomplete") == 0.0, || fr.to_string())?;
+    timely(
+        &v,
+        &[
+            ("sent", f(fr, "sent") as u64, planned),
+            ("not_sent", f(fr, "not_sent") as u64, 0),
+            ("received", f(fr, "received") as u64, expected),
+            ("lost", f(fr, "lost") as u64, 0),
+            ("retention < 1", u64::from(f(fr, "retention") < 1.0), 0),
+            (
+                "retention_min < 1",
+                u64::from(f(fr, "retention_min") < 1.0),
+                0,
+            ),
+            ("fanout_incomplete", f(fr, "fanout_incomplete") as u64, 0),
+        ],
+    )?;
     // Residency against each connection's own span: the last joiner (opened at 1.98 s
     // of 4 s) was up all of its span, not half the run.
     assert_eq!(f(fr, "residency.up_whole_run"), 100.0, "{fr}");

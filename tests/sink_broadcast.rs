@@ -1,6 +1,8 @@
 //! `blaster sink --mode broadcast` (issue 14, item 2) against small std::net clients
 //! on loopback: frames built with `blaster::proto::frame`, rooms joined by their first
-//! frame, every frame checked at every member.
+//! frame, every frame checked at every member. Every test takes the load lock: the
+//! sinks all serve on core 1, and a reader that a second test's sink delays overflows
+//! its socket buffer (a loss the drop tests would count).
 mod common;
 use common::*;
 
@@ -165,6 +167,7 @@ fn sink_json(sink: Sink, json: &std::path::Path) -> serde_json::Value {
 
 #[test]
 fn every_member_gets_every_other_members_frames_and_rooms_stay_apart() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = Sink::start(&[
         "--mode",
@@ -191,6 +194,7 @@ fn every_member_gets_every_other_members_frames_and_rooms_stay_apart() {
 
 #[test]
 fn echo_to_sender_relays_the_senders_own_frames_too() {
+    let _l = load_lock();
     let sink = Sink::start(&[
         "--mode",
         "broadcast",
@@ -204,6 +208,7 @@ fn echo_to_sender_relays_the_senders_own_frames_too() {
 
 #[test]
 fn a_full_room_refuses_the_next_member_and_a_leave_makes_room() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = Sink::start(&[
         "--mode",
@@ -248,6 +253,7 @@ fn a_full_room_refuses_the_next_member_and_a_leave_makes_room() {
 
 #[test]
 fn a_frame_that_does_not_decode_closes_its_connection_and_is_counted() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = Sink::start(&[
         "--mode",
@@ -276,6 +282,7 @@ fn a_frame_that_does_not_decode_closes_its_connection_and_is_counted() {
 
 #[test]
 fn frames_split_at_every_byte_are_relayed_whole() {
+    let _l = load_lock();
     let sink = Sink::start(&["--mode", "broadcast", "--room-size", "2"]);
     let mut a = join_room(&sink.addr, 4, 2, false);
     // Two frames in one write, then one frame byte by byte.
@@ -293,6 +300,7 @@ fn frames_split_at_every_byte_are_relayed_whole() {
 
 #[test]
 fn a_member_that_does_not_read_loses_frames_counted_and_the_others_do_not() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = Sink::start(&[
         "--mode",
@@ -326,6 +334,7 @@ fn a_member_that_does_not_read_loses_frames_counted_and_the_others_do_not() {
 
 #[test]
 fn a_stall_freezes_relaying_for_its_length() {
+    let _l = load_lock();
     let sink = Sink::start(&[
         "--mode",
         "broadcast",
@@ -357,6 +366,7 @@ fn a_stall_freezes_relaying_for_its_length() {
 
 #[test]
 fn a_delay_holds_each_relay_back() {
+    let _l = load_lock();
     let sink = Sink::start(&["--mode", "broadcast", "--room-size", "2", "--delay", "50ms"]);
     let mut a = join_room(&sink.addr, 2, 2, false);
     for seq in 1..=5 {
@@ -394,6 +404,7 @@ fn join_aggregate(addr: &str, room: u32, size: u16) -> Vec<Member> {
 
 #[test]
 fn aggregate_sends_each_member_one_downlink_frame_per_tick_with_the_rooms_frames() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = Sink::start(&[
         "--mode",
@@ -535,6 +546,7 @@ fn udp_sink(extra: &[&str], json: &std::path::Path) -> Sink {
 
 #[test]
 fn udp_every_member_gets_every_other_members_datagrams() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = udp_sink(&["--room-size", "4"], &json);
     let ms = join_udp(&sink.addr, 21, 4);
@@ -581,6 +593,7 @@ fn udp_every_member_gets_every_other_members_datagrams() {
 /// the room would be full, or relay to an address nobody reads).
 #[test]
 fn udp_a_member_on_a_new_address_takes_its_place() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = udp_sink(&["--room-size", "2"], &json);
     let old = join_udp(&sink.addr, 31, 2);
@@ -607,6 +620,7 @@ fn udp_a_member_on_a_new_address_takes_its_place() {
 
 #[test]
 fn udp_drop_loses_about_that_share_of_the_frames() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = udp_sink(
         &["--room-size", "2", "--echo-to-sender", "--drop", "0.2"],
@@ -655,6 +669,7 @@ fn udp_drop_loses_about_that_share_of_the_frames() {
 
 #[test]
 fn udp_stall_freezes_relaying_for_its_length() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = udp_sink(
         &["--room-size", "2", "--stall", "400ms", "--every", "1s"],
@@ -678,6 +693,7 @@ fn udp_stall_freezes_relaying_for_its_length() {
 
 #[test]
 fn udp_aggregate_sends_one_downlink_datagram_per_member_per_tick() {
+    let _l = load_lock();
     let (_dir, json) = tmp_json();
     let sink = udp_sink(
         &[
