@@ -393,17 +393,20 @@ fn bad_slo_and_search_flags_are_one_line_usage_errors() {
 /// 50 has a room whose members never connect, so retention falls to 80% and the SLO
 /// breaks with a valid generator. The largest count meeting
 /// `retention>99.9%` is then exactly 40: whole rooms, bisected to one room.
+/// A broadcast sink in rooms of 10 holding at most 40 connections (UDP: peers).
+const BROADCAST_40: [&str; 6] = [
+    "--mode",
+    "broadcast",
+    "--room-size",
+    "10",
+    "--max-connections",
+    "40",
+];
+
 #[test]
 fn frames_search_finds_the_sinks_connection_limit_exactly() {
     let _g = load_lock();
-    let sink = Sink::start(&[
-        "--mode",
-        "broadcast",
-        "--room-size",
-        "10",
-        "--max-connections",
-        "40",
-    ]);
+    let sink = Sink::start(&BROADCAST_40);
     // Every step's answer needs the generator valid (a 20 ms lag gate).
     on_a_quiet_host(
         "frames_search_finds_the_sinks_connection_limit_exactly",
@@ -419,14 +422,7 @@ fn frames_search_finds_the_sinks_connection_limit_exactly() {
 #[test]
 fn frames_search_over_udp_finds_the_same_limit() {
     let _g = load_lock();
-    let sink = Sink::start_udp(&[
-        "--mode",
-        "broadcast",
-        "--room-size",
-        "10",
-        "--max-connections",
-        "40",
-    ]);
+    let sink = Sink::start_udp(&BROADCAST_40);
     // UDP loses what a stolen vCPU leaves in a socket buffer: the answer itself is a
     // timing check here.
     on_a_quiet_host(
