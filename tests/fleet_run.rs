@@ -204,7 +204,7 @@ fn three_shards() -> Result<(), Miss> {
     // A miss counts as seen with other load when any shard's report saw it.
     let host = reports
         .iter()
-        .find(|r| Miss::in_run(r, String::new()).other_load)
+        .find(|r| saw_other_load(r))
         .unwrap_or(&reports[0]);
     ensure_run(host, skews.iter().all(|&s| s < 20_000_000), || {
         format!("start skews {skews:?} ns")

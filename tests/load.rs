@@ -140,9 +140,7 @@ fn documented_keys_run(sink: &Sink) -> Result<(), Miss> {
     assert!(text.contains("hypervisor steal up to"), "{text}");
     // 2,000/s on 16 connections is far below one core's ceiling: the run must be
     // valid, and the report must say so.
-    ensure_run(&v, out.status.code() == Some(0), || {
-        format!("invalid: {}; {}", v["invalid_reasons"], stderr(&out))
-    })?;
+    generator_kept_up(&v)?;
     assert_eq!(v["valid"], true);
     assert_eq!(v["invalid_reasons"].as_array().unwrap().len(), 0);
     assert!(text.contains("run: VALID"), "{text}");
@@ -251,13 +249,8 @@ fn coordinated_omission_target_stall_shows_in_latency_not_service_time() {
             );
             assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
             assert_eq!(f(&v, "requests.errors"), 0.0);
-            let valid = out.status.code() == Some(0) && v["valid"] == true;
-            ensure_run(&v, valid, || {
-                format!(
-                    "a target stall must not invalidate: {}",
-                    v["invalid_reasons"]
-                )
-            })?;
+            // A target stall must not invalidate.
+            generator_kept_up(&v)?;
             // A generator that kept its timetable measured the stall: from here on the
             // figures are the code's, whatever the host did.
             let p99 = f(&v, "latency_ns.p99") / 1e9;
