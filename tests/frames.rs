@@ -90,8 +90,12 @@ fn tcp_broadcast_run(sink: &Sink) -> Result<(), Miss> {
         .map(|i| f(&i["frames"], "up_fps") * f(i, "duration_s"))
         .sum();
     assert!((up - f(fr, "sent")).abs() < 1.0, "{up}");
-    // Exact, on a host that kept up: (figure, got, want).
+    // Exact, on a host that kept up: (figure, got, want). A room mate's frame 0 at
+    // a later member needs the sink to read the members' first frames in the order
+    // they were sent, which a sink running late does not (a run with another process
+    // on its core: 6 relayed before the join).
     let exact = [
+        ("before_join", f(fr, "before_join") as u64, 0),
         ("sent", f(fr, "sent") as u64, PLANNED),
         ("received", f(fr, "received") as u64, EXPECTED),
         ("lost", f(fr, "lost") as u64, 0),
@@ -135,6 +139,76 @@ fn tcp_broadcast_run(sink: &Sink) -> Result<(), Miss> {
         ),
     ];
     timely(&v, &exact)
+}
+
+/// A relay that learns its members on connect, as many game servers do: it accepts
+/// `members` connections (one room), then relays every length-prefixed frame from one
+/// to all the others as it comes. Threads and blocking sockets, nothing of blaster's.
+fn connect_relay(members: usize) -> String {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::{Arc, Mutex};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let conns: Vec<TcpStream> = (0..members).map(|_| l.accept().unwrap().0).collect();
+        let out: Vec<TcpStream> = conns.iter().map(|c| c.try_clone().unwrap()).collect();
+        let out = Arc::new(Mutex::new(out));
+        for (i, mut c) in conns.into_iter().enumerate() {
+            let out = Arc::clone(&out);
+            std::thread::spawn(move || {
+                let mut len = [0u8; 4];
+                while c.read_exact(&mut len).is_ok() {
+                    let mut frame = len.to_vec();
+                    frame.resize(4 + u32::from_be_bytes(len) as usize, 0);
+                    if c.read_exact(&mut frame[4..]).is_err() {
+                        break;
+                    }
+                    for (j, o) in out.lock().unwrap().iter_mut().enumerate() {
+                        if j != i {
+                            let _ = o.write_all(&frame);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A server that knows every member from its connect relays frame 0 of the lower
+/// members to the later ones, sent before those joined by their first frame: each is
+/// counted `before_join`, exactly R(R-1)/2 per room, and none as foreign.
+#[test]
+fn frames_from_before_a_receiver_joined_are_counted_apart_from_foreign() {
+    let _l = load_lock();
+    let addr = connect_relay(10);
+    let v = run_report(
+        &[
+            "--target",
+            &addr,
+            "--workload",
+            "frames",
+            "--connections",
+            "10",
+            "--room-size",
+            "10",
+            "--tick",
+            "20ms",
+            "--duration",
+            "1s",
+            "--quiet",
+        ],
+        Duration::from_secs(60),
+    );
+    let fr = &v["frames"];
+    assert_eq!(f(fr, "before_join"), 45.0, "{fr}");
+    assert_eq!(
+        f(fr, "foreign") + f(fr, "duplicates") + f(fr, "stale"),
+        0.0,
+        "{fr}"
+    );
+    assert_eq!(f(fr, "expected"), 50.0 * 10.0 * 9.0 - 45.0, "{fr}");
 }
 
 #[test]
@@ -242,8 +316,10 @@ fn a_stalling_server_shows_as_deviation_and_late_frames_in_the_affected_interval
             let v = frames_run(&sink, &[]);
             let fr = &v["frames"];
             let iv = frame_intervals(&v);
-            // TCP keeps every frame: late, not lost.
-            assert_eq!(f(fr, "lost"), 0.0);
+            // TCP keeps every frame: late, not lost; unless a sink that is late on
+            // top of its stalls holds the last ones past the run's 30 ms drain (a CI
+            // run under 36% steal), which makes this a timing check too.
+            ensure_run(&v, f(fr, "lost") == 0.0, || format!("lost: {fr}"))?;
             // Over 5 s, the two 200 ms stalls fall in seconds 1 and 3 (up to four
             // seconds, should they cross boundaries). Those seconds have late frames and a
             // deviation p99 of the stall's order; the others none and below the 20 ms
@@ -704,6 +780,9 @@ fn ramp_retention_run(sink: &Sink) -> Result<(), Miss> {
     timely(
         &v,
         &[
+            // The sink reads each joiner's first frame after its room mates' earlier
+            // ones only when it keeps up (a CI run under 36% steal: 6 relayed early).
+            ("before_join", f(fr, "before_join") as u64, 0),
             ("sent", f(fr, "sent") as u64, planned),
             ("not_sent", f(fr, "not_sent") as u64, 0),
             ("received", f(fr, "received") as u64, expected),

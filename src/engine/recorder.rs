@@ -263,6 +263,9 @@ pub struct FrameCounters {
     pub lost: u64,
     /// Frames that do not belong here (another room, past the plan, not a frame).
     pub foreign: u64,
+    /// A room mate's planned frame sent before the receiver joined, which the server
+    /// relayed to it all the same (not expected, not received, not foreign).
+    pub before_join: u64,
     /// Frames every receiver of the room got (one fan-out sample each).
     pub fanout_complete: u64,
     /// Connections that went down during the run.
@@ -285,6 +288,7 @@ impl FrameCounters {
         self.stale += o.stale;
         self.lost += o.lost;
         self.foreign += o.foreign;
+        self.before_join += o.before_join;
         self.fanout_complete += o.fanout_complete;
         self.disconnects += o.disconnects;
         self.not_sent += o.not_sent;

@@ -38,6 +38,9 @@ pub struct FramesReport {
     /// Arrived older than the receive window (not counted as received).
     pub stale: u64,
     pub foreign: u64,
+    /// A room mate's frame sent before the receiver joined, relayed to it anyway (the
+    /// server knew the receiver first); neither expected nor received.
+    pub before_join: u64,
     /// received / expected.
     pub retention: f64,
     /// Per receiving connection, received / expected: the lowest, the 1st percentile
@@ -249,6 +252,7 @@ pub fn build(
         late: c.late,
         stale: c.stale,
         foreign: c.foreign,
+        before_join: c.before_join,
         retention: if t.expected == 0 {
             0.0
         } else {
@@ -339,8 +343,8 @@ pub fn render(f: &FramesReport, w: &mut String) {
     );
     let _ = writeln!(
         w,
-        "  lost {}  late {}  reordered {}  duplicates {}  stale {}  foreign {}",
-        f.lost, f.late, f.reordered, f.duplicates, f.stale, f.foreign
+        "  lost {}  late {}  reordered {}  duplicates {}  stale {}  foreign {}  before join {}",
+        f.lost, f.late, f.reordered, f.duplicates, f.stale, f.foreign, f.before_join
     );
     let p = |x: &Percentiles| {
         format!(

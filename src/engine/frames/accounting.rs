@@ -15,7 +15,8 @@
 //! instant it joined the room. A broadcast server learns a member from its first
 //! frame, so receiver r joins at its first planned send, `phase(r)`: frame 0 of a
 //! member with an earlier phase (a lower member index) is not expected at r, and
-//! counts as foreign if it comes. Loss over
+//! counts as `before_join` if it comes (not foreign: a server that learns members on
+//! connect relays it, as does one that reads r's first frame before it). Loss over
 //! the run is expected minus received (unique), whichever way a frame went missing.
 //! Fan-out completion: the instant the last receiver of the room got a frame, minus
 //! the frame's intended send instant; a frame some receiver never got gives no sample
@@ -317,9 +318,15 @@ impl FrameBook {
             || member >= members
             || (gs == gr && !self.echo)
             || !g.is_planned(gs, h.seq, self.duration_ns)
-            || h.seq < g.first_expected(gs, gr)
         {
             n.foreign += 1;
+            return;
+        }
+        if h.seq < g.first_expected(gs, gr) {
+            // A room mate's frame sent before this receiver joined: the server knew
+            // the receiver already (it learns members on connect, or it read the
+            // receiver's first frame first). Not expected, and not foreign either.
+            n.before_join += 1;
             return;
         }
         let w = r as usize * g.room_size as usize + member as usize;
@@ -491,13 +498,13 @@ mod tests {
                 }
             }
         }
-        // An own frame without echo, a frame from another room, one past the plan,
-        // frame 0 of member 0 at member 1 (sent before 1 joined).
+        // An own frame without echo, a frame from another room, one past the plan:
+        // foreign. Frame 0 of member 0 at member 1 (sent before 1 joined): before_join.
         b.arrive(1, &frame(0, 1, 3, &grid), 0, &mut h, &mut n);
         b.arrive(1, &frame(1, 0, 3, &grid), 0, &mut h, &mut n);
         b.arrive(1, &frame(0, 0, 10, &grid), 0, &mut h, &mut n);
         b.arrive(1, &frame(0, 0, 0, &grid), 0, &mut h, &mut n);
-        assert_eq!(n.foreign, 4);
+        assert_eq!((n.foreign, n.before_join), (3, 1));
         let t = b.totals();
         // 3 x 2 x 10, less frame 0 of (0 at 1), (0 at 2), (1 at 2).
         assert_eq!(t.expected, 3 * 2 * 10 - 3);
