@@ -10,7 +10,7 @@
 //! the code of both before and after a change), so one failed attempt on an idle core
 //! is retried, and the test fails when no attempt passed and at least one was on an
 //! idle core. When every attempt's own host figures show another process took the
-//! worker core (`host.max_other_load` above the report's warning level), or the
+//! worker core (`host.max_other_load` above [`OTHER_LOAD_MAX`]), or the
 //! hypervisor did (any steal on core 0 in /proc/stat during the attempt), the premise did not
 //! hold: it is skipped (counted by `scripts/test.sh`), never passed
 //! (`common::on_a_quiet_host`).
@@ -30,6 +30,14 @@ const IDLE_CORE_0: Quiet = Quiet {
     cores: &[0],
     steal_max: 0.0,
 };
+
+/// The largest share of the worker core another process (or IRQs) may take in any
+/// second of an attempt, from the run's own `host.max_other_load`. Far below the
+/// report's warning level (0.25, for a run's validity): at 5,000/s, 10 ms of another
+/// process in one second holds some 50 sends back by more than a gap, which is enough
+/// to coarsen the resolution past it (a CI attempt here: resolution 1.09 gaps with
+/// other load 0.01 and no steal). Quiet attempts here show 0.00.
+const OTHER_LOAD_MAX: f64 = 0.005;
 
 /// `blaster run --cores 0` at `rate` with `arrivals` and `--spin spin` against the
 /// sink: (JSON report, text report).
@@ -100,7 +108,9 @@ fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
                 f(&v, "host.max_other_load"),
             );
             if p["verdict"] != "pass" {
-                return Err(Miss::in_run(&v, format!("{arrivals} at {rate}/s: {p}")));
+                let mut miss = Miss::in_run(&v, format!("{arrivals} at {rate}/s: {p}"));
+                miss.other_load |= f(&v, "host.max_other_load") > OTHER_LOAD_MAX;
+                return Err(miss);
             }
             assert!(text.contains("pacing: PASS at resolution"), "{text}");
             Ok(())
