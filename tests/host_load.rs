@@ -229,10 +229,12 @@ fn a_rate_limited_link_is_reported_as_nic_saturated() {
             assert_eq!(v["host"]["iface"], "veth-g", "{}", v["host"]);
             assert_eq!(f(&v, "host.link_speed_bps"), 200e6);
             // The link's share the generator reached: offering 4x the link needs its
-            // core (at 100,000 datagrams/s), so a stolen vCPU can leave it short.
+            // core (at 100,000 datagrams/s), so a stolen vCPU can leave it short. The
+            // diagnosis is due above the report's own `link_saturated_at` (0.9); a CI
+            // run under 25% steal passed the old 0.85 bar with no diagnosis, rightly.
             let util = f(&v, "host.link_utilization_max");
             assert!(util < 1.15, "utilisation {util}: {}", v["host"]);
-            if util < 0.85 {
+            if util <= f(&v, "host.link_saturated_at") {
                 return Err(Miss::in_run(
                     &v,
                     format!("utilisation {util}: {}", v["host"]),
