@@ -536,17 +536,28 @@ fn socat_udp_echo() {
 #[test]
 fn socat_joining_datagrams_is_reported() {
     let _g = load_lock();
-    let (out, v, text) = socat_udp_run(None, "20000");
-    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
-    let (lost, joined) = (f(&v, "udp.lost"), f(&v, "udp.joined"));
-    let foreign = f(&v, "udp.foreign");
-    assert!(joined > 0.0, "{}", v["udp"]);
-    // Every joined request is lost, and every lost one is explained: it came back
-    // joined, or (socat's fork window, a few datagrams at this rate: 5 in a CI run) on
-    // the other peer's flow, counted foreign.
-    assert!(joined <= lost && lost <= joined + foreign, "{}", v["udp"]);
-    assert!(
-        text.contains(&format!("udp: {joined} of the lost came back joined")),
-        "{text}"
+    // Every loss explained needs socat to keep up with 20,000 datagrams/s: a CI run
+    // under 50-60% steal lost 15,983 with 13,336 joined and none foreign, the rest
+    // dropped while socat was off its vCPU (UDP's own loss, nothing to explain).
+    on_a_quiet_host(
+        "socat_joining_datagrams_is_reported",
+        &RATE_ON_CORES_0_1,
+        || {
+            let (out, v, text) = socat_udp_run(None, "20000");
+            assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+            let (lost, joined) = (f(&v, "udp.lost"), f(&v, "udp.joined"));
+            let foreign = f(&v, "udp.foreign");
+            assert!(joined > 0.0, "{}", v["udp"]);
+            // Every joined request is lost...
+            assert!(joined <= lost, "{}", v["udp"]);
+            assert!(
+                text.contains(&format!("udp: {joined} of the lost came back joined")),
+                "{text}"
+            );
+            // ...and every lost one is explained: it came back joined, or (socat's
+            // fork window, a few datagrams at this rate: 5 in a CI run) on the other
+            // peer's flow, counted foreign.
+            ensure_run(&v, lost <= joined + foreign, || format!("{}", v["udp"]))
+        },
     );
 }
