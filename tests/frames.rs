@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// 200 connections in rooms of 10, a frame every 20 ms for 5 s.
+/// 200 connections in rooms of 10, a frame every 20 ms for 5 s (the room size and
+/// tick are `frames_args_with`'s).
 const CONNS: u64 = 200;
 const ROOM: u64 = 10;
 const TICK_MS: u64 = 20;
@@ -19,25 +20,8 @@ const PLANNED: u64 = CONNS * SECS * 1000 / TICK_MS;
 const EXPECTED: u64 = PLANNED * (ROOM - 1) - (CONNS / ROOM) * 45;
 
 fn frames_run(sink: &Sink, extra: &[&str]) -> serde_json::Value {
-    let conns = CONNS.to_string();
-    let room = ROOM.to_string();
-    let tick = format!("{TICK_MS}ms");
-    let dur = format!("{SECS}s");
-    let mut a = vec![
-        "--target",
-        &sink.addr,
-        "--workload",
-        "frames",
-        "--connections",
-        &conns,
-        "--room-size",
-        &room,
-        "--tick",
-        &tick,
-        "--duration",
-        &dur,
-        "--quiet",
-    ];
+    let (conns, dur) = (CONNS.to_string(), format!("{SECS}s"));
+    let mut a = frames_args_with(&sink.addr, &conns, &dur);
     a.extend_from_slice(extra);
     run_report(&a, Duration::from_secs(60))
 }
@@ -184,21 +168,7 @@ fn frames_from_before_a_receiver_joined_are_counted_apart_from_foreign() {
     let _l = load_lock();
     let addr = connect_relay(10);
     let v = run_report(
-        &[
-            "--target",
-            &addr,
-            "--workload",
-            "frames",
-            "--connections",
-            "10",
-            "--room-size",
-            "10",
-            "--tick",
-            "20ms",
-            "--duration",
-            "1s",
-            "--quiet",
-        ],
+        &frames_args_with(&addr, "10", "1s"),
         Duration::from_secs(60),
     );
     let fr = &v["frames"];

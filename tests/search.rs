@@ -387,12 +387,6 @@ fn bad_slo_and_search_flags_are_one_line_usage_errors() {
     }
 }
 
-/// Issue 11 (frame mode) item 4: `blaster search --workload frames` climbs the
-/// connection count at a fixed room size. The sink holds at most 40 connections
-/// (`--max-connections 40` on its one core) and closes every accept beyond: a step of
-/// 50 has a room whose members never connect, so retention falls to 80% and the SLO
-/// breaks with a valid generator. The largest count meeting
-/// `retention>99.9%` is then exactly 40: whole rooms, bisected to one room.
 /// A broadcast sink in rooms of 10 holding at most 40 connections (UDP: peers).
 const BROADCAST_40: [&str; 6] = [
     "--mode",
@@ -403,6 +397,12 @@ const BROADCAST_40: [&str; 6] = [
     "40",
 ];
 
+/// Issue 11 (frame mode) item 4: `blaster search --workload frames` climbs the
+/// connection count at a fixed room size. The sink holds at most 40 connections
+/// (`--max-connections 40` on its one core) and closes every accept beyond: a step of
+/// 50 has a room whose members never connect, so retention falls to 80% and the SLO
+/// breaks with a valid generator. The largest count meeting
+/// `retention>99.9%` is then exactly 40: whole rooms, bisected to one room.
 #[test]
 fn frames_search_finds_the_sinks_connection_limit_exactly() {
     let _g = load_lock();
@@ -519,7 +519,7 @@ fn frames_search(sink: &Sink, udp: bool) -> Result<(), Miss> {
         )
     };
     if udp {
-        ensure(answer_right, why)?;
+        return ensure(answer_right, why);
     }
     assert!(answer_right, "{}", why());
     Ok(())

@@ -411,13 +411,22 @@ pub fn on_a_quiet_host(
 /// --duration D --quiet`: the small frames run several tests drive (ten rooms, a frame
 /// every 20 ms), for `blaster run` with the test's own flags after it.
 pub fn frames_args<'a>(target: &'a str, duration: &'a str) -> Vec<&'a str> {
+    frames_args_with(target, "100", duration)
+}
+
+/// [`frames_args`] with `connections` of its own (rooms of 10, a frame every 20 ms).
+pub fn frames_args_with<'a>(
+    target: &'a str,
+    connections: &'a str,
+    duration: &'a str,
+) -> Vec<&'a str> {
     vec![
         "--target",
         target,
         "--workload",
         "frames",
         "--connections",
-        "100",
+        connections,
         "--room-size",
         "10",
         "--tick",
