@@ -222,6 +222,10 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     if let Some(e) = report.worker_error {
         return Err(RunError::Worker(e.to_string()).into());
     }
+    // Nothing answered is not a success, whatever the gate says about the generator.
+    if let Some(why) = report.nothing_succeeded() {
+        return Err(RunError::NothingSucceeded(why).into());
+    }
     // An invalid run's figures describe the generator, so its SLO verdict cannot
     // count: exit code 3 wins over 4.
     Ok(if !report.valid {

@@ -182,6 +182,13 @@ pub struct LoadArgs {
     #[arg(long)]
     pub framing: Option<String>,
 
+    /// HTTP status codes that are request errors: classes and codes, e.g.
+    /// `5xx,429,404`, or `none`. Such replies count in errors (and the SLO's errors),
+    /// their latency in error_latency_ns, never in the headline. RESP error replies and
+    /// memcached ERROR/CLIENT_ERROR/SERVER_ERROR are always errors. Default: 5xx.
+    #[arg(long, default_value = "5xx")]
+    pub error_status: String,
+
     /// An HTTP/1.1 request instead of a raw payload: `--http 'GET /path'`. Host and
     /// Content-Length are filled in; the framer defaults to http1.
     #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "mix"])]

@@ -68,6 +68,14 @@ pub enum Diagnosis {
         inflight_needed: f64,
         inflight_allowed: usize,
     },
+    /// Most replies parsed but reported failure: the target is failing, not slow.
+    MostRepliesFailed {
+        failed: u64,
+        answered: u64,
+        /// The most frequent failing code or reply (`HTTP 503`, `-WRONGTYPE`).
+        top: String,
+        top_count: u64,
+    },
     /// The kernel says this host's clock is unsynchronised (adjtimex): the start
     /// instant and cross-machine figures depend on it.
     ClockUnsynchronised { max_error_us: u64 },
@@ -88,6 +96,7 @@ impl Diagnosis {
             Diagnosis::ConnectionWaitTargetCloses { .. } => "connection_wait_target_closes",
             Diagnosis::ConnectionWaitPoolLimit { .. } => "connection_wait_pool_limit",
             Diagnosis::ClockUnsynchronised { .. } => "clock_unsynchronised",
+            Diagnosis::MostRepliesFailed { .. } => "most_replies_failed",
         }
     }
 
@@ -203,6 +212,17 @@ impl Diagnosis {
                 fmt_ns(*latency_p99_ns),
                 fmt_ns(*service_mean_ns),
             ),
+            Diagnosis::MostRepliesFailed {
+                failed,
+                answered,
+                top,
+                top_count,
+            } => format!(
+                "{:.1}% of the replies were errors ({failed} of {answered}); the most frequent: \
+                 {top} ({top_count}, {:.1}% of the replies)",
+                100.0 * *failed as f64 / (*answered).max(1) as f64,
+                100.0 * *top_count as f64 / (*answered).max(1) as f64,
+            ),
             Diagnosis::ClockUnsynchronised { max_error_us } => format!(
                 "this host's clock is unsynchronised (adjtimex: max error {} ms): the start \
                  instant and any comparison with other machines are only as good as it",
@@ -248,6 +268,12 @@ impl Diagnosis {
                 "the target, or too few connections / too little pipelining, is the limit, \
                  not the generator: raise --connections or --pipeline if the target can take \
                  more in flight"
+                    .into()
+            }
+            Diagnosis::MostRepliesFailed { .. } => {
+                "the target is failing, not slow: its latency while failing is in \
+                 error_latency_ns, apart from the headline; find out why it answers so \
+                 (--error-status chooses which HTTP codes count)"
                     .into()
             }
             Diagnosis::ClockUnsynchronised { .. } => {

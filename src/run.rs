@@ -38,6 +38,9 @@ pub enum RunError {
     },
     #[error("{0}")]
     Worker(String),
+    /// The run tried and nothing succeeded (its report is written all the same).
+    #[error("{0}")]
+    NothingSucceeded(String),
     /// A search step's plan could not be built (e.g. a connection count the climb
     /// reached exceeds a limit the first step's did not).
     #[error("search step: {0}")]

@@ -23,9 +23,11 @@
 //! report's keys. Any percentile works (`p75`, `p99.95`): it is read from the merged
 //! latency histogram, not from a fixed list.
 //!
-//! Judging is strict and pessimistic: a latency term of a run with no latency samples
-//! is broken (a run that measured nothing cannot prove it met a bound), and so is
-//! `achieved>X%` when the run had no intended rate.
+//! Judging is strict and pessimistic: a term with no samples is "not met (no samples)"
+//! -- a latency term of a run with no successful reply (error replies are not in the
+//! latency histogram), `errors` when nothing was due, `achieved>X%` without an
+//! intended rate, `retention` when no frame was expected. A run that measured nothing
+//! cannot prove it met a bound.
 //!
 //! A frames run answers no requests: its terms are `deviation_*` and `retention` (and
 //! `errors`), and a request-latency or `achieved` term is refused for it, as a frame
@@ -345,13 +347,10 @@ fn judge_term(t: &Term, o: &Observed) -> TermVerdict {
             ("ns", Amount::Ns(limit), measured.map(Amount::Ns), met)
         }
         Metric::Errors => {
-            let r = o.errors as f64 / o.dispatched.max(1) as f64;
-            (
-                "ratio",
-                Amount::Ratio(t.limit),
-                Some(Amount::Ratio(r)),
-                r < t.limit,
-            )
+            // Nothing due: no share to judge, so the bound is not met (no samples).
+            let r = (o.dispatched > 0).then(|| o.errors as f64 / o.dispatched as f64);
+            let met = r.is_some_and(|r| r < t.limit);
+            ("ratio", Amount::Ratio(t.limit), r.map(Amount::Ratio), met)
         }
         Metric::Achieved => {
             let r = (o.intended_rps.is_finite() && o.intended_rps > 0.0)
@@ -400,8 +399,12 @@ fn fmt_amount(a: Option<Amount>) -> String {
 }
 
 impl TermVerdict {
-    /// `p99<20ms: measured 31.2 ms, limit 20.00 ms: BROKEN`.
+    /// `p99<20ms: measured 31.2 ms, limit 20.00 ms: BROKEN`; a term with nothing to
+    /// measure it by: `p99<20ms: not met (no samples)`.
     pub fn line(&self) -> String {
+        if self.measured.is_none() {
+            return format!("{}: not met (no samples)", self.term);
+        }
         format!(
             "{}: measured {}, limit {}: {}",
             self.term,
@@ -618,11 +621,17 @@ mod tests {
         o.intended_rps = f64::INFINITY;
         let v = Slo::parse("p99<1s,achieved>1%").unwrap().judge(&o);
         assert!(v.terms.iter().all(|t| !t.met && t.measured.is_none()));
-        assert!(v.render().contains("measured n/a"));
-        // No request dispatched: no error share to exceed.
+        assert!(
+            v.render().contains("p99<1s: not met (no samples)"),
+            "{}",
+            v.render()
+        );
+        // No request dispatched: no error share, and no data is never met.
         o.dispatched = 0;
         o.errors = 0;
-        assert!(Slo::parse("errors<1%").unwrap().judge(&o).met);
+        let v = Slo::parse("errors<1%").unwrap().judge(&o);
+        assert!(!v.met && v.terms[0].measured.is_none());
+        assert!(v.render().contains("errors<1%: not met (no samples)"));
     }
 
     #[test]

@@ -127,7 +127,7 @@ fn nginx_with(keepalive_requests: u64) -> (Server, u16, tempfile::TempDir) {
          client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
          uwsgi_temp_path {d}; scgi_temp_path {d}; \
          server {{ listen 127.0.0.1:{port}; location / {{ return 200 \"hello from nginx\\n\"; }} \
-         location /missing {{ return 404; }} }} }}",
+         location /missing {{ return 404; }} location /fail {{ return 503; }} }} }}",
         d = dir.path().display()
     );
     let conf_path = dir.path().join("nginx.conf");
@@ -225,6 +225,296 @@ fn nginx_http1_pipelined_and_status_classes() {
         500,
     );
     assert_eq!(v["http"]["status_classes"]["4xx"], 500);
+}
+
+/// Runs blaster against `target` with `args` (JSON to a temporary file): the exit
+/// code, the report and stderr.
+fn run_json(target: &str, args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let (_dir, path) = tmp_json();
+    let p = path.to_str().unwrap();
+    let mut all = vec!["run", "--target", target, "--cores", "0", "--json", p];
+    all.extend_from_slice(args);
+    let out = run(&all, Duration::from_secs(60));
+    let v = read_json(&path);
+    (out.status.code(), v, stderr(&out))
+}
+
+/// nginx answers 503 on /fail and 200 on /: a seeded mix sends a known share to each.
+/// Every 503 is a request error, the headline latency holds only the 200s, the error
+/// replies' latency has its own histogram, and an SLO on errors breaks (exit 4).
+#[test]
+fn nginx_503_replies_are_errors() {
+    let _g = load_lock();
+    let (_s, port, d) = nginx();
+    let target = format!("127.0.0.1:{port}");
+    let mix = d.path().join("mix.txt");
+    std::fs::write(&mix, "ok 70 http1 GET /\nfail 30 http1 GET /fail\n").unwrap();
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--mix",
+            mix.to_str().unwrap(),
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--max-lag",
+            "20ms",
+            "--slo",
+            "p99<50ms,errors<1%",
+        ],
+    );
+    assert_eq!(code, Some(4), "errors<1% must break: {err}");
+    let codes = &v["http"]["status_codes"];
+    let (ok, fail) = (f(codes, "200"), f(codes, "503"));
+    let entries = v["mix"].as_array().unwrap();
+    assert_eq!(ok + fail, 4000.0, "{codes}");
+    assert_eq!(
+        fail,
+        f(&entries[1], "errors"),
+        "the 503s are the fail entry's errors"
+    );
+    assert_eq!(f(&entries[1], "completed"), 0.0);
+    assert!((1000.0..1400.0).contains(&fail), "30% of 4000: {fail}");
+    assert_eq!(f(&v, "requests.errors"), fail, "{}", v["errors_by_kind"]);
+    assert_eq!(f(&v, "errors_by_kind.error_reply"), fail);
+    assert_eq!(f(&v, "error_replies"), fail);
+    assert_eq!(f(&v, "requests.completed"), ok);
+    assert_eq!(
+        f(&v, "latency_ns.count"),
+        ok,
+        "the headline holds the 200s only"
+    );
+    assert_eq!(f(&v, "error_latency_ns.count"), fail);
+    assert_eq!(v["http"]["status_classes"]["5xx"], fail as u64);
+    assert_eq!(v["slo"]["met"], false);
+    let text = run_text(&target, &["--mix", mix.to_str().unwrap()]);
+    assert!(text.contains("codes: 200="), "{text}");
+    assert!(text.contains("error replies:"), "{text}");
+
+    // --error-status none: the same replies are all answers.
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--mix",
+            mix.to_str().unwrap(),
+            "--rate",
+            "1000",
+            "--duration",
+            "1s",
+            "--error-status",
+            "none",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_eq!(f(&v, "requests.errors"), 0.0);
+    assert_eq!(f(&v, "requests.completed"), 1000.0);
+    // --error-status 404 only: the 503s are answers, the 404s errors.
+    let (_, v, _) = run_json(
+        &target,
+        &[
+            "--http",
+            "GET /missing",
+            "--rate",
+            "500",
+            "--duration",
+            "1s",
+            "--error-status",
+            "404,5xx",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert_eq!(f(&v, "requests.errors"), 500.0);
+}
+
+/// The text report of a short run (stdout), for its lines.
+fn run_text(target: &str, args: &[&str]) -> String {
+    let mut all = vec![
+        "run",
+        "--target",
+        target,
+        "--cores",
+        "0",
+        "--rate",
+        "500",
+        "--duration",
+        "1s",
+        "--max-lag",
+        "20ms",
+    ];
+    all.extend_from_slice(args);
+    let out = run(&all, Duration::from_secs(60));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every reply an error: the run exits 1 with one line saying so, its report still
+/// written, and the diagnosis names the top code and its share.
+#[test]
+fn nginx_all_503_is_a_failed_run() {
+    let _g = load_lock();
+    let (_s, port, _d) = nginx();
+    let target = format!("127.0.0.1:{port}");
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--http",
+            "GET /fail",
+            "--rate",
+            "500",
+            "--duration",
+            "1s",
+            "--slo",
+            "p99<50ms",
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("nothing succeeded") && err.contains("every reply was an error"),
+        "{err}"
+    );
+    assert!(err.contains("503"), "{err}");
+    assert_eq!(f(&v, "requests.errors"), 500.0);
+    assert_eq!(f(&v, "requests.completed"), 0.0);
+    let d = v["diagnosis"].as_array().unwrap();
+    let top = d
+        .iter()
+        .find(|d| d["code"] == "most_replies_failed")
+        .expect("diagnosis");
+    assert!(
+        top["message"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 503 (500, 100.0%"),
+        "{top}"
+    );
+    // No latency samples: the p99 term is not met, never met by default.
+    assert_eq!(v["slo"]["met"], false);
+    assert!(v["slo"]["terms"][0]["measured"].is_null());
+}
+
+/// Redis: GET on a list answers -WRONGTYPE, each counted as an error by name.
+#[test]
+fn redis_wrongtype_replies_are_errors() {
+    let _g = load_lock();
+    let (_s, port) = redis();
+    let target = format!("127.0.0.1:{port}");
+    {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"*3\r\n$5\r\nLPUSH\r\n$4\r\nlist\r\n$1\r\na\r\n")
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let n = c.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b":1\r\n");
+    }
+    let mix_dir = tempfile::tempdir().unwrap();
+    let mix = mix_dir.path().join("mix.txt");
+    std::fs::write(
+        &mix,
+        "ping 50 resp PING\\r\\n\n\
+         wrong 50 resp *2\\r\\n$3\\r\\nGET\\r\\n$4\\r\\nlist\\r\\n\n",
+    )
+    .unwrap();
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--mix",
+            mix.to_str().unwrap(),
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    let entries = v["mix"].as_array().unwrap();
+    let wrong = f(&entries[1], "errors");
+    assert_eq!(f(&entries[1], "completed"), 0.0);
+    assert_eq!(f(&entries[0], "errors"), 0.0);
+    assert_eq!(f(&entries[0], "completed") + wrong, 2000.0);
+    assert_eq!(f(&v, "requests.errors"), wrong);
+    assert_eq!(
+        f(&v, "error_replies_by_kind.-WRONGTYPE"),
+        wrong,
+        "{}",
+        v["error_replies_by_kind"]
+    );
+    assert_eq!(f(&v, "error_latency_ns.count"), wrong);
+}
+
+/// memcached: a value over the item size limit (-I 1024) answers SERVER_ERROR, counted
+/// as an error; the stores that fit are answers. (`-I` below the default slab chunk
+/// needs `slab_chunk_max` lowered with it.)
+#[test]
+fn memcached_server_error_is_an_error() {
+    let _g = load_lock();
+    let bin = require("memcached", "memcached");
+    let port = free_port();
+    let _s = spawn(Command::new(bin).args([
+        "-p",
+        &port.to_string(),
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+        "-u",
+        "root",
+        "-I",
+        "1024",
+        "-o",
+        "slab_chunk_max=1024",
+    ]));
+    wait_tcp(port);
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.txt");
+    let big = "x".repeat(2000);
+    std::fs::write(
+        &mix,
+        format!(
+            "small 50 memcached set s{{rand:1}} 0 0 5\\r\\nhello\\r\\n\n\
+             big 50 memcached set b 0 0 2000\\r\\n{big}\\r\\n\n"
+        ),
+    )
+    .unwrap();
+    let target = format!("127.0.0.1:{port}");
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--mix",
+            mix.to_str().unwrap(),
+            "--rate",
+            "500",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    let entries = v["mix"].as_array().unwrap();
+    let big_errors = f(&entries[1], "errors");
+    assert!(big_errors > 300.0, "{}", v["mix"]);
+    assert_eq!(f(&entries[1], "completed"), 0.0);
+    assert_eq!(f(&entries[0], "errors"), 0.0);
+    assert_eq!(f(&entries[0], "completed") + big_errors, 1000.0);
+    assert_eq!(f(&v, "requests.errors"), big_errors);
+    assert_eq!(
+        f(&v, "error_replies_by_kind.SERVER_ERROR"),
+        big_errors,
+        "{}",
+        v["error_replies_by_kind"]
+    );
 }
 
 fn redis() -> (Server, u16) {

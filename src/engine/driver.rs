@@ -110,7 +110,7 @@ pub fn drive<'p, W: Engine>(
 /// so an interval boundary never allocates on the worker thread: the collector hands
 /// each set back once merged (a channel of depth 2, `run::spawn`), so the
 /// spares cover a collector up to this many intervals behind. Each set is about
-/// 2.7 MB (ten histograms of an hour at 3 significant digits).
+/// 3 MB (eleven histograms of an hour at 3 significant digits).
 pub const HISTOGRAM_SPARES: usize = 2;
 
 /// What a worker records for the current interval, and the channels to the collector.

@@ -32,6 +32,10 @@ pub struct Histograms {
     pub frame_jitter: Histogram<u64>,
     /// Frames: intended send instant -> the last receiver of the room got the frame.
     pub frame_fanout: Histogram<u64>,
+    /// done - intended of replies that parsed but report failure (HTTP 5xx, RESP
+    /// `-ERR`, memcached `SERVER_ERROR`, ...): kept apart from `latency`, so a target
+    /// that fails fast cannot make the headline look better.
+    pub error_latency: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -52,6 +56,7 @@ impl Histograms {
             frame_deviation: histogram(),
             frame_jitter: histogram(),
             frame_fanout: histogram(),
+            error_latency: histogram(),
         }
     }
 
@@ -68,7 +73,7 @@ impl Histograms {
         }
     }
 
-    fn parts(&self) -> [&Histogram<u64>; 10] {
+    fn parts(&self) -> [&Histogram<u64>; 11] {
         [
             &self.latency,
             &self.service,
@@ -80,10 +85,11 @@ impl Histograms {
             &self.frame_deviation,
             &self.frame_jitter,
             &self.frame_fanout,
+            &self.error_latency,
         ]
     }
 
-    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 10] {
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 11] {
         [
             &mut self.latency,
             &mut self.service,
@@ -95,6 +101,7 @@ impl Histograms {
             &mut self.frame_deviation,
             &mut self.frame_jitter,
             &mut self.frame_fanout,
+            &mut self.error_latency,
         ]
     }
 }
@@ -158,10 +165,14 @@ pub enum ErrorKind {
     Io,
     /// The request's own connection (connection per request) could not be opened.
     NoConnection,
+    /// A reply that parsed but reports failure (`--error-status` HTTP codes, RESP
+    /// error replies, memcached `ERROR`/`CLIENT_ERROR`/`SERVER_ERROR`); its latency is
+    /// in `error_latency`.
+    ErrorReply,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Timeout,
         ErrorKind::BacklogOverflow,
         ErrorKind::ClosedByPeer,
@@ -173,6 +184,7 @@ impl ErrorKind {
         ErrorKind::Lost,
         ErrorKind::Io,
         ErrorKind::NoConnection,
+        ErrorKind::ErrorReply,
     ];
 
     pub fn name(self) -> &'static str {
@@ -188,6 +200,7 @@ impl ErrorKind {
             ErrorKind::Lost => "lost",
             ErrorKind::Io => "io",
             ErrorKind::NoConnection => "no_connection",
+            ErrorKind::ErrorReply => "error_reply",
         }
     }
 
@@ -238,8 +251,6 @@ pub struct Counters {
     pub joined: u64,
     /// HTTP: responses by status class; index 1..=5 for 1xx..5xx, 0 for anything else.
     pub http_status: [u64; 6],
-    /// Responses that parsed but report an error (RESP `-ERR ...`).
-    pub error_replies: u64,
     /// `--workload frames`.
     pub frames: FrameCounters,
 }
@@ -358,11 +369,100 @@ impl Counters {
         self.foreign += o.foreign;
         self.late += o.late;
         self.joined += o.joined;
-        self.error_replies += o.error_replies;
         self.frames.add(&o.frames);
         for (a, b) in self.http_status.iter_mut().zip(o.http_status) {
             *a += b;
         }
+    }
+}
+
+/// Exact HTTP status codes (100..=599; anything else under 0) and the kinds of error
+/// reply seen over the run: a worker's totals, reported once. Sized at start; recording
+/// never allocates (names past the table's size count as "other").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplyTally {
+    /// Responses by status code (index = code; 0 for codes outside 100..=599). Empty
+    /// until [`ReplyTally::new`].
+    pub http_codes: Vec<u64>,
+    /// Error replies by their first word (`-WRONGTYPE`, `SERVER_ERROR`, ...), at most
+    /// [`ReplyTally::NAMES`] distinct; the rest in `other_names`.
+    pub names: Vec<(String, u64)>,
+    pub other_names: u64,
+}
+
+impl ReplyTally {
+    /// Distinct error-reply names kept.
+    pub const NAMES: usize = 8;
+    /// Longest name kept, bytes.
+    pub const NAME_BYTES: usize = 24;
+
+    pub fn new() -> Self {
+        ReplyTally {
+            http_codes: vec![0; 600],
+            names: Vec::with_capacity(Self::NAMES),
+            other_names: 0,
+        }
+    }
+
+    #[inline]
+    pub fn http(&mut self, code: u16) {
+        let i = if (100..600).contains(&code) {
+            code as usize
+        } else {
+            0
+        };
+        if let Some(n) = self.http_codes.get_mut(i) {
+            *n += 1;
+        }
+    }
+
+    /// Counts an error reply by the first word of `reply` (its first bytes; empty when
+    /// they are not at hand). Allocates only the first time a name is seen, at most
+    /// [`Self::NAMES`] times a run.
+    pub fn error_name(&mut self, reply: &[u8]) {
+        let word = reply
+            .split(|&b| b == b' ' || b == b'\r' || b == b'\n')
+            .next()
+            .unwrap_or(&[]);
+        let word = &word[..word.len().min(Self::NAME_BYTES)];
+        let printable = !word.is_empty() && word.iter().all(|b| b.is_ascii_graphic());
+        let name: &[u8] = if printable {
+            word
+        } else {
+            b"(error inside a reply)"
+        };
+        if let Some(e) = self.names.iter_mut().find(|(n, _)| n.as_bytes() == name) {
+            e.1 += 1;
+        } else if self.names.len() < Self::NAMES {
+            self.names
+                .push((String::from_utf8_lossy(name).into_owned(), 1));
+        } else {
+            self.other_names += 1;
+        }
+    }
+
+    pub fn add(&mut self, o: &ReplyTally) {
+        if self.http_codes.len() < o.http_codes.len() {
+            self.http_codes.resize(o.http_codes.len(), 0);
+        }
+        for (a, b) in self.http_codes.iter_mut().zip(&o.http_codes) {
+            *a += b;
+        }
+        for (name, n) in &o.names {
+            if let Some(e) = self.names.iter_mut().find(|(m, _)| m == name) {
+                e.1 += n;
+            } else {
+                self.names.push((name.clone(), *n));
+            }
+        }
+        self.other_names += o.other_names;
+    }
+
+    /// Forgets everything counted (the warm-up ended).
+    pub fn clear(&mut self) {
+        self.http_codes.iter_mut().for_each(|n| *n = 0);
+        self.names.clear();
+        self.other_names = 0;
     }
 }
 
@@ -417,6 +517,8 @@ pub struct WorkerTotals {
     pub error: Option<super::driver::WorkerError>,
     /// `--workload frames`: the run's receive accounting and residency.
     pub frames: Option<FrameTotals>,
+    /// HTTP status codes and error-reply kinds over the run.
+    pub replies: ReplyTally,
 }
 
 /// A frames worker's figures over the whole run.

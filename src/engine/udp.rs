@@ -796,6 +796,7 @@ impl<'p> UdpWorker<'p> {
             entries: Vec::new(),
             error: self.fatal.clone(),
             frames: None,
+            replies: Default::default(),
         };
         let interval = pace.interval();
         self.out.send(interval, Some(totals), &mut pace);

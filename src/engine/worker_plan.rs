@@ -70,6 +70,8 @@ pub struct WorkerPlan {
     /// Seed of the request choice and `{rand:N}` (per-worker streams derive from it).
     pub seed: u64,
     pub framing: Framing,
+    /// HTTP status codes that are request errors (`--error-status`).
+    pub error_status: crate::proto::ErrorStatus,
     pub recv_buffer_bytes: usize,
     pub backlog_capacity: usize,
     pub interval_ns: u64,
@@ -166,6 +168,7 @@ impl WorkerPlan {
             payload,
             seed: 1,
             framing: crate::proto::Framing::Echo,
+            error_status: crate::proto::ErrorStatus::default(),
             recv_buffer_bytes: 1024,
             backlog_capacity: 16,
             interval_ns: 1_000_000_000,

@@ -462,6 +462,7 @@ impl RunPlan {
             payload: payload.into(),
             requests: Arc::new(requests),
             framing,
+            error_status: a.error_status.parse().map_err(|m| err("error-status", m))?,
             timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
             max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
             json: a.json.clone(),

@@ -119,6 +119,8 @@ pub struct RunPlan {
     pub requests: Arc<RequestSet>,
     /// The framing when every request uses the same one (else that of the first).
     pub framing: Framing,
+    /// `--error-status`: HTTP status codes that are request errors.
+    pub error_status: crate::proto::ErrorStatus,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
     pub json: Option<PathBuf>,

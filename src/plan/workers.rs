@@ -101,6 +101,7 @@ impl RunPlan {
                     requests: self.requests.clone(),
                     seed: self.seed,
                     framing: self.framing,
+                    error_status: self.error_status,
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: INTERVAL_NS,

@@ -25,12 +25,22 @@
 //! | `length-prefixed:u32be,offset=N`… | a length field            | `length_prefixed.rs` |
 //! | `http1`                           | HTTP/1.x responses        | `http1.rs`           |
 //! | `resp`                            | Redis RESP2 replies       | `resp.rs`            |
+//! | `memcached`                       | memcached text replies    | `memcached.rs`       |
+//!
+//! Error replies: [`Framer::status`] tells an answer from a reply that reports
+//! failure, for the framers whose protocol has such replies (HTTP status codes, RESP
+//! `-ERR`, memcached `ERROR`/`CLIENT_ERROR`/`SERVER_ERROR`); the engine counts those
+//! as request errors ([`ErrorStatus`] chooses the HTTP codes). `echo`, `fixed:N`,
+//! `delimiter:` and `length-prefixed:` have no notion of error: every response is an
+//! answer.
 mod delimiter;
 mod fixed;
 pub mod frame;
 mod http1;
 mod length_prefixed;
+mod memcached;
 mod resp;
+mod status;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod udp_header;
@@ -39,7 +49,9 @@ pub use delimiter::{Delimited, DelimiterSpec};
 pub use fixed::FixedLength;
 pub use http1::Http1;
 pub use length_prefixed::{LengthField, LengthPrefixSpec, LengthPrefixed};
+pub use memcached::Memcached;
 pub use resp::Resp;
+pub use status::ErrorStatus;
 
 use std::fmt;
 use std::str::FromStr;
@@ -123,11 +135,13 @@ pub enum Framing {
     Http1,
     /// Redis RESP2 replies.
     Resp,
+    /// memcached text-protocol replies.
+    Memcached,
 }
 
 /// The forms `--framing` accepts, for error messages.
 const FRAMING_FORMS: &str = "echo, fixed:N, delimiter:BYTES, \
-     length-prefixed:u16be|u32be|u32le[,offset=N][,adjust=N], http1 or resp";
+     length-prefixed:u16be|u32be|u32le[,offset=N][,adjust=N], http1, resp or memcached";
 
 impl Framing {
     /// The framer for one connection, given the request payload length and the
@@ -145,6 +159,7 @@ impl Framing {
             }
             Framing::Http1 => AnyFramer::Http1(Http1::new(max_response)),
             Framing::Resp => AnyFramer::Resp(Resp::new(max_response)),
+            Framing::Memcached => AnyFramer::Memcached(Memcached::new(max_response)),
         }
     }
 }
@@ -158,6 +173,7 @@ impl fmt::Display for Framing {
             Framing::LengthPrefixed(spec) => write!(f, "length-prefixed:{spec}"),
             Framing::Http1 => write!(f, "http1"),
             Framing::Resp => write!(f, "resp"),
+            Framing::Memcached => write!(f, "memcached"),
         }
     }
 }
@@ -169,6 +185,7 @@ impl FromStr for Framing {
             "echo" => return Ok(Framing::Echo),
             "http1" => return Ok(Framing::Http1),
             "resp" => return Ok(Framing::Resp),
+            "memcached" => return Ok(Framing::Memcached),
             _ => {}
         }
         if let Some(n) = s.strip_prefix("fixed:") {
@@ -202,6 +219,7 @@ pub enum AnyFramer {
     LengthPrefixed(LengthPrefixed),
     Http1(Http1),
     Resp(Resp),
+    Memcached(Memcached),
 }
 
 macro_rules! dispatch {
@@ -212,6 +230,7 @@ macro_rules! dispatch {
             AnyFramer::LengthPrefixed($f) => $e,
             AnyFramer::Http1($f) => $e,
             AnyFramer::Resp($f) => $e,
+            AnyFramer::Memcached($f) => $e,
         }
     };
 }

@@ -336,6 +336,13 @@ pub fn build(
                 .any(|t| t.ring_features.contains(&"udp_gso")),
         }
     });
+    let mut replies = crate::engine::recorder::ReplyTally::new();
+    for t in &c.totals {
+        replies.add(&t.replies);
+    }
+    if let Some(d) = diagnose_error_replies(ctr, &replies) {
+        diagnosis.push(d);
+    }
     let http = (plan.requests.entries.iter())
         .any(|e| e.framing == crate::proto::Framing::Http1)
         .then(|| HttpReport {
@@ -345,6 +352,18 @@ pub fn build(
                 .filter(|&(_, n)| n > 0)
                 .map(|(&k, n)| (k, n))
                 .collect(),
+            status_codes: (replies.http_codes.iter().enumerate())
+                .filter(|&(_, &n)| n > 0)
+                .map(|(code, &n)| {
+                    let name = if code == 0 {
+                        "other".to_string()
+                    } else {
+                        code.to_string()
+                    };
+                    (name, n)
+                })
+                .collect(),
+            error_status: plan.error_status.spec(),
         });
     let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
     let mix = plan.requests.is_mix.then(|| {
@@ -428,7 +447,16 @@ pub fn build(
             timeouts: ctr.errors_of(ErrorKind::Timeout),
             cut_off: ctr.cut_off,
         },
-        error_replies: ctr.error_replies,
+        error_replies: ctr.errors_of(ErrorKind::ErrorReply),
+        error_replies_by_kind: {
+            let mut m: std::collections::BTreeMap<String, u64> =
+                replies.names.iter().cloned().collect();
+            if replies.other_names > 0 {
+                m.insert("(other)".into(), replies.other_names);
+            }
+            m
+        },
+        error_latency_ns: Percentiles::of(&c.total.error_latency),
         bytes: Bytes {
             sent: ctr.bytes_sent,
             received: ctr.bytes_received,
@@ -522,6 +550,35 @@ pub fn build(
         histograms: c.total,
         frames: None,
     }
+}
+
+/// When most replies were errors: the top code or reply and its share.
+fn diagnose_error_replies(
+    ctr: &crate::metrics::Counters,
+    replies: &crate::engine::recorder::ReplyTally,
+) -> Option<Diagnosis> {
+    let failed = ctr.errors_of(ErrorKind::ErrorReply);
+    let answered = ctr.completed + failed;
+    if failed * 2 <= answered {
+        return None;
+    }
+    // The most frequent failing HTTP code, else the most frequent error reply.
+    let top_code = (replies.http_codes.iter().enumerate())
+        .filter(|&(code, &n)| code > 0 && n > 0)
+        .max_by_key(|&(_, &n)| n)
+        .map(|(code, &n)| (format!("HTTP {code}"), n));
+    let top_name = (replies.names.iter())
+        .max_by_key(|(_, n)| *n)
+        .map(|(name, n)| (name.clone(), *n));
+    let (top, top_count) = top_code
+        .or(top_name)
+        .unwrap_or(("error reply".into(), failed));
+    Some(Diagnosis::MostRepliesFailed {
+        failed,
+        answered,
+        top,
+        top_count,
+    })
 }
 
 /// How the model and the connection waits read: a closed loop hides queueing; a

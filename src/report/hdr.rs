@@ -80,6 +80,8 @@ pub struct Embedded {
     pub main: Encoded4,
     pub connect_time: String,
     pub reconnect_delay: String,
+    /// The error replies' latency (`error_latency_ns`).
+    pub error_latency: String,
 }
 
 impl Embedded {
@@ -90,6 +92,7 @@ impl Embedded {
             main: Encoded4::of(h),
             connect_time: encode(&h.connect),
             reconnect_delay: encode(&h.reconnect_delay),
+            error_latency: encode(&h.error_latency),
         }
     }
 }

@@ -165,6 +165,14 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
             .map(|s| s.value["error_replies"].as_u64().unwrap_or(0))
             .sum::<u64>()
     );
+    // Maps of counts whose keys differ between shards (codes seen, reply kinds).
+    out["error_replies_by_kind"] =
+        sum_count_maps(shards.iter().map(|s| &s.value["error_replies_by_kind"]));
+    if shards.iter().any(|s| s.value["http"].is_object()) {
+        for key in ["status_classes", "status_codes"] {
+            out["http"][key] = sum_count_maps(shards.iter().map(|s| &s.value["http"][key]));
+        }
+    }
     out["config"]["connections"] = json!(
         shards
             .iter()
@@ -195,6 +203,33 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
         for (k, v) in merged_hist {
             out["histograms"][k] = v;
         }
+    }
+    // The error replies' latency: added when every shard embeds it (runs before it
+    // existed do not), else the percentiles' maxima.
+    let errors_exact = shards
+        .iter()
+        .all(|s| s.value["histograms"]["error_latency"].is_string());
+    match add_all(
+        shards
+            .iter()
+            .map(|s| &s.value["histograms"]["error_latency"]),
+    ) {
+        Some(sum) if errors_exact => {
+            out["error_latency_ns"] =
+                serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
+            out["histograms"]["error_latency"] = json!(hdr::encode(&sum));
+        }
+        _ if !out["error_latency_ns"].is_null() => {
+            let parts: Vec<&Value> = shards
+                .iter()
+                .map(|s| &s.value["error_latency_ns"])
+                .collect();
+            out["error_latency_ns"] = max_numbers(&parts);
+            if let Some(h) = out["histograms"].as_object_mut() {
+                h.remove("error_latency");
+            }
+        }
+        _ => {}
     }
 
     let (intervals, intervals_exact) = align_intervals(shards);
@@ -274,6 +309,19 @@ pub fn missing_line(missing: &[u64], n: u64) -> String {
 
 /// Sums the numbers of objects of the same shape, key by key (recursively); the first
 /// object's non-numbers are kept.
+/// Adds maps of counts key by key over the union of their keys (a key one shard lacks
+/// counts 0 there); `{}` when no part is a map.
+fn sum_count_maps<'a>(parts: impl Iterator<Item = &'a Value>) -> Value {
+    let mut out = Map::new();
+    for part in parts {
+        for (k, v) in part.as_object().into_iter().flatten() {
+            let n = out.get(k).and_then(Value::as_u64).unwrap_or(0);
+            out.insert(k.clone(), json!(n + v.as_u64().unwrap_or(0)));
+        }
+    }
+    Value::Object(out)
+}
+
 fn sum_numbers(parts: &[&Value]) -> Value {
     combine_numbers(parts, |a, b| a + b)
 }

@@ -319,6 +319,10 @@ pub struct MixEntryReport {
 pub struct HttpReport {
     /// `"2xx"` -> count, ...; `"other"` for status codes outside 100-599.
     pub status_classes: BTreeMap<&'static str, u64>,
+    /// Exact status code (`"503"`) -> count; `"other"` for codes outside 100-599.
+    pub status_codes: BTreeMap<String, u64>,
+    /// `--error-status`: the codes counted as request errors (`5xx`, `none`, ...).
+    pub error_status: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -339,8 +343,17 @@ pub struct Report {
     pub elapsed_s: f64,
     pub rate: Rate,
     pub requests: Requests,
-    /// Responses that parsed but carry an error (RESP error replies).
+    /// Responses that parsed but report failure (HTTP codes in `--error-status`, RESP
+    /// error replies, memcached ERROR/CLIENT_ERROR/SERVER_ERROR): request errors, also
+    /// in `requests.errors` and `errors_by_kind.error_reply`.
     pub error_replies: u64,
+    /// Error replies by their first word (`-WRONGTYPE`, `SERVER_ERROR`; HTTP errors
+    /// are in `http.status_codes`); names past the eighth count as `(other)`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_replies_by_kind: BTreeMap<String, u64>,
+    /// done - intended of the error replies: apart from `latency_ns`, so fast failures
+    /// cannot improve the headline.
+    pub error_latency_ns: Percentiles,
     pub bytes: Bytes,
     pub errors_by_kind: BTreeMap<&'static str, u64>,
     pub connections: Connections,
@@ -456,6 +469,76 @@ impl Report {
             .map(|&k| (k.name(), c.errors_of(k)))
             .filter(|&(_, n)| n > 0)
             .collect()
+    }
+
+    /// One line saying what happened when nothing succeeded although the run tried and
+    /// something failed: every reply an error, every connection reset, every datagram
+    /// lost, every frame lost. `None` when anything succeeded, or nothing was tried
+    /// (held connections, a run cut off before any answer could come).
+    pub fn nothing_succeeded(&self) -> Option<String> {
+        if let Some(f) = &self.frames {
+            return (f.expected > 0 && f.received == 0).then(|| {
+                format!(
+                    "nothing succeeded: 0 of {} expected frames arrived ({} sent, {} not sent, {} connections opened, {} failed): target refused, unreachable or not relaying",
+                    f.expected,
+                    self.frames_sent(),
+                    f.not_sent,
+                    self.connections.opened,
+                    self.connections.failed,
+                )
+            });
+        }
+        let q = &self.requests;
+        if q.completed > 0 || self.protocol == "udp-blast" {
+            return None;
+        }
+        if q.errors == 0 && self.connections.failed == 0 {
+            return None;
+        }
+        let kinds: Vec<String> = (self.errors_by_kind.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let what = if self.error_replies > 0 && self.error_replies == q.errors {
+            let top = (self.http.iter())
+                .flat_map(|h| h.status_codes.iter())
+                .chain(self.error_replies_by_kind.iter())
+                .filter(|(k, _)| k.as_str() != "other")
+                .max_by_key(|(_, n)| **n)
+                .map(|(k, n)| format!(" (most frequent: {k}, {n})"))
+                .unwrap_or_default();
+            format!(
+                "every reply was an error: {} error replies{top}",
+                self.error_replies
+            )
+        } else if self.protocol == "udp" {
+            format!(
+                "no datagram was answered: {} sent, {} lost (a port with no listener, or a filter in the path)",
+                q.sent,
+                self.errors_by_kind.get("lost").copied().unwrap_or(0)
+            )
+        } else if self.connections.opened == 0 {
+            "target refused or unreachable: no connection was established".to_string()
+        } else {
+            format!(
+                "no request succeeded: {} due, {} errors, {} connections opened and {} closed by the target",
+                q.dispatched, q.errors, self.connections.opened, self.connections.closed_by_target
+            )
+        };
+        Some(format!(
+            "nothing succeeded against {}: {what}; errors by kind: {}",
+            self.target,
+            if kinds.is_empty() {
+                "none".to_string()
+            } else {
+                kinds.join(" ")
+            }
+        ))
+    }
+
+    fn frames_sent(&self) -> u64 {
+        self.frames
+            .as_ref()
+            .map_or(0, |f| f.planned.saturating_sub(f.not_sent))
     }
 }
 

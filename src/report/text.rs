@@ -175,10 +175,21 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         q.dispatched, q.sent, q.completed, q.errors, q.timeouts, q.cut_off
     );
     if r.error_replies > 0 {
+        let kinds: Vec<String> = (r.error_replies_by_kind.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         let _ = writeln!(
             w,
-            "error replies (parsed, but an error such as RESP -ERR): {}",
-            r.error_replies
+            "error replies: {} (parsed, but reporting failure; among the errors{}) latency p50 {} p99 {} max {}",
+            r.error_replies,
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", kinds.join(" "))
+            },
+            fmt_ns(r.error_latency_ns.p50),
+            fmt_ns(r.error_latency_ns.p99),
+            fmt_ns(r.error_latency_ns.max),
         );
     }
     if !r.errors_by_kind.is_empty() {
@@ -260,7 +271,16 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        let _ = writeln!(w, "http status: {}", classes.join(" "));
+        let codes: Vec<String> = (h.status_codes.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            w,
+            "http status: {}; codes: {} (errors: {})",
+            classes.join(" "),
+            codes.join(" "),
+            h.error_status
+        );
     }
     if let Some(mix) = &r.mix {
         let _ = writeln!(

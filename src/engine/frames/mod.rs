@@ -788,6 +788,7 @@ impl<'p> FrameWorker<'p> {
                 outside,
                 shift_ns,
             }),
+            replies: Default::default(),
         };
         let interval = pace.interval();
         self.set_active();

@@ -50,7 +50,7 @@ mod workload;
 use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnTable, IndexQueue};
 use super::driver::{Channels, Engine, Outbox, Ready, WorkerError, arm_fault_hook, drive};
-use super::recorder::{EntryTotals, Histograms, Snapshot};
+use super::recorder::{EntryTotals, Histograms, ReplyTally, Snapshot};
 use super::ring::Ring;
 use super::socket;
 use super::worker_plan::WorkerPlan;
@@ -175,6 +175,8 @@ struct Worker<'p> {
     last_done_ns: Nanos,
     /// The first response that did not parse, escaped and truncated.
     first_bad: Option<String>,
+    /// Exact HTTP status codes and error-reply kinds over the run.
+    replies: ReplyTally,
     /// Operations submitted whose completion has not been reaped: buffers they point
     /// into must stay alive until this is zero (see the `Drop` below).
     ops_in_ring: u64,
@@ -316,6 +318,7 @@ impl<'p> Worker<'p> {
             last_done: 0,
             last_done_ns: 0,
             first_bad: None,
+            replies: ReplyTally::new(),
             ops_in_ring: 0,
             fatal: None,
             #[cfg(test)]

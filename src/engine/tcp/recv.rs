@@ -39,8 +39,11 @@ impl Worker<'_> {
             }
             let kind = if res == 0 {
                 // A body that runs until the connection closes ends here.
-                if self.table.conns[c as usize].framer.eof() && self.complete_one(c, now_t) {
-                    self.count_status(c);
+                if self.table.conns[c as usize].framer.eof() {
+                    let failed = self.reply_failed(c, &[]);
+                    if self.complete_one(c, now_t, failed) {
+                        self.count_status(c);
+                    }
                 }
                 ErrorKind::ClosedByPeer
             } else {
@@ -162,11 +165,20 @@ impl Worker<'_> {
             if self.mixed_framing && self.table.conns[c as usize].at_boundary {
                 self.select_framer(c);
             }
+            // The response starts here when the last one ended here (its first bytes
+            // name an error reply).
+            let starts_here = self.table.conns[c as usize].at_boundary;
             let parsed = self.table.conns[c as usize].framer.feed(&input[pos..]);
             self.table.conns[c as usize].at_boundary = matches!(parsed, Parsed::Complete { .. });
             match parsed {
                 Parsed::Complete { consumed } => {
-                    if !self.complete_one(c, now_t) {
+                    let head = if starts_here {
+                        &input[pos..pos + consumed]
+                    } else {
+                        &[]
+                    };
+                    let failed = self.reply_failed(c, head);
+                    if !self.complete_one(c, now_t, failed) {
                         // A response nobody asked for: the stream is out of step.
                         let why = "response with no request in flight";
                         self.protocol_error(c, why, &input[pos..]);
@@ -199,23 +211,38 @@ impl Worker<'_> {
         Some(pos)
     }
 
-    /// Counts the status of the response that just completed: HTTP status classes, and
-    /// RESP error replies.
+    /// Counts the status of the response that just completed: HTTP status classes and
+    /// exact codes.
     #[inline]
     pub(super) fn count_status(&mut self, c: u32) {
         let conn = &self.table.conns[c as usize];
         let Some(status) = conn.framer.status() else {
             return;
         };
-        let framing = self.plan.requests.entries[conn.framer_entry as usize].framing;
-        match framing {
-            Framing::Http1 => {
-                let class = (status / 100) as usize;
-                self.out.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] +=
-                    1;
+        if self.plan.requests.entries[conn.framer_entry as usize].framing == Framing::Http1 {
+            let class = (status / 100) as usize;
+            self.out.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;
+            self.replies.http(status);
+        }
+    }
+
+    /// Whether the response that just completed on `c` reports failure: an HTTP status
+    /// in `--error-status`, a RESP error reply, a memcached error line. An error reply
+    /// is counted by its first word (`head`: the response's first bytes, empty when
+    /// they are not at hand).
+    #[inline]
+    pub(super) fn reply_failed(&mut self, c: u32, head: &[u8]) -> bool {
+        let conn = &self.table.conns[c as usize];
+        let Some(status) = conn.framer.status() else {
+            return false;
+        };
+        match self.plan.requests.entries[conn.framer_entry as usize].framing {
+            Framing::Http1 => self.plan.error_status.contains(status),
+            Framing::Resp | Framing::Memcached if status != 0 => {
+                self.replies.error_name(head);
+                true
             }
-            Framing::Resp if status != 0 => self.out.counters.error_replies += 1,
-            _ => {}
+            _ => false,
         }
     }
 
@@ -264,9 +291,10 @@ impl Worker<'_> {
         self.close_conn(c, Some(ErrorKind::Protocol), Reopen::Now);
     }
 
-    /// Records the oldest in-flight request of `c` as answered at `done`.
+    /// Records the oldest in-flight request of `c` as answered at `done`: a success, or
+    /// when `failed` an error reply (counted as an error, its latency kept apart).
     #[inline]
-    pub(super) fn complete_one(&mut self, c: u32, done: Ticks) -> bool {
+    pub(super) fn complete_one(&mut self, c: u32, done: Ticks, failed: bool) -> bool {
         let conn = &self.table.conns[c as usize];
         if conn.inflight == conn.unsent {
             // Nothing in flight has been sent: this response answers no request.
@@ -276,7 +304,6 @@ impl Worker<'_> {
             return false;
         };
         self.inflight -= 1;
-        self.out.counters.completed += 1;
         self.completed_total += 1;
         if done != self.last_done {
             self.last_done = done;
@@ -285,14 +312,25 @@ impl Worker<'_> {
         let done_ns = self.last_done_ns;
         let sent_ns = self.clock.ns(req.sent);
         let latency = done_ns.saturating_sub(req.intended_ns);
-        self.out.hist.latency.saturating_record(latency);
-        self.out
-            .hist
-            .service
-            .saturating_record(done_ns.saturating_sub(sent_ns));
-        if let Some(e) = self.entries.get_mut(req.entry as usize) {
-            e.completed += 1;
-            e.latency.saturating_record(latency);
+        if failed {
+            // Answered, but a failure: an error whose latency never improves the
+            // headline.
+            self.out.counters.error(ErrorKind::ErrorReply);
+            self.out.hist.error_latency.saturating_record(latency);
+            if let Some(e) = self.entries.get_mut(req.entry as usize) {
+                e.errors += 1;
+            }
+        } else {
+            self.out.counters.completed += 1;
+            self.out.hist.latency.saturating_record(latency);
+            self.out
+                .hist
+                .service
+                .saturating_record(done_ns.saturating_sub(sent_ns));
+            if let Some(e) = self.entries.get_mut(req.entry as usize) {
+                e.completed += 1;
+                e.latency.saturating_record(latency);
+            }
         }
         if !self.stopping
             && let Some(closed_loop) = self.workload.closed_loop()

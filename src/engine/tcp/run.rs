@@ -151,6 +151,7 @@ impl Worker<'_> {
             entries: std::mem::take(&mut self.entries),
             error: self.fatal.clone(),
             frames: None,
+            replies: std::mem::take(&mut self.replies),
         };
         let interval = pace.interval();
         self.out.send(interval, Some(totals), &mut pace);

@@ -180,7 +180,7 @@ fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
     // 300 us later: latency = service time (intended = issued, no queueing).
     w.table.conns[0].unsent = 0;
     mock.increment(Duration::from_micros(300));
-    assert!(w.complete_one(0, w.clock.ticks()));
+    assert!(w.complete_one(0, w.clock.ticks(), false));
     assert_eq!(w.out.counters.completed, 1);
     let l = w.out.hist.latency.max();
     assert!(w.out.hist.latency.equivalent(l, 300_000), "{l}");
@@ -192,7 +192,7 @@ fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
     // Once the run stops, a completion issues nothing more.
     w.table.conns[0].unsent = 0;
     w.stopping = true;
-    assert!(w.complete_one(0, w.clock.ticks()));
+    assert!(w.complete_one(0, w.clock.ticks(), false));
     w.reissue();
     assert_eq!(w.table.conns[0].inflight, 0);
     assert_eq!(w.out.counters.dispatched, 2);
@@ -214,7 +214,7 @@ fn a_completion_batch_converts_its_instant_once_and_each_new_instant_again() {
     mock.increment(Duration::from_millis(1));
     let batch = w.clock.ticks();
     for _ in 0..3 {
-        assert!(w.complete_one(0, batch));
+        assert!(w.complete_one(0, batch, false));
     }
     assert_eq!(w.last_done_ns, 2 * MS);
     assert!(
@@ -234,7 +234,7 @@ fn a_completion_batch_converts_its_instant_once_and_each_new_instant_again() {
     w.table.push_req(0, req(6 * MS));
     w.table.conns[0].unsent = 0;
     w.inflight = 1;
-    assert!(w.complete_one(0, w.clock.ticks()));
+    assert!(w.complete_one(0, w.clock.ticks(), false));
     assert_eq!(w.last_done_ns, 7 * MS);
     assert!(w.out.hist.latency.equivalent(w.out.hist.latency.min(), MS));
 }
@@ -260,7 +260,7 @@ fn latency_counts_from_the_intended_instant_and_service_time_from_the_send() {
     w.table.conns[0].unsent = 0;
     w.inflight = 1;
     mock.increment(Duration::from_millis(1));
-    assert!(w.complete_one(0, w.clock.ticks()));
+    assert!(w.complete_one(0, w.clock.ticks(), false));
     let h = &w.out.hist;
     assert!(
         h.latency.equivalent(h.latency.max(), 4 * MS),
