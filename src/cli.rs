@@ -340,6 +340,13 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s")]
     pub duration: String,
 
+    /// Run the timetable for this long before recording, within --duration: the
+    /// connections open and the target's caches warm, and nothing of the warm-up
+    /// enters histograms, counters or the SLO (`--warmup 1s --duration 3s` records
+    /// 2 s). Shards warm the same global interval. Default: 0 (none).
+    #[arg(long, default_value = "0")]
+    pub warmup: String,
+
     /// Write the JSON report to FILE (`-` for stdout, which then carries only JSON).
     /// It embeds every histogram (HdrHistogram V2 compressed, base64).
     #[arg(long)]
@@ -710,6 +717,12 @@ pub struct SearchArgs {
     pub quiet: bool,
 
     /// The run flags of every step (as `blaster run`).
+    /// The link speed of the interface carrying the steps, e.g. `25gbit` (as `run
+    /// --link-speed`): a step that breaks the SLO with the link saturated stops the
+    /// search as link-bound. Default: what /sys/class/net/IF/speed says.
+    #[arg(long)]
+    pub link_speed: Option<String>,
+
     #[command(flatten)]
     pub load: LoadArgs,
 

@@ -410,3 +410,149 @@ fn linger0_leaves_no_time_wait_on_the_generator() {
     assert_eq!(run_against(&[]), 8, "TIME_WAIT without --linger0");
     assert_eq!(run_against(&["--linger0"]), 0, "TIME_WAIT with --linger0");
 }
+
+/// `--warmup 1s --duration 3s --rate 1000`: the server sees all 3,000 requests, the
+/// report records exactly the 2,000 due after the warm-up (counters, histograms,
+/// intervals, rates over 2 s), and says it warmed.
+#[test]
+fn warmup_runs_the_timetable_but_records_only_what_follows_it() {
+    let _g = load_lock();
+    let server = LineServer::start(|_| b"pong\n".to_vec());
+    let (_dir, path) = tmp_json();
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &server.addr,
+            "--cores",
+            "0",
+            "--connections",
+            "4",
+            "--rate",
+            "1000",
+            "--duration",
+            "3s",
+            "--warmup",
+            "1s",
+            "--payload",
+            "ping\\n",
+            "--framing",
+            "delimiter:\\n",
+            "--max-lag",
+            "50ms",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&path);
+    assert_eq!(
+        server.lines().len(),
+        3000,
+        "the warm-up's requests were sent"
+    );
+    for key in [
+        "requests.dispatched",
+        "requests.sent",
+        "requests.completed",
+        "latency_ns.count",
+        "dispatch_lag_ns.count",
+        "connection_wait_ns.count",
+    ] {
+        assert_eq!(f(&v, key), 2000.0, "{key}: {}", v["requests"]);
+    }
+    assert_eq!(f(&v, "requests.errors"), 0.0);
+    assert_eq!(f(&v, "config.warmup_ns"), 1e9);
+    assert!(
+        (f(&v, "duration_s") - 2.0).abs() < 1e-6,
+        "{}",
+        v["duration_s"]
+    );
+    let intervals = v["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 2, "{}", v["intervals"]);
+    let per_interval: f64 = intervals
+        .iter()
+        .map(|i| f(i, "achieved_rps") * f(i, "duration_s"))
+        .sum();
+    assert!((per_interval - 2000.0).abs() < 1e-6, "{per_interval}");
+}
+
+/// A target that accepts and resets every connection, and a UDP port nobody listens
+/// on: nothing succeeds, so the run exits 1 with one line saying what happened, and
+/// its report is still written.
+#[test]
+fn nothing_succeeded_is_a_failed_run() {
+    let _g = load_lock();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            // Read the request, then close with RST (linger 0).
+            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+            let mut buf = [0u8; 64];
+            let _ = (&stream).read(&mut buf);
+            drop(stream);
+        }
+    });
+    let (_dir, path) = tmp_json();
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &addr,
+            "--cores",
+            "0",
+            "--connections",
+            "2",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--max-lag",
+            "50ms",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing succeeded against"), "{err}");
+    let v = read_json(&path);
+    assert_eq!(f(&v, "requests.completed"), 0.0);
+    assert!(f(&v, "requests.errors") > 0.0, "{}", v["errors_by_kind"]);
+
+    // UDP to a port with no listener: every datagram lost.
+    let port = free_port();
+    let target = format!("127.0.0.1:{port}");
+    let (_dir, path) = tmp_json();
+    let out = run(
+        &[
+            "run",
+            "--proto",
+            "udp",
+            "--target",
+            &target,
+            "--cores",
+            "0",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--timeout",
+            "200ms",
+            "--max-lag",
+            "50ms",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing succeeded against"), "{err}");
+    let v = read_json(&path);
+    assert_eq!(f(&v, "requests.completed"), 0.0);
+}

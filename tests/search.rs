@@ -195,6 +195,60 @@ fn search_whose_first_step_breaks_exits_4() {
     );
 }
 
+/// A step that breaks the SLO while the link is saturated is the link's limit, not
+/// the target's: the search stops there and says link-bound, with the figure (exit 3).
+/// `--link-speed 100kbit` makes loopback a slow link: 500 requests/s of 64 bytes is
+/// about 2.5 times that (the same search without it blames the target: the test above).
+#[test]
+fn search_at_a_saturated_link_stops_link_bound() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "echo", "--delay", "2ms"]);
+    on_a_quiet_host(
+        "search_at_a_saturated_link_stops_link_bound",
+        &RATE_ON_CORE_0,
+        || {
+            let (_dir, path) = tmp_json();
+            let out = run(
+                &[
+                    "search",
+                    "--target",
+                    &sink.addr,
+                    "--cores",
+                    "0",
+                    "--connections",
+                    "8",
+                    "--slo",
+                    "p99<1ms",
+                    "--start",
+                    "250",
+                    "--step-duration",
+                    "1s",
+                    "--max-lag",
+                    "50ms",
+                    "--link-speed",
+                    "100kbit",
+                    "--json",
+                    path.to_str().unwrap(),
+                ],
+                Duration::from_secs(30),
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
+            let v = read_json(&path);
+            ensure(v["steps"][0]["valid"] == true, || {
+                format!("invalid step: {text}")
+            })?;
+            assert_eq!(v["steps"].as_array().unwrap().len(), 1, "{text}");
+            assert_eq!(v["steps"][0]["outcome"], "link_bound", "{text}");
+            assert_eq!(out.status.code(), Some(3), "{text}\n{}", stderr(&out));
+            assert_eq!(v["stopped_by"], "link");
+            assert_eq!(v["saturation"]["kind"], "link");
+            assert!(f(&v, "saturation.utilization") > 0.9, "{v}");
+            assert!(text.contains("stopped by: link-bound"), "{text}");
+            Ok(())
+        },
+    );
+}
+
 #[test]
 fn run_slo_verdict_sets_exit_4_and_lands_in_the_json() {
     let _g = load_lock();

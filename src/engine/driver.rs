@@ -160,6 +160,14 @@ impl Outbox {
         })
     }
 
+    /// The warm-up ended: forgets what was recorded so far (histograms, counters, the
+    /// pacer's usage) without sending it. Resets in place: no allocation.
+    pub fn discard_warmup(&mut self, pace: &mut Pacer) {
+        self.hist.reset();
+        self.counters = Counters::default();
+        let _ = pace.take_usage();
+    }
+
     /// Sends this interval's figures and starts the next interval from zero, with
     /// histograms the collector handed back or a spare (see [`HISTOGRAM_SPARES`]).
     /// The last snapshot carries the count of boundaries that had to allocate.

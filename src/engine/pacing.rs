@@ -128,6 +128,13 @@ impl Pacer {
         true
     }
 
+    /// Intervals start after a warm-up of `warmup_ns` (the first one ends then plus an
+    /// interval): interval 0 is the first recorded second.
+    pub fn after_warmup(mut self, warmup_ns: u64) -> Pacer {
+        self.next_interval += warmup_ns;
+        self
+    }
+
     /// The next interval that ended by `now`, if any (call until `None`).
     #[inline]
     pub fn interval_ended(&mut self, now: Nanos) -> Option<u64> {

@@ -63,6 +63,8 @@ pub struct WorkerPlan {
     /// Intended rate in total; infinite for `--rate max` (UDP blast only).
     pub rate_rps: f64,
     pub duration_ns: u64,
+    /// `--warmup`: requests due before this instant are run but not recorded.
+    pub warmup_ns: u64,
     pub timeout_ns: u64,
     /// The request when it is one static payload (else empty).
     pub payload: Arc<[u8]>,
@@ -160,6 +162,7 @@ impl WorkerPlan {
             pipeline: 4,
             rate_rps: 1000.0,
             duration_ns: 10_000_000,
+            warmup_ns: 0,
             timeout_ns: 10_000_000,
             requests: Arc::new(crate::request::RequestSet::single(
                 crate::request::Template::literal(&payload),

@@ -185,7 +185,33 @@ impl RunPlan {
             return Err(err("proto", "udp needs --target (the baseline is TCP)"));
         }
         let duration = duration_ns("duration", &a.duration, DURATION_NS_MAX)?;
+        let warmup = if a.warmup.trim() == "0" {
+            0
+        } else {
+            duration_ns("warmup", &a.warmup, DURATION_NS_MAX)?
+        };
+        if warmup >= duration {
+            return Err(err(
+                "warmup",
+                format!(
+                    "must be shorter than --duration ({}), got {:?}",
+                    a.duration, a.warmup
+                ),
+            ));
+        }
         let frames = frame_plan(a)?;
+        if warmup > 0
+            && (frames.is_some()
+                || a.hold
+                || a.concurrency.is_some()
+                || target.is_none()
+                || transport != Transport::Tcp)
+        {
+            return Err(err(
+                "warmup",
+                "needs TCP requests on a timetable against --target: not with --proto udp, --workload frames, --hold, --concurrency or the loopback baseline",
+            ));
+        }
         if let Some(f) = &frames {
             let conflicting = has_rate
                 || a.hold
@@ -458,6 +484,7 @@ impl RunPlan {
                 d as u64
             },
             duration_ns: duration,
+            warmup_ns: warmup,
             pipeline: a.pipeline,
             payload: payload.into(),
             requests: Arc::new(requests),

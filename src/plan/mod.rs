@@ -113,6 +113,8 @@ pub struct RunPlan {
     pub seed: u64,
     pub spin_ns: u64,
     pub duration_ns: u64,
+    /// `--warmup`: the first part of `duration_ns` that is run but not recorded.
+    pub warmup_ns: u64,
     pub pipeline: usize,
     /// The request when it is one static payload (else empty; see `requests`).
     pub payload: Arc<[u8]>,

@@ -96,6 +96,7 @@ impl RunPlan {
                     pipeline: self.pipeline,
                     rate_rps,
                     duration_ns,
+                    warmup_ns: self.warmup_ns,
                     timeout_ns: self.timeout_ns,
                     payload: self.payload.clone(),
                     requests: self.requests.clone(),

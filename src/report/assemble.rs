@@ -101,7 +101,7 @@ impl IntervalShape<'_> {
     /// Interval `i`; `stopped_ns` is when the schedule stopped (`u64::MAX` while some
     /// worker still runs): the last interval ends there, its drain folded in.
     pub fn interval(&self, i: usize, row: &Row, stopped_ns: u64) -> Interval {
-        let (start, end) = Self::bounds(i, stopped_ns);
+        let (start, end) = self.bounds(i, stopped_ns);
         let len_s = (end - start) as f64 / 1e9;
         Interval {
             second: i as u64,
@@ -138,9 +138,10 @@ impl IntervalShape<'_> {
 }
 
 impl IntervalShape<'_> {
-    /// Interval `i`'s start and end, ns since time zero.
-    fn bounds(i: usize, stopped_ns: u64) -> (u64, u64) {
-        let start = i as u64 * 1_000_000_000;
+    /// Interval `i`'s start and end, ns since time zero (interval 0 starts when the
+    /// warm-up ends).
+    fn bounds(&self, i: usize, stopped_ns: u64) -> (u64, u64) {
+        let start = self.plan.warmup_ns + i as u64 * 1_000_000_000;
         (
             start,
             (start + 1_000_000_000).min(stopped_ns.max(start + 1)),
@@ -150,7 +151,7 @@ impl IntervalShape<'_> {
     /// The rate interval `i` intends: a shape's own rate for that very second, else
     /// the run's.
     pub fn intended_rps(&self, i: usize, stopped_ns: u64) -> f64 {
-        let (start, end) = Self::bounds(i, stopped_ns);
+        let (start, end) = self.bounds(i, stopped_ns);
         match &self.plan.shape {
             Some(s) if s.constant_rps().is_none() => {
                 s.expected_between(start as f64, end as f64)
@@ -256,12 +257,18 @@ pub fn build(
 ) -> Report {
     // The schedule ran until the configured end, or until Ctrl-C stopped it.
     let stopped_ns = stopped_ns(&c.totals, duration_ns);
-    let secs = stopped_ns as f64 / 1e9;
+    // What was recorded: from the end of the warm-up (0 without one).
+    let recorded_ns = stopped_ns.saturating_sub(plan.warmup_ns).max(1);
+    let secs = recorded_ns as f64 / 1e9;
     // Rates count over the whole time it took: a schedule whose requests waited in the
     // backlog and completed during the drain did not achieve its rate.
     // Until the last response: timeouts at the end do not stretch it.
     let last_done_ns = c.totals.iter().map(|t| t.last_done_ns).max().unwrap_or(0);
-    let elapsed = last_done_ns.max(stopped_ns) as f64 / 1e9;
+    let elapsed = last_done_ns
+        .max(stopped_ns)
+        .saturating_sub(plan.warmup_ns)
+        .max(1) as f64
+        / 1e9;
     // Busy share while the schedule ran (the drain is mostly sleeping); judged only on
     // windows long enough to mean something.
     let busiest = c
@@ -269,7 +276,7 @@ pub fn build(
         .iter()
         .map(|t| (t.core, t.busy_at_stop))
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .filter(|_| stopped_ns >= BUSY_WINDOW_MIN_NS);
+        .filter(|_| recorded_ns >= BUSY_WINDOW_MIN_NS);
     // A closed loop has no timetable to fall behind: the gate does not apply.
     let verdict = Gate {
         max_lag_ns: if plan.closed_loop {
@@ -428,6 +435,7 @@ pub fn build(
             pipeline: plan.pipeline,
             payload_bytes: plan.requests.max_len(),
             duration_ns,
+            warmup_ns: plan.warmup_ns,
             timeout_ns: plan.timeout_ns,
             max_lag_ns: plan.max_lag_ns,
             control_core: plan.control_core,
@@ -516,7 +524,7 @@ pub fn build(
                 crate::schedule::ArrivalKind::Poisson => crate::metrics::pacing::Intended::Poisson,
             },
             // A worker's mean intended gap, from what the workers dispatched.
-            stopped_ns as f64 * c.totals.len() as f64 / ctr.dispatched.max(1) as f64,
+            recorded_ns as f64 * c.totals.len() as f64 / ctr.dispatched.max(1) as f64,
         ),
         poisson_fit: crate::metrics::gate::ks_exponential(
             &c.total.pacing,

@@ -65,6 +65,9 @@ pub struct Config {
     pub pipeline: usize,
     pub payload_bytes: usize,
     pub duration_ns: u64,
+    /// `--warmup`: the first part of `duration_ns`, run but not recorded (0: none).
+    /// The figures, `duration_s`, `elapsed_s` and the intervals cover the rest.
+    pub warmup_ns: u64,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
     /// `--control-core`: where the main thread and helper threads run.

@@ -133,11 +133,23 @@ pub(super) fn render(r: &SearchReport) -> String {
             w,
             "stopped by: target: the SLO broke at {bad} connections with a valid generator"
         ),
+        StoppedBy::Generator if r.saturation.is_some() => writeln!(
+            w,
+            "stopped by: generator-bound: the SLO broke at {bad} connections{}, so that is \
+             the generator's limit, not the target's; use more cores (exit code 3)",
+            super::saturation_note(r)
+        ),
         StoppedBy::Generator => writeln!(
             w,
             "stopped by: generator: the step at {bad} connections was invalid (the generator \
              fell behind before the target broke the SLO), so the max is a lower bound on the \
              target's; use more cores (exit code 3)"
+        ),
+        StoppedBy::Link => writeln!(
+            w,
+            "stopped by: link-bound: the SLO broke at {bad} connections{}, so that is the \
+             link's limit, not the target's (exit code 3)",
+            super::saturation_note(r)
         ),
         StoppedBy::Max => writeln!(
             w,

@@ -234,6 +234,7 @@ pub fn run_args(a: &SearchArgs) -> Result<RunArgs, PlanError> {
     r.load = a.load.clone();
     r.work = a.work.clone();
     r.duration = a.step_duration.clone();
+    r.link_speed = a.link_speed.clone();
     r.progress = a.progress;
     r.quiet = a.quiet;
     Ok(r)
@@ -409,6 +410,71 @@ pub enum StepOutcome {
     SloBroken,
     /// The generator fell behind: its limit; the SLO verdict does not count.
     Invalid,
+    /// Valid generator, SLO broken, but a generator core was over the busy watermark:
+    /// the generator's limit (seed 000 trusts a step only under the watermark).
+    GeneratorBound,
+    /// Valid generator, SLO broken, but the link was saturated: the link's limit.
+    LinkBound,
+}
+
+/// What other than the target was at its limit during a step (`steps[].saturation`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Saturation {
+    /// The interface carried more than `saturated_at` of its link speed.
+    Link { utilization: f64, saturated_at: f64 },
+    /// The busiest generator worker's own busy share was over the watermark.
+    Generator { busy: f64, watermark: f64 },
+}
+
+impl Saturation {
+    /// From a run's host figures: the link first (it bounds everything behind it),
+    /// then the generator's own busy share (other processes' load is a warning of its
+    /// own, `generator_core_shared`).
+    pub fn of(h: &crate::report::HostReport) -> Option<Saturation> {
+        if h.nic_saturated() {
+            return Some(Saturation::Link {
+                utilization: h.link_utilization_max.unwrap_or(0.0),
+                saturated_at: h.link_saturated_at,
+            });
+        }
+        (h.max_worker_busy > h.core_busy_watermark).then_some(Saturation::Generator {
+            busy: h.max_worker_busy,
+            watermark: h.core_busy_watermark,
+        })
+    }
+
+    /// `link 95% of its speed (saturated above 90%)`.
+    fn describe(self) -> String {
+        match self {
+            Saturation::Link {
+                utilization,
+                saturated_at,
+            } => format!(
+                "the link carried {:.0}% of its speed (saturated above {:.0}%)",
+                utilization * 100.0,
+                saturated_at * 100.0
+            ),
+            Saturation::Generator { busy, watermark } => format!(
+                "the busiest generator core was {:.0}% busy (watermark {:.0}%)",
+                busy * 100.0,
+                watermark * 100.0
+            ),
+        }
+    }
+}
+
+/// A step's outcome from its validity, its SLO verdict and what was saturated (pure):
+/// a broken SLO is the target's limit only when neither the link nor the generator
+/// was at its own.
+pub fn classify(valid: bool, met: bool, saturation: Option<Saturation>) -> StepOutcome {
+    match (valid, met, saturation) {
+        (false, _, _) => StepOutcome::Invalid,
+        (true, true, _) => StepOutcome::Pass,
+        (true, false, Some(Saturation::Link { .. })) => StepOutcome::LinkBound,
+        (true, false, Some(Saturation::Generator { .. })) => StepOutcome::GeneratorBound,
+        (true, false, None) => StepOutcome::SloBroken,
+    }
 }
 
 /// A frames step's figures (`steps[].frames` in the JSON).
@@ -456,6 +522,8 @@ pub struct Step {
     pub valid: bool,
     pub invalid_reasons: Vec<crate::diagnosis::Diagnosis>,
     pub outcome: StepOutcome,
+    /// The link or the generator at its limit during the step, if either was.
+    pub saturation: Option<Saturation>,
     pub slo: Verdict,
     /// The step's merged histograms, encoded (as the run JSON's `histograms`).
     pub histograms: crate::report::hdr::Encoded4,
@@ -467,11 +535,8 @@ impl Step {
     /// The step's figures from its run report.
     pub fn of(r: &Report, phase: Phase, slo: &Slo) -> Step {
         let verdict = slo.judge(&Observed::of(r));
-        let outcome = match (r.valid, verdict.met) {
-            (false, _) => StepOutcome::Invalid,
-            (true, false) => StepOutcome::SloBroken,
-            (true, true) => StepOutcome::Pass,
-        };
+        let saturation = Saturation::of(&r.host);
+        let outcome = classify(r.valid, verdict.met, saturation);
         let frames = r.frames.as_ref().map(|f| FrameStep {
             up_fps: f.up_fps,
             down_fps: f.down_fps,
@@ -504,6 +569,7 @@ impl Step {
             valid: r.valid,
             invalid_reasons: r.invalid_reasons.clone(),
             outcome,
+            saturation,
             slo: verdict,
             histograms: crate::report::hdr::Encoded4::of(&r.histograms),
             frames,
@@ -528,7 +594,20 @@ impl Step {
             StepOutcome::Pass => "met".to_string(),
             StepOutcome::SloBroken => format!("BROKEN {}", self.slo.broken_terms()),
             StepOutcome::Invalid => "INVALID (generator)".to_string(),
+            StepOutcome::GeneratorBound => {
+                format!("BROKEN {} (generator-bound)", self.slo.broken_terms())
+            }
+            StepOutcome::LinkBound => format!("BROKEN {} (link-bound)", self.slo.broken_terms()),
         }
+    }
+
+    /// A step that ends the search at once: not the target's limit, so bisecting
+    /// below it would measure the generator or the link.
+    fn ends_search(&self) -> bool {
+        matches!(
+            self.outcome,
+            StepOutcome::GeneratorBound | StepOutcome::LinkBound
+        )
     }
 }
 
@@ -538,12 +617,22 @@ impl Step {
 pub enum StoppedBy {
     /// The SLO broke with a valid generator.
     Target,
-    /// A step was invalid: the generator fell behind before the target broke the SLO.
+    /// A step was invalid, or broke the SLO with a generator core over the watermark:
+    /// the generator's limit came before the target's.
     Generator,
+    /// A step broke the SLO with the link saturated: the link's limit.
+    Link,
     /// `--max` (or the step limit) was reached with the SLO holding.
     Max,
     /// Ctrl-C before any step was bad.
     Interrupted,
+}
+
+/// The figure behind a generator- or link-bound stop, for the text.
+fn saturation_note(r: &SearchReport) -> String {
+    r.saturation
+        .map(|s| format!(" while {}", s.describe()))
+        .unwrap_or_default()
 }
 
 /// Search parameters as reported (`config` in the JSON).
@@ -602,6 +691,9 @@ pub struct SearchReport {
     pub knee_connections: Option<usize>,
     pub first_bad_connections: Option<usize>,
     pub stopped_by: StoppedBy,
+    /// What was saturated at the step that stopped a generator- or link-bound search
+    /// (the figure), else null.
+    pub saturation: Option<Saturation>,
     pub interrupted: bool,
 }
 
@@ -610,7 +702,7 @@ impl SearchReport {
     pub fn outcome(&self) -> crate::outcome::Outcome {
         use crate::outcome::Outcome;
         match self.stopped_by {
-            StoppedBy::Generator => Outcome::Invalid,
+            StoppedBy::Generator | StoppedBy::Link => Outcome::Invalid,
             StoppedBy::Target if self.max_safe_throughput_rps.is_none() => Outcome::SloBroken,
             _ => Outcome::Ok,
         }
@@ -641,7 +733,8 @@ pub fn conclude(
     });
     let bad = lowest_bad(axis, &steps);
     let stopped_by = match bad.map(|s| s.outcome) {
-        Some(StepOutcome::Invalid) => StoppedBy::Generator,
+        Some(StepOutcome::Invalid | StepOutcome::GeneratorBound) => StoppedBy::Generator,
+        Some(StepOutcome::LinkBound) => StoppedBy::Link,
         Some(_) => StoppedBy::Target,
         None if interrupted => StoppedBy::Interrupted,
         None => StoppedBy::Max,
@@ -700,6 +793,7 @@ pub fn conclude(
         knee_connections: knee_step.filter(|_| is_frames).map(|s| s.connections),
         first_bad_connections: bad.filter(|_| is_frames).map(|s| s.connections),
         stopped_by,
+        saturation: bad.and_then(|s| s.saturation.filter(|_| s.ends_search())),
         interrupted,
         steps,
     }
@@ -753,8 +847,12 @@ pub fn run(
         }
         let step = Step::of(&report, phase, &cfg.slo);
         crate::errln!("search: {}", step_line(&step));
+        let ends = step.ends_search();
         steps.push(step);
         on_step(&conclude(plan, target, cfg, steps.clone(), false))?;
+        if ends {
+            break;
+        }
     }
     Ok(conclude(plan, target, cfg, steps, interrupted))
 }
@@ -888,11 +986,24 @@ pub fn render(r: &SearchReport) -> String {
             w,
             "stopped by: target: the SLO broke at {bad}/s with a valid generator"
         ),
+        StoppedBy::Generator if r.saturation.is_some() => writeln!(
+            w,
+            "stopped by: generator-bound: the SLO broke at {bad}/s{}, so that is the \
+             generator's limit, not the target's, and the max safe throughput is a lower bound \
+             on the target's; use more cores (exit code 3)",
+            saturation_note(r)
+        ),
         StoppedBy::Generator => writeln!(
             w,
             "stopped by: generator: the step at {bad}/s was invalid (the generator fell behind \
              before the target broke the SLO), so the max safe throughput is a lower bound on \
              the target's; use more cores (exit code 3)"
+        ),
+        StoppedBy::Link => writeln!(
+            w,
+            "stopped by: link-bound: the SLO broke at {bad}/s{}, so that is the link's limit, \
+             not the target's; use a faster link or more generator hosts (exit code 3)",
+            saturation_note(r)
         ),
         StoppedBy::Max => writeln!(
             w,

@@ -150,6 +150,17 @@ fn step(rate: f64, achieved: f64, p99_ms: f64, outcome: StepOutcome) -> Step {
         valid: outcome != StepOutcome::Invalid,
         invalid_reasons: Vec::new(),
         outcome,
+        saturation: match outcome {
+            StepOutcome::LinkBound => Some(Saturation::Link {
+                utilization: 0.97,
+                saturated_at: 0.9,
+            }),
+            StepOutcome::GeneratorBound => Some(Saturation::Generator {
+                busy: 0.8,
+                watermark: 0.65,
+            }),
+            _ => None,
+        },
         slo: verdict,
         histograms: Default::default(),
         frames: None,
@@ -396,5 +407,71 @@ fn the_connection_axis_climbs_and_bisects_in_whole_rooms() {
             value: 50.0,
             phase: Phase::Bisect
         }
+    );
+}
+
+#[test]
+fn a_broken_step_at_a_saturated_link_or_generator_is_not_the_targets_limit() {
+    use crate::outcome::Outcome;
+    use StepOutcome::*;
+    let link = Some(Saturation::Link {
+        utilization: 0.95,
+        saturated_at: 0.9,
+    });
+    let generator = Some(Saturation::Generator {
+        busy: 0.7,
+        watermark: 0.65,
+    });
+    assert_eq!(classify(true, false, None), SloBroken);
+    assert_eq!(classify(true, false, link), LinkBound);
+    assert_eq!(classify(true, false, generator), GeneratorBound);
+    // Met, or invalid: the saturation does not change the outcome.
+    assert_eq!(classify(true, true, link), Pass);
+    assert_eq!(classify(false, false, generator), Invalid);
+
+    let c = cfg(Growth::Factor(1.5), None);
+    let t: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let r = conclude(
+        &plan(),
+        t,
+        &c,
+        vec![
+            step(1000.0, 999.0, 3.0, Pass),
+            step(1500.0, 1400.0, 90.0, LinkBound),
+        ],
+        false,
+    );
+    assert_eq!(
+        (r.stopped_by, r.outcome()),
+        (StoppedBy::Link, Outcome::Invalid)
+    );
+    let text = render(&r);
+    assert!(
+        text.contains("stopped by: link-bound: the SLO broke at 1500/s while the link carried 97% of its speed (saturated above 90%)"),
+        "{text}"
+    );
+    assert!(text.contains("BROKEN p99<20ms (link-bound)"), "{text}");
+    let r = conclude(
+        &plan(),
+        t,
+        &c,
+        vec![
+            step(1000.0, 999.0, 3.0, Pass),
+            step(1500.0, 1400.0, 90.0, GeneratorBound),
+        ],
+        false,
+    );
+    assert_eq!(
+        (r.stopped_by, r.outcome()),
+        (StoppedBy::Generator, Outcome::Invalid)
+    );
+    assert!(
+        render(&r).contains("generator-bound: the SLO broke at 1500/s while the busiest generator core was 80% busy (watermark 65%)"),
+        "{}",
+        render(&r)
+    );
+    assert_eq!(
+        serde_json::to_value(&r).unwrap()["saturation"]["kind"],
+        "generator"
     );
 }

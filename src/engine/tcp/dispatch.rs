@@ -121,12 +121,14 @@ impl Worker<'_> {
                     .choose(&mut request_rng(self.plan.seed, seq)),
             };
             n += 1;
-            self.out.counters.dispatched += 1;
-            self.out.counters.note_dispatch(intended, now_ns);
-            self.out
-                .hist
-                .dispatch_lag
-                .saturating_record(now_ns - intended);
+            if self.recorded(intended) {
+                self.out.counters.dispatched += 1;
+                self.out.counters.note_dispatch(intended, now_ns);
+                self.out
+                    .hist
+                    .dispatch_lag
+                    .saturating_record(now_ns - intended);
+            }
             if self.backlog.is_empty()
                 && let Some(c) = self.free_conn()
             {

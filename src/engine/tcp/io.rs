@@ -222,7 +222,10 @@ impl Worker<'_> {
                 let req = &mut self.table.slots[i];
                 req.sent = t;
                 let wait = t_ns.saturating_sub(self.clock.ns(req.dispatched));
-                self.out.hist.connection_wait.saturating_record(wait);
+                if req.intended_ns >= self.plan.warmup_ns {
+                    self.out.hist.connection_wait.saturating_record(wait);
+                    self.out.counters.sent += 1;
+                }
                 if self.render {
                     let ctx = Ctx {
                         seq: req.seq,
@@ -241,7 +244,6 @@ impl Worker<'_> {
                 }
             }
             self.table.conns[c as usize].send_len = len;
-            self.out.counters.sent += k as u64;
             self.push_send(c);
         }
     }

@@ -263,6 +263,9 @@ impl Worker<'_> {
     /// when given (timeouts are recorded at the timeout).
     #[inline]
     pub(super) fn request_error(&mut self, req: &Req, kind: ErrorKind, latency_ns: Option<u64>) {
+        if !self.recorded(req.intended_ns) {
+            return;
+        }
         self.out.counters.error(kind);
         if let Some(e) = self.entries.get_mut(req.entry as usize) {
             e.errors += 1;
@@ -291,6 +294,12 @@ impl Worker<'_> {
         self.close_conn(c, Some(ErrorKind::Protocol), Reopen::Now);
     }
 
+    /// Whether a request due at `intended_ns` is recorded: not one of the warm-up's.
+    #[inline]
+    pub(super) fn recorded(&self, intended_ns: u64) -> bool {
+        intended_ns >= self.plan.warmup_ns
+    }
+
     /// Records the oldest in-flight request of `c` as answered at `done`: a success, or
     /// when `failed` an error reply (counted as an error, its latency kept apart).
     #[inline]
@@ -312,7 +321,9 @@ impl Worker<'_> {
         let done_ns = self.last_done_ns;
         let sent_ns = self.clock.ns(req.sent);
         let latency = done_ns.saturating_sub(req.intended_ns);
-        if failed {
+        if !self.recorded(req.intended_ns) {
+            // Due in the warm-up, answered after it: part of the warm-up.
+        } else if failed {
             // Answered, but a failure: an error whose latency never improves the
             // headline.
             self.out.counters.error(ErrorKind::ErrorReply);

@@ -22,11 +22,20 @@ impl Worker<'_> {
             }
         }
         let timeout = self.plan.timeout_ns;
-        let mut pace = Pacer::start(self.plan.interval_ns, timeout);
+        let mut pace =
+            Pacer::start(self.plan.interval_ns, timeout).after_warmup(self.plan.warmup_ns);
+        let mut warming = self.plan.warmup_ns > 0;
         loop {
             let now_t = self.clock.ticks();
             let now = self.clock.ns(now_t);
             pace.begin(now);
+            if warming && now >= self.plan.warmup_ns {
+                // The warm-up is over: nothing of it is recorded (requests due before it
+                // that end later are left out one by one, `recorded`).
+                warming = false;
+                self.out.discard_warmup(&mut pace);
+                self.replies.clear();
+            }
             if self.fatal.is_some() {
                 pace.halt(
                     now,
