@@ -187,7 +187,13 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         if let Some(d) = json_out {
             d.write(&b)?;
         }
-        return Ok(Outcome::Ok);
+        // No step the generator kept up with: as an invalid run, exit 3.
+        let none = matches!(b.verdict, crate::baseline::Verdict::NoValidStep { .. });
+        return Ok(if none && !b.interrupted {
+            Outcome::Invalid
+        } else {
+            Outcome::Ok
+        });
     };
     crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let rate = plan.rate_rps.expect("plan requires --rate with --target");

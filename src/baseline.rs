@@ -1,16 +1,26 @@
-//! The loopback baseline: `blaster` with no target. It starts the built-in sink on a
-//! core the workers do not use, then steps the rate up until the generator saturates
-//! (the validity gate fails, the achieved rate falls short, or errors appear), bisects
-//! once between the last good and the first bad step, and reports the generator's own
+//! The loopback baseline: `blaster` with no target. It starts the built-in sink on cores
+//! the workers do not use (as many as the generator's, up to the cores left: one
+//! SO_REUSEPORT ring each), then steps the rate up until the generator saturates (the
+//! validity gate fails, the achieved rate falls short, or errors appear), bisects once
+//! between the last good and the first bad step, and reports the generator's own
 //! ceiling on this machine.
+//!
+//! A ceiling is only the generator's when the generator had its cores and the sink kept
+//! up, so each step carries what else ran on the generator's cores (other load and
+//! steal, as the run report measures them) and how busy the sink's cores were; the
+//! [`verdict`] says which the summary may claim: the ceiling, "at least" (the sink was
+//! the limit), "this host's, not the generator's" (a shared core), or no valid step and
+//! why.
 
+use crate::diagnosis::Diagnosis;
+use crate::metrics::host::{HostSampler, OTHER_LOAD_WARN, STEAL_WARN};
 use crate::plan::RunPlan;
 use crate::proto::Framing;
 use crate::report::Report;
 use crate::report::progress::Live;
 use crate::run::{RunError, execute};
 use crate::sink::{self, SinkConfig, SinkMode};
-use crate::units::{fmt_ns, fmt_rate};
+use crate::units::{fmt_ns, fmt_rate, list_cores};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,6 +36,58 @@ const BISECT_STEPS: usize = 2;
 const RATE_MIN_RPS: f64 = 1_000.0;
 /// A step counts as saturated below this share of its intended rate.
 const ACHIEVED_MIN_RATIO: f64 = 0.97;
+/// A sink core at least this busy (/proc/stat, over the step) marks the step
+/// sink-bound: the sink, not the generator, may have set the pace.
+pub const SINK_BOUND_BUSY: f64 = 0.90;
+
+/// Where the built-in sink runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkPlacement {
+    pub cores: Vec<usize>,
+    /// No usable core is free of workers: the sink shares the first generator core.
+    pub shared: bool,
+}
+
+/// The sink's cores: as many as the generator's, from the usable cores the workers do
+/// not use, the control core (collector, helpers) last; never a generator core unless
+/// there is no other. 16 cores with `--cores 4-11` (control core 0): cores 0-3,12-15;
+/// 2 cores with `--cores 0`: core 1.
+pub fn sink_cores(generator: &[usize], control_core: usize, usable: &[usize]) -> SinkPlacement {
+    let spare: Vec<usize> = usable
+        .iter()
+        .copied()
+        .filter(|c| !generator.contains(c))
+        .collect();
+    if spare.is_empty() {
+        return SinkPlacement {
+            cores: vec![generator.first().copied().unwrap_or(0)],
+            shared: true,
+        };
+    }
+    let want = generator.len().clamp(1, spare.len());
+    let mut cores: Vec<usize> = spare
+        .iter()
+        .copied()
+        .filter(|&c| c != control_core)
+        .take(want)
+        .collect();
+    if cores.len() < want {
+        // Fewer free cores than wanted implies the control core is among the spare.
+        cores.push(control_core);
+    }
+    cores.sort_unstable();
+    SinkPlacement {
+        cores,
+        shared: false,
+    }
+}
+
+/// Connections each sink core admits: its share of `connections`, with room for
+/// SO_REUSEPORT's uneven hashing (a quarter more, and 16).
+pub fn sink_connections_per_core(connections: usize, sink_cores: usize) -> usize {
+    let share = connections.div_ceil(sink_cores.max(1));
+    share + share / 4 + 16
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
@@ -33,13 +95,53 @@ pub struct Step {
     pub achieved_rps: f64,
     pub valid: bool,
     pub saturated: bool,
+    /// Why the validity gate failed (the run report's `invalid_reasons`).
+    pub invalid_reasons: Vec<Diagnosis>,
     pub dispatch_lag_p99_ns: u64,
     pub latency_p50_ns: u64,
     pub latency_p99_ns: u64,
     pub errors: u64,
     pub busy_cpu_ns_per_request: f64,
+    /// Largest share of a generator core other processes (and IRQs) took in a second
+    /// of the step (the run report's `host.max_other_load`), and on which core.
+    pub other_load: f64,
+    pub other_load_core: Option<usize>,
+    /// Largest share of a generator core the hypervisor stole (`host.max_steal`).
+    pub steal: f64,
+    /// Other load above [`OTHER_LOAD_WARN`] or steal above [`STEAL_WARN`]: the
+    /// generator did not have its core to itself.
+    pub shared: bool,
+    /// Busiest sink core over the step (/proc/stat: the sink and anything else there).
+    pub sink_busy: f64,
+    /// `sink_busy` at least [`SINK_BOUND_BUSY`].
+    pub sink_bound: bool,
     /// The step's merged histograms, encoded (as the run JSON's `histograms`).
     pub histograms: crate::report::hdr::Encoded4,
+}
+
+/// What the summary may claim about the ceiling.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Verdict {
+    /// The best valid step, with the generator's cores to itself and the sink keeping up.
+    Ceiling { rps: f64 },
+    /// The sink's cores were busy past [`SINK_BOUND_BUSY`] at the best valid step or at
+    /// the saturated step above it: the generator can do at least `rps`.
+    AtLeast {
+        rps: f64,
+        sink_busy: f64,
+        sink_cores: Vec<usize>,
+    },
+    /// Other processes or the hypervisor took a share of a generator core during the
+    /// best valid step: the figure is this host's, not the generator's.
+    Shared {
+        rps: f64,
+        core: Option<usize>,
+        other_load: f64,
+        steal: f64,
+    },
+    /// No step was valid and unsaturated; `why` says what stopped them.
+    NoValidStep { why: String },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -53,15 +155,18 @@ pub struct Baseline {
     pub connections: usize,
     pub payload_bytes: usize,
     pub steps: Vec<Step>,
-    /// Highest achieved rate of a step that was valid and not saturated.
+    /// Highest achieved rate of a step that was valid and not saturated (0: none;
+    /// `verdict` says what the figure is).
     pub ceiling_rps: f64,
     pub ceiling_rps_per_core: f64,
     pub dispatch_lag_p99_ns_at_ceiling: u64,
     pub busy_cpu_ns_per_request_at_ceiling: f64,
+    pub verdict: Verdict,
     pub interrupted: bool,
 }
 
-fn step_of(r: &Report) -> Step {
+/// One step's figures: the run report's, and the sink cores' busy share over it.
+fn step_of(r: &Report, sink_busy: f64) -> Step {
     let busy: u64 = r.workers.iter().map(|w| w.busy_cpu_ns).sum();
     let saturated = !r.valid
         || r.rate.achieved_rps < ACHIEVED_MIN_RATIO * r.rate.intended_rps
@@ -71,35 +176,155 @@ fn step_of(r: &Report) -> Step {
         achieved_rps: r.rate.achieved_rps,
         valid: r.valid,
         saturated,
+        invalid_reasons: r.invalid_reasons.clone(),
         dispatch_lag_p99_ns: r.dispatch_lag_ns.map_or(0, |l| l.p99),
         latency_p50_ns: r.latency_ns.p50,
         latency_p99_ns: r.latency_ns.p99,
         errors: r.requests.errors,
         busy_cpu_ns_per_request: busy as f64 / r.requests.completed.max(1) as f64,
+        other_load: r.host.max_other_load,
+        other_load_core: r.host.max_other_load_core,
+        steal: r.host.max_steal,
+        shared: r.host.max_other_load > OTHER_LOAD_WARN || r.host.max_steal > STEAL_WARN,
+        sink_busy,
+        sink_bound: sink_busy >= SINK_BOUND_BUSY,
         histograms: crate::report::hdr::Encoded4::of(&r.histograms),
     }
 }
 
+/// The best valid step: the highest achieved rate of a step that was not saturated.
+fn best(steps: &[Step]) -> Option<&Step> {
+    steps
+        .iter()
+        .filter(|s| !s.saturated)
+        .max_by(|a, b| a.achieved_rps.total_cmp(&b.achieved_rps))
+}
+
+/// What the steps allow the summary to claim (see [`Verdict`]); `sink_cores` names the
+/// sink's cores in an "at least".
+pub fn verdict(steps: &[Step], sink_cores: &[usize], interrupted: bool) -> Verdict {
+    let Some(b) = best(steps) else {
+        return Verdict::NoValidStep {
+            why: no_valid_step_why(steps, interrupted),
+        };
+    };
+    if b.shared {
+        return Verdict::Shared {
+            rps: b.achieved_rps,
+            core: b.other_load_core,
+            other_load: b.other_load,
+            steal: b.steal,
+        };
+    }
+    // The step that stopped the climb: the lowest saturated one above the ceiling.
+    let limit = steps
+        .iter()
+        .filter(|s| s.saturated && s.intended_rps > b.intended_rps)
+        .min_by(|x, y| x.intended_rps.total_cmp(&y.intended_rps));
+    let sink = [Some(b), limit]
+        .into_iter()
+        .flatten()
+        .filter(|s| s.sink_bound)
+        .map(|s| s.sink_busy)
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    match sink {
+        Some(sink_busy) => Verdict::AtLeast {
+            rps: b.achieved_rps,
+            sink_busy,
+            sink_cores: sink_cores.to_vec(),
+        },
+        None => Verdict::Ceiling {
+            rps: b.achieved_rps,
+        },
+    }
+}
+
+/// Why no step counted: the lowest step's reasons (every step above it saturated
+/// too), and what shared the generator's cores or kept the sink busy.
+fn no_valid_step_why(steps: &[Step], interrupted: bool) -> String {
+    let Some(low) = steps
+        .iter()
+        .min_by(|a, b| a.intended_rps.total_cmp(&b.intended_rps))
+    else {
+        return if interrupted {
+            "interrupted before the first step ended".into()
+        } else {
+            "no step ran".into()
+        };
+    };
+    let mut why: Vec<String> = low.invalid_reasons.iter().map(Diagnosis::message).collect();
+    if low.achieved_rps < ACHIEVED_MIN_RATIO * low.intended_rps {
+        why.push(format!(
+            "achieved {}/s of {}/s",
+            fmt_rate(low.achieved_rps),
+            fmt_rate(low.intended_rps)
+        ));
+    }
+    if low.errors > 0 {
+        why.push(format!("{} errors", low.errors));
+    }
+    let mut s = format!(
+        "{} step{} from {}/s down to {}/s saturated; at {}/s: {}",
+        steps.len(),
+        if steps.len() == 1 { "" } else { "s" },
+        fmt_rate(steps.iter().map(|s| s.intended_rps).fold(0.0, f64::max)),
+        fmt_rate(low.intended_rps),
+        fmt_rate(low.intended_rps),
+        if why.is_empty() {
+            "saturated".to_string()
+        } else {
+            why.join("; ")
+        }
+    );
+    if let Some(sh) = steps
+        .iter()
+        .filter(|s| s.shared)
+        .max_by(|a, b| a.other_load.total_cmp(&b.other_load))
+    {
+        s.push_str(&format!(
+            "; {}",
+            shared_text(sh.other_load_core, sh.other_load, sh.steal)
+        ));
+    }
+    if let Some(sb) = steps
+        .iter()
+        .filter(|s| s.sink_bound)
+        .max_by(|a, b| a.sink_busy.total_cmp(&b.sink_busy))
+    {
+        s.push_str(&format!(
+            "; the sink's cores were {:.0}% busy",
+            sb.sink_busy * 100.0
+        ));
+    }
+    if interrupted {
+        s.push_str("; interrupted");
+    }
+    s
+}
+
+/// `generator core 0 was shared: other processes took 48% of it, the hypervisor stole 3%`.
+fn shared_text(core: Option<usize>, other_load: f64, steal: f64) -> String {
+    let core = core.map_or("a generator core".to_string(), |c| {
+        format!("generator core {c}")
+    });
+    let mut parts = Vec::new();
+    if other_load > OTHER_LOAD_WARN || steal <= STEAL_WARN {
+        parts.push(format!(
+            "other processes took {:.0}% of it",
+            other_load * 100.0
+        ));
+    }
+    if steal > STEAL_WARN {
+        parts.push(format!("the hypervisor stole {:.0}%", steal * 100.0));
+    }
+    format!("{core} was shared: {}", parts.join(", "))
+}
+
 /// Runs the baseline; progress lines go to stderr as each step ends.
 pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<Baseline, RunError> {
-    let spare: Vec<usize> = usable
-        .iter()
-        .copied()
-        .filter(|c| !plan.cores.contains(c))
-        .collect();
-    let shared_core = spare.is_empty();
-    // The sink keeps off the control core too when another spare core exists.
-    let sink_cores = if shared_core {
-        vec![plan.cores[0]]
-    } else {
-        vec![
-            spare
-                .iter()
-                .copied()
-                .find(|&c| c != plan.control_core)
-                .unwrap_or(spare[0]),
-        ]
-    };
+    let placement = sink_cores(&plan.cores, plan.control_core, usable);
+    let shared_core = placement.shared;
+    let sink_cores = placement.cores;
     // The plan allows only echo and fixed:N without a target.
     let mode = match plan.framing {
         Framing::Fixed(n) => SinkMode::Fixed(n),
@@ -112,14 +337,19 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         request_size: plan.payload.len(),
         delay: None,
         stall: None,
-        max_connections_per_core: plan.connections + 16,
+        max_connections_per_core: sink_connections_per_core(plan.connections, sink_cores.len()),
         ..SinkConfig::default()
     })?;
     let addr = sink.local_addr();
     crate::errln!(
-        "baseline: generator on cores {}, built-in sink on core {} at {addr}{}",
-        crate::units::list_cores(&plan.cores),
-        crate::units::list_cores(&sink_cores),
+        "baseline: generator on cores {}, built-in sink on {} {} at {addr}{}",
+        list_cores(&plan.cores),
+        if sink_cores.len() == 1 {
+            "core"
+        } else {
+            "cores"
+        },
+        list_cores(&sink_cores),
         if shared_core {
             " (sharing a core: the ceiling is a lower bound)"
         } else {
@@ -135,6 +365,8 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     while !stop.load(Ordering::Relaxed) {
         let label = format!("baseline step {} ({}/s)", steps.len() + 1, fmt_rate(rate));
         let step = plan.with_rate(rate).with_duration(plan.step_duration_ns);
+        // The sink's cores over the step, connecting and draining included.
+        let mut sink_load = HostSampler::new(&sink_cores, None);
         let report = match execute(
             &step,
             addr,
@@ -158,14 +390,21 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         if report.interrupted {
             break;
         }
-        let step = step_of(&report);
+        let sink_busy = sink_load
+            .sample()
+            .core_busy
+            .iter()
+            .map(|&(_, b)| b)
+            .fold(0.0, f64::max);
+        let step = step_of(&report, sink_busy);
         crate::errln!(
-            "baseline: {:>8}/s intended -> {:>8}/s achieved, lag p99 {:>9}, latency p99 {:>9}, {}",
+            "baseline: {:>8}/s intended -> {:>8}/s achieved, lag p99 {:>9}, latency p99 {:>9}, {}{}",
             fmt_rate(step.intended_rps),
             fmt_rate(step.achieved_rps),
             fmt_ns(step.dispatch_lag_p99_ns),
             fmt_ns(step.latency_p99_ns),
-            if step.saturated { "saturated" } else { "ok" }
+            if step.saturated { "saturated" } else { "ok" },
+            step_notes(&step)
         );
         if step.saturated {
             bad = Some(bad.map_or(rate, |b: f64| b.min(rate)));
@@ -189,15 +428,13 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let interrupted = stop.load(Ordering::Relaxed);
     let _ = sink.stop();
     result?;
-    let best = steps
-        .iter()
-        .filter(|s| !s.saturated)
-        .max_by(|a, b| a.achieved_rps.total_cmp(&b.achieved_rps));
+    let best = best(&steps);
     Ok(Baseline {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "baseline",
         sink: addr.to_string(),
         worker_cores: plan.cores.clone(),
+        verdict: verdict(&steps, &sink_cores, interrupted),
         sink_cores,
         shared_core,
         connections: plan.connections,
@@ -211,42 +448,346 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     })
 }
 
+/// `, generator core 0 shared 48%, sink-bound (sink 95% busy)`, or nothing.
+fn step_notes(st: &Step) -> String {
+    let mut n = String::new();
+    if st.shared {
+        n.push_str(&format!(
+            ", {}",
+            shared_text(st.other_load_core, st.other_load, st.steal)
+        ));
+    }
+    if st.sink_bound {
+        n.push_str(&format!(
+            ", sink-bound (sink cores {:.0}% busy)",
+            st.sink_busy * 100.0
+        ));
+    }
+    n
+}
+
 /// The baseline's text summary.
 pub fn render(b: &Baseline) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "loopback baseline: {} connections, {}-byte echo requests, generator cores {}, sink core {}\n",
+        "loopback baseline: {} connections, {}-byte echo requests, generator cores {}, sink {} {}\n",
         b.connections,
         b.payload_bytes,
-        crate::units::list_cores(&b.worker_cores),
-        crate::units::list_cores(&b.sink_cores)
+        list_cores(&b.worker_cores),
+        if b.sink_cores.len() == 1 { "core" } else { "cores" },
+        list_cores(&b.sink_cores)
     ));
     s.push_str(&format!(
-        "{:>12} {:>12} {:>6} {:>12} {:>12} {:>12} {:>10}\n",
-        "intended/s", "achieved/s", "valid", "lag p99", "lat p50", "lat p99", "cpu/req"
+        "{:>12} {:>12} {:>6} {:>12} {:>12} {:>12} {:>10} {:>6} {:>6} {:>6}\n",
+        "intended/s",
+        "achieved/s",
+        "valid",
+        "lag p99",
+        "lat p50",
+        "lat p99",
+        "cpu/req",
+        "other",
+        "steal",
+        "sink"
     ));
     for st in &b.steps {
+        let mark = match (st.shared, st.sink_bound) {
+            (true, true) => "  shared core, sink-bound",
+            (true, false) => "  shared core",
+            (false, true) => "  sink-bound",
+            (false, false) => "",
+        };
         s.push_str(&format!(
-            "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10}\n",
+            "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10} {:>5.0}% {:>5.1}% {:>5.0}%{mark}\n",
             st.intended_rps,
             st.achieved_rps,
             if st.saturated { "no" } else { "yes" },
             fmt_ns(st.dispatch_lag_p99_ns),
             fmt_ns(st.latency_p50_ns),
             fmt_ns(st.latency_p99_ns),
-            fmt_ns(st.busy_cpu_ns_per_request as u64)
+            fmt_ns(st.busy_cpu_ns_per_request as u64),
+            st.other_load * 100.0,
+            st.steal * 100.0,
+            st.sink_busy * 100.0,
         ));
     }
-    s.push_str(&format!(
-        "generator ceiling: {}/s ({}/s per core), dispatch lag p99 {} at that rate, {} busy CPU per request{}\n",
-        fmt_rate(b.ceiling_rps),
-        fmt_rate(b.ceiling_rps_per_core),
-        fmt_ns(b.dispatch_lag_p99_ns_at_ceiling),
-        fmt_ns(b.busy_cpu_ns_per_request_at_ceiling as u64),
-        if b.shared_core { " (sink shared a core: lower bound)" } else { "" }
-    ));
+    let at_ceiling = || {
+        format!(
+            "dispatch lag p99 {} at that rate, {} busy CPU per request",
+            fmt_ns(b.dispatch_lag_p99_ns_at_ceiling),
+            fmt_ns(b.busy_cpu_ns_per_request_at_ceiling as u64)
+        )
+    };
+    let per_core = |rps: f64| rps / b.worker_cores.len().max(1) as f64;
+    let lower_bound = if b.shared_core {
+        " (sink shared a core: lower bound)"
+    } else {
+        ""
+    };
+    match &b.verdict {
+        Verdict::Ceiling { rps } => s.push_str(&format!(
+            "generator ceiling: {}/s ({}/s per core), {}{lower_bound}\n",
+            fmt_rate(*rps),
+            fmt_rate(per_core(*rps)),
+            at_ceiling()
+        )),
+        Verdict::AtLeast {
+            rps,
+            sink_busy,
+            sink_cores,
+        } => s.push_str(&format!(
+            "generator ceiling: at least {}/s (at least {}/s per core), {}; sink-bound: the \
+             sink's {} {} were {:.0}% busy, so the sink may have set the limit (leave it more \
+             cores: fewer --cores, or a sink on another machine){lower_bound}\n",
+            fmt_rate(*rps),
+            fmt_rate(per_core(*rps)),
+            at_ceiling(),
+            if sink_cores.len() == 1 {
+                "core"
+            } else {
+                "cores"
+            },
+            list_cores(sink_cores),
+            sink_busy * 100.0
+        )),
+        Verdict::Shared {
+            rps,
+            core,
+            other_load,
+            steal,
+        } => s.push_str(&format!(
+            "no generator ceiling: the best valid step ({}/s, {}/s per core) ran while {}; \
+             the figure is this host's, not the generator's: rerun on a quiet host\n",
+            fmt_rate(*rps),
+            fmt_rate(per_core(*rps)),
+            shared_text(*core, *other_load, *steal)
+        )),
+        Verdict::NoValidStep { why } => s.push_str(&format!("no valid step: {why}\n")),
+    }
     if b.interrupted {
         s.push_str("interrupted: the ceiling is the best step measured before Ctrl-C\n");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sink_gets_as_many_cores_as_the_generator_from_the_rest() {
+        let all: Vec<usize> = (0..16).collect();
+        // --cores 4-11 on 16 cores: the control core is 0 (the first spare); the sink
+        // takes the other seven spare cores and then the control core.
+        let p = sink_cores(&(4..=11).collect::<Vec<_>>(), 0, &all);
+        assert_eq!(p.cores, [0, 1, 2, 3, 12, 13, 14, 15]);
+        assert!(!p.shared);
+        // Fewer generator cores: the sink keeps off the control core.
+        assert_eq!(sink_cores(&[4, 5], 0, &all).cores, [1, 2]);
+        // Two cores, --cores 0: generator core 0, sink core 1 (also the control core).
+        assert_eq!(
+            sink_cores(&[0], 1, &[0, 1]),
+            SinkPlacement {
+                cores: vec![1],
+                shared: false
+            }
+        );
+        // Up to the cores left: 12 generator cores on 16 leave 4.
+        let p = sink_cores(&(0..12).collect::<Vec<_>>(), 12, &all);
+        assert_eq!(p.cores, [12, 13, 14, 15]);
+        // Never a generator core, unless there is no other.
+        for gen_cores in [vec![0], vec![3, 7], (0..15).collect()] {
+            let p = sink_cores(&gen_cores, 15, &all);
+            assert!(p.cores.iter().all(|c| !gen_cores.contains(c)), "{p:?}");
+        }
+        assert_eq!(
+            sink_cores(&[0, 1], 0, &[0, 1]),
+            SinkPlacement {
+                cores: vec![0],
+                shared: true
+            }
+        );
+    }
+
+    #[test]
+    fn each_sink_core_admits_its_share_with_room_for_uneven_hashing() {
+        assert_eq!(sink_connections_per_core(64, 1), 64 + 16 + 16);
+        assert_eq!(sink_connections_per_core(100_000, 8), 12_500 + 3_125 + 16);
+        assert!(sink_connections_per_core(7, 3) * 3 >= 7);
+        assert_eq!(sink_connections_per_core(10, 0), 10 + 2 + 16);
+    }
+
+    fn step(intended: f64, saturated: bool) -> Step {
+        Step {
+            intended_rps: intended,
+            achieved_rps: if saturated { intended * 0.5 } else { intended },
+            valid: !saturated,
+            saturated,
+            invalid_reasons: if saturated {
+                vec![Diagnosis::DispatchLagHigh {
+                    p99_ns: 3_000_000,
+                    max_lag_ns: 1_000_000,
+                }]
+            } else {
+                vec![]
+            },
+            dispatch_lag_p99_ns: 0,
+            latency_p50_ns: 0,
+            latency_p99_ns: 0,
+            errors: 0,
+            busy_cpu_ns_per_request: 0.0,
+            other_load: 0.01,
+            other_load_core: Some(0),
+            steal: 0.0,
+            shared: false,
+            sink_busy: 0.3,
+            sink_bound: false,
+            histograms: crate::report::hdr::Encoded4::of(&crate::metrics::Histograms::new()),
+        }
+    }
+
+    fn shared(mut s: Step, other_load: f64) -> Step {
+        s.other_load = other_load;
+        s.shared = true;
+        s
+    }
+
+    fn sink_bound(mut s: Step) -> Step {
+        s.sink_busy = 0.96;
+        s.sink_bound = true;
+        s
+    }
+
+    #[test]
+    fn the_verdict_claims_only_what_the_steps_support() {
+        let quiet = [step(20e3, false), step(30e3, false), step(45e3, true)];
+        assert_eq!(verdict(&quiet, &[1], false), Verdict::Ceiling { rps: 30e3 });
+        // The ceiling step's core was shared: not the generator's figure.
+        let busy = [
+            step(20e3, false),
+            shared(step(30e3, false), 0.48),
+            step(45e3, true),
+        ];
+        assert_eq!(
+            verdict(&busy, &[1], false),
+            Verdict::Shared {
+                rps: 30e3,
+                core: Some(0),
+                other_load: 0.48,
+                steal: 0.0
+            }
+        );
+        // A shared step below the ceiling does not taint it.
+        let early = [
+            shared(step(20e3, false), 0.48),
+            step(30e3, false),
+            step(45e3, true),
+        ];
+        assert_eq!(verdict(&early, &[1], false), Verdict::Ceiling { rps: 30e3 });
+        // The sink was busy at the step that stopped the climb: "at least".
+        let sink = [
+            step(20e3, false),
+            step(30e3, false),
+            sink_bound(step(45e3, true)),
+        ];
+        assert_eq!(
+            verdict(&sink, &[1, 2], false),
+            Verdict::AtLeast {
+                rps: 30e3,
+                sink_busy: 0.96,
+                sink_cores: vec![1, 2]
+            }
+        );
+        // ...or at the ceiling step itself.
+        let at = [step(20e3, false), sink_bound(step(30e3, false))];
+        assert!(matches!(verdict(&at, &[1], false), Verdict::AtLeast { .. }));
+        // A sink-bound step far above the limit says nothing about it.
+        let far = [
+            step(20e3, false),
+            step(30e3, true),
+            sink_bound(step(45e3, true)),
+        ];
+        assert_eq!(verdict(&far, &[1], false), Verdict::Ceiling { rps: 20e3 });
+    }
+
+    #[test]
+    fn no_valid_step_says_why_never_a_zero_ceiling() {
+        let steps = [
+            shared(step(20e3, true), 0.52),
+            step(13_333.0, true),
+            step(8_889.0, true),
+        ];
+        let Verdict::NoValidStep { why } = verdict(&steps, &[1], false) else {
+            panic!("a verdict from saturated steps");
+        };
+        for want in [
+            "3 steps from 20.0k/s down to 8889/s saturated",
+            "dispatch lag p99 3.00 ms exceeds --max-lag",
+            "achieved 4444/s of 8889/s",
+            "generator core 0 was shared: other processes took 52% of it",
+        ] {
+            assert!(why.contains(want), "{want:?} missing in {why}");
+        }
+        assert_eq!(
+            verdict(&[], &[1], true),
+            Verdict::NoValidStep {
+                why: "interrupted before the first step ended".into()
+            }
+        );
+    }
+
+    fn baseline(steps: Vec<Step>) -> Baseline {
+        let best = best(&steps).map_or(0.0, |s| s.achieved_rps);
+        Baseline {
+            schema_version: 1,
+            mode: "baseline",
+            sink: "127.0.0.1:1".into(),
+            worker_cores: vec![0],
+            verdict: verdict(&steps, &[1], false),
+            sink_cores: vec![1],
+            shared_core: false,
+            connections: 64,
+            payload_bytes: 64,
+            ceiling_rps: best,
+            ceiling_rps_per_core: best,
+            dispatch_lag_p99_ns_at_ceiling: 0,
+            busy_cpu_ns_per_request_at_ceiling: 0.0,
+            steps,
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn the_summary_says_what_was_measured() {
+        let text = render(&baseline(vec![step(20e3, false), step(30e3, true)]));
+        assert!(
+            text.contains("generator ceiling: 20.0k/s (20.0k/s per core)"),
+            "{text}"
+        );
+        let text = render(&baseline(vec![
+            shared(step(20e3, false), 0.48),
+            step(30e3, true),
+        ]));
+        assert!(
+            text.contains("no generator ceiling: the best valid step (20.0k/s")
+                && text.contains("generator core 0 was shared: other processes took 48%")
+                && text.contains("rerun on a quiet host")
+                && text.contains("shared core"),
+            "{text}"
+        );
+        let text = render(&baseline(vec![
+            step(20e3, false),
+            sink_bound(step(30e3, true)),
+        ]));
+        assert!(
+            text.contains("generator ceiling: at least 20.0k/s") && text.contains("sink-bound"),
+            "{text}"
+        );
+        let text = render(&baseline(vec![step(20e3, true)]));
+        assert!(
+            text.contains("no valid step: 1 step from 20.0k/s"),
+            "{text}"
+        );
+        assert!(!text.contains("ceiling: 0"), "{text}");
+    }
 }

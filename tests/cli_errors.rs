@@ -465,6 +465,37 @@ fn frame_workload_bounds_are_usage_errors() {
     );
 }
 
+/// Issue 21: a frames plan whose receive accounting cannot fit this machine's memory is
+/// refused before anything connects, with the bytes it needs and the bytes available,
+/// exit 1 (a host limit, as the descriptor check); it used to abort on allocation.
+#[test]
+fn a_frames_plan_that_cannot_fit_memory_is_refused_with_the_bytes() {
+    let needed = blaster::engine::frames::accounting::FrameBook::bytes_for(65_535, 65_535);
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let available = blaster::plan::parse_mem_available(&meminfo).unwrap();
+    assert!(
+        needed > available,
+        "the premise: {needed} bytes exceed this host's {available}"
+    );
+    let args = [
+        "run",
+        "--target",
+        T,
+        "--workload",
+        "frames",
+        "--connections",
+        "65535",
+        "--room-size",
+        "65535",
+        "--cores",
+        "0",
+    ];
+    expect(&args, 1, "memory: --workload frames needs");
+    let err = stderr(&run(&args, Duration::from_secs(20)));
+    assert!(err.contains(&format!("({needed} bytes)")), "{err}");
+    assert!(err.contains("MemAvailable is"), "{err}");
+}
+
 /// Issue 12: `--metrics-listen` on a port in use fails before anything connects (the
 /// target here refuses, so a run would have said so instead), exit 1; a bad address
 /// or a missing --target is a usage error; the linger needs the listener.

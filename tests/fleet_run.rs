@@ -260,3 +260,51 @@ fn poisson_shards_send_the_unsharded_runs_instants() {
         .sum();
     assert_eq!(total as usize, whole.len());
 }
+
+/// Issue 21: the clock note belongs where the wall clock matters. A plain run times
+/// everything on the TSC: no note, whatever the clock's state. A run with --start-at
+/// reads the wall clock: the note exactly when the kernel says the clock is
+/// unsynchronised (adjtimex, read here as the run reads it).
+#[test]
+fn the_clock_note_only_where_the_wall_clock_matters() {
+    let (addr, _seen) = recording_server();
+    let note = "this host's clock is unsynchronised";
+    let run = |extra: &[String]| {
+        let mut args: Vec<String> = [
+            "run",
+            "--target",
+            &addr,
+            "--payload",
+            "{seq} {time_ns} {rand:6}\\n",
+            "--framing",
+            "delimiter:\\n",
+            "--cores",
+            "0",
+            "--rate",
+            "200",
+            "--duration",
+            "500ms",
+            "--quiet",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().cloned());
+        let out = wait_bounded(
+            spawn_piped(std::process::Command::new(bin()).args(&args)),
+            Duration::from_secs(30),
+        );
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out))
+    };
+    let plain = run(&[]);
+    assert!(!plain.contains(note), "{plain}");
+    let at = unix_ms() + 1_500;
+    let started = run(&["--start-at".into(), at.to_string()]);
+    let unsynchronised = blaster::wallclock::ClockSync::read()
+        .expect("adjtimex reads the clock's state")
+        .unsynchronised;
+    assert_eq!(started.contains(note), unsynchronised, "{started}");
+    // Either way the run that read the wall clock says how it started.
+    assert!(started.contains("fleet: "), "{started}");
+}

@@ -97,6 +97,14 @@ pub struct FramePlan {
     pub down_size: Option<usize>,
 }
 
+impl FramePlan {
+    /// Bytes the receive accounting of this plan's connections allocates at start,
+    /// over all workers ([`FrameBook::bytes_for`](super::frames::accounting::FrameBook::bytes_for)).
+    pub fn accounting_bytes(&self) -> u64 {
+        super::frames::accounting::FrameBook::bytes_for(self.grid.connections, self.grid.room_size)
+    }
+}
+
 /// A worker's timetable and how many of its requests fall before the end (`u64::MAX`
 /// until found on the way, for Poisson arrivals); no timetable (0 requests) for
 /// `--hold` without heartbeats and for closed loop.

@@ -467,6 +467,7 @@ impl RunPlan {
             rings_per_core: 1,
             ring_layout: None,
             port_range: facts.port_range,
+            mem_available: facts.mem_available,
             control_core: control_core(a.control_core, &cores, usable)?,
             cores,
             connections: a.concurrency.unwrap_or(a.connections),

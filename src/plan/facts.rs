@@ -44,6 +44,9 @@ pub struct HostFacts {
     pub port_range: Option<PortRange>,
     /// The descriptor limits (`None`: getrlimit failed; the preflight says why).
     pub fds: Option<FdFacts>,
+    /// `MemAvailable` of /proc/meminfo, bytes (`None`: unreadable). What a plan's
+    /// start-up allocations are held to (the frames accounting).
+    pub mem_available: Option<u64>,
 }
 
 impl HostFacts {
@@ -93,6 +96,9 @@ impl HostFacts {
                     .and_then(|s| s.trim().parse::<u64>().ok())
                     .unwrap_or(1 << 20),
             }),
+            mem_available: std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|t| parse_mem_available(&t)),
         }
     }
 
@@ -140,6 +146,15 @@ impl HostFacts {
         std::str::from_utf8(self.file(path)?)
             .map_err(|_| "stream did not contain valid UTF-8".to_string())
     }
+}
+
+/// `MemAvailable:  123456 kB` of /proc/meminfo -> bytes.
+pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    meminfo.lines().find_map(|l| {
+        let rest = l.strip_prefix("MemAvailable:")?;
+        let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
+        Some(kb.saturating_mul(1024))
+    })
 }
 
 /// The path of a `--rate file:PATH` spec.

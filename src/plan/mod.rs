@@ -9,7 +9,7 @@ mod parse;
 mod sink;
 mod workers;
 
-pub use facts::{FdFacts, HostFacts, RingLayout};
+pub use facts::{FdFacts, HostFacts, RingLayout, parse_mem_available};
 pub use frames::ROOM_SIZE_DEFAULT;
 pub use parse::{check_rate, parse_cores, parse_duration, parse_size, unescape, usable_cores};
 pub use sink::sink_config;
@@ -102,6 +102,9 @@ pub struct RunPlan {
     pub ring_layout: Option<RingLayout>,
     /// `net.ipv4.ip_local_port_range` as gathered (`--source-ip` binds ports from it).
     pub port_range: Option<crate::ports::PortRange>,
+    /// `MemAvailable` as gathered: the preflight refuses a frames plan whose receive
+    /// accounting ([`FramePlan::accounting_bytes`]) exceeds it.
+    pub mem_available: Option<u64>,
     pub cores: Vec<usize>,
     /// `--control-core`: where the main thread (collector) and helper threads run.
     pub control_core: usize,

@@ -18,6 +18,7 @@ use super::{RING_FILES_MIN, RINGS_PER_CORE_MAX};
 use crate::engine::Transport;
 use crate::limits::FD_MARGIN;
 use crate::plan::RunPlan;
+use crate::plan::parse_mem_available;
 use crate::ports::{self, PortRange};
 use crate::units::{list_cores, parse_core_list};
 use serde::Serialize;
@@ -221,15 +222,6 @@ fn parse_triple(text: &str) -> Option<[u64; 3]> {
     let mut it = text.split_whitespace().map(|w| w.parse::<u64>().ok());
     let v = [it.next()??, it.next()??, it.next()??];
     it.next().is_none().then_some(v)
-}
-
-/// `MemAvailable:  123456 kB` -> bytes.
-fn parse_mem_available(meminfo: &str) -> Option<u64> {
-    meminfo.lines().find_map(|l| {
-        let rest = l.strip_prefix("MemAvailable:")?;
-        let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
-        Some(kb.saturating_mul(1024))
-    })
 }
 
 /// The script's `human`: `512 B`, `1.5 GiB`.
@@ -521,7 +513,8 @@ pub fn generator_estimate(plan: &RunPlan) -> u64 {
             let hist = HISTOGRAM_SETS_PER_WORKER * HISTOGRAMS_PER_SET * histogram;
             pool + recv + staging + slots + backlog + hist
         })
-        .sum()
+        .sum::<u64>()
+        .saturating_add(plan.frames.as_ref().map_or(0, |f| f.accounting_bytes()))
 }
 
 /// Bytes of one recording histogram (its counts array; bounds fixed in `limits`).

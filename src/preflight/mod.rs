@@ -47,6 +47,22 @@ pub enum PreflightError {
         hard: u64,
         nr_open: String,
     },
+    #[error(
+        "memory: --workload frames needs {needed_human} ({needed} bytes) for its receive \
+         accounting ({connections} connections x --room-size {room_size}: a sequence window \
+         per member of each receiver's room), but MemAvailable is {available_human} \
+         ({available} bytes); use smaller rooms or fewer connections on this machine (at \
+         this room size at most {fit} connections)"
+    )]
+    FramesMemory {
+        needed: u64,
+        needed_human: String,
+        available: u64,
+        available_human: String,
+        connections: u64,
+        room_size: u64,
+        fit: u64,
+    },
     #[error("file descriptors: cannot read or raise RLIMIT_NOFILE: {0}")]
     Rlimit(nix::Error),
     /// A check of [`checks`] that FAILed: its line, as `scripts/preflight.sh` prints it.
@@ -60,12 +76,37 @@ pub enum PreflightError {
 /// The memory and cores checks of [`checks`] for `plan` on this machine: the first
 /// FAIL as an error carrying its line.
 pub fn check_host(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
+    frames_memory(plan)?;
     let needs = checks::Needs::of(plan);
     let found = checks::run_time(&needs, &checks::Host::this_machine());
     match checks::first_failure(&found) {
         Some(c) => Err(PreflightError::Check(c.to_string())),
         None => Ok(()),
     }
+}
+
+/// A frames plan's receive accounting (allocated whole at start, connections x room
+/// size sequence windows) against the `MemAvailable` the plan gathered: a plan that
+/// cannot fit is refused before anything connects, instead of aborting on allocation.
+pub fn frames_memory(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
+    let (Some(f), Some(available)) = (&plan.frames, plan.mem_available) else {
+        return Ok(());
+    };
+    let needed = f.accounting_bytes();
+    if needed <= available {
+        return Ok(());
+    }
+    let (connections, room_size) = (f.grid.connections, f.grid.room_size);
+    let per_connection = needed.div_ceil(connections.max(1)).max(1);
+    Err(PreflightError::FramesMemory {
+        needed,
+        needed_human: checks::human(needed),
+        available,
+        available_human: checks::human(available),
+        connections,
+        room_size,
+        fit: available / per_connection,
+    })
 }
 
 pub use crate::limits::{RING_FILES_MIN, RINGS_PER_CORE_MAX};
@@ -183,6 +224,73 @@ mod tests {
         let w = port_search_warning(true, 20_000, range).unwrap();
         assert!(w.contains("20000") && w.contains("--source-ip"), "{w}");
         assert_eq!(port_search_warning(false, 20_000, range), None);
+    }
+
+    /// A frames plan of `connections` in rooms of `room` on a machine with
+    /// `mem_available` bytes.
+    fn frames_plan(
+        connections: &str,
+        room: &str,
+        mem_available: Option<u64>,
+    ) -> crate::plan::RunPlan {
+        use clap::Parser;
+        let argv = [
+            "blaster",
+            "run",
+            "--target",
+            "127.0.0.1:9",
+            "--workload",
+            "frames",
+            "--connections",
+            connections,
+            "--room-size",
+            room,
+            "--cores",
+            "0",
+        ];
+        let crate::cli::Command::Run(a) = crate::cli::Cli::try_parse_from(argv).unwrap().command
+        else {
+            unreachable!()
+        };
+        let facts = crate::plan::HostFacts {
+            mem_available,
+            ..crate::plan::HostFacts::with_cores(&[0, 1])
+                .resolving("127.0.0.1:9", "127.0.0.1:9".parse().unwrap())
+        };
+        crate::plan::RunPlan::build(&a, &facts).unwrap()
+    }
+
+    #[test]
+    fn a_frames_plan_beyond_available_memory_is_refused_with_the_bytes() {
+        let gib = 1u64 << 30;
+        // 20,000 in one room: about 25 GB of sequence windows, against 8 GiB.
+        let e = frames_memory(&frames_plan("20000", "20000", Some(8 * gib)))
+            .unwrap_err()
+            .to_string();
+        let needed = crate::engine::frames::accounting::FrameBook::bytes_for(20_000, 20_000);
+        for want in [
+            format!("({needed} bytes)"),
+            format!("({} bytes)", 8 * gib),
+            "--room-size 20000".to_string(),
+            "MemAvailable is 8.0 GiB".to_string(),
+        ] {
+            assert!(e.contains(&want), "{want:?} missing in {e}");
+        }
+        // What the message offers fits: the connections it names, at that room size.
+        let fit: u64 = e
+            .split("at most ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(crate::engine::frames::accounting::FrameBook::bytes_for(fit, 20_000) <= 8 * gib);
+        assert!(crate::engine::frames::accounting::FrameBook::bytes_for(fit + 1, 20_000) > 8 * gib);
+        // Small rooms fit; unknown memory is not refused here.
+        assert!(frames_memory(&frames_plan("20000", "10", Some(8 * gib))).is_ok());
+        assert!(frames_memory(&frames_plan("20000", "20000", None)).is_ok());
     }
 
     #[test]

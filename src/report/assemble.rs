@@ -31,6 +31,11 @@ pub fn host_report(rows: &[Interval], iface: Option<String>, link_bps: Option<u6
         max_core_load: max(|i| i.core_load),
         max_worker_busy: max(|i| i.worker_busy),
         max_other_load: max(|i| i.other_load),
+        max_other_load_core: rows
+            .iter()
+            .filter(|i| i.other_load > 0.0)
+            .max_by(|a, b| a.other_load.total_cmp(&b.other_load))
+            .and_then(|i| i.other_load_core),
         other_load_warn_at: OTHER_LOAD_WARN,
         max_steal: max(|i| i.steal),
         steal_warn_at: STEAL_WARN,
@@ -118,6 +123,7 @@ impl IntervalShape<'_> {
             core_load: row.load.core_load,
             worker_busy: row.load.worker_busy,
             other_load: row.load.other_load,
+            other_load_core: row.load.other_load_core,
             steal: row.load.steal,
             tx_bps: row.load.tx_bps,
             rx_bps: row.load.rx_bps,
@@ -191,6 +197,8 @@ pub struct Load {
     pub worker_busy: f64,
     /// Busiest core's time taken by anything but the workers (other processes, IRQs).
     pub other_load: f64,
+    /// The generator core `other_load` was found on.
+    pub other_load_core: Option<usize>,
     /// Largest share of a generator core the hypervisor took (steal).
     pub steal: f64,
     pub tx_bps: f64,
@@ -224,16 +232,20 @@ impl Load {
                 (busy - cpu + work.min(cpu)).clamp(0.0, 1.0)
             })
             .fold(0.0, f64::max);
-        let other_load = host
+        let (other_load_core, other_load) = host
             .core_busy
             .iter()
-            .map(|&(c, busy)| (busy - per_core.get(&c).map_or(0.0, |v| v.0)).clamp(0.0, 1.0))
-            .fold(0.0, f64::max);
+            .map(|&(c, busy)| {
+                let other = (busy - per_core.get(&c).map_or(0.0, |v| v.0)).clamp(0.0, 1.0);
+                (Some(c), other)
+            })
+            .fold((None, 0.0), |best, x| if x.1 > best.1 { x } else { best });
         let steal = host.core_steal.iter().map(|&(_, s)| s).fold(0.0, f64::max);
         Load {
             core_load,
             worker_busy,
             other_load,
+            other_load_core,
             steal,
             tx_bps: host.tx_bps,
             rx_bps: host.rx_bps,
@@ -704,6 +716,8 @@ mod tests {
         let l = Load::of(&usage, &host);
         assert_eq!(l.steal, 0.12);
         assert_eq!(l.other_load, 0.1);
+        // Core 0's 40% busy is the worker's own CPU; the other load is core 1's.
+        assert_eq!(l.other_load_core, Some(1));
         let rows = [Interval {
             steal: l.steal,
             ..Interval::default()

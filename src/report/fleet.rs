@@ -44,9 +44,19 @@ impl FleetReport {
         }
     }
 
-    /// The warning an unsynchronised clock earns: cross-machine start and latency
-    /// figures depend on it.
+    /// Whether this run read the wall clock: a common start (`--start-at`) or a shard
+    /// of several. A run on one machine times everything on the TSC and never does.
+    pub fn reads_wall_clock(&self) -> bool {
+        self.shards > 1 || self.start_at.is_some()
+    }
+
+    /// The warning an unsynchronised clock earns where the wall clock matters
+    /// ([`FleetReport::reads_wall_clock`]): cross-machine start and latency figures
+    /// depend on it. Elsewhere the clock's state is recorded (`clock`), not warned about.
     pub fn clock_warning(&self) -> Option<Diagnosis> {
+        if !self.reads_wall_clock() {
+            return None;
+        }
         let c = self.clock?;
         c.unsynchronised.then_some(Diagnosis::ClockUnsynchronised {
             max_error_us: c.max_error_us,
@@ -71,5 +81,38 @@ impl FleetReport {
             None => line.push_str(", clock state unknown"),
         }
         line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet(shards: u32, start_at: Option<&str>, unsynchronised: bool) -> FleetReport {
+        FleetReport {
+            run_id: "r".into(),
+            shard: 0,
+            shards,
+            plan_fingerprint: "0".into(),
+            start_at_unix_ms: start_at.map(|_| 1),
+            start_at: start_at.map(str::to_string),
+            start_skew_ns: None,
+            clock: Some(ClockSync {
+                unsynchronised,
+                max_error_us: 16_000_000,
+                est_error_us: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_clock_note_is_for_runs_that_read_the_wall_clock() {
+        // One machine, started at once: the TSC times everything, no note.
+        assert_eq!(fleet(1, None, true).clock_warning(), None);
+        // A common start, or a shard of several: the note, when unsynchronised.
+        let at = Some("2025-06-01T12:00:00Z");
+        assert!(fleet(1, at, true).clock_warning().is_some());
+        assert!(fleet(3, None, true).clock_warning().is_some());
+        assert_eq!(fleet(3, at, false).clock_warning(), None);
     }
 }

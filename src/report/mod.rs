@@ -175,6 +175,9 @@ pub struct Interval {
     pub worker_busy: f64,
     /// Share of the busiest generator core taken by anything but the workers.
     pub other_load: f64,
+    /// The generator core of `other_load` (absent from reports written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_load_core: Option<usize>,
     /// Largest share of a generator core the hypervisor took for something else
     /// (/proc/stat steal): time the workers could neither send nor read. (Absent from
     /// reports written before it, read as 0.)
@@ -217,6 +220,8 @@ pub struct HostReport {
     pub max_worker_busy: f64,
     /// Highest share of a generator core taken by other processes (and IRQs).
     pub max_other_load: f64,
+    /// The generator core `max_other_load` was found on (`null`: none was taken).
+    pub max_other_load_core: Option<usize>,
     pub other_load_warn_at: f64,
     /// Highest per-interval share of a generator core the hypervisor stole.
     pub max_steal: f64,

@@ -39,11 +39,7 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         if r.interrupted { " (interrupted)" } else { "" }
     );
     // A shard, or a run with a common start: say which and how it started.
-    if let Some(f) = r
-        .fleet
-        .as_ref()
-        .filter(|f| f.shards > 1 || f.start_at.is_some())
-    {
+    if let Some(f) = r.fleet.as_ref().filter(|f| f.reads_wall_clock()) {
         let _ = writeln!(w, "fleet: {}", f.text_line());
     }
     if r.mode == "closed_loop" {

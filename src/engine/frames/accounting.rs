@@ -197,6 +197,28 @@ impl FrameBook {
         }
     }
 
+    /// Bytes a book over `receivers` connections in rooms of `room_size` allocates at
+    /// start: a [`SeqWindow`] per (receiver, room member), a unique count per receiver
+    /// and [`FAN_SLOTS`] fan-out slots per receiver (each receiver is also a source).
+    /// Linear in the receivers, so a plan's workers together need
+    /// `bytes_for(connections, room_size)` whatever its split; saturates rather than
+    /// wraps (a plan that large is refused either way).
+    pub fn bytes_for(receivers: u64, room_size: u64) -> u64 {
+        let window = std::mem::size_of::<SeqWindow>() as u64;
+        let per_receiver = room_size
+            .saturating_mul(window)
+            .saturating_add(std::mem::size_of::<u64>() as u64)
+            .saturating_add(FAN_SLOTS as u64 * std::mem::size_of::<FanSlot>() as u64);
+        receivers.saturating_mul(per_receiver)
+    }
+
+    /// Bytes this book's tables hold (what [`FrameBook::bytes_for`] predicts).
+    pub fn table_bytes(&self) -> u64 {
+        (std::mem::size_of_val(&*self.windows)
+            + std::mem::size_of_val(&*self.unique)
+            + std::mem::size_of_val(&*self.fan)) as u64
+    }
+
     /// The same book for `--aggregate`: frames arrive as entries of downlink frames,
     /// and only frames from 1 on have a fan-out (see [`FrameBook::carried`]).
     pub fn aggregated(mut self) -> FrameBook {
@@ -450,6 +472,29 @@ mod tests {
         let unseen_in_window = WINDOW_SEQS - 2;
         let beyond = (5 + 3 * WINDOW_SEQS) - (6 + WINDOW_SEQS - 1) - WINDOW_SEQS;
         assert_eq!(lost, unseen_in_window + beyond);
+    }
+
+    #[test]
+    fn bytes_for_is_what_a_book_allocates() {
+        for (connections, room, count) in [(3, 3, 3), (40, 10, 20), (12, 4, 12), (7, 7, 7)] {
+            let grid = FrameGrid {
+                tick_ns: TICK,
+                connections,
+                room_size: room,
+                join_gap_ns: 0,
+            };
+            let b = FrameBook::new(grid, 0, count, false, TICK, 10 * TICK);
+            assert_eq!(
+                b.table_bytes(),
+                FrameBook::bytes_for(count as u64, room),
+                "{connections} {room} {count}"
+            );
+        }
+        // The plan issue 21 saw abort: 20,000 connections in one room of 20,000, about
+        // 25 GB of sequence windows.
+        let big = FrameBook::bytes_for(20_000, 20_000);
+        assert!((25_000_000_000..27_000_000_000).contains(&big), "{big}");
+        assert_eq!(FrameBook::bytes_for(u64::MAX, 2), u64::MAX);
     }
 
     fn frame(room: u32, member: u16, seq: u64, grid: &FrameGrid) -> FrameHeader {
