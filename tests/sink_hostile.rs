@@ -97,3 +97,44 @@ fn a_client_that_never_reads_does_not_stall_the_echo_sink() {
     );
     assert_eq!(f(&v, "requests.errors"), 0.0);
 }
+
+/// A datagram with blaster's header (`src/proto/udp_header.rs`): magic, flow, seq,
+/// intended instant, big-endian.
+fn datagram(flow: u32, seq: u64) -> Vec<u8> {
+    let mut d = b"BLST".to_vec();
+    d.extend_from_slice(&flow.to_be_bytes());
+    d.extend_from_slice(&seq.to_be_bytes());
+    d.extend_from_slice(&0u64.to_be_bytes());
+    d.extend_from_slice(&[0; 8]);
+    d
+}
+
+#[test]
+fn a_crafted_sequence_number_saturates_the_udp_loss_instead_of_wrapping() {
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start_udp(&["--mode", "count", "--json", json.to_str().unwrap()]);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Flow 1 from 0, then the last sequence number there is; flow 2 likewise, so the
+    // expected count overflows across flows too.
+    for (flow, seq) in [(1, 0), (1, u64::MAX), (2, u64::MAX - 1), (2, u64::MAX)] {
+        sock.send_to(&datagram(flow, seq), &sink.addr).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    sink.stop();
+    let v = read_json(&json);
+    let udp = if v["udp"].is_object() { &v["udp"] } else { &v };
+    assert_eq!(udp["received"], 4, "{udp}");
+    assert_eq!(
+        udp["lost"].as_u64(),
+        Some(u64::MAX),
+        "lost wrapped instead of saturating: {udp}"
+    );
+    let ratio = udp["loss_ratio"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&ratio), "loss_ratio {ratio}: {udp}");
+    for s in udp["intervals"].as_array().unwrap() {
+        assert!(
+            s["lost"].as_i64().unwrap() >= 0,
+            "a second's loss wrapped: {s}"
+        );
+    }
+}

@@ -39,7 +39,8 @@ impl SecondStats {
     fn add(&mut self, other: &SecondStats) {
         self.received += other.received;
         self.bytes += other.bytes;
-        self.lost += other.lost;
+        // Saturating: a crafted sequence number makes a flow's loss as large as it gets.
+        self.lost = self.lost.saturating_add(other.lost);
         self.reordered += other.reordered;
         self.duplicates += other.duplicates;
         self.dropped += other.dropped;
@@ -222,7 +223,8 @@ impl SinkStats {
         self.duplicates += other.duplicates;
         self.reordered += other.reordered;
         self.late += other.late;
-        self.lost += other.lost;
+        // Saturating: a crafted sequence number makes a flow's loss as large as it gets.
+        self.lost = self.lost.saturating_add(other.lost);
         self.dropped += other.dropped;
         self.untracked += other.untracked;
         self.flows += other.flows;
@@ -299,7 +301,7 @@ pub fn udp_report_json(stats: &SinkStats) -> serde_json::Value {
         .received
         .saturating_sub(stats.duplicates)
         .saturating_sub(stats.untracked);
-    let sent = distinct + stats.lost;
+    let sent = distinct.saturating_add(stats.lost);
     let loss_ratio = if sent == 0 {
         0.0
     } else {
