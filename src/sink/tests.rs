@@ -22,6 +22,7 @@ fn config(mode: SinkMode) -> SinkConfig {
         reset_ratio: 0.0,
         direct_descriptors: true,
         broadcast: None,
+        reuse_port: false,
     }
 }
 
@@ -238,12 +239,44 @@ fn binding_a_busy_port_names_the_address() {
     cfg.listen = busy.local_addr().expect("addr");
     let err = start(&cfg).expect_err("port is taken");
     let msg = err.to_string();
-    assert!(matches!(err, SinkError::Bind { .. }), "{err:?}");
+    assert!(matches!(err, SinkError::PortInUse { .. }), "{err:?}");
     assert!(
         msg.starts_with(&format!("cannot listen on {}: ", cfg.listen)),
         "{msg}"
     );
     assert!(msg.contains("in use"), "{msg}");
+    // Asked to share, the bind itself fails: the holder did not set SO_REUSEPORT.
+    cfg.reuse_port = true;
+    let err = start(&cfg).expect_err("port is taken");
+    assert!(matches!(err, SinkError::Bind { .. }), "{err:?}");
+    assert!(err.to_string().contains("in use"), "{err}");
+}
+
+#[test]
+fn a_second_sink_on_a_held_port_is_refused_unless_asked_to_share() {
+    // Issue 25: a second sink joined the first one's SO_REUSEPORT group unnoticed and
+    // took half its connections.
+    for udp in [false, true] {
+        let first = start(&SinkConfig {
+            udp,
+            ..config(SinkMode::Echo)
+        })
+        .expect("first sink starts");
+        let mut cfg = SinkConfig {
+            udp,
+            listen: first.local_addr(),
+            cores: vec![0, 0],
+            ..config(SinkMode::Echo)
+        };
+        let err = start(&cfg).expect_err("the port is held by the first sink");
+        assert!(
+            matches!(err, SinkError::PortInUse { addr } if addr == cfg.listen),
+            "{err:?}"
+        );
+        cfg.reuse_port = true;
+        let second = start(&cfg).expect("asked to share, it shares");
+        assert_eq!(second.local_addr(), first.local_addr());
+    }
 }
 
 #[test]
