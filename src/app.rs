@@ -648,9 +648,14 @@ fn tcp_line(s: &crate::sink::SinkStats, m: &crate::sink::MemoryFigures) -> Strin
         Some(b) => format!(", {b:.0} B/connection"),
         None => String::new(),
     };
+    // Only when it happened: a peer that does not read its echo is rare.
+    let throttled = match s.connections_throttled {
+        0 => String::new(),
+        n => format!(", receives throttled {n} (unread replies)"),
+    };
     format!(
         "connections open {} (peak {}), accepted {}, rejected {}, closed {}, reset {}, \
-         closed by peer {} | rss {:.1} MiB{per}",
+         closed by peer {}{throttled} | rss {:.1} MiB{per}",
         s.connections_open,
         s.connections_peak,
         s.connections_accepted,

@@ -521,6 +521,12 @@ pub struct SinkArgs {
     #[arg(long)]
     pub no_direct_descriptors: bool,
 
+    /// Share --listen's port with sockets already bound to it (SO_REUSEPORT: the
+    /// kernel then spreads new connections or datagrams over this sink and them).
+    /// Default: off, and a port another socket holds is refused.
+    #[arg(long)]
+    pub reuse_port: bool,
+
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long)]
     pub duration: Option<String>,

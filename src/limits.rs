@@ -87,6 +87,13 @@ pub const START_AHEAD_NS_MAX: u64 = 86_400 * 1_000_000_000;
 pub const TICK_NS_MIN: u64 = 1_000_000;
 /// Longest `--tick`: beyond 10 s nothing ticks.
 pub const TICK_NS_MAX: u64 = 10_000_000_000;
+/// Shares of a sink ring's receive-buffer pool: an echo connection whose replies are
+/// not read (its peer never reads, or reads slowly) holds at most 1/8 of the pool
+/// (32 of 256 buffers, 512 KiB) before its receive stops until its sends drain, so a
+/// peer that never reads cannot take the buffers every other connection receives into.
+/// 512 KiB in flight is more than a loopback socket's default send buffer, so a peer
+/// that does read is never slowed by it.
+pub const SINK_RECV_POOL_SHARES: usize = 8;
 /// Bytes of an HTTP request head the `--metrics-listen` server reads: a scraper's
 /// `GET /metrics` is a few hundred bytes; anything longer is not a scrape.
 pub const METRICS_REQUEST_BYTES_MAX: usize = 8 * 1024;

@@ -286,7 +286,83 @@ fn protocol_and_udp_flags_are_checked() {
         "--drop: must be at least 0 and below 1",
     );
     expect(&["sink", "--drop", "0.1"], 2, "--drop: needs --udp");
-    expect(&["sink", "--mode", "count"], 1, "only the UDP sink counts");
+    expect(
+        &["sink", "--mode", "count"],
+        2,
+        "--mode: count needs --udp: only the UDP sink counts datagrams",
+    );
+}
+
+/// Issue 25: sink usage errors that reached the sink's own validation exited 1 and
+/// named its fields ("mode count: ... (set udp)"); each now names the flag, exit 2.
+#[test]
+fn sink_transport_mismatches_are_usage_errors_naming_the_flag() {
+    for (args, needle) in [
+        (
+            &["sink", "--udp", "--mode", "fixed:10"][..],
+            "--mode: fixed:N with --udp: N must be between 24",
+        ),
+        (
+            &["sink", "--udp", "--mode", "fixed:70000"],
+            "and 65507 (the largest UDP payload), got 70000",
+        ),
+        (&["sink", "--udp", "--delay", "1ms"], "--delay: needs TCP"),
+        (
+            &["sink", "--udp", "--stall", "1s", "--every", "10s"],
+            "--stall: with --udp needs --mode broadcast",
+        ),
+        (
+            &["sink", "--request-size", "10"],
+            "--request-size: needs --mode fixed:N over TCP, got --mode echo",
+        ),
+        (
+            &[
+                "sink",
+                "--udp",
+                "--mode",
+                "fixed:100",
+                "--request-size",
+                "10",
+            ],
+            "--request-size: needs --mode fixed:N over TCP, got --mode fixed:100 --udp",
+        ),
+    ] {
+        let mut args = args.to_vec();
+        // A free port, so a refusal could only come from the arguments.
+        let port = format!("127.0.0.1:{}", free_port());
+        args.extend(["--listen", &port, "--duration", "100ms"]);
+        expect(&args, 2, needle);
+        let err = stderr(&run(&args, Duration::from_secs(20)));
+        for internal in ["set udp", "invalid sink configuration", "_ratio", "_size"] {
+            assert!(!err.contains(internal), "{args:?}: {err}");
+        }
+    }
+}
+
+/// Issue 25: a second sink on a port already in use shared it through SO_REUSEPORT
+/// and took part of the first one's traffic; now it is refused (one line, exit 1,
+/// naming the address) unless `--reuse-port` asks to share.
+#[test]
+fn a_second_sink_on_a_held_port_is_refused_unless_reuse_port() {
+    for udp in [false, true] {
+        let first = if udp {
+            Sink::start_udp(&[])
+        } else {
+            Sink::start(&[])
+        };
+        let mut args = vec!["sink", "--listen", &first.addr, "--duration", "300ms"];
+        if udp {
+            args.push("--udp");
+        }
+        expect(
+            &args,
+            1,
+            &format!("cannot listen on {}: the address is in use", first.addr),
+        );
+        args.push("--reuse-port");
+        let out = run(&args, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(0), "udp {udp}: {}", stderr(&out));
+    }
 }
 
 /// Issue 14: the broadcast sink's flags.

@@ -7,7 +7,7 @@ use crate::limits::*;
 use crate::sink::{
     AggregateConfig, BroadcastConfig, CLOSE_EVERY_MAX, CLOSE_EVERY_MIN, DEFAULT_TICK,
     ROOM_SIZE_MAX, SinkConfig, SinkMode, TCP_DOWN_BYTES_MAX, TICK_MAX, TICK_MIN,
-    UDP_DOWN_BYTES_MAX, down_bytes_min,
+    UDP_DOWN_BYTES_MAX, UDP_FIXED_REPLY_BYTES_MAX, UDP_FIXED_REPLY_BYTES_MIN, down_bytes_min,
 };
 use std::time::Duration;
 
@@ -115,6 +115,43 @@ fn sink_broadcast(
     }))
 }
 
+/// The checks that depend on TCP or UDP (`--udp`), each naming the flag as typed:
+/// the sink's own validation would catch the same and more, but names its fields and
+/// is a runtime error.
+fn sink_transport(a: &SinkArgs, mode: SinkMode) -> Result<(), PlanError> {
+    if !a.udp {
+        if mode == SinkMode::Count {
+            return Err(err(
+                "mode",
+                "count needs --udp: only the UDP sink counts datagrams",
+            ));
+        }
+        return Ok(());
+    }
+    if let SinkMode::Fixed(n) = mode
+        && !(UDP_FIXED_REPLY_BYTES_MIN..=UDP_FIXED_REPLY_BYTES_MAX).contains(&n)
+    {
+        return Err(err(
+            "mode",
+            format!(
+                "fixed:N with --udp: N must be between {UDP_FIXED_REPLY_BYTES_MIN} (the \
+                 request's blaster header is copied into the reply) and \
+                 {UDP_FIXED_REPLY_BYTES_MAX} (the largest UDP payload), got {n}"
+            ),
+        ));
+    }
+    if a.delay.is_some() {
+        return Err(err("delay", "needs TCP: the UDP sink answers at once"));
+    }
+    if a.stall.is_some() && mode != SinkMode::Broadcast {
+        return Err(err(
+            "stall",
+            "with --udp needs --mode broadcast: the UDP sink stalls only in broadcast mode",
+        ));
+    }
+    Ok(())
+}
+
 /// Validates `blaster sink` arguments into a sink configuration.
 pub fn sink_config(
     a: &SinkArgs,
@@ -123,6 +160,16 @@ pub fn sink_config(
     let listen = resolve("listen", &a.listen)?;
     let cores = parse_cores("cores", &a.cores, usable)?;
     let mode: SinkMode = a.mode.parse().map_err(|m: String| err("mode", m))?;
+    sink_transport(a, mode)?;
+    if a.request_size > 0 && (a.udp || !matches!(mode, SinkMode::Fixed(_))) {
+        return Err(err(
+            "request-size",
+            format!(
+                "needs --mode fixed:N over TCP, got --mode {mode}{}",
+                if a.udp { " --udp" } else { "" }
+            ),
+        ));
+    }
     let delay = a
         .delay
         .as_deref()
@@ -224,6 +271,7 @@ pub fn sink_config(
             reset_ratio: a.reset_ratio,
             direct_descriptors: !a.no_direct_descriptors,
             broadcast,
+            reuse_port: a.reuse_port,
         },
         duration,
     ))

@@ -162,6 +162,11 @@ pub struct SinkConfig {
     /// Broadcast mode's rooms; `Some` exactly when `mode` is [`SinkMode::Broadcast`].
     /// Default none.
     pub broadcast: Option<BroadcastConfig>,
+    /// Share the port with sockets already bound to it. The sink's own threads always
+    /// share their port (SO_REUSEPORT); with this false a port that another socket
+    /// holds is refused ([`super::SinkError::PortInUse`]) instead of being shared
+    /// with it unnoticed. Default false.
+    pub reuse_port: bool,
 }
 
 impl SinkConfig {
@@ -180,7 +185,8 @@ impl SinkConfig {
 impl Default for SinkConfig {
     /// TCP echo on 127.0.0.1 (kernel-chosen port), core 0, one reply per read, no
     /// delay or stall, [`DEFAULT_CONNECTIONS_PER_CORE`] connections per core; not
-    /// UDP, no drops, seed 0, no faults, direct descriptors where supported.
+    /// UDP, no drops, seed 0, no faults, direct descriptors where supported, a port
+    /// already in use refused.
     fn default() -> SinkConfig {
         SinkConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -197,6 +203,7 @@ impl Default for SinkConfig {
             reset_ratio: 0.0,
             direct_descriptors: true,
             broadcast: None,
+            reuse_port: false,
         }
     }
 }

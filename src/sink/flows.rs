@@ -21,6 +21,11 @@
 //! Loss needs no per-flow pass: `expected` accumulates, over flows, highest + 1 (each
 //! flow from sequence 0), and `lost = expected - distinct tracked arrivals`, so a
 //! reordered datagram arriving later reduces it.
+//!
+//! Sequence numbers come from the network, so a peer may send any: one datagram with
+//! sequence 2^64 - 1 claims 2^64 datagrams expected. Every sum that can grow from them
+//! saturates: `expected` stops at `u64::MAX`, and `lost` then reads `u64::MAX` (at
+//! least that many lost), never a wrapped small or negative figure.
 
 /// Flows tracked per sink thread.
 pub(crate) const FLOW_CAPACITY: usize = 65_536;
@@ -112,15 +117,30 @@ impl Counters {
     }
 
     /// Datagrams never seen (saturating: a late duplicate beyond the window is taken
-    /// for an original and could otherwise make it negative).
+    /// for an original and could otherwise make it negative; `u64::MAX` once
+    /// `expected` has saturated, as crafted sequence numbers can make it).
     pub(crate) fn lost(&self) -> u64 {
+        if self.expected == u64::MAX {
+            return u64::MAX;
+        }
         self.expected.saturating_sub(self.distinct())
     }
 
     /// Change of the (unsaturated) loss since `earlier`; negative when reordered
-    /// datagrams filled more holes than new ones opened.
+    /// datagrams filled more holes than new ones opened. Like [`Counters::lost`] it
+    /// saturates: `i64::MAX` in the interval where `expected` reached `u64::MAX`
+    /// (crafted sequence numbers), 0 after it (the loss stays pinned at its maximum).
     pub(crate) fn lost_since(&self, earlier: &Counters) -> i64 {
-        (self.expected - earlier.expected) as i64 - (self.distinct() - earlier.distinct()) as i64
+        if self.expected == u64::MAX {
+            return if earlier.expected == u64::MAX {
+                0
+            } else {
+                i64::MAX
+            };
+        }
+        let opened = i64::try_from(self.expected - earlier.expected).unwrap_or(i64::MAX);
+        let filled = i64::try_from(self.distinct() - earlier.distinct()).unwrap_or(i64::MAX);
+        opened.saturating_sub(filled)
     }
 
     pub(crate) fn since(&self, earlier: &Counters) -> Counters {
@@ -394,5 +414,23 @@ mod tests {
         c.record(&mut table, key(0), 2, 24);
         assert_eq!(c.lost_since(&mid), -2);
         assert_eq!(c.since(&mid).reordered, 2);
+    }
+
+    #[test]
+    fn a_crafted_sequence_number_saturates_the_loss() {
+        // Issue 25: sequence 2^64 - 1 made `lost` wrap to 2^64 - 2 (and the second's
+        // loss to a negative number).
+        let mut table = FlowTable::with_capacity(4);
+        let mut c = Counters::default();
+        let start = c;
+        c.record(&mut table, key(0), 0, 24);
+        c.record(&mut table, key(0), u64::MAX, 24);
+        c.record(&mut table, key(1), u64::MAX, 24);
+        assert_eq!(c.expected, u64::MAX);
+        assert_eq!(c.lost(), u64::MAX);
+        assert_eq!(c.lost_since(&start), i64::MAX);
+        let saturated = c;
+        c.record(&mut table, key(0), 5, 24);
+        assert_eq!((c.lost(), c.lost_since(&saturated)), (u64::MAX, 0));
     }
 }

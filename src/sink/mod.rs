@@ -119,6 +119,16 @@ pub enum SinkError {
     /// A [`SinkConfig`] field is out of range; the message names it and the bound.
     #[error("invalid sink configuration: {0}")]
     Config(String),
+    /// Another socket already holds the address and sharing it was not asked for
+    /// ([`SinkConfig::reuse_port`]).
+    #[error(
+        "cannot listen on {addr}: the address is in use by another socket (--reuse-port \
+         shares it through SO_REUSEPORT)"
+    )]
+    PortInUse {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
     /// Creating, binding or listening on a socket failed (e.g. the port is taken).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -294,6 +304,7 @@ impl Drop for SinkHandle {
 
 /// Starts a sink: binds one SO_REUSEPORT listener (UDP: socket) per core, spawns the
 /// threads and returns once every TCP thread has its ring (UDP threads need none).
+/// A port another socket already holds is refused unless `cfg.reuse_port`.
 /// Clients may connect or send as soon as this returns (in fact as soon as the
 /// sockets exist: datagrams sent before a thread runs wait in its socket).
 pub fn start(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
@@ -312,6 +323,9 @@ fn start_udp(cfg: &SinkConfig) -> Result<SinkHandle, SinkError> {
         .stall
         .map(|(freeze, period)| Stall::new(shared.epoch, freeze, period));
     let shared = Arc::new(shared);
+    if !cfg.reuse_port {
+        socket::ensure_unused(cfg.listen, socket::Kind::Udp)?;
+    }
     // The first bind resolves port 0; the others join the port it got.
     let first = socket::reuseport_udp(cfg.listen, udp::IO_TIMEOUT)?;
     let addr = socket::bound_addr(&first, cfg.listen)?;
@@ -437,6 +451,9 @@ fn start_tuned(
             table: rings.table,
         })
         .collect();
+    if !cfg.reuse_port {
+        socket::ensure_unused(cfg.listen, socket::Kind::Tcp)?;
+    }
     // The first bind resolves port 0; the others join the port it got.
     let first = socket::reuseport_listener(cfg.listen)?;
     let addr = socket::bound_addr(&first, cfg.listen)?;

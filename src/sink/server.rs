@@ -19,7 +19,11 @@
 //!
 //! Replies: echo keeps each received buffer in the connection's send chain until its
 //! bytes are sent back (one send in flight per connection, re-armed at an offset on
-//! a partial send), then gives it back to the pool; fixed mode gives the buffer back
+//! a partial send), then gives it back to the pool; a chain that reaches the
+//! connection's share of the pool stops that connection's receive (its multishot
+//! receive is cancelled by exact `user_data`) until its sends drain it to half the
+//! share, so a peer that never reads holds only its share and the others keep
+//! receiving (`buf_pool.rs`); fixed mode gives the buffer back
 //! at once and owes the connection N bytes per request, sent from one shared reply
 //! buffer; discard gives it back at once. A service delay is an `IORING_OP_TIMEOUT`
 //! linked in front of each reply's first send (`ETIME_SUCCESS`, so an expired timer
@@ -145,6 +149,7 @@ pub(crate) struct Live {
     connections_closed: AtomicU64,
     connections_reset: AtomicU64,
     connections_closed_by_peer: AtomicU64,
+    connections_throttled: AtomicU64,
     bytes_received: AtomicU64,
     bytes_sent: AtomicU64,
     replies: AtomicU64,
@@ -160,6 +165,7 @@ impl Live {
         self.connections_reset.store(s.connections_reset, r);
         self.connections_closed_by_peer
             .store(s.connections_closed_by_peer, r);
+        self.connections_throttled.store(s.connections_throttled, r);
         self.bytes_received.store(s.bytes_received, r);
         self.bytes_sent.store(s.bytes_sent, r);
         self.replies.store(s.replies, r);
@@ -176,6 +182,7 @@ impl Live {
             connections_closed: self.connections_closed.load(r),
             connections_reset: self.connections_reset.load(r),
             connections_closed_by_peer: self.connections_closed_by_peer.load(r),
+            connections_throttled: self.connections_throttled.load(r),
             bytes_received: self.bytes_received.load(r),
             bytes_sent: self.bytes_sent.load(r),
             replies: self.replies.load(r),
@@ -210,6 +217,9 @@ struct Conn {
     listed: bool,
     /// The connection waits for receive buffers.
     starved: bool,
+    /// Echo: the chain reached the connection's share of the pool; its receive is
+    /// stopped (cancelled, or not re-armed) until the chain drains to half of it.
+    throttled: bool,
     /// A send (maybe behind its delay timer) is in flight.
     sending: bool,
     /// Echo: bytes of the chain's head buffer already sent.
@@ -233,6 +243,7 @@ impl Conn {
         recv_armed: false,
         listed: false,
         starved: false,
+        throttled: false,
         sending: false,
         send_off: 0,
         partial: 0,

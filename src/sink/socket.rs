@@ -69,6 +69,44 @@ pub(crate) fn set_linger_zero(fd: RawFd) -> io::Result<()> {
     }
 }
 
+/// Which of the sink's sockets [`ensure_unused`] probes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Tcp,
+    Udp,
+}
+
+/// Fails with [`SinkError::PortInUse`] when another socket already holds `addr`.
+///
+/// The sink's listeners all set SO_REUSEPORT so its threads share one port, but the
+/// kernel then lets them join any other SO_REUSEPORT socket of the same user on that
+/// port just as silently: a second sink would split the traffic with the first. So
+/// before binding, a probe binds `addr` without SO_REUSEPORT, which any socket already
+/// there refuses (EADDRINUSE), and is closed at once. TCP's probe keeps SO_REUSEADDR,
+/// as the listeners do, so connections of an earlier sink in TIME_WAIT are no
+/// conflict. Port 0 needs no probe: the kernel picks a port nobody holds.
+pub(crate) fn ensure_unused(addr: SocketAddr, kind: Kind) -> Result<(), SinkError> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let bind_err = |source: io::Error| SinkError::Bind { addr, source };
+    let (ty, proto) = match kind {
+        Kind::Tcp => (Type::STREAM, Protocol::TCP),
+        Kind::Udp => (Type::DGRAM, Protocol::UDP),
+    };
+    let probe = Socket::new(Domain::for_address(addr), ty, Some(proto)).map_err(bind_err)?;
+    if kind == Kind::Tcp {
+        probe.set_reuse_address(true).map_err(bind_err)?;
+    }
+    match probe.bind(&addr.into()) {
+        // Dropping the probe closes it: a bound socket that never connected or
+        // listened leaves nothing behind.
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => Err(SinkError::PortInUse { addr }),
+        Err(source) => Err(SinkError::Bind { addr, source }),
+    }
+}
+
 /// A listening socket bound to `addr` with SO_REUSEADDR and SO_REUSEPORT, so that
 /// every sink ring can own its own listener on the same port and the kernel
 /// spreads incoming connections across them. TCP_NODELAY is set on the listener:

@@ -39,7 +39,8 @@ impl SecondStats {
     fn add(&mut self, other: &SecondStats) {
         self.received += other.received;
         self.bytes += other.bytes;
-        self.lost += other.lost;
+        // Saturating: a crafted sequence number makes a flow's loss as large as it gets.
+        self.lost = self.lost.saturating_add(other.lost);
         self.reordered += other.reordered;
         self.duplicates += other.duplicates;
         self.dropped += other.dropped;
@@ -150,6 +151,10 @@ pub struct SinkStats {
     /// Connections that ended from the peer's side: end of stream, reset, or a
     /// failed send.
     pub connections_closed_by_peer: u64,
+    /// Echo: times a connection's receive was stopped because the replies its peer
+    /// had not read held its share of the ring's receive buffers (resumed as they
+    /// drain).
+    pub connections_throttled: u64,
     /// Request bytes read. UDP: bytes of the `received` datagrams (UDP payload, i.e.
     /// blaster header + payload; no IP/UDP headers).
     pub bytes_received: u64,
@@ -209,6 +214,7 @@ impl SinkStats {
         self.connections_closed += other.connections_closed;
         self.connections_reset += other.connections_reset;
         self.connections_closed_by_peer += other.connections_closed_by_peer;
+        self.connections_throttled += other.connections_throttled;
         self.bytes_received += other.bytes_received;
         self.bytes_sent += other.bytes_sent;
         self.replies += other.replies;
@@ -217,7 +223,8 @@ impl SinkStats {
         self.duplicates += other.duplicates;
         self.reordered += other.reordered;
         self.late += other.late;
-        self.lost += other.lost;
+        // Saturating: a crafted sequence number makes a flow's loss as large as it gets.
+        self.lost = self.lost.saturating_add(other.lost);
         self.dropped += other.dropped;
         self.untracked += other.untracked;
         self.flows += other.flows;
@@ -294,7 +301,7 @@ pub fn udp_report_json(stats: &SinkStats) -> serde_json::Value {
         .received
         .saturating_sub(stats.duplicates)
         .saturating_sub(stats.untracked);
-    let sent = distinct + stats.lost;
+    let sent = distinct.saturating_add(stats.lost);
     let loss_ratio = if sent == 0 {
         0.0
     } else {
@@ -334,7 +341,9 @@ pub fn udp_report_json(stats: &SinkStats) -> serde_json::Value {
 
 /// The TCP report as JSON. Keys: `proto` ("tcp"), `connections` {`open` (held
 /// now; at the end, just before stopping), `peak`, `accepted`, `rejected`,
-/// `closed` (by `--close-every`), `reset` (by `--reset-ratio`), `closed_by_peer`},
+/// `closed` (by `--close-every`), `reset` (by `--reset-ratio`), `closed_by_peer`,
+/// `throttled` (echo receives stopped because unread replies held the connection's
+/// share of the receive buffers)},
 /// `bytes_received`, `bytes_sent`, `replies`, `rings`, `rings_per_core`,
 /// `direct_descriptors`, `ring_table_slots`, `fallback` (null or why direct
 /// descriptors are not used), `memory` (the fields of [`MemoryFigures`]),
@@ -356,6 +365,7 @@ pub fn tcp_report_json(
             "closed": stats.connections_closed,
             "reset": stats.connections_reset,
             "closed_by_peer": stats.connections_closed_by_peer,
+            "throttled": stats.connections_throttled,
         },
         "bytes_received": stats.bytes_received,
         "bytes_sent": stats.bytes_sent,

@@ -22,6 +22,7 @@ fn config(mode: SinkMode) -> SinkConfig {
         reset_ratio: 0.0,
         direct_descriptors: true,
         broadcast: None,
+        reuse_port: false,
     }
 }
 
@@ -238,12 +239,44 @@ fn binding_a_busy_port_names_the_address() {
     cfg.listen = busy.local_addr().expect("addr");
     let err = start(&cfg).expect_err("port is taken");
     let msg = err.to_string();
-    assert!(matches!(err, SinkError::Bind { .. }), "{err:?}");
+    assert!(matches!(err, SinkError::PortInUse { .. }), "{err:?}");
     assert!(
         msg.starts_with(&format!("cannot listen on {}: ", cfg.listen)),
         "{msg}"
     );
     assert!(msg.contains("in use"), "{msg}");
+    // Asked to share, the bind itself fails: the holder did not set SO_REUSEPORT.
+    cfg.reuse_port = true;
+    let err = start(&cfg).expect_err("port is taken");
+    assert!(matches!(err, SinkError::Bind { .. }), "{err:?}");
+    assert!(err.to_string().contains("in use"), "{err}");
+}
+
+#[test]
+fn a_second_sink_on_a_held_port_is_refused_unless_asked_to_share() {
+    // Issue 25: a second sink joined the first one's SO_REUSEPORT group unnoticed and
+    // took half its connections.
+    for udp in [false, true] {
+        let first = start(&SinkConfig {
+            udp,
+            ..config(SinkMode::Echo)
+        })
+        .expect("first sink starts");
+        let mut cfg = SinkConfig {
+            udp,
+            listen: first.local_addr(),
+            cores: vec![0, 0],
+            ..config(SinkMode::Echo)
+        };
+        let err = start(&cfg).expect_err("the port is held by the first sink");
+        assert!(
+            matches!(err, SinkError::PortInUse { addr } if addr == cfg.listen),
+            "{err:?}"
+        );
+        cfg.reuse_port = true;
+        let second = start(&cfg).expect("asked to share, it shares");
+        assert_eq!(second.local_addr(), first.local_addr());
+    }
 }
 
 #[test]
@@ -666,4 +699,64 @@ fn thread_streams_repeat_for_a_seed_and_differ_between_threads() {
     assert_eq!(draws(7, 0), draws(7, 0));
     assert_ne!(draws(7, 0), draws(7, 1));
     assert_ne!(draws(7, 0), draws(8, 0));
+}
+
+/// Writes the pattern `i % 251` from a client with a 4 KiB receive buffer that does
+/// not read, until the sink stops taking bytes; returns the client and the count.
+fn fill_until_stalled(addr: SocketAddr) -> (TcpStream, usize) {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("socket");
+    s.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    s.connect(&addr.into()).expect("connect");
+    s.set_nonblocking(true).expect("nonblocking");
+    let mut stream: TcpStream = s.into();
+    let chunk: Vec<u8> = (0..251 * 64).map(|i| (i % 251) as u8).collect();
+    let (mut written, mut idle_since) = (0usize, Instant::now());
+    while idle_since.elapsed() < Duration::from_millis(300) {
+        let at = written % 251;
+        match stream.write(&chunk[at..]) {
+            Ok(n) => {
+                written += n;
+                idle_since = Instant::now();
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+        assert!(written < 1 << 30, "the sink never stopped reading");
+    }
+    stream.set_nonblocking(false).expect("blocking");
+    (stream, written)
+}
+
+#[test]
+fn a_peer_that_never_reads_holds_only_its_share_and_gets_everything_back() {
+    // Issue 25: echo kept every buffer a non-reading peer sent, the pool ran dry and
+    // every other connection of the ring stopped receiving.
+    for buffers in [server::RECV_BUFFERS, 8] {
+        let sink =
+            start_tuned(&config(SinkMode::Echo), server::SQ_ENTRIES, buffers).expect("sink starts");
+        let (mut hostile, written) = fill_until_stalled(sink.local_addr());
+        let throttled = sink.snapshot().connections_throttled;
+        assert!(throttled >= 1, "{buffers} buffers: receive never stopped");
+        // Everyone else is served while the hostile peer still does not read.
+        let mut other = connect(sink.local_addr());
+        for round in 0..20u8 {
+            other.write_all(&[round; 1000]).expect("write");
+            assert_eq!(read_n(&mut other, 1000), [round; 1000], "{buffers} buffers");
+        }
+        // Once it reads, its receive resumes and every byte comes back in order.
+        hostile
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let back = read_n(&mut hostile, written);
+        let bad = back
+            .iter()
+            .enumerate()
+            .position(|(i, &b)| b != (i % 251) as u8);
+        assert_eq!(bad, None, "{buffers} buffers: echo out of order");
+        let stats = sink.stop();
+        assert_eq!(stats.bytes_sent, written as u64 + 20 * 1000);
+    }
 }

@@ -35,7 +35,8 @@ pub(crate) enum Op {
     Cancel = 5,
     /// SO_LINGER {on, 0} before a reset.
     Linger = 6,
-    /// The cancel of one connection's operations before its close.
+    /// The cancel of one connection's operations before its close, or of its
+    /// receive when its echo holds its share of the pool.
     CancelConn = 7,
     /// The close of a connection (fixed slot or ordinary descriptor).
     Close = 8,

@@ -238,7 +238,8 @@ impl Worker {
             let index = index as usize;
             let conn = &mut self.conns[index];
             conn.listed = false;
-            if conn.open && conn.starved && !conn.recv_armed {
+            // A throttled connection is re-armed as its chain drains, not here.
+            if conn.open && conn.starved && !conn.recv_armed && !conn.throttled {
                 conn.starved = false;
                 self.arm_recv(index);
             }
@@ -333,6 +334,11 @@ impl Worker {
         }
         if result <= 0 {
             match -result {
+                // Its receive was stopped because its chain holds its share (or found
+                // the pool empty meanwhile): it resumes as its sends drain the chain.
+                libc::ECANCELED | libc::ENOBUFS if self.conns[index].throttled => {
+                    self.resume_if_drained(index);
+                }
                 // The pool is empty: wait for buffers to come back.
                 libc::ENOBUFS => self.starve(index),
                 // Kernels before 6.0 know no multishot receive.
@@ -341,7 +347,9 @@ impl Worker {
                     self.arm_recv(index);
                 }
                 e if is_transient(e) => {
-                    if !self.conns[index].recv_armed {
+                    if self.conns[index].throttled {
+                        self.resume_if_drained(index);
+                    } else if !self.conns[index].recv_armed {
                         self.arm_recv(index);
                     }
                 }
@@ -383,6 +391,7 @@ impl Worker {
                 if !conn.sending {
                     self.arm_send(index, true);
                 }
+                self.throttle_if_full(index);
             }
             SinkMode::Fixed(size) => {
                 self.bufs.give_back(bid);
@@ -402,7 +411,47 @@ impl Worker {
                 }
             }
         }
-        if !self.conns[index].recv_armed {
+        // A throttled connection's receive is re-armed by its sends (`resume_if_drained`).
+        if !self.conns[index].recv_armed && !self.conns[index].throttled {
+            self.arm_recv(index);
+        }
+    }
+
+    /// Echo: stops the receive of a connection whose chain holds its share of the pool
+    /// (its peer does not read its replies as fast as it sends), so it cannot take
+    /// the buffers the other connections receive into. A multishot receive still armed
+    /// is cancelled by its exact `user_data`; receives the kernel completes before the
+    /// cancel reaches it are still taken (the chain overshoots by those).
+    fn throttle_if_full(&mut self, index: usize) {
+        let conn = self.conns[index];
+        if conn.throttled || self.bufs.may_hold_more(conn.chain.len) {
+            return;
+        }
+        self.conns[index].throttled = true;
+        self.stats.connections_throttled += 1;
+        if conn.recv_armed {
+            let recv = Token::new(index as u32, Op::Recv, conn.generation).encode();
+            let cancel = opcode::AsyncCancel::new(recv)
+                .build()
+                .user_data(Token::new(index as u32, Op::CancelConn, conn.generation).encode());
+            // SAFETY: a cancel refers to no memory.
+            unsafe { self.push(&[cancel]) };
+        }
+    }
+
+    /// Re-arms the receive of a throttled connection once its receive has ended and
+    /// its chain has drained: to half its share while the pool can spare more, or
+    /// to nothing (then no send is left to call this again, so it must re-arm).
+    /// A throttled connection whose chain is not drained has a send in flight, whose
+    /// completion calls this again.
+    fn resume_if_drained(&mut self, index: usize) {
+        let conn = self.conns[index];
+        let held = conn.chain.len;
+        let drained = held == 0 || (held <= self.bufs.resume_at() && self.bufs.may_hold_more(held));
+        if conn.throttled && !conn.recv_armed && drained {
+            let conn = &mut self.conns[index];
+            conn.throttled = false;
+            conn.starved = false;
             self.arm_recv(index);
         }
     }
@@ -467,5 +516,6 @@ impl Worker {
         if more {
             self.arm_send(index, true);
         }
+        self.resume_if_drained(index);
     }
 }
