@@ -77,11 +77,7 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
         }
     };
     let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C exits at once; the first asks for a clean stop and report.
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
-        let _ = signal_hook::flag::register(sig, stop.clone());
-    }
+    on_signals(&stop);
     match cli.command {
         Command::Run(a) => run_command(&a, &stop),
         Command::Sink(a) => sink_command(&a, &stop),
@@ -94,15 +90,42 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
     }
 }
 
-/// `blaster report RUN.json [B.json ...] --html FILE`: reads the runs and writes the
-/// page. The output is claimed first, so an unwritable path fails before any reading.
+/// Ctrl-C, SIGTERM and SIGHUP: the first asks for a clean stop and report; a second
+/// exits at once (128 + the signal), removing every output temporary first.
+fn on_signals(stop: &Arc<AtomicBool>) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        let stop = stop.clone();
+        let action = move || {
+            if stop.swap(true, Ordering::SeqCst) {
+                crate::report::output::remove_temporaries();
+                signal_hook::low_level::exit(128 + sig);
+            }
+        };
+        // SAFETY: the action is async-signal-safe: an atomic swap, then the output
+        // module's sweep (atomics and unlink(2)) and _exit(2).
+        let _ = unsafe { signal_hook::low_level::register(sig, action) };
+    }
+}
+
+/// Refuses two outputs of one command that lead to the same file (exit 2).
+fn distinct_outputs(outputs: &[(&str, Option<&std::path::Path>)]) -> Result<(), AppError> {
+    let named: Vec<(&str, &std::path::Path)> = outputs
+        .iter()
+        .filter_map(|(f, p)| Some((*f, (*p)?)))
+        .collect();
+    crate::report::output::check_distinct(&named).map_err(AppError::Usage)
+}
+
+/// `blaster merge SHARD.json...`: adds the shards' histograms into one run report.
 fn merge_command(a: &crate::cli::MergeArgs) -> Result<Outcome, AppError> {
     use crate::report::{html, input, json, merge, output};
     // Outputs are claimed first, so a bad path fails before any work.
+    distinct_outputs(&[("json", a.json.as_deref()), ("html", a.html.as_deref())])?;
     let json_out = json::claim(a.json.as_deref())?;
     let html_out = a.html.as_deref().map(output::Pending::claim).transpose()?;
     let merged = merge::merge_files(&a.files)?;
-    if json::is_stdout(a.json.as_deref()) {
+    if json::is_stdout(a.json.as_deref()) || json::is_stdout(a.html.as_deref()) {
         crate::errln!("{}", merged.text.trim_end());
     } else {
         crate::console::out_str(&merged.text);
@@ -118,7 +141,9 @@ fn merge_command(a: &crate::cli::MergeArgs) -> Result<Outcome, AppError> {
             run: &run,
         };
         out.commit(html::render(&[view])?.as_bytes())?;
-        crate::errln!("blaster: wrote {}", path.display());
+        if !json::is_stdout(Some(path)) {
+            crate::errln!("blaster: wrote {}", path.display());
+        }
     }
     if let Some(out) = json_out {
         out.write(&merged.json)?;
@@ -151,7 +176,9 @@ fn report_command(a: &ReportArgs) -> Result<Outcome, AppError> {
         .collect();
     let page = html::render(&views)?;
     out.commit(page.as_bytes())?;
-    crate::errln!("blaster: wrote {}", a.html.display());
+    if !json::is_stdout(Some(&a.html)) {
+        crate::errln!("blaster: wrote {}", a.html.display());
+    }
     Ok(Outcome::Ok)
 }
 
@@ -257,7 +284,7 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
     crate::preflight::check_host(&plan).map_err(RunError::from)?;
     crate::preflight::check_plan(&plan).map_err(RunError::from)?;
     let json_stdout = json::is_stdout(a.json.as_deref());
-    let json_file = a.json.as_deref().filter(|p| !json::is_stdout(Some(p)));
+    let json_file = json::rewritable(a.json.as_deref());
     let report = crate::search::run(&plan, (&run_args, &facts), target, &cfg, stop, |partial| {
         // Rewritten after every step, so an aborted search still leaves its steps.
         match json_file {
@@ -359,10 +386,7 @@ fn open_exporters(
         ("percentiles", &a.percentiles),
         ("csv", &a.csv),
     ];
-    let mut on_stdout: Vec<&str> = Vec::new();
-    if json::is_stdout(a.json.as_deref()) {
-        on_stdout.push("json");
-    }
+    let mut stdout_taken = false;
     for (flag, p) in exports {
         let Some(p) = p else { continue };
         if !has_target {
@@ -370,16 +394,12 @@ fn open_exporters(
                 "--{flag}: needs --target (the baseline's steps are not one run to export)"
             )));
         }
-        if export::is_stdout(p) {
-            on_stdout.push(flag);
-        }
+        stdout_taken |= json::is_stdout(Some(p));
     }
-    if on_stdout.len() > 1 {
-        return Err(AppError::Usage(format!(
-            "only one output may be `-` (stdout), got --{}",
-            on_stdout.join(" and --")
-        )));
-    }
+    // At most one output on stdout, and no two on one file.
+    let mut all = vec![("json", a.json.as_deref())];
+    all.extend(exports.iter().map(|(f, p)| (*f, p.as_deref())));
+    distinct_outputs(&all)?;
     // Validated before any file is created.
     let metrics = match &a.metrics_listen {
         Some(_) if !has_target => {
@@ -431,7 +451,7 @@ fn open_exporters(
     }
     Ok(Exporters {
         outputs,
-        stdout_taken: on_stdout.iter().any(|f| *f != "json"),
+        stdout_taken,
     })
 }
 
@@ -510,8 +530,9 @@ fn emit_text(s: &str, json_stdout: bool) {
 
 fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let (cfg, duration) = sink_config(a, &usable_cores())?;
-    // The JSON is rewritten as the sink runs: an unwritable path fails before it starts.
-    drop(json::claim(a.json.as_deref())?);
+    // Claimed before it starts, so an unwritable path fails first; a regular file is
+    // also rewritten every second as the sink runs.
+    let json_out = json::claim(a.json.as_deref())?;
     // Ordinary descriptors (UDP, or TCP without direct descriptors) count against
     // RLIMIT_NOFILE: raise it as far as the plan needs, or as far as it goes.
     crate::preflight::ensure_fds(
@@ -551,7 +572,7 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
     }
     let started = std::time::Instant::now();
     let live_udp = cfg.udp && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let json_file = a.json.as_deref().filter(|p| !json::is_stdout(Some(p)));
+    let json_file = json::rewritable(a.json.as_deref());
     let mut next_line = std::time::Duration::from_secs(1);
     let mut last = crate::sink::SinkStats::default();
     let layout = sink.tcp_layout().cloned();
@@ -621,8 +642,8 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
             v["dropped"],
             v["received_pps"].as_f64().unwrap_or(0.0)
         );
-        if let Some(p) = &a.json {
-            json::write(p, &v)?;
+        if let Some(d) = json_out {
+            d.write(&v)?;
         }
         return Ok(Outcome::Ok);
     }
@@ -636,8 +657,8 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         stats.bytes_sent,
         stats.replies
     );
-    if let Some(p) = &a.json {
-        json::write(p, &v)?;
+    if let Some(d) = json_out {
+        d.write(&v)?;
     }
     Ok(Outcome::Ok)
 }

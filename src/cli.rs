@@ -355,7 +355,7 @@ pub struct RunArgs {
     /// Write the HdrHistogram interval log to FILE (`-` for stdout): one line per
     /// second for each of latency, service time, dispatch lag and connection wait
     /// (tags `latency`, `service`, `lag`, `wait`), readable by HdrHistogram's tools.
-    /// Written as the run goes, to FILE.partial until the run ends.
+    /// Written as the run goes, to a temporary beside FILE until the run ends.
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
 
@@ -366,7 +366,7 @@ pub struct RunArgs {
 
     /// Write one CSV row per second to FILE (`-` for stdout): rates, latency
     /// percentiles, errors, dispatch lag, core load, link utilisation. Written as the
-    /// run goes, to FILE.partial until the run ends.
+    /// run goes, to a temporary beside FILE until the run ends.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
 

@@ -103,3 +103,10 @@ pub const METRICS_IO_TIMEOUT_MS: u64 = 2_000;
 /// `--metrics-linger`: waiting longer than ten minutes for a last scrape means no
 /// scraper is coming (Prometheus scrapes every 15 s to 1 min).
 pub const METRICS_LINGER_NS_MAX: u64 = 600 * 1_000_000_000;
+/// Symbolic links followed to find where an output really goes: the kernel's own bound
+/// (MAXSYMLINKS), past which a path is a loop.
+pub const OUTPUT_LINK_HOPS_MAX: usize = 40;
+/// Output temporaries open at once. A command has at most a handful of outputs (run: the
+/// JSON and three exports; a search: its JSON and the step being rewritten); the table
+/// a signal handler sweeps must be fixed-size, since it cannot allocate or lock.
+pub const OUTPUT_TEMPORARIES_MAX: usize = 32;

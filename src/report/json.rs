@@ -1,6 +1,7 @@
 //! JSON output: `--json FILE`, `-` for stdout. A file is claimed when the command
 //! starts ([`claim`]: an unwritable path fails before anything runs) and written
-//! atomically (a temporary sibling renamed over it: see [`super::output`]).
+//! atomically (a temporary sibling renamed over it); a device or a FIFO is written in
+//! place: see [`super::output`].
 
 use super::output::{OutputError, Pending};
 use serde::Serialize;
@@ -45,7 +46,14 @@ pub fn write<T: Serialize>(path: &Path, value: &T) -> Result<(), OutputError> {
     }
 }
 
-/// Whether the JSON goes to stdout (the text report then goes to stderr).
+/// Whether the JSON goes to stdout (`-`, `/dev/stdout`, a link to it): the text
+/// report then goes to stderr.
 pub fn is_stdout(path: Option<&Path>) -> bool {
-    path.is_some_and(|p| p.as_os_str() == "-")
+    path.is_some_and(super::output::is_stdout)
+}
+
+/// The path, when it is a regular file a command may rewrite as it goes (a sink's
+/// counts, a search's steps); a stream (stdout, a device, a FIFO) gets only the end.
+pub fn rewritable(path: Option<&Path>) -> Option<&Path> {
+    path.filter(|p| super::output::is_rewritable(p))
 }
