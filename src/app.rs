@@ -132,7 +132,7 @@ fn merge_command(a: &crate::cli::MergeArgs) -> Result<Outcome, AppError> {
     }
     if let (Some(out), Some(path)) = (html_out, &a.html) {
         let text = serde_json::to_string(&merged.json).unwrap_or_default();
-        let run = input::parse_run("merged", &text)?;
+        let run = input::parse_run("merged", &text)?.input;
         let view = html::RunView {
             label: format!(
                 "merged {}",
@@ -161,7 +161,7 @@ fn report_command(a: &ReportArgs) -> Result<Outcome, AppError> {
     let runs = a
         .runs
         .iter()
-        .map(|p| input::read_run(p))
+        .map(|p| input::read_run(p).map(|r| r.input))
         .collect::<Result<Vec<_>, _>>()?;
     let views: Vec<html::RunView> = a
         .runs
@@ -333,14 +333,7 @@ fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
     // Claimed before any reading: an unwritable path fails first.
     let json_out = json::claim(a.json.as_deref())?;
     let load = |p: &std::path::Path| -> Result<RunFigures, AppError> {
-        let run = crate::report::input::read_run(p)?;
-        RunFigures::of(&run).map_err(|reason| {
-            crate::report::input::InputError::NotARun {
-                path: p.display().to_string(),
-                reason,
-            }
-            .into()
-        })
+        Ok(RunFigures::of(&crate::report::input::read_run(p)?))
     };
     let (base, new) = (load(&a.base)?, load(&a.new)?);
     let c = compare(

@@ -31,13 +31,14 @@
 //! breaks, and reports the max safe throughput and the knee.
 //!
 //! Imports point one way, each layer using only the layers before it: leaf helpers
-//! ([`units`], [`limits`], [`outcome`], [`diagnosis`], [`console`], [`clock`], [`threads`], [`ports`]) -> the
+//! ([`units`], [`limits`], [`bounded`], [`outcome`], [`diagnosis`], [`console`], [`clock`], [`threads`], [`ports`]) -> the
 //! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] ->
 //! [`metrics`] -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
 //! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]). A helper
 //! a low layer needs belongs in a low layer, not imported from above.
 pub mod app;
 pub mod baseline;
+pub mod bounded;
 pub mod capacity;
 pub mod cli;
 pub mod clock;

@@ -110,3 +110,42 @@ pub const OUTPUT_LINK_HOPS_MAX: usize = 40;
 /// JSON and three exports; a search: its JSON and the step being rewritten); the table
 /// a signal handler sweeps must be fixed-size, since it cannot allocate or lock.
 pub const OUTPUT_TEMPORARIES_MAX: usize = 32;
+
+/// Bytes of a report file read back (`merge`, `compare`, `report`, `plan --from` and
+/// `--from-frames`): a day-long run's JSON, with its 86,400 interval rows and an hour of
+/// per-second histograms (3,600 x four of up to 10 KB), is about 100 MB. A larger file
+/// is not a blaster report, and reading it whole would only exhaust memory.
+pub const REPORT_FILE_BYTES_MAX: u64 = 256 << 20;
+/// Bytes of a `--mix` file: its 64 entries with requests of up to
+/// [`PAYLOAD_BYTES_MAX`] written raw.
+pub const MIX_FILE_BYTES_MAX: u64 = 64 << 20;
+/// Bytes of a `--rate file:` table: its most rows (2^20, `SHAPE_PIECES_MAX`) of
+/// `time_s,rate` at up to 64 bytes each.
+pub const RATE_FILE_BYTES_MAX: u64 = 64 << 20;
+/// Bytes an embedded histogram decompresses to (the V2 header and its counts):
+/// blaster's own (1 ns to 1 h, 3 significant digits: 33,792 counts of at most 9 bytes)
+/// take at most 300 KiB. The bound is checked while inflating, so a deflate bomb stops
+/// here instead of filling memory.
+pub const HISTOGRAM_DECODED_BYTES_MAX: usize = 1 << 20;
+/// Counts (8 bytes each) the header of an embedded histogram may make the decoder
+/// allocate: blaster's own have 33,792; 2^20 admits 4 significant digits over the whole
+/// u64 range, and refuses a header asking for 50 MB (5 digits over the u64 range).
+pub const HISTOGRAM_COUNTS_MAX: u64 = 1 << 20;
+
+/// `blaster plan --users`: a hundred times the people on Earth; more is a typo.
+pub const PLAN_USERS_MAX: u64 = 1_000_000_000_000;
+/// Least `--syscalls-per-core` of `blaster plan`: a core makes hundreds of thousands of
+/// syscalls a second; below a thousand the figure is a unit mistake, and it would size
+/// an astronomical fleet.
+pub const PLAN_SYSCALLS_PER_CORE_MIN: f64 = 1_000.0;
+/// Least `--cpu-watermark` and `--nic-watermark`: a plan using under 1% of each machine
+/// is a unit mistake (0.65 means 65%), not a plan.
+pub const PLAN_WATERMARK_MIN: f64 = 0.01;
+/// Least `--nic-gbps`: 1 Mbit/s.
+pub const PLAN_NIC_GBPS_MIN: f64 = 0.001;
+/// Most generator machines `blaster plan` sizes: a larger answer comes from a unit
+/// mistake, and counts far past it stop being exact in the arithmetic (f64).
+pub const PLAN_GENERATORS_MAX: u64 = 1_000_000_000;
+/// Shard command lines a plan lists one by one (text and JSON); a larger fleet gets
+/// one command with `$SHARD` for the index, so the output does not grow with the fleet.
+pub const PLAN_SHARD_COMMANDS_LISTED_MAX: u64 = 8;

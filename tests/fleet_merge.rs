@@ -214,8 +214,16 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
             let (h, s) = encoded((1..=1000u64).map(|v| v * (1 + i as u64 * 40) * 1000));
             sum.add(&h).unwrap();
             edit(&files[i], &d.join(format!("hist-{i}.json")), |v| {
+                // The counters say what the histograms hold (the reader checks that
+                // they agree): 1,000 requests, all completed, all in second 0.
+                v["requests"] = json!({"dispatched": 1000, "sent": 1000, "completed": 1000,
+                                       "errors": 0, "timeouts": 0, "cut_off": 0});
+                v["errors_by_kind"] = json!({});
+                let second0 = v["intervals"][0].clone();
+                v["intervals"] = json!([second0]);
                 for k in ["latency", "service_time", "dispatch_lag", "connection_wait"] {
                     v["histograms"][k] = json!(s);
+                    v[format!("{k}_ns")]["count"] = json!(1000);
                     // Second 0 carries the same far-apart histograms.
                     v["intervals"][0]["histograms"][k] = json!(s);
                 }
@@ -269,6 +277,9 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
 fn merging_100_synthetic_60s_shards_adds_every_shard_and_interval() {
     let dir = tempfile::tempdir().unwrap();
     let (_, hist) = encoded((1..=5000u64).map(|v| v * 997));
+    // The whole run holds its 60 seconds' histograms (the reader checks that the
+    // counters, the summaries and the seconds agree with it).
+    let (_, whole) = encoded((0..60).flat_map(|_| (1..=5000u64).map(|v| v * 997)));
     let intervals: Vec<Value> = (0..60)
         .map(|s| {
             json!({"second": s, "duration_s": 1.0, "intended_rps": 100.0, "achieved_rps": 100.0,
@@ -281,7 +292,7 @@ fn merging_100_synthetic_60s_shards_adds_every_shard_and_interval() {
                                   "dispatch_lag": hist, "connection_wait": hist}})
         })
         .collect();
-    let pct = json!({"p50": 1, "p90": 1, "p99": 1, "p999": 1, "p9999": 1, "max": 1, "mean": 1.0, "count": 1});
+    let pct = json!({"p50": 1, "p90": 1, "p99": 1, "p999": 1, "p9999": 1, "max": 1, "mean": 1.0, "count": 300_000});
     let files: Vec<PathBuf> = (0..100)
         .map(|i| {
             let v = json!({
@@ -289,11 +300,11 @@ fn merging_100_synthetic_60s_shards_adds_every_shard_and_interval() {
                 "target": "10.0.0.5:9000", "mode": "persistent",
                 "config": {"max_lag_ns": 1_000_000, "connections": 10},
                 "duration_s": 60.0, "rate": {"intended_rps": 100.0, "achieved_rps": 100.0, "sent_rps": 100.0},
-                "requests": {"dispatched": 6000, "sent": 6000, "completed": 6000, "errors": 0, "timeouts": 0, "cut_off": 0},
+                "requests": {"dispatched": 300_000, "sent": 300_000, "completed": 300_000, "errors": 0, "timeouts": 0, "cut_off": 0},
                 "latency_ns": pct, "service_time_ns": pct, "dispatch_lag_ns": pct, "connection_wait_ns": pct,
                 "intervals": intervals,
                 "histograms": {"encoding": "hdrhistogram-v2-compressed-base64", "unit": "ns",
-                               "latency": hist, "service_time": hist, "dispatch_lag": hist, "connection_wait": hist},
+                               "latency": whole, "service_time": whole, "dispatch_lag": whole, "connection_wait": whole},
                 "fleet": {"run_id": "synthetic", "shard": i, "shards": 100, "plan_fingerprint": "f",
                           "start_at_unix_ms": 1, "start_skew_ns": 1000, "clock": null},
             });
@@ -312,7 +323,7 @@ fn merging_100_synthetic_60s_shards_adds_every_shard_and_interval() {
     );
     assert_eq!(code, Some(0), "{text}");
     let m = m.unwrap();
-    assert_eq!(m["requests"]["completed"], 600_000);
+    assert_eq!(m["requests"]["completed"], 30_000_000);
     assert_eq!(
         m["fleet"]["merged"]["per_shard"].as_array().unwrap().len(),
         100

@@ -542,7 +542,7 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
         return Err(err("conns-per-machine", "must be at least 1, got 0"));
     }
     let read = |flag: &'static str, path: &std::path::Path| {
-        std::fs::read_to_string(path)
+        crate::bounded::read_to_string(path, crate::limits::REPORT_FILE_BYTES_MAX)
             .map_err(|e| err(flag, format!("cannot read {}: {e}", path.display())))
     };
     let mut cost_from_frames = None;

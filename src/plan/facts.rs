@@ -14,7 +14,10 @@
 
 use super::{PlanError, err};
 use crate::cli::RunArgs;
-use crate::limits::{FD_MARGIN, RING_FILES_MIN, RINGS_PER_CORE_MAX};
+use crate::limits::{
+    FD_MARGIN, MIX_FILE_BYTES_MAX, PAYLOAD_BYTES_MAX, RATE_FILE_BYTES_MAX, RING_FILES_MIN,
+    RINGS_PER_CORE_MAX,
+};
 use crate::ports::PortRange;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -53,23 +56,26 @@ impl HostFacts {
     /// Reads what `a` needs from this machine: resolves every `--target`, reads the
     /// files the build will read (the same conditions as the build), and the limits.
     pub fn gather(a: &RunArgs) -> HostFacts {
-        let mut paths: Vec<PathBuf> = Vec::new();
+        // Each file with its bound: a path to /dev/zero or an endless FIFO costs the
+        // bound and a one-line error, never the machine's memory.
+        let mut paths: Vec<(PathBuf, u64)> = Vec::new();
+        let payload_max = PAYLOAD_BYTES_MAX as u64;
         if a.http.is_some() {
             if a.body.is_none()
                 && let Some(f) = &a.body_file
             {
-                paths.push(f.clone());
+                paths.push((f.clone(), payload_max));
             }
         } else if let Some(f) = &a.mix {
-            paths.push(f.clone());
+            paths.push((f.clone(), MIX_FILE_BYTES_MAX));
         } else if a.heartbeat_payload.is_none()
             && a.payload.is_none()
             && let Some(f) = &a.payload_file
         {
-            paths.push(f.clone());
+            paths.push((f.clone(), payload_max));
         }
         if let Some(path) = a.rate.as_deref().and_then(rate_file) {
-            paths.push(PathBuf::from(path));
+            paths.push((PathBuf::from(path), RATE_FILE_BYTES_MAX));
         }
         let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE);
         HostFacts {
@@ -82,8 +88,8 @@ impl HostFacts {
                 .collect(),
             files: paths
                 .into_iter()
-                .map(|p| {
-                    let bytes = std::fs::read(&p).map_err(|e| e.to_string());
+                .map(|(p, limit)| {
+                    let bytes = crate::bounded::read(&p, limit).map_err(|e| e.to_string());
                     (p, bytes)
                 })
                 .collect(),

@@ -14,8 +14,8 @@
 //! Pure: parsing, loading from a parsed JSON value, comparing and rendering; the command
 //! in `app` reads the files and maps the outcome to the exit code.
 
-use crate::report::input::RunInput;
-use crate::report::{SCHEMA_VERSION, hdr};
+use crate::report::SCHEMA_VERSION;
+use crate::report::input::CheckedRun;
 use crate::units::{fmt_ns, fmt_rate};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -134,20 +134,19 @@ impl RunFigures {
         self.errors as f64 / self.dispatched.max(1) as f64
     }
 
-    /// The figures of a run report read back by [`crate::report::input`] (which has
-    /// refused other schemas and tools); the error says why its histogram is unusable.
-    pub fn of(r: &RunInput) -> Result<RunFigures, String> {
-        let latency = hdr::decode(&r.histograms.main.latency)
-            .map_err(|e| format!("histograms.latency: {e}"))?;
-        Ok(RunFigures {
-            latency,
-            achieved_rps: r.rate.achieved_rps,
-            intended_rps: r.rate.intended_rps,
-            dispatched: r.requests.dispatched,
-            errors: r.requests.errors,
-            valid: r.valid,
-            target: r.target.clone(),
-        })
+    /// The figures of a run report read back and checked by [`crate::report::input`]
+    /// (its histograms already decoded, within their bounds).
+    pub fn of(r: &CheckedRun) -> RunFigures {
+        let i = &r.input;
+        RunFigures {
+            latency: r.latency().clone(),
+            achieved_rps: i.rate.achieved_rps,
+            intended_rps: i.rate.intended_rps,
+            dispatched: i.requests.dispatched,
+            errors: i.requests.errors,
+            valid: i.valid,
+            target: i.target.clone(),
+        }
     }
 
     fn value(&self, m: Metric) -> f64 {

@@ -1,13 +1,14 @@
 //! `blaster merge`: the shards of one run (`--shard i/N`) back into one report.
 //!
-//! - Files must be blaster run reports of this schema, of the same run (run id), the
-//!   same plan (fingerprint, target, shard count), each shard at most once: anything
-//!   else is refused with one line naming the file and the reason.
+//! - Files must be blaster run reports of this schema, read and checked whole by
+//!   [`super::input`] (bounded reading, every histogram decoded within its bounds,
+//!   counters non-negative and consistent with the histograms), of the same run (run
+//!   id), the same plan (fingerprint, target, shard count), each shard at most once:
+//!   anything else is refused with one line naming the file and the reason.
 //! - Histograms are **added** (HdrHistogram `add`), never averaged: the merged
-//!   percentiles are those of every request of every shard. When a shard's JSON carries
-//!   no embedded histograms, the merged percentiles are the largest of the shards' (an
-//!   upper bound, flagged `percentiles_exact: false`).
-//! - Counters and rates are summed; the per-second series are aligned on the common
+//!   percentiles are those of every request of every shard (`percentiles_exact`).
+//! - Counters (exactly, as integers) and rates are summed; the per-second series are
+//!   aligned on the common
 //!   start (second k of every shard is the same wall-clock second) and added; each
 //!   second's embedded histograms are added too, so its percentiles are exact
 //!   (`interval_percentiles_exact`).
@@ -15,19 +16,11 @@
 //!   shards are named (`2 of 8 missing: 3, 6`) and make it incomplete, never silently
 //!   smaller.
 
-use super::input::{InputError, parse_run};
+use super::input::{CheckedRun, InputError, MAIN_HISTOGRAMS as HISTOGRAMS, parse_run, read_run};
 use super::{Percentiles, hdr};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value, json};
 use std::path::Path;
-
-/// The histograms a run embeds, under `histograms`, and the percentile key each feeds.
-const HISTOGRAMS: [(&str, &str); 4] = [
-    ("latency", "latency_ns"),
-    ("service_time", "service_time_ns"),
-    ("dispatch_lag", "dispatch_lag_ns"),
-    ("connection_wait", "connection_wait_ns"),
-];
 
 /// Why files were not merged: one line naming the file.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +43,8 @@ struct Shard {
     path: String,
     value: Value,
     index: u64,
+    /// The run's histograms, decoded by the reader.
+    histograms: [Histogram<u64>; 4],
 }
 
 /// The merged report (a run report's JSON, with `fleet.merged` describing the
@@ -62,25 +57,28 @@ pub struct Merged {
 
 /// Reads and merges `paths`.
 pub fn merge_files(paths: &[impl AsRef<Path>]) -> Result<Merged, MergeError> {
-    let mut texts = Vec::with_capacity(paths.len());
+    let mut runs = Vec::with_capacity(paths.len());
     for p in paths {
-        let path = p.as_ref().display().to_string();
-        let text = std::fs::read_to_string(p.as_ref()).map_err(|source| InputError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        texts.push((path, text));
+        runs.push((p.as_ref().display().to_string(), read_run(p.as_ref())?));
     }
-    merge_texts(&texts)
+    merge_runs(runs)
 }
 
 /// Merges (name, JSON text) pairs; the names label errors and the per-shard table.
 pub fn merge_texts(files: &[(String, String)]) -> Result<Merged, MergeError> {
-    let mut shards: Vec<Shard> = Vec::with_capacity(files.len());
+    let mut runs = Vec::with_capacity(files.len());
     for (path, text) in files {
-        // The schema and "is it a run" checks, with their one-line reasons.
-        parse_run(path, text)?;
-        let value: Value = serde_json::from_str(text).map_err(|e| refused(path, e.to_string()))?;
+        runs.push((path.clone(), parse_run(path, text)?));
+    }
+    merge_runs(runs)
+}
+
+/// Merges runs read and checked by [`super::input`].
+fn merge_runs(runs: Vec<(String, CheckedRun)>) -> Result<Merged, MergeError> {
+    let mut shards: Vec<Shard> = Vec::with_capacity(runs.len());
+    for (path, run) in runs {
+        let path = &path;
+        let value = run.json;
         let f = &value["fleet"];
         let index = f["shard"]
             .as_u64()
@@ -132,6 +130,7 @@ pub fn merge_texts(files: &[(String, String)]) -> Result<Merged, MergeError> {
             path: path.clone(),
             value,
             index,
+            histograms: run.histograms,
         });
     }
     let n = shards
@@ -141,11 +140,11 @@ pub fn merge_texts(files: &[(String, String)]) -> Result<Merged, MergeError> {
         .as_u64()
         .unwrap_or(1);
     shards.sort_by_key(|s| s.index);
-    Ok(combine(&shards, n))
+    combine(&shards, n)
 }
 
 /// Adds up the shards (already checked to belong together).
-fn combine(shards: &[Shard], n: u64) -> Merged {
+fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     let mut out = shards[0].value.clone();
     let missing: Vec<u64> = (0..n)
         .filter(|i| !shards.iter().any(|s| s.index == *i))
@@ -163,7 +162,7 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
         shards
             .iter()
             .map(|s| s.value["error_replies"].as_u64().unwrap_or(0))
-            .sum::<u64>()
+            .fold(0u64, u64::saturating_add)
     );
     // Maps of counts whose keys differ between shards (codes seen, reply kinds).
     out["error_replies_by_kind"] =
@@ -177,32 +176,26 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
         shards
             .iter()
             .map(|s| s.value["config"]["connections"].as_u64().unwrap_or(0))
-            .sum::<u64>()
+            .fold(0u64, u64::saturating_add)
     );
 
-    // Histograms: added when every shard embeds them, else the percentiles' maxima.
-    let exact = shards.iter().all(|s| {
-        HISTOGRAMS
-            .iter()
-            .all(|(h, _)| s.value["histograms"][h].is_string())
-    });
-    let mut merged_hist = Map::new();
-    for (h, key) in HISTOGRAMS {
-        if exact {
-            let sum = add_all(shards.iter().map(|s| &s.value["histograms"][h]));
-            if let Some(sum) = sum {
-                out[key] = serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
-                merged_hist.insert(h.into(), json!(hdr::encode(&sum)));
-            }
-        } else if !out[key].is_null() {
-            let parts: Vec<&Value> = shards.iter().map(|s| &s.value[key]).collect();
-            out[key] = max_numbers(&parts);
+    // Histograms: added, every shard's (the reader decoded them all).
+    for (k, (h, key)) in HISTOGRAMS.iter().enumerate() {
+        let mut sum = shards[0].histograms[k].clone();
+        sum.auto(true);
+        for s in &shards[1..] {
+            sum.add(&s.histograms[k]).map_err(|e| {
+                refused(
+                    &s.path,
+                    format!(
+                        "histograms.{h}: cannot be added to {}'s: {e:?}",
+                        shards[0].path
+                    ),
+                )
+            })?;
         }
-    }
-    if exact {
-        for (k, v) in merged_hist {
-            out["histograms"][k] = v;
-        }
+        out[*key] = serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
+        out["histograms"][*h] = json!(hdr::encode(&sum));
     }
     // The error replies' latency: added when every shard embeds it (runs before it
     // existed do not), else the percentiles' maxima.
@@ -288,17 +281,17 @@ fn combine(shards: &[Shard], n: u64) -> Merged {
         "shards_present": shards.len(),
         "missing": missing,
         "complete": complete,
-        "percentiles_exact": exact,
+        "percentiles_exact": true,
         "interval_percentiles_exact": intervals_exact,
         "unsynchronised_clocks": unsynced,
         "per_shard": per_shard,
     });
-    let text = summary(&out, shards, &missing, n, exact, &unsynced);
-    Merged {
+    let text = summary(&out, shards, &missing, n, &unsynced);
+    Ok(Merged {
         json: out,
         text,
         valid,
-    }
+    })
 }
 
 /// `2 of 8 missing: 3, 6`.
@@ -307,30 +300,36 @@ pub fn missing_line(missing: &[u64], n: u64) -> String {
     format!("{} of {n} missing: {}", missing.len(), list.join(", "))
 }
 
-/// Sums the numbers of objects of the same shape, key by key (recursively); the first
-/// object's non-numbers are kept.
 /// Adds maps of counts key by key over the union of their keys (a key one shard lacks
-/// counts 0 there); `{}` when no part is a map.
+/// counts 0 there), saturating; `{}` when no part is a map.
 fn sum_count_maps<'a>(parts: impl Iterator<Item = &'a Value>) -> Value {
     let mut out = Map::new();
     for part in parts {
         for (k, v) in part.as_object().into_iter().flatten() {
             let n = out.get(k).and_then(Value::as_u64).unwrap_or(0);
-            out.insert(k.clone(), json!(n + v.as_u64().unwrap_or(0)));
+            out.insert(k.clone(), json!(n.saturating_add(v.as_u64().unwrap_or(0))));
         }
     }
     Value::Object(out)
 }
 
+/// Sums the numbers of objects of the same shape, key by key (recursively); the first
+/// object's non-numbers are kept. Counts (integers) add exactly, saturating.
 fn sum_numbers(parts: &[&Value]) -> Value {
-    combine_numbers(parts, |a, b| a + b)
+    combine_numbers(parts, Op::Sum)
 }
 
 fn max_numbers(parts: &[&Value]) -> Value {
-    combine_numbers(parts, f64::max)
+    combine_numbers(parts, Op::Max)
 }
 
-fn combine_numbers(parts: &[&Value], op: fn(f64, f64) -> f64) -> Value {
+#[derive(Clone, Copy)]
+enum Op {
+    Sum,
+    Max,
+}
+
+fn combine_numbers(parts: &[&Value], op: Op) -> Value {
     match parts.first() {
         Some(Value::Object(first)) => {
             let mut o = Map::new();
@@ -341,13 +340,24 @@ fn combine_numbers(parts: &[&Value], op: fn(f64, f64) -> f64) -> Value {
             Value::Object(o)
         }
         Some(Value::Number(_)) => {
-            let all_int = parts.iter().all(|p| p.is_u64());
-            let v = parts
-                .iter()
-                .filter_map(|p| p.as_f64())
-                .reduce(op)
-                .unwrap_or(0.0);
-            if all_int { json!(v as u64) } else { json!(v) }
+            if parts.iter().all(|p| p.is_u64()) {
+                let ints = parts.iter().filter_map(|p| p.as_u64());
+                return json!(match op {
+                    Op::Sum => ints.fold(0u64, u64::saturating_add),
+                    Op::Max => ints.max().unwrap_or(0),
+                });
+            }
+            let f: fn(f64, f64) -> f64 = match op {
+                Op::Sum => |a, b| a + b,
+                Op::Max => f64::max,
+            };
+            json!(
+                parts
+                    .iter()
+                    .filter_map(|p| p.as_f64())
+                    .reduce(f)
+                    .unwrap_or(0.0)
+            )
         }
         Some(other) => (*other).clone(),
         None => Value::Null,
@@ -445,14 +455,7 @@ fn align_intervals(shards: &[Shard]) -> (Vec<Value>, bool) {
 }
 
 /// The text: the whole, the per-shard table, what is missing or unsynchronised.
-fn summary(
-    out: &Value,
-    shards: &[Shard],
-    missing: &[u64],
-    n: u64,
-    exact: bool,
-    unsynced: &[u64],
-) -> String {
+fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u64]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let f = &out["fleet"];
@@ -490,12 +493,7 @@ fn summary(
     let ms = |v: &Value| v.as_f64().unwrap_or(0.0) / 1e6;
     let _ = writeln!(
         s,
-        "latency{}: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
-        if exact {
-            ""
-        } else {
-            " (upper bound: a shard has no embedded histograms)"
-        },
+        "latency: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
         ms(&l["p50"]),
         ms(&l["p99"]),
         ms(&l["p999"]),

@@ -433,7 +433,11 @@ impl RateShape {
 /// within it); `seed` is the run's seed (the `chaos` start).
 pub fn parse_rate_spec(s: &str, duration_ns: Nanos, seed: u64) -> Result<RateSpec, String> {
     parse_rate_spec_in(s, duration_ns, seed, &|path| {
-        std::fs::read_to_string(path).map_err(|e| e.to_string())
+        crate::bounded::read_to_string(
+            std::path::Path::new(path),
+            crate::limits::RATE_FILE_BYTES_MAX,
+        )
+        .map_err(|e| e.to_string())
     })
 }
 
