@@ -35,6 +35,8 @@ impl Machine {
             dir: tempfile::tempdir().unwrap(),
         };
         for (path, value) in [
+            ("proc/sys/kernel/osrelease", "6.8.0-41-generic\n"),
+            ("proc/sys/kernel/io_uring_disabled", "0\n"),
             ("proc/sys/fs/nr_open", "1048576\n"),
             ("proc/sys/fs/file-max", "9223372036854775807\n"),
             ("proc/sys/fs/file-nr", "1024\t0\t9223372036854775807\n"),
@@ -223,6 +225,9 @@ fn passes_a_plan_that_fits() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     // Every check ran and passed (an empty output would not do).
     for check in [
+        "io_uring.kernel",
+        "io_uring.disabled",
+        "io_uring.memlock",
         "fd.limit",
         "fd.nr_open",
         "fd.file_max",
@@ -269,6 +274,12 @@ fn passes_a_plan_that_fits() {
     );
     out.expect("nic.iface", "PASS", &["eth0", "route to 10.0.0.5"]);
     out.expect("nic.speed", "PASS", &["25000 Mb/s"]);
+    // The first line names the plan it checked.
+    out.expect(
+        "plan",
+        "INFO",
+        &["--cores 0-3 --connections 100 --target 10.0.0.5:9000 --connect-per-request --rate 100"],
+    );
 }
 
 #[test]
@@ -304,7 +315,8 @@ fn too_few_ports_fails_with_the_fix() {
     let out = m.run(&["--connections", "200000"]);
     out.expect("ports.range", "FAIL", &[]);
     assert!(
-        out.fix("ports.range").contains("--source-ips 4"),
+        out.fix("ports.range")
+            .contains("--source-ip with 4 addresses"),
         "{}",
         out.stdout
     );
@@ -328,14 +340,22 @@ fn offline_core_fails() {
 fn fd_limit_beyond_hard_fails() {
     // The real `ulimit`, lowered in a shell that then runs the script.
     let m = Machine::healthy();
+    // No --target: the loopback baseline, whose sink holds the other 1000 ends here.
     let cmd = format!("ulimit -Sn 100 && ulimit -Hn 200 && exec bash {SCRIPT} --connections 1000");
     let mut sh = Command::new("sh");
     sh.args(["-c", &cmd]).env("PREFLIGHT_ROOT", m.dir.path());
     let out = run(sh);
     assert_eq!(out.code, 1, "{}", out.stdout);
-    out.expect("fd.limit", "FAIL", &["soft 100, hard 200", "1064"]);
+    out.expect(
+        "fd.limit",
+        "FAIL",
+        &[
+            "soft 100, hard 200",
+            "2064 (2000 sockets: 1000 connections with both ends on this host",
+        ],
+    );
     assert!(
-        out.fix("fd.limit").starts_with("ulimit -Hn 1064"),
+        out.fix("fd.limit").starts_with("ulimit -Hn 2064"),
         "{}",
         out.stdout
     );
@@ -362,7 +382,7 @@ fn nr_open_and_file_max_fail() {
     m.set("proc/sys/fs/nr_open", "1000\n")
         .set("proc/sys/fs/file-max", "3000\n")
         .set("proc/sys/fs/file-nr", "2500\t0\t3000\n");
-    let out = m.run(&["--connections", "2000"]);
+    let out = m.run(&["--connections", "2000", "--target", "10.0.0.5:9000"]);
     assert_eq!(out.code, 1);
     out.expect("fd.nr_open", "FAIL", &["fs.nr_open 1000", ">= 2064"]);
     assert_eq!(out.fix("fd.nr_open"), "sysctl -w fs.nr_open=2064");
@@ -412,7 +432,8 @@ fn short_connections_check_time_wait() {
     let out = m.run(&plan_with(&["--short-connections", "--rate", "100000"]));
     out.expect("ports.time_wait", "FAIL", &[]);
     assert!(
-        out.fix("ports.time_wait").contains("--source-ips 2"),
+        out.fix("ports.time_wait")
+            .contains("--source-ip with 2 addresses"),
         "{}",
         out.stdout
     );
@@ -471,7 +492,7 @@ fn memory_per_connection() {
     let m = Machine::healthy();
     // 10000 x 144 KiB = 1.4 GiB if every buffer fills, against 1 GiB available.
     m.set("proc/meminfo", "MemAvailable:    1048576 kB\n");
-    let out = m.run(&["--connections", "10000"]);
+    let out = m.run(&["--connections", "10000", "--target", "10.0.0.5:9000"]);
     out.expect(
         "mem.tcp",
         "WARN",
@@ -492,7 +513,7 @@ fn memory_per_connection() {
     );
     // Even the minimum buffers do not fit in 100 MB.
     m.set("proc/meminfo", "MemAvailable:     100000 kB\n");
-    let out = m.run(&["--connections", "10000"]);
+    let out = m.run(&["--connections", "10000", "--target", "10.0.0.5:9000"]);
     assert_eq!(out.code, 1);
     out.expect("mem.tcp", "FAIL", &[]);
     assert!(
@@ -503,7 +524,7 @@ fn memory_per_connection() {
     // tcp_mem's hard limit below the minimum buffers.
     let m = Machine::healthy();
     m.set("proc/sys/net/ipv4/tcp_mem", "10\t20\t30\n");
-    let out = m.run(&["--connections", "100"]);
+    let out = m.run(&["--connections", "100", "--target", "10.0.0.5:9000"]);
     out.expect(
         "mem.tcp_mem",
         "FAIL",
@@ -656,10 +677,14 @@ fn irqbalance_running_warns() {
         out.fix("nic.irqbalance")
             .starts_with("systemctl stop irqbalance")
     );
-    // Also without an interface to check.
+    // Also for the loopback baseline, whose interface is lo.
     let out = m.run(&[]);
     out.expect("nic.irqbalance", "WARN", &[]);
-    out.expect("nic.iface", "INFO", &["skipped"]);
+    out.expect(
+        "nic.iface",
+        "PASS",
+        &["lo, loopback (the loopback baseline"],
+    );
 }
 
 #[test]
@@ -907,6 +932,493 @@ fn docs_list_every_check() {
         .collect();
     printed.sort();
     assert_eq!(documented, printed);
+}
+
+/// The script on this machine itself (no fixture root): read-only, like the real
+/// command. Limits, commands and files are the host's.
+fn on_this_machine(args: &[&str]) -> Out {
+    let mut cmd = Command::new("bash");
+    cmd.arg(SCRIPT).args(args);
+    for k in [
+        "PREFLIGHT_ROOT",
+        "PREFLIGHT_ULIMIT_SOFT",
+        "PREFLIGHT_ULIMIT_HARD",
+        "PREFLIGHT_ULIMIT_MEMLOCK",
+        "PREFLIGHT_UID",
+        "SUDO_USER",
+        "SUDO_UID",
+    ] {
+        cmd.env_remove(k);
+    }
+    run(cmd)
+}
+
+/// Issue 21: a core that is not online fails `cores.online`, naming the online cores
+/// (`--cores 5` on the 2-core reference VM; the first core not online elsewhere).
+#[test]
+fn this_machine_fails_a_core_that_is_not_online_naming_the_online_ones() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let online = online.trim();
+    let on = |c: usize| {
+        online.split(',').any(|r| match r.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).contains(&c),
+            None => r.parse::<usize>().unwrap() == c,
+        })
+    };
+    let core = (5..).find(|&c| !on(c)).unwrap().to_string();
+    let out = on_this_machine(&["--cores", &core]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    out.expect(
+        "cores.online",
+        "FAIL",
+        &[
+            &format!("cores {core} are not online"),
+            &format!("(online: {online})"),
+        ],
+    );
+    assert!(
+        out.fix("cores.online")
+            .contains(&format!("choose --cores within {online}")),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Issue 21: `--connections 30000 --cores 0` checks ports and descriptors for 30,000
+/// connections: exactly on a fixture (the baseline's sink holds the other ends, so the
+/// descriptors count twice), and by name on this machine.
+#[test]
+fn thirty_thousand_connections_are_checked_for_ports_and_descriptors() {
+    let out = on_this_machine(&["--connections", "30000", "--cores", "0"]);
+    for check in ["ports.range", "fd.limit", "conntrack.table"] {
+        if out.stdout.contains(&format!(" {check} ")) && out.status(check) != "INFO" {
+            assert!(out.line(check).contains("30000"), "{}", out.line(check));
+        }
+    }
+    out.expect(
+        "ports.range",
+        out.status("ports.range"),
+        &["30000 ports per pair"],
+    );
+    out.expect(
+        "fd.limit",
+        out.status("fd.limit"),
+        &["60064 (60000 sockets: 30000 connections"],
+    );
+    let m = Machine::healthy();
+    let out = m.run(&["--connections", "30000", "--cores", "0"]);
+    out.expect(
+        "ports.range",
+        "FAIL",
+        &[
+            "28232 ports per",
+            "30000 ports per pair (30000 connections over 1 pair(s))",
+        ],
+    );
+    out.expect(
+        "fd.limit",
+        "PASS",
+        &["60064 (60000 sockets: 30000 connections with both ends on this host"],
+    );
+    out.expect("fd.nr_open", "PASS", &[">= 60064"]);
+    out.expect(
+        "conntrack.table",
+        "PASS",
+        &[">= 30012 entries (12 in use + 30000 connections)"],
+    );
+    // Against a target, the other ends are elsewhere.
+    let out = m.run(&[
+        "--connections",
+        "30000",
+        "--cores",
+        "0",
+        "--target",
+        "10.0.0.5:9000",
+    ]);
+    out.expect("fd.limit", "PASS", &["30064 (30000 connections + 64"]);
+}
+
+/// Issue 21: without plan flags the first line names the default plan it checked.
+#[test]
+fn no_flags_names_the_default_plan() {
+    let m = Machine::healthy();
+    for args in [
+        &[][..],
+        &["--json", "report.json"][..],
+        &["--iface", "eth0"][..],
+    ] {
+        let out = m.run(args);
+        assert!(
+            out.stdout.starts_with("INFO  plan "),
+            "{args:?}: {}",
+            out.stdout
+        );
+        out.expect(
+            "plan",
+            "INFO",
+            &[
+                "no plan flags: checked blaster's default plan, --cores 0 --connections 64, no --target: the loopback baseline",
+                "128 sockets",
+            ],
+        );
+        assert!(out.fix("plan").contains("--cores 4-11"), "{}", out.stdout);
+    }
+    // With plan flags it names them, and it is not the default any more.
+    let out = m.run(&["--cores", "1"]);
+    out.expect("plan", "INFO", &["--cores 1 --connections 64, no --target"]);
+    assert!(
+        !out.line("plan").contains("no plan flags"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Issue 21: `blaster run`'s spelling, so the same words go to both: `--target`
+/// (repeatable), `--source-ip` ranges, `--connect-per-request`, `--flag=value`, a
+/// `--json FILE`, `--shard`, `--proto udp`, `--control-core`, and the flags that change
+/// nothing here.
+#[test]
+fn blaster_run_flags_in_blaster_spelling_check_that_plan() {
+    let m = Machine::healthy();
+    let out = m.run(&[
+        "--cores",
+        "0-3",
+        "--connections",
+        "100000",
+        "--target",
+        "10.0.0.5:9000",
+        "--source-ip",
+        "10.0.0.2-10.0.0.9",
+        "--rate",
+        "50000",
+        "--duration=60s",
+        "--json",
+        "run.json",
+        "--payload-size",
+        "64",
+        "--quiet",
+    ]);
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    // Eight sources: 12,500 connections per pair fit 28,232 ports.
+    out.expect(
+        "ports.range",
+        "PASS",
+        &["8 source IP(s) x 1 destination(s)", "12500 ports per pair"],
+    );
+    out.expect("nic.iface", "PASS", &["eth0", "route to 10.0.0.5"]);
+    out.expect("fd.limit", "PASS", &["100064 (100000 connections + 64"]);
+    out.expect(
+        "plan",
+        "INFO",
+        &["--cores 0-3 --connections 100000 --target 10.0.0.5:9000 --source-ip 10.0.0.2-10.0.0.9 (8 addresses) --rate 50000"],
+    );
+    // Text, not JSON: `--json run.json` was blaster's.
+    assert!(out.stdout.starts_with("INFO  plan"), "{}", out.stdout);
+    // Two targets are two destinations; over UDP, one pair per source.
+    let two = [
+        "--connections",
+        "40000",
+        "--target",
+        "10.0.0.5:9000",
+        "--target",
+        "10.0.0.6:9000",
+    ];
+    let out = m.run(&two);
+    out.expect(
+        "ports.range",
+        "PASS",
+        &["1 source IP(s) x 2 destination(s)"],
+    );
+    let mut udp = two.to_vec();
+    udp.extend(["--proto", "udp"]);
+    let out = m.run(&udp);
+    out.expect(
+        "ports.range",
+        "FAIL",
+        &["1 source IP(s) x 1 destination(s)", "40000 ports per pair"],
+    );
+    // A shard holds its part of the connections.
+    let out = m.run(&[
+        "--connections",
+        "1000",
+        "--shard",
+        "1/4",
+        "--target",
+        "10.0.0.5:9000",
+    ]);
+    out.expect("ports.range", "PASS", &["250 ports per pair"]);
+    // --connect-per-request is --short-connections.
+    let out = m.run(&[
+        "--target",
+        "10.0.0.5:9000",
+        "--connect-per-request",
+        "--rate",
+        "1000",
+    ]);
+    out.expect("ports.time_wait", "WARN", &["1000 connections/s x 60 s"]);
+    // The control core is checked with the workers.
+    let out = m.run(&["--cores", "0", "--control-core", "7"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    out.expect(
+        "cores.online",
+        "FAIL",
+        &["cores 7 are not online (online: 0-3)"],
+    );
+}
+
+/// Every flag `blaster run --help` lists is known to the script (a new one must be
+/// added to its lists): all of them at once, with a value each one takes, exit 0 or 1.
+#[test]
+fn every_blaster_run_flag_is_known() {
+    let help = Command::new(common::bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let sample = |flag: &str| -> &str {
+        match flag {
+            "--cores" | "--control-core" => "0",
+            "--connections" | "--concurrency" => "10",
+            "--target" => "10.0.0.5:9000",
+            "--source-ip" => "10.0.0.2",
+            "--rate" => "100",
+            "--proto" => "tcp",
+            "--shard" => "0/1",
+            "--sockbuf" => "4096",
+            _ => "x",
+        }
+    };
+    let mut args: Vec<String> = Vec::new();
+    let mut flags = 0;
+    for line in help.lines() {
+        let t = line.trim_start();
+        let t = t.strip_prefix("-H, ").unwrap_or(t);
+        let Some(rest) = t.strip_prefix("--") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let flag = format!("--{}", words.next().unwrap());
+        if flag == "--help" {
+            continue;
+        }
+        flags += 1;
+        let takes_value = words.next().is_some_and(|w| w.starts_with('<'));
+        args.push(flag.clone());
+        if takes_value {
+            args.push(sample(&flag).to_string());
+        }
+    }
+    assert!(flags > 40, "{help}");
+    let m = Machine::healthy();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = m.run(&args);
+    assert!(
+        matches!(out.code, 0 | 1),
+        "{args:?}: {}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    // And `blaster run`'s leading word is taken too.
+    let out = m.run(&["run", "--cores", "0"]);
+    assert!(matches!(out.code, 0 | 1), "{}", out.stderr);
+}
+
+/// Issue 21: io_uring itself: the kernel version, `kernel.io_uring_disabled`, and
+/// RLIMIT_MEMLOCK where it still counts (kernels before 5.12).
+#[test]
+fn io_uring_kernel_switch_and_memlock() {
+    let m = Machine::healthy();
+    let out = m.run(&[]);
+    out.expect("io_uring.kernel", "PASS", &["kernel 6.8.0-41-generic"]);
+    out.expect("io_uring.disabled", "PASS", &["kernel.io_uring_disabled=0"]);
+    out.expect("io_uring.memlock", "PASS", &["memory cgroup"]);
+    // Too old a kernel.
+    m.set("proc/sys/kernel/osrelease", "5.10.0-28-amd64\n");
+    let out = m.run(&[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    out.expect(
+        "io_uring.kernel",
+        "FAIL",
+        &["kernel 5.10.0-28-amd64", ">= 5.11"],
+    );
+    // 5.11: io_uring works, but rings count against a 64 KiB RLIMIT_MEMLOCK; 5.4's
+    // sysctl-less kernels have no io_uring_disabled.
+    m.set("proc/sys/kernel/osrelease", "5.11.0-1-amd64\n")
+        .remove("proc/sys/kernel/io_uring_disabled");
+    let out = m.run_env(
+        &["--cores", "0-3"],
+        &[("PREFLIGHT_ULIMIT_MEMLOCK", "65536")],
+    );
+    out.expect(
+        "io_uring.kernel",
+        "PASS",
+        &["no multishot receive before 6.0"],
+    );
+    out.expect("io_uring.disabled", "PASS", &["before kernel 6.6"]);
+    // Four generator rings and four of the baseline's sink, 512 KiB each.
+    out.expect(
+        "io_uring.memlock",
+        "FAIL",
+        &[
+            "RLIMIT_MEMLOCK 64.0 KiB",
+            ">= 4.0 MiB (8 rings x 512.0 KiB)",
+        ],
+    );
+    assert!(
+        out.fix("io_uring.memlock")
+            .starts_with("ulimit -l unlimited")
+    );
+    let out = m.run_env(
+        &["--cores", "0-3"],
+        &[("PREFLIGHT_ULIMIT_MEMLOCK", "unlimited")],
+    );
+    out.expect("io_uring.memlock", "PASS", &[]);
+    // The switch: 2 is off for everyone; 1 is root (or a group) only.
+    let m = Machine::healthy();
+    m.set("proc/sys/kernel/io_uring_disabled", "2\n");
+    let out = m.run(&[]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    out.expect(
+        "io_uring.disabled",
+        "FAIL",
+        &["io_uring is off for every process"],
+    );
+    assert_eq!(
+        out.fix("io_uring.disabled"),
+        "sysctl -w kernel.io_uring_disabled=0"
+    );
+    m.set("proc/sys/kernel/io_uring_disabled", "1\n")
+        .set("proc/sys/kernel/io_uring_group", "-1\n");
+    let out = m.run_env(&[], &[("PREFLIGHT_UID", "4242")]);
+    out.expect("io_uring.disabled", "FAIL", &["blaster runs as uid 4242"]);
+    let out = m.run_env(&[], &[("PREFLIGHT_UID", "0")]);
+    out.expect("io_uring.disabled", "PASS", &["blaster runs as uid 0"]);
+}
+
+/// Issue 21: under sudo the descriptor check reads the limits of the shell that ran
+/// sudo (blaster runs there), else says plainly that it checked root's.
+#[test]
+fn under_sudo_the_invoking_users_descriptor_limit_is_checked() {
+    let m = Machine::healthy();
+    // The script's parent is this test process: it plays the user's shell.
+    let pid = std::process::id();
+    m.set(
+        &format!("proc/{pid}/status"),
+        "Name:\tbash\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\n",
+    )
+    .set(
+        &format!("proc/{pid}/limits"),
+        "Limit                     Soft Limit           Hard Limit           Units     \n\
+         Max locked memory         65536                65536                bytes     \n\
+         Max open files            1024                 1500                 files     \n",
+    );
+    let sudo = |uid: &str| {
+        let mut cmd = Command::new("bash");
+        cmd.arg(SCRIPT)
+            .args(["--connections", "1000", "--target", "10.0.0.5:9000"])
+            .env("PREFLIGHT_ROOT", m.dir.path())
+            .env("PREFLIGHT_UID", "0")
+            .env("SUDO_USER", "alice")
+            .env("SUDO_UID", uid)
+            .env("PREFLIGHT_IP", format!("{FAKES}/ip"))
+            .env("PREFLIGHT_ETHTOOL", format!("{FAKES}/ethtool"))
+            .env("FAKE_ROUTE_DEV", "eth0")
+            .env_remove("PREFLIGHT_ULIMIT_SOFT")
+            .env_remove("PREFLIGHT_ULIMIT_HARD");
+        run(cmd)
+    };
+    let out = sudo("1000");
+    out.expect(
+        "fd.limit",
+        "PASS",
+        &[
+            &format!("RLIMIT_NOFILE of alice's shell (pid {pid}, which ran sudo"),
+            "soft 1024, hard 1500",
+        ],
+    );
+    // alice's hard limit is below what 2000 connections need.
+    let mut cmd = Command::new("bash");
+    cmd.arg(SCRIPT)
+        .args(["--connections", "2000", "--target", "10.0.0.5:9000"])
+        .env("PREFLIGHT_ROOT", m.dir.path())
+        .env("PREFLIGHT_UID", "0")
+        .env("SUDO_USER", "alice")
+        .env("SUDO_UID", "1000")
+        .env("PREFLIGHT_IP", format!("{FAKES}/ip"))
+        .env("FAKE_ROUTE_DEV", "eth0")
+        .env_remove("PREFLIGHT_ULIMIT_SOFT")
+        .env_remove("PREFLIGHT_ULIMIT_HARD");
+    let out = run(cmd);
+    out.expect("fd.limit", "FAIL", &["alice's shell", "hard 1500"]);
+    // No ancestor of alice's: root's limit, said so.
+    let out = sudo("1001");
+    out.expect(
+        "fd.limit",
+        out.status("fd.limit"),
+        &["RLIMIT_NOFILE (root's, under sudo: alice's shell or its limits were not found"],
+    );
+}
+
+/// Issue 21: a core online but outside this shell's affinity cannot run a worker
+/// started from it.
+#[test]
+fn cores_outside_the_affinity_warn() {
+    let m = Machine::healthy();
+    m.set("proc/self/status", "Name:\tbash\nCpus_allowed_list:\t0-1\n");
+    let out = m.run(&["--cores", "0-3"]);
+    // A warning: a preflight in its own container has another cpuset than blaster's.
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    out.expect(
+        "cores.online",
+        "WARN",
+        &["cores 2-3 are online but outside this shell's affinity (Cpus_allowed_list 0-1; online: 0-3)"],
+    );
+    assert!(
+        out.fix("cores.online")
+            .starts_with("choose --cores within 0-1")
+    );
+    let out = m.run(&["--cores", "0-1"]);
+    out.expect("cores.online", "PASS", &["usable here: 0-1"]);
+}
+
+/// Issue 21: bad values of blaster's spellings are one line and exit 2, as the others.
+#[test]
+fn bad_blaster_spellings_exit_2_with_one_line() {
+    let m = Machine::healthy();
+    for (args, needle) in [
+        (
+            &["--target", "nohost"][..],
+            "--target: 'nohost' is not HOST:PORT",
+        ),
+        (
+            &["--source-ip", "10.0.0.9-10.0.0.2"][..],
+            "--source-ip: expected addresses",
+        ),
+        (&["--source-ip", "10.0.0.0/8"][..], "at most 65536"),
+        (&["--shard", "4/4"][..], "--shard: expected I/N with I < N"),
+        (&["--proto", "sctp"][..], "--proto: expected tcp or udp"),
+        (&["--sockbuf", "4q"][..], "--sockbuf: expected a size"),
+        (
+            &["--control-core", "x"][..],
+            "--control-core: must be a core number",
+        ),
+        (
+            &["--connect-per-request", "--rate", "ramp:0..10/1s"][..],
+            "--connect-per-request: needs --rate R",
+        ),
+        (&["--duration"][..], "--duration: needs a value"),
+        (
+            &["--warp-speed", "9"][..],
+            "unknown argument '--warp-speed'",
+        ),
+    ] {
+        let out = m.run(args);
+        assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
+    }
 }
 
 fn tune(args: &[&str]) -> Out {
