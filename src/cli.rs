@@ -568,6 +568,12 @@ pub struct MergeArgs {
     /// Write the merged run's charts as one HTML page (as `blaster report --html`).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+
+    /// Judge the merged run against an SLO (grammar as `run --slo`): from the added
+    /// histograms and counters, never from the shards' own verdicts; a term with no
+    /// samples is not met. Exit 4 when broken (3 when the merge is invalid).
+    #[arg(long)]
+    pub slo: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -267,6 +267,61 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
     let m = m.unwrap_or_else(|| panic!("{text}"));
     assert_eq!(m["fleet"]["merged"]["interval_percentiles_exact"], false);
     assert!(m["intervals"][0]["histograms"].is_null());
+
+    // `merge --slo`: judged on the merged figures. A shard's own verdict never passes
+    // through; a term with no samples (here: every reply made an error) is not met.
+    let judged = d.join("judged.json");
+    let files_ref: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let mut args: Vec<String> = vec!["merge".into()];
+    args.extend(files_ref.iter().map(|p| p.display().to_string()));
+    let slo_run = |extra: &[&str], out_path: &Path| {
+        let mut a = args.clone();
+        a.extend(["--json".into(), out_path.display().to_string()]);
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = run(&refs, Duration::from_secs(30));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap();
+        (out, v)
+    };
+    let (out, v) = slo_run(&["--slo", "p99<1h,errors<1%"], &judged);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    assert_eq!(v["slo"]["spec"], "p99<1h,errors<1%");
+    if v["valid"] == true {
+        assert_eq!(v["slo"]["met"], true, "{}", v["slo"]);
+    }
+    let (out, v) = slo_run(&["--slo", "p99<1ns"], &d.join("broken.json"));
+    assert_eq!(v["slo"]["met"], false);
+    if v["valid"] == true {
+        assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    }
+    let (_, v) = slo_run(&[], &d.join("unjudged.json"));
+    assert!(v.get("slo").is_none(), "a shard's verdict is not the merge's");
+    // Nothing succeeded on any shard: no latency sample after the merge.
+    let emptied: Vec<PathBuf> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            edit(f, &d.join(format!("empty-{i}.json")), |v| {
+                let (_, empty) = encoded(std::iter::empty());
+                v["histograms"]["latency"] = json!(empty.clone());
+                v["histograms"]["service_time"] = json!(empty);
+                v["latency_ns"]["count"] = json!(0);
+                v["service_time_ns"]["count"] = json!(0);
+                let n = v["requests"]["completed"].clone();
+                v["requests"]["completed"] = json!(0);
+                v["requests"]["errors"] = n.clone();
+                v["errors_by_kind"] = json!({ "error_reply": n });
+                v["slo"] = json!({"spec": "p99<1h", "met": true, "terms": []});
+            })
+        })
+        .collect();
+    let mut a: Vec<String> = vec!["merge".into()];
+    a.extend(emptied.iter().map(|p| p.display().to_string()));
+    a.extend(["--slo".into(), "p99<1h".into()]);
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    let out = run(&refs, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("p99<1h: not met (no samples)"), "{text}{}", stderr(&out));
 }
 
 /// 100 shards of a 60 s run, each with 60 intervals and its four histograms, merge
