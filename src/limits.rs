@@ -51,7 +51,8 @@ pub const SPIN_NS_MAX: u64 = 1_000_000_000;
 pub const WAIT_NS_MAX: u64 = 10_000_000;
 /// Time allowed for in-flight requests to complete after the schedule ends or Ctrl-C.
 pub const DRAIN_NS_MAX: u64 = 2_000_000_000;
-/// File descriptors kept free for the process itself (rings, stdio, listeners).
+/// File descriptors kept free for the process itself (rings, stdio, listeners, the
+/// `/metrics` connections of [`METRICS_CONNECTIONS_MAX`]).
 pub const FD_MARGIN: u64 = 64;
 /// Fewest sockets one ring's file table must hold before blaster splits a core's
 /// connections over more rings rather than refuse: below it the descriptor limit was
@@ -97,9 +98,18 @@ pub const SINK_RECV_POOL_SHARES: usize = 8;
 /// Bytes of an HTTP request head the `--metrics-listen` server reads: a scraper's
 /// `GET /metrics` is a few hundred bytes; anything longer is not a scrape.
 pub const METRICS_REQUEST_BYTES_MAX: usize = 8 * 1024;
-/// Read and write timeout of one `/metrics` connection: the server answers one
-/// connection at a time, so a client that stalls holds the next scrape this long at most.
+/// How long a `/metrics` client has to take its answer once the server starts writing
+/// it; one that reads slower is closed. Other connections are served meanwhile.
 pub const METRICS_IO_TIMEOUT_MS: u64 = 2_000;
+/// How long a `/metrics` connection may take to send a whole request head (from its
+/// accept, or from the previous answer when requests were pipelined) before it is
+/// closed: a scraper sends its request at once.
+pub const METRICS_HEADER_TIMEOUT_MS: u64 = 1_000;
+/// `/metrics` connections served at once. Each holds a descriptor the run's
+/// descriptor budget keeps aside (`FD_MARGIN`) and a request buffer; a scraper fleet
+/// is a few Prometheus servers. When all are taken, a new connection replaces the one
+/// that has waited longest for its request, so silent clients cannot lock scrapers out.
+pub const METRICS_CONNECTIONS_MAX: usize = 16;
 /// `--metrics-linger`: waiting longer than ten minutes for a last scrape means no
 /// scraper is coming (Prometheus scrapes every 15 s to 1 min).
 pub const METRICS_LINGER_NS_MAX: u64 = 600 * 1_000_000_000;

@@ -451,3 +451,71 @@ fn compare_refuses_bad_input() {
     }
     let _ = bin();
 }
+
+/// Issue 25: `/metrics` served one connection at a time, 2 s per silent one, so a
+/// crowd of silent clients made it unreachable; a bare-LF request got no answer and
+/// pipelined requests one answer. During a run: 200 silent clients connected, then
+/// a scrape answers at once, a bare-LF request is answered and three pipelined
+/// requests get three answers.
+#[test]
+fn metrics_stay_reachable_with_200_silent_clients() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    let _lock = load_lock();
+    let sink = Sink::start(&[]);
+    let port = common::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = common::spawn_piped(std::process::Command::new(bin()).args([
+        "run",
+        "--cores",
+        "0",
+        "--target",
+        &sink.addr,
+        "--rate",
+        "100",
+        "--duration",
+        "8s",
+        "--quiet",
+        "--metrics-listen",
+        &listen,
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(&listen).is_err() {
+        assert!(Instant::now() < deadline, "/metrics never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let exchange = |request: &str| -> (String, Duration) {
+        let t = Instant::now();
+        let mut s = TcpStream::connect(&listen).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        (String::from_utf8_lossy(&raw).into_owned(), t.elapsed())
+    };
+    let silent: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(&listen).unwrap())
+        .collect();
+    let (scrape, took) = exchange("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(scrape.starts_with("HTTP/1.1 200 OK\r\n"), "{scrape:?}");
+    assert!(scrape.contains("blaster_requests_total"), "{scrape}");
+    assert!(
+        took < Duration::from_secs(1),
+        "a scrape behind 200 silent clients took {took:?}"
+    );
+    let (bare, _) = exchange("GET /metrics HTTP/1.1\nHost: x\n\n");
+    assert!(bare.starts_with("HTTP/1.1 200 OK\r\n"), "bare LF: {bare:?}");
+    let (piped, _) = exchange(
+        "GET /metrics HTTP/1.1\r\n\r\nGET /other HTTP/1.1\r\n\r\nHEAD /metrics HTTP/1.1\r\n\r\n",
+    );
+    let statuses: Vec<&str> = piped
+        .match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &piped[i + 9..i + 12])
+        .collect();
+    assert_eq!(statuses, ["200", "404", "200"], "{piped}");
+    drop(silent);
+    let out = common::wait_bounded(child, Duration::from_secs(30));
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+}

@@ -307,6 +307,7 @@ fn merge_adds_shards_and_refuses_what_does_not_belong() {
                 v["histograms"]["service_time"] = json!(empty);
                 v["latency_ns"]["count"] = json!(0);
                 v["service_time_ns"]["count"] = json!(0);
+                v["intervals"] = json!([]);
                 let n = v["requests"]["completed"].clone();
                 v["requests"]["completed"] = json!(0);
                 v["requests"]["errors"] = n.clone();

@@ -15,6 +15,7 @@
 pub mod csv;
 pub mod hdr_log;
 pub mod hgrm;
+pub mod metrics_request;
 pub mod metrics_server;
 pub mod prometheus;
 
