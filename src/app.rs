@@ -68,12 +68,7 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
                 let _ = e.print();
                 return Ok(Outcome::Ok);
             }
-            // clap's first line is the message; the rest is a usage hint.
-            let rendered = e.render().to_string();
-            let line = rendered.lines().next().unwrap_or("invalid arguments");
-            return Err(AppError::Usage(
-                line.trim_start_matches("error: ").to_string(),
-            ));
+            return Err(AppError::Usage(clap_line(&e.render().to_string())));
         }
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -88,6 +83,23 @@ pub fn main_with_args(args: Vec<String>) -> Result<Outcome, AppError> {
         Command::Compare(a) => compare_command(&a),
         Command::Merge(a) => merge_command(&a),
     }
+}
+
+/// clap's error as one line: its first line, with the list that follows a line ending
+/// in `:` (the missing arguments of "the following required arguments were not
+/// provided:") joined onto it; the usage hint after it is dropped.
+fn clap_line(rendered: &str) -> String {
+    let mut lines = rendered.lines();
+    let first = lines.next().unwrap_or("invalid arguments");
+    let first = first.trim_start_matches("error: ").trim_end();
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let items: Vec<&str> = lines
+        .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    format!("{first} {}", items.join(", "))
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP: the first asks for a clean stop and report; a second
@@ -229,7 +241,18 @@ fn report_command(a: &ReportArgs) -> Result<Outcome, AppError> {
     Ok(Outcome::Ok)
 }
 
-fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
+/// A `run` command line, validated: everything `run` refuses is refused here, before
+/// anything is created, bound or connected; `preflight` validates through it too, so
+/// it refuses the same command lines with the same lines.
+struct ValidRun {
+    plan: RunPlan,
+    facts: HostFacts,
+    slo: Option<Slo>,
+    /// `--metrics-listen`'s address and `--metrics-linger`.
+    metrics: Option<(std::net::SocketAddr, std::time::Duration)>,
+}
+
+fn validate_run(a: &RunArgs) -> Result<ValidRun, AppError> {
     let slo = a
         .slo
         .as_deref()
@@ -241,15 +264,65 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         s.check_workload(plan.frames.is_some())
             .map_err(|m| AppError::Usage(format!("--slo: {m}")))?;
     }
-    // Claimed before anything connects: an unwritable path fails now, not after the run.
-    let mut exporters = open_exporters(a, &plan, stop)?;
-    let json_out = json::claim(plan.json.as_deref())?;
-    let json_stdout = json::is_stdout(plan.json.as_deref()) || exporters.stdout_taken;
-    if slo.is_some() && plan.target.is_none() {
+    let has_target = plan.target.is_some();
+    for (flag, p) in exports_of(a) {
+        if p.is_some() && !has_target {
+            return Err(AppError::Usage(format!(
+                "--{flag}: needs --target (the baseline's steps are not one run to export)"
+            )));
+        }
+    }
+    // At most one output on stdout, and no two on one file.
+    let mut all = vec![("json", a.json.as_deref())];
+    all.extend(exports_of(a).map(|(f, p)| (f, p.as_deref())));
+    distinct_outputs(&all)?;
+    let metrics = match &a.metrics_listen {
+        Some(_) if !has_target => {
+            return Err(AppError::Usage(
+                "--metrics-listen: needs --target (the baseline's steps are not one run)".into(),
+            ));
+        }
+        Some(addr) => Some((
+            export::metrics_server::parse_listen(addr)
+                .map_err(|m| AppError::Usage(format!("--metrics-listen: {m}")))?,
+            metrics_linger(&a.metrics_linger)?,
+        )),
+        None => None,
+    };
+    if slo.is_some() && !has_target {
         return Err(AppError::Usage(
             "--slo: needs --target (the baseline measures the generator, not a target)".into(),
         ));
     }
+    Ok(ValidRun {
+        plan,
+        facts,
+        slo,
+        metrics,
+    })
+}
+
+/// `run`'s exports by flag: `--hdr-log`, `--percentiles`, `--csv`.
+fn exports_of(a: &RunArgs) -> impl Iterator<Item = (&'static str, &Option<std::path::PathBuf>)> {
+    [
+        ("hdr-log", &a.hdr_log),
+        ("percentiles", &a.percentiles),
+        ("csv", &a.csv),
+    ]
+    .into_iter()
+}
+
+fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
+    let ValidRun {
+        plan,
+        facts,
+        slo,
+        metrics,
+    } = validate_run(a)?;
+    // Claimed before anything connects: an unwritable path fails now, not after the run.
+    let mut exporters = open_exporters(a, &plan, metrics, stop)?;
+    let json_out = json::claim(plan.json.as_deref())?;
+    let json_stdout = json::is_stdout(plan.json.as_deref()) || exporters.stdout_taken;
     // Memory and cores before anything connects (descriptors and ports: check_plan).
     crate::preflight::check_host(&plan).map_err(RunError::from)?;
     let Some(target) = plan.target else {
@@ -413,47 +486,15 @@ struct Exporters {
     stdout_taken: bool,
 }
 
-/// Opens the exporters' files now, so an unwritable path fails before anything
-/// connects; at most one output (`--json` included) may be stdout.
+/// Opens the exporters' files now (validated by [`validate_run`]), so an unwritable
+/// path fails before anything connects.
 fn open_exporters(
     a: &RunArgs,
     plan: &RunPlan,
+    metrics: Option<(std::net::SocketAddr, std::time::Duration)>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Exporters, AppError> {
-    let has_target = plan.target.is_some();
-    let exports = [
-        ("hdr-log", &a.hdr_log),
-        ("percentiles", &a.percentiles),
-        ("csv", &a.csv),
-    ];
-    let mut stdout_taken = false;
-    for (flag, p) in exports {
-        let Some(p) = p else { continue };
-        if !has_target {
-            return Err(AppError::Usage(format!(
-                "--{flag}: needs --target (the baseline's steps are not one run to export)"
-            )));
-        }
-        stdout_taken |= json::is_stdout(Some(p));
-    }
-    // At most one output on stdout, and no two on one file.
-    let mut all = vec![("json", a.json.as_deref())];
-    all.extend(exports.iter().map(|(f, p)| (*f, p.as_deref())));
-    distinct_outputs(&all)?;
-    // Validated before any file is created.
-    let metrics = match &a.metrics_listen {
-        Some(_) if !has_target => {
-            return Err(AppError::Usage(
-                "--metrics-listen: needs --target (the baseline's steps are not one run)".into(),
-            ));
-        }
-        Some(addr) => Some((
-            export::metrics_server::parse_listen(addr)
-                .map_err(|m| AppError::Usage(format!("--metrics-listen: {m}")))?,
-            metrics_linger(&a.metrics_linger)?,
-        )),
-        None => None,
-    };
+    let stdout_taken = exports_of(a).any(|(_, p)| json::is_stdout(p.as_deref()));
     let mut outputs = Outputs::none();
     if let Some(p) = &a.hdr_log {
         let e = export::hdr_log::HdrLog::create(p, plan.frames.is_some())
@@ -520,7 +561,7 @@ fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {
 /// machine, one line each (or the JSON array with `--json`); nothing is connected.
 fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
     use crate::preflight::checks::{Host, Needs, Status, run_all};
-    let plan = RunPlan::build(a, &HostFacts::gather(a))?;
+    let plan = validate_run(a)?.plan;
     let json_out = json::claim(plan.json.as_deref())?;
     let checks = run_all(&Needs::of(&plan), &Host::this_machine());
     let json_stdout = json::is_stdout(plan.json.as_deref());
@@ -726,4 +767,21 @@ fn tcp_line(s: &crate::sink::SinkStats, m: &crate::sink::MemoryFigures) -> Strin
         s.connections_closed_by_peer,
         m.rss_bytes as f64 / (1 << 20) as f64
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_clap_error_is_one_line_naming_what_is_missing() {
+        let rendered = "error: the following required arguments were not provided:\n  \
+                        --hold\n  <NEW>\n\nUsage: blaster run --hold\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            super::clap_line(rendered),
+            "the following required arguments were not provided: --hold, <NEW>"
+        );
+        assert_eq!(
+            super::clap_line("error: unexpected argument '--x' found\n\nUsage: blaster\n"),
+            "unexpected argument '--x' found"
+        );
+    }
 }

@@ -423,7 +423,7 @@ pub struct RunArgs {
     pub start_at: Option<String>,
 
     /// Name tying the shards of one run together (letters, digits, `.`, `_`, `-`; at
-    /// most 64). Default: derived from --start-at and the plan, so shards started
+    /// most 63). Default: derived from --start-at and the plan, so shards started
     /// with the same command line agree on it.
     #[arg(long)]
     pub run_id: Option<String>,

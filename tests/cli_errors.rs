@@ -210,7 +210,7 @@ fn protocol_and_udp_flags_are_checked() {
             "run", "--target", T, "--rate", "10", "--http", "GET /", "-H", "NoColon",
         ],
         2,
-        "--http: header must be 'Name: value'",
+        "--header: header must be 'Name: value'",
     );
     expect(
         &["run", "--target", T, "--rate", "10", "--payload", "{nope}"],
@@ -604,4 +604,93 @@ fn metrics_listen_port_in_use_fails_before_the_run() {
         2,
         "--metrics-listen: needs --target",
     );
+}
+
+/// Issue 25: clap's "required arguments were not provided" names what is missing.
+#[test]
+fn a_missing_required_argument_is_named() {
+    for (args, missing) in [
+        (&["run", "--heartbeat", "1s"][..], "--hold"),
+        (&["sink", "--stall", "1s"][..], "--every"),
+        (&["compare", "a.json"][..], "<NEW>"),
+        (&["report", "x.json"][..], "--html"),
+    ] {
+        expect(args, 2, &format!("were not provided: {missing}"));
+    }
+}
+
+/// Issue 25: `--run-id`'s help states the limit the validation enforces.
+#[test]
+fn the_run_id_help_states_the_limit_it_enforces() {
+    let max = blaster::fleet::RUN_ID_LEN_MAX;
+    let help = run(&["run", "--help"], Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    let line = text.split("--run-id").nth(1).expect("--run-id in the help");
+    assert!(line.contains(&format!("at most {max})")), "{line:.300}");
+    let id = |n: usize| "r".repeat(n);
+    let over = id(max + 1);
+    expect(
+        &["run", "--target", T, "--rate", "10", "--run-id", &over],
+        2,
+        &format!("--run-id: expected 1 to {max}"),
+    );
+}
+
+/// Issue 25: a CR or LF in `-H` would end the header and smuggle in another.
+#[test]
+fn a_line_break_in_a_header_is_a_usage_error() {
+    for h in ["X-A: 1\r\nX-Smuggled: 2", "X-A: 1\nGET / HTTP/1.1"] {
+        expect(
+            &[
+                "run", "--target", T, "--rate", "10", "--http", "GET /", "-H", h,
+            ],
+            2,
+            "--header: a header may not hold a CR, LF or NUL",
+        );
+    }
+}
+
+/// Issue 25: `preflight` validates a command line as `run` does, so what `run`
+/// refuses, `preflight` refuses with the same line and exit code.
+#[test]
+fn preflight_refuses_what_run_refuses_with_the_same_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x");
+    let x = x.to_str().unwrap();
+    let cases: [&[&str]; 6] = [
+        &["--slo", "p99<1ms"],
+        &["--csv", x],
+        &["--target", T, "--rate", "10", "--slo", "nonsense"],
+        &["--target", T, "--rate", "10", "--metrics-listen", "nope"],
+        &["--target", T, "--rate", "10", "--json", x, "--hdr-log", x],
+        &[
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--workload",
+            "frames",
+            "--slo",
+            "p99<1ms",
+        ],
+    ];
+    for args in cases {
+        let run_out = run(&[&["run"], args].concat(), Duration::from_secs(20));
+        let pre_out = run(&[&["preflight"], args].concat(), Duration::from_secs(20));
+        assert_eq!(
+            run_out.status.code(),
+            Some(2),
+            "run {args:?}: {}",
+            stderr(&run_out)
+        );
+        assert_eq!(
+            pre_out.status.code(),
+            Some(2),
+            "preflight {args:?}: {}",
+            stderr(&pre_out)
+        );
+        assert_eq!(stderr(&pre_out), stderr(&run_out), "{args:?}");
+        assert_eq!(stderr(&pre_out).trim_end().lines().count(), 1);
+    }
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
 }

@@ -319,6 +319,9 @@ impl RunPlan {
             None => None,
         };
         let host = a.target.first().cloned().unwrap_or_default();
+        for h in &a.headers {
+            crate::request::http::check_header(h).map_err(|m| err("header", m))?;
+        }
         let http_of = |spec: &str, body: Option<&[u8]>| {
             crate::request::http::request(spec, &a.headers, body, &host)
         };

@@ -4,6 +4,28 @@
 
 use super::template::Template;
 
+/// Splits a `-H` header into its name and value, refusing what would not be one header
+/// line: no `:`, a bad name, Content-Length (filled in from the body), or a CR, LF or
+/// NUL anywhere (a line break would end the header early and smuggle in another).
+pub fn check_header(h: &str) -> Result<(&str, &str), String> {
+    if h.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err(format!(
+            "a header may not hold a CR, LF or NUL (it would split the request), got {h:?}"
+        ));
+    }
+    let (name, value) = h
+        .split_once(':')
+        .ok_or_else(|| format!("header must be 'Name: value', got {h:?}"))?;
+    let name = name.trim();
+    if name.is_empty() || name.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(format!("bad header name in {h:?}"));
+    }
+    if name.eq_ignore_ascii_case("content-length") {
+        return Err("Content-Length is filled in from the body; do not set it".into());
+    }
+    Ok((name, value))
+}
+
 /// Builds the request template. `host` fills the Host header unless `headers` has one.
 pub fn request(
     spec: &str,
@@ -25,16 +47,7 @@ pub fn request(
     let mut text = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
     let mut has_host = false;
     for h in headers {
-        let (name, value) = h
-            .split_once(':')
-            .ok_or_else(|| format!("header must be 'Name: value', got {h:?}"))?;
-        let name = name.trim();
-        if name.is_empty() || name.bytes().any(|b| b <= b' ' || b == 0x7f) {
-            return Err(format!("bad header name in {h:?}"));
-        }
-        if name.eq_ignore_ascii_case("content-length") {
-            return Err("Content-Length is filled in from the body; do not set it".into());
-        }
+        let (name, value) = check_header(h)?;
         has_host |= name.eq_ignore_ascii_case("host");
         text.extend_from_slice(format!("{name}: {}\r\n", value.trim()).as_bytes());
     }
@@ -102,6 +115,11 @@ mod tests {
         assert!(request("GET nopath", &[], None, "h").is_err());
         assert!(request("GET /", &["NoColon".into()], None, "h").is_err());
         assert!(request("GET /", &["Content-Length: 3".into()], None, "h").is_err());
+        // A line break in a header would smuggle in another header (issue 25).
+        for h in ["X: a\r\nEvil: b", "X: a\nb", "X\r: a", "X: a\0"] {
+            let e = request("GET /", &[h.into()], None, "h").unwrap_err();
+            assert!(e.contains("CR, LF or NUL"), "{h:?}: {e}");
+        }
         assert!(request("POST /", &[], Some(b"{seq}"), "h").is_err());
     }
 
