@@ -588,8 +588,8 @@ fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
 /// `blaster plan`: sizes a generator cluster; nothing is sent.
 fn plan_command(a: &PlanArgs) -> Result<Outcome, AppError> {
     let input = crate::capacity::input_from_args(a)?;
+    let report = crate::capacity::plan_report(&input)?;
     let json_out = json::claim(a.json.as_deref())?;
-    let report = crate::capacity::plan_report(&input);
     emit_text(
         &crate::capacity::render(&report),
         json::is_stdout(a.json.as_deref()),

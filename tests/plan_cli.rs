@@ -169,7 +169,7 @@ fn expect_usage_error(extra: &[(&str, Option<&str>)], needle: &str) {
 fn bad_inputs_are_one_line_usage_errors() {
     expect_usage_error(
         &[("--users", Some("0"))],
-        "--users: must be at least 1, got 0",
+        "--users: must be between 1 and 1000000000000, got 0",
     );
     expect_usage_error(&[("--users", None)], "--users: is required");
     expect_usage_error(
@@ -183,7 +183,7 @@ fn bad_inputs_are_one_line_usage_errors() {
     );
     expect_usage_error(
         &[("--nic-gbps", Some("0"))],
-        "--nic-gbps: must be greater than 0",
+        "--nic-gbps: must be at least 0.001 and at most 1000000, got 0",
     );
     expect_usage_error(
         &[("--cores", Some("many"))],
@@ -206,7 +206,7 @@ fn bad_inputs_are_one_line_usage_errors() {
     );
     expect_usage_error(
         &[("--cpu-watermark", Some("1.5"))],
-        "--cpu-watermark: must be greater than 0 and at most 1, got 1.5",
+        "--cpu-watermark: must be at least 0.01 and at most 1, got 1.5",
     );
     expect_usage_error(
         &[("--streams-per-conn", Some("0"))],
@@ -377,4 +377,187 @@ fn from_frames_refuses_a_report_that_is_not_a_frames_run() {
         &[("--from-frames", Some(p))],
         "--from-frames: give --cost-ns-per-msg or --from-frames, not both",
     );
+}
+
+/// Issue 25 item 4: huge or tiny inputs aborted (exit 134: allocating one entry per
+/// machine), panicked (exit 101) or grew without bound. Each is now a usage error
+/// naming the flag and the bound, fast and within a small address space.
+#[test]
+fn out_of_range_inputs_are_usage_errors_fast_and_small() {
+    let cases: [(&str, &str, &str); 6] = [
+        (
+            "--syscalls-per-core",
+            "0.0000001",
+            "--syscalls-per-core: must be at least 1000 and at most 1000000000000, got 1e-7",
+        ),
+        (
+            "--users",
+            "18446744073709551615",
+            "--users: must be between 1 and 1000000000000, got 18446744073709551615",
+        ),
+        (
+            "--cpu-watermark",
+            "1e-300",
+            "--cpu-watermark: must be at least 0.01 and at most 1, got 1e-300",
+        ),
+        (
+            "--nic-watermark",
+            "1e-300",
+            "--nic-watermark: must be at least 0.01 and at most 1, got 1e-300",
+        ),
+        (
+            "--nic-gbps",
+            "1e-300",
+            "--nic-gbps: must be at least 0.001 and at most 1000000, got 1e-300",
+        ),
+        (
+            "--cost-ns-per-msg",
+            "1e300",
+            "--cost-ns-per-msg: must be at least 0 and at most 1000000000, got 1e300",
+        ),
+    ];
+    for (flag, value, needle) in cases {
+        // The example without `flag`, then `flag value`.
+        let mut cleaned: Vec<&str> = Vec::new();
+        let mut k = 0;
+        while k < EXAMPLE.len() {
+            if EXAMPLE[k] != flag {
+                cleaned.extend([EXAMPLE[k], EXAMPLE[k + 1]]);
+            }
+            k += 2;
+        }
+        let mut args: Vec<&str> = vec!["plan"];
+        args.extend(cleaned);
+        args.extend([flag, value]);
+        let t = std::time::Instant::now();
+        let out = run_with_memory_limit(&args, 256 << 20, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{flag} {value}: {:?} {err}",
+            out.status
+        );
+        assert!(
+            err.contains(needle),
+            "{flag} {value}: {err:?} lacks {needle:?}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{flag}: {:?}",
+            t.elapsed()
+        );
+    }
+    // In range one by one, together past any fleet: a usage error naming the inputs.
+    let mut args: Vec<&str> = vec!["plan"];
+    args.extend(EXAMPLE);
+    args.extend([
+        "--users",
+        "1000000000000",
+        "--streams-per-conn",
+        "1",
+        "--conns-per-machine",
+        "1",
+    ]);
+    let args: Vec<&str> = dedup_flags(&args);
+    let out = run_with_memory_limit(&args, 256 << 20, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{:?} {err}", out.status);
+    assert!(
+        err.contains("--users: the load needs 1.00e12 generator machines (connections binds")
+            && err.contains("more than the 1,000,000,000 a plan sizes"),
+        "{err}"
+    );
+}
+
+/// `args` with each flag kept once, its last value winning (the first entry is the
+/// subcommand).
+fn dedup_flags<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut out: Vec<&'a str> = vec![args[0]];
+    let mut pairs: Vec<(&'a str, &'a str)> = Vec::new();
+    for p in args[1..].chunks(2) {
+        match pairs.iter_mut().find(|(f, _)| *f == p[0]) {
+            Some(e) => e.1 = p[1],
+            None => pairs.push((p[0], p[1])),
+        }
+    }
+    for (f, v) in pairs {
+        out.extend([f, v]);
+    }
+    out
+}
+
+/// Issue 25 item 4: `--users 100000000000` climbed at 170 MB/s, listing a command per
+/// machine. The answer is counted, not built: 1.5 million generators in a few KB, the
+/// shards as one command with `$SHARD`.
+#[test]
+fn a_fleet_of_a_million_machines_is_answered_small_and_fast() {
+    let mut args: Vec<&str> = vec!["plan"];
+    args.extend(EXAMPLE);
+    args.extend([
+        "--users",
+        "100000000000",
+        "--streams-per-conn",
+        "1",
+        "--json",
+        "-",
+    ]);
+    let args = dedup_flags(&args);
+    let t = std::time::Instant::now();
+    let out = run_with_memory_limit(&args, 256 << 20, Duration::from_secs(30));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{:?} {}",
+        out.status,
+        stderr(&out)
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        out.stdout.len() < 16 << 10,
+        "{} bytes of JSON",
+        out.stdout.len()
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fleet = &v["fleet"];
+    assert_eq!(fleet["shards"], 1_528_847, "{fleet}");
+    assert!(fleet["shard_commands"].is_null(), "{fleet}");
+    let cmd = fleet["shard_command"].as_str().unwrap();
+    assert!(
+        cmd.contains("--shard $SHARD/1528847") && cmd.contains("--json shard-$SHARD.json"),
+        "{cmd}"
+    );
+    let text = stderr(&out);
+    assert!(
+        text.contains("(one command for every shard, with SHARD = 0 .. 1528846)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("more shards than `blaster run --shard` takes"),
+        "{text}"
+    );
+}
+
+/// The shard command with `$SHARD` is, for each index, the listed command of that shard.
+#[test]
+fn the_shard_command_template_is_each_listed_command() {
+    // A 100 Gbps NIC: the CPU binds, 5 generators, listed one by one.
+    let mut args: Vec<&str> = vec!["plan"];
+    args.extend(EXAMPLE);
+    args.extend(["--nic-gbps", "100", "--json", "-"]);
+    let args = dedup_flags(&args);
+    let out = plan(&args[1..]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fleet = &v["fleet"];
+    let template = fleet["shard_command"].as_str().unwrap();
+    let listed = fleet["shard_commands"].as_array().unwrap();
+    assert_eq!(listed.len(), 5);
+    for (i, c) in listed.iter().enumerate() {
+        assert_eq!(
+            template.replace("$SHARD", &i.to_string()),
+            c.as_str().unwrap()
+        );
+    }
 }

@@ -117,9 +117,7 @@ fuzz_target!(|data: &[u8]| {
     let v = slo.judge(&some);
     for (t, tv) in slo.terms.iter().zip(&v.terms) {
         let expect = match t.metric {
-            Metric::Percentile(_) | Metric::Max | Metric::Deviation(_) => {
-                (read as f64) < t.limit
-            }
+            Metric::Percentile(_) | Metric::Max | Metric::Deviation(_) => (read as f64) < t.limit,
             Metric::Retention => 0.99 > t.limit,
             Metric::Errors => 0.01 < t.limit,
             Metric::Achieved => 0.99 > t.limit,

@@ -7,8 +7,14 @@
 //! sent (`users x --msg-rate` per second) over the planned connections, `--up-bytes` per
 //! request. The start instant and run id are left as `$START` and `$RUN_ID`: they are
 //! chosen when the fleet starts (the wrappers choose them), not when it is planned.
+//!
+//! The shards' command lines are one command with `$SHARD` for the index
+//! ([`FleetPlan::shard_command`]); they are also listed one by one for a fleet of at most
+//! [`PLAN_SHARD_COMMANDS_LISTED_MAX`] shards. Nothing here grows with the fleet: a plan
+//! for a million machines is as small as one for three.
 
 use super::{ClusterPlan, PlanInput};
+use crate::limits::PLAN_SHARD_COMMANDS_LISTED_MAX;
 use serde::Serialize;
 
 /// The fleet: what to run where.
@@ -21,8 +27,13 @@ pub struct FleetPlan {
     pub cores: String,
     /// `blaster run` arguments of the whole run, the same on every shard.
     pub run_args: Vec<String>,
-    /// The command line of shard i, i = 0..shards.
-    pub shard_commands: Vec<String>,
+    /// The command line of every shard, with `$SHARD` for its index (0 .. shards - 1):
+    /// `SHARD=3 sh -c "$shard_command"` runs shard 3.
+    pub shard_command: String,
+    /// The command line of shard i, i = 0..shards, when there are at most
+    /// [`PLAN_SHARD_COMMANDS_LISTED_MAX`] shards; `null` for a larger fleet (use
+    /// `shard_command`).
+    pub shard_commands: Option<Vec<String>>,
     pub kubernetes: KubernetesValues,
     pub ansible: AnsibleValues,
 }
@@ -65,10 +76,13 @@ fn number(v: f64) -> String {
     }
 }
 
-/// Quotes an argument for a POSIX shell when it needs it.
+/// Quotes an argument for a POSIX shell when it needs it; `$SHARD` is left for the
+/// shell to expand.
 fn sh_quote(a: &str) -> String {
+    let rest = a.replace(SHARD_VAR, "");
     let plain = !a.is_empty()
-        && a.bytes()
+        && rest
+            .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,@%+".contains(&b));
     if plain || a.starts_with('$') {
         a.to_string()
@@ -103,25 +117,27 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let shard_commands = (0..shards)
-        .map(|s| {
-            let mut a: Vec<String> = vec!["blaster".into(), "run".into()];
-            a.extend(run_args.iter().cloned());
-            a.extend([
-                "--cores".into(),
-                cores.clone(),
-                "--shard".into(),
-                format!("{s}/{shards}"),
-                "--start-at".into(),
-                "$START".into(),
-                "--run-id".into(),
-                "$RUN_ID".into(),
-                "--json".into(),
-                format!("shard-{s}.json"),
-            ]);
-            line(&a)
-        })
-        .collect();
+    // One command, the index left to the shell; listed only for a small fleet.
+    let command = |s: &str| {
+        let mut a: Vec<String> = vec!["blaster".into(), "run".into()];
+        a.extend(run_args.iter().cloned());
+        a.extend([
+            "--cores".into(),
+            cores.clone(),
+            "--shard".into(),
+            format!("{s}/{shards}"),
+            "--start-at".into(),
+            "$START".into(),
+            "--run-id".into(),
+            "$RUN_ID".into(),
+            "--json".into(),
+            format!("shard-{s}.json"),
+        ]);
+        line(&a)
+    };
+    let shard_command = command(SHARD_VAR);
+    let shard_commands = (shards <= PLAN_SHARD_COMMANDS_LISTED_MAX)
+        .then(|| (0..shards).map(|s| command(&s.to_string())).collect());
     let k8s = format!(
         "scripts/k8s-run.sh --shards {shards} --cpus {} --image IMAGE -- {}",
         i.cores,
@@ -131,6 +147,7 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
         shards,
         cores: cores.clone(),
         run_args: run_args.clone(),
+        shard_command,
         shard_commands,
         kubernetes: KubernetesValues {
             completions: shards,
@@ -146,9 +163,8 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
     }
 }
 
-/// Shard command lines shown in the text: all up to this many, else the first few and
-/// the last (the JSON has every one).
-const SHOWN_MAX: usize = 8;
+/// The shell variable standing for the shard index in [`FleetPlan::shard_command`].
+const SHARD_VAR: &str = "$SHARD";
 
 /// The fleet's part of the text report.
 pub fn render(f: &FleetPlan) -> String {
@@ -161,16 +177,18 @@ pub fn render(f: &FleetPlan) -> String {
         f.shards,
         if f.shards == 1 { "" } else { "s" }
     );
-    let n = f.shard_commands.len();
-    for (k, c) in f.shard_commands.iter().enumerate() {
-        if n <= SHOWN_MAX || k < 3 || k + 1 == n {
-            let _ = writeln!(s, "  {c}");
-        } else if k == 3 {
+    match &f.shard_commands {
+        Some(list) => {
+            for c in list {
+                let _ = writeln!(s, "  {c}");
+            }
+        }
+        None => {
             let _ = writeln!(
                 s,
-                "  ... ({} more: the same with --shard 3/{n} .. {}/{n})",
-                n - 4,
-                n - 2
+                "  {}\n  (one command for every shard, with SHARD = 0 .. {})",
+                f.shard_command,
+                f.shards - 1
             );
         }
     }
@@ -212,6 +230,8 @@ mod tests {
         assert_eq!(sh_quote("a b"), "'a b'");
         assert_eq!(sh_quote("it's"), r"'it'\''s'");
         assert_eq!(sh_quote(""), "''");
+        assert_eq!(sh_quote("shard-$SHARD.json"), "shard-$SHARD.json");
+        assert_eq!(sh_quote("a$HOME"), "'a$HOME'");
         assert_eq!(number(120_000_000.0), "120000000");
         assert_eq!(number(2.5), "2.5");
     }

@@ -23,6 +23,10 @@
 pub mod fleet;
 
 use crate::cli::PlanArgs;
+use crate::limits::{
+    PLAN_GENERATORS_MAX, PLAN_NIC_GBPS_MIN, PLAN_SYSCALLS_PER_CORE_MIN, PLAN_USERS_MAX,
+    PLAN_WATERMARK_MIN,
+};
 use crate::plan::PlanError;
 use serde::Serialize;
 
@@ -128,11 +132,13 @@ pub struct PlanReport {
 }
 
 /// Whole machines for a fractional need: rounded up, ignoring float noise below 1e-9
-/// (so 9.000000001 is 9, not 10).
+/// (so 9.000000001 is 9, not 10). A need past u64 (or infinite) saturates: it is never
+/// taken for zero machines.
 pub fn whole_machines(machines: f64) -> u64 {
-    if !machines.is_finite() || machines <= 0.0 {
+    if machines.is_nan() || machines <= 0.0 {
         return 0;
     }
+    // `as` saturates at u64::MAX, infinity included.
     (machines - 1e-9).ceil().max(0.0) as u64
 }
 
@@ -246,14 +252,51 @@ pub fn plan_cluster(i: &PlanInput) -> ClusterPlan {
         binding,
         generators,
         coordinators: 1,
-        machines: generators + 1,
+        machines: generators.saturating_add(1),
         connections_per_generator: connections.div_ceil(generators),
     }
 }
 
-/// The full report: the plan, the same load with a 100 Gbps NIC, and notes.
-pub fn plan_report(i: &PlanInput) -> PlanReport {
+/// The inputs each dimension's demand and per-machine share come from, for an answer
+/// too large to be a plan.
+fn dimension_flags(name: &str) -> &'static str {
+    match name {
+        "connections" => "--users, --streams-per-conn and --conns-per-machine",
+        "cpu" => {
+            "--users, --msg-rate, --cost-ns-per-msg, --syscalls-per-core, --cores and \
+             --cpu-watermark"
+        }
+        "uplink" => "--users, --msg-rate, --up-bytes, --nic-gbps and --nic-watermark",
+        _ => "--users, --down-msg-rate, --down-bytes, --nic-gbps and --nic-watermark",
+    }
+}
+
+/// The full report: the plan, the same load with a 100 Gbps NIC, and notes. A plan
+/// needing more than [`PLAN_GENERATORS_MAX`] generators is refused as a usage error
+/// naming the binding dimension's inputs: such an answer comes from a unit mistake.
+pub fn plan_report(i: &PlanInput) -> Result<PlanReport, PlanError> {
     let plan = plan_cluster(i);
+    if plan.generators > PLAN_GENERATORS_MAX {
+        let d = plan
+            .dimensions
+            .iter()
+            .find(|d| d.name == plan.binding)
+            .expect("the binding dimension is one of them");
+        return Err(err(
+            "users",
+            format!(
+                "the load needs {} generator machines ({} binds: {} {} at {} per machine), \
+                 more than the {} a plan sizes: check {}",
+                fmt_machines_big(d.machines),
+                d.name,
+                fmt_big(d.demand),
+                d.unit,
+                fmt_big(d.per_machine),
+                fmt_count(PLAN_GENERATORS_MAX),
+                dimension_flags(d.name)
+            ),
+        ));
+    }
     let with_100gbps_nic = plan_cluster(&PlanInput {
         nic_gbps: WHAT_IF_NIC_GBPS,
         ..i.clone()
@@ -271,7 +314,16 @@ pub fn plan_report(i: &PlanInput) -> PlanReport {
     if let Some(f) = &i.cost_from_frames {
         notes.extend(frames_notes(i, f));
     }
-    PlanReport {
+    if plan.generators > crate::limits::SHARDS_MAX as u64 {
+        notes.push(format!(
+            "{} generator machines are more shards than `blaster run --shard` takes ({}): \
+             the fleet's commands run only with larger machines (more --cores, a faster \
+             --nic-gbps or more --conns-per-machine) or a smaller load per run",
+            fmt_count(plan.generators),
+            fmt_count(crate::limits::SHARDS_MAX as u64)
+        ));
+    }
+    Ok(PlanReport {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "plan",
         input: i.clone(),
@@ -279,7 +331,7 @@ pub fn plan_report(i: &PlanInput) -> PlanReport {
         plan,
         with_100gbps_nic,
         notes,
-    }
+    })
 }
 
 /// What the plan should say about a cost measured in a frames run: its per-frame
@@ -448,9 +500,20 @@ pub fn fmt_machines(v: f64) -> String {
     }
 }
 
-/// A large rate: `2.4M`, `310k`, `950`.
+/// A machine count however large: [`fmt_machines`] up to a million, `2.1e12` past it.
+fn fmt_machines_big(v: f64) -> String {
+    if v < 1e6 {
+        fmt_machines(v)
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+/// A large rate: `2.4M`, `310k`, `950`; `3.1e15` past a billion.
 fn fmt_big(v: f64) -> String {
-    if v >= 1e6 {
+    if v >= 1e9 {
+        format!("{v:.2e}")
+    } else if v >= 1e6 {
         format!("{}M", fmt_amount(v / 1e6))
     } else if v >= 1e4 {
         format!("{}k", fmt_amount(v / 1e3))
@@ -487,17 +550,31 @@ fn bounded(
         };
         return Err(err(
             flag,
-            format!("must be {low} and at most {max}, got {v}"),
+            format!("must be {low} and at most {max}, got {}", fmt_input(v)),
         ));
     }
     Ok(v)
 }
 
+/// A number as the user may have typed it: `0.65`, `200000`, and `1e-300` rather than
+/// three hundred digits.
+fn fmt_input(v: f64) -> String {
+    let a = v.abs();
+    if v != 0.0 && a.is_finite() && !(1e-4..1e15).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// Validates `blaster plan` arguments (reading `--from` when given).
 pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
     let users = required("users", a.users, "concurrent users of the target load")?;
-    if users == 0 {
-        return Err(err("users", "must be at least 1, got 0"));
+    if !(1..=PLAN_USERS_MAX).contains(&users) {
+        return Err(err(
+            "users",
+            format!("must be between 1 and {PLAN_USERS_MAX}, got {users}"),
+        ));
     }
     let up_msg_rate = required("msg-rate", a.msg_rate, "messages per second per user")?;
     let up_msg_rate = crate::units::check_rate(up_msg_rate, MSG_RATE_MAX, "messages/s")
@@ -529,15 +606,33 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
         ));
     }
     let nic_gbps = required("nic-gbps", a.nic_gbps, "NIC speed of one generator machine")?;
-    let nic_gbps = bounded("nic-gbps", nic_gbps, 0.0, true, 1e6)?;
+    let nic_gbps = bounded("nic-gbps", nic_gbps, PLAN_NIC_GBPS_MIN, false, 1e6)?;
     let syscalls = required(
         "syscalls-per-core",
         a.syscalls_per_core,
         "syscalls one core makes per second",
     )?;
-    let syscalls_per_core = bounded("syscalls-per-core", syscalls, 0.0, true, 1e12)?;
-    let cpu_watermark = bounded("cpu-watermark", a.cpu_watermark, 0.0, true, 1.0)?;
-    let nic_watermark = bounded("nic-watermark", a.nic_watermark, 0.0, true, 1.0)?;
+    let syscalls_per_core = bounded(
+        "syscalls-per-core",
+        syscalls,
+        PLAN_SYSCALLS_PER_CORE_MIN,
+        false,
+        1e12,
+    )?;
+    let cpu_watermark = bounded(
+        "cpu-watermark",
+        a.cpu_watermark,
+        PLAN_WATERMARK_MIN,
+        false,
+        1.0,
+    )?;
+    let nic_watermark = bounded(
+        "nic-watermark",
+        a.nic_watermark,
+        PLAN_WATERMARK_MIN,
+        false,
+        1.0,
+    )?;
     if a.conns_per_machine == 0 {
         return Err(err("conns-per-machine", "must be at least 1, got 0"));
     }
@@ -817,7 +912,7 @@ mod tests {
 
     #[test]
     fn a_100g_nic_moves_the_limit_to_cpu() {
-        let r = plan_report(&example());
+        let r = plan_report(&example()).unwrap();
         let w = &r.with_100gbps_nic;
         assert_eq!(w.binding, "cpu");
         // 84 / 20.8 = 4.04 cores' worth: 5 machines, plus the coordinator.
@@ -828,7 +923,7 @@ mod tests {
 
     #[test]
     fn text_report_shows_the_example_numbers() {
-        let t = render(&plan_report(&example()));
+        let t = render(&plan_report(&example()).unwrap());
         for needle in [
             "40,000 connections",
             "72 + 12 = 84 cores",
@@ -853,7 +948,8 @@ mod tests {
         assert_eq!(whole_machines(4.04), 5);
         assert_eq!(whole_machines(0.0), 0);
         assert_eq!(whole_machines(f64::NAN), 0);
-        assert_eq!(whole_machines(f64::INFINITY), 0);
+        assert_eq!(whole_machines(f64::INFINITY), u64::MAX);
+        assert_eq!(whole_machines(1e300), u64::MAX);
     }
 
     #[test]
@@ -864,6 +960,58 @@ mod tests {
         });
         assert_eq!(p.generators, 1);
         assert_eq!(p.machines, 2);
+    }
+
+    #[test]
+    fn a_huge_fleet_is_counted_not_built() {
+        // 10^11 users on a connection each: the CPU binds, (1.8M cores for messages +
+        // 30M for 6e12 syscalls/s) / 20.8 per machine = 1,528,847 generators.
+        let i = PlanInput {
+            users: 100_000_000_000,
+            streams_per_conn: 1,
+            ..example()
+        };
+        let r = plan_report(&i).unwrap();
+        assert_eq!(r.plan.binding, "cpu");
+        assert_eq!(r.plan.generators, 1_528_847);
+        assert_eq!(r.fleet.shards, r.plan.generators);
+        assert!(r.fleet.shard_commands.is_none());
+        assert!(r.fleet.shard_command.contains("--shard $SHARD/1528847"));
+        let text = render(&r);
+        assert!(text.len() < 8 << 10, "{} bytes", text.len());
+        assert!(text.contains("SHARD = 0 .. 1528846"), "{text}");
+        assert!(
+            r.notes.iter().any(|n| n.contains("more shards than")),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    #[test]
+    fn a_fleet_past_the_bound_is_a_usage_error_naming_the_inputs() {
+        let i = PlanInput {
+            users: crate::limits::PLAN_USERS_MAX,
+            streams_per_conn: 1,
+            conns_per_machine: 1,
+            ..example()
+        };
+        let e = plan_report(&i).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--users: the load needs 1.00e12 generator machines (connections binds"),
+            "{e}"
+        );
+        assert!(
+            e.contains("more than the 1,000,000,000 a plan sizes"),
+            "{e}"
+        );
+        assert!(e.contains("--conns-per-machine"), "{e}");
+        // Every dimension past u64 saturates instead of overflowing.
+        let p = plan_cluster(&PlanInput {
+            cost_ns_per_msg: 1e300,
+            ..i
+        });
+        assert_eq!(p.generators, u64::MAX);
+        assert_eq!(p.machines, u64::MAX);
     }
 
     #[test]
@@ -884,13 +1032,14 @@ mod tests {
             streams_per_conn: 1,
             conns_per_machine: 10_000_000,
             ..example()
-        });
+        })
+        .unwrap();
         assert!(
             r.notes.iter().any(|n| n.contains("ip_local_port_range")),
             "{:?}",
             r.notes
         );
-        assert!(plan_report(&example()).notes.is_empty());
+        assert!(plan_report(&example()).unwrap().notes.is_empty());
     }
 
     #[test]
@@ -935,7 +1084,7 @@ mod tests {
         };
         assert!(near(cpu_demand(&i).message_cores, 0.03));
         // The run received 9 per frame sent, the load 1: said so.
-        let notes = plan_report(&i).notes;
+        let notes = plan_report(&i).unwrap().notes;
         assert!(
             notes.iter().any(|n| n.contains("9 frames per frame sent")),
             "{notes:?}"

@@ -155,6 +155,10 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
 
     // Counters: every number in these objects is a count or a rate to add.
     for key in ["requests", "bytes", "errors_by_kind", "connections", "rate"] {
+        // A key the first shard lacks stays absent (not a null the reader refuses).
+        if out.get(key).is_none() {
+            continue;
+        }
         let parts: Vec<&Value> = shards.iter().map(|s| &s.value[key]).collect();
         out[key] = sum_numbers(&parts);
     }
@@ -332,9 +336,19 @@ enum Op {
 fn combine_numbers(parts: &[&Value], op: Op) -> Value {
     match parts.first() {
         Some(Value::Object(first)) => {
+            // Every key of any part (a shard with no timeouts has no `timeout` kind):
+            // the first part's order, then the others' new keys.
+            let mut keys: Vec<&String> = first.keys().collect();
+            for p in &parts[1..] {
+                for k in p.as_object().into_iter().flat_map(Map::keys) {
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+            }
             let mut o = Map::new();
-            for k in first.keys() {
-                let sub: Vec<&Value> = parts.iter().map(|p| &p[k]).collect();
+            for k in keys {
+                let sub: Vec<&Value> = parts.iter().filter_map(|p| p.get(k)).collect();
                 o.insert(k.clone(), combine_numbers(&sub, op));
             }
             Value::Object(o)
@@ -540,4 +554,27 @@ fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_as_integers_over_every_shards_keys() {
+        let a = json!({"timeout": 2, "reset": 1, "rate": 1.5});
+        let b = json!({"reset": 4, "protocol": 7, "rate": 2.0});
+        let big = json!({"n": u64::MAX - 1});
+        assert_eq!(
+            sum_numbers(&[&a, &b]),
+            json!({"timeout": 2, "reset": 5, "rate": 3.5, "protocol": 7})
+        );
+        assert_eq!(max_numbers(&[&a, &b])["reset"], 4);
+        // Exact past 2^53, saturating at the top.
+        assert_eq!(sum_numbers(&[&big, &json!({"n": 1})])["n"], u64::MAX);
+        assert_eq!(
+            sum_numbers(&[&json!({"n": (1u64 << 53) + 1}), &json!({"n": 2})])["n"],
+            (1u64 << 53) + 3
+        );
+    }
 }

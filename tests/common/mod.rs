@@ -436,3 +436,88 @@ pub fn frames_args_with<'a>(
         "--quiet",
     ]
 }
+
+/// Runs blaster with `args` under an address-space limit of `as_bytes` (RLIMIT_AS, set
+/// in the child only), bounded by `limit` like [`run`]: a runaway allocation fails the
+/// child (an abort, not exit 1 or 2) instead of taking the machine's memory, so a
+/// regression shows as a failed test.
+pub fn run_with_memory_limit(args: &[&str], as_bytes: u64, limit: Duration) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: the closure runs between fork and exec and calls only setrlimit, which is
+    // async-signal-safe; it touches no memory shared with the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: as_bytes,
+                rlim_max: as_bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    wait_bounded(cmd.spawn().expect("start blaster"), limit)
+}
+
+/// A private endless source: a FIFO in `dir` that a thread feeds with zeros for as
+/// long as a reader holds it open (never the machine's own /dev/zero).
+pub struct EndlessFifo {
+    pub path: PathBuf,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EndlessFifo {
+    pub fn new(dir: &std::path::Path, name: &str) -> EndlessFifo {
+        use std::os::unix::ffi::OsStrExt;
+        let path = dir.join(name);
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        let p = path.clone();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            // Blocks until a reader opens the FIFO.
+            let Ok(mut w) = std::fs::OpenOptions::new().write(true).open(&p) else {
+                return;
+            };
+            let zeros = vec![0u8; 1 << 16];
+            // Until the reader closes its end (EPIPE: Rust ignores SIGPIPE).
+            while w.write_all(&zeros).is_ok() {}
+        });
+        EndlessFifo {
+            path,
+            writer: Some(writer),
+        }
+    }
+
+    pub fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+}
+
+impl Drop for EndlessFifo {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        // A writer still waiting for a reader (the command never opened the FIFO) is
+        // released by a reader that opens and closes at once; its next write fails.
+        let Some(w) = self.writer.take() else { return };
+        for _ in 0..100 {
+            if w.is_finished() {
+                let _ = w.join();
+                return;
+            }
+            let _ = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.path);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Not finished within 2 s: left detached rather than hanging the test.
+    }
+}
