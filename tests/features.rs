@@ -555,4 +555,28 @@ fn nothing_succeeded_is_a_failed_run() {
     assert!(err.contains("nothing succeeded against"), "{err}");
     let v = read_json(&path);
     assert_eq!(f(&v, "requests.completed"), 0.0);
+
+    // Frames through a server that accepts and reads but never relays: every planned
+    // frame is lost.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while stream.read(&mut buf).is_ok_and(|n| n > 0) {}
+            });
+        }
+    });
+    let (_dir, path) = tmp_json();
+    let mut args = vec!["run", "--cores", "0", "--max-lag", "50ms", "--json"];
+    args.push(path.to_str().unwrap());
+    args.extend(frames_args_with(&addr, "20", "1s"));
+    let out = run(&args, Duration::from_secs(30));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("0 of") && err.contains("expected frames arrived"), "{err}");
+    let v = read_json(&path);
+    assert_eq!(f(&v, "frames.received"), 0.0);
 }
