@@ -24,11 +24,19 @@ pub const TIMEOUT_NS_MAX: u64 = 3_600 * 1_000_000_000;
 pub const HISTOGRAM_NS_MAX: u64 = 3_600 * 1_000_000_000;
 /// Significant digits of every histogram: 0.1% value resolution.
 pub const HISTOGRAM_SIGFIG: u8 = 3;
-/// Intervals (seconds) whose histograms the JSON report embeds: an hour. Four
-/// compressed histograms take 1-10 KB per second, so a day-long soak would carry
-/// hundreds of megabytes in its JSON (and in memory until the end); `--hdr-log` streams
-/// every interval to disk instead.
+/// Seconds the JSON's `intervals[]` keeps one entry each, with its histograms: an hour.
+/// Four compressed histograms take 1-10 KB per second (6.6 KB at 20,000 requests/s),
+/// so a day-long soak at one entry per second would carry hundreds of megabytes in its
+/// JSON (and in memory until the end). Past it, entries are coarser
+/// ([`SERIES_ENTRIES_MAX`]); `--hdr-log` streams every second to disk instead.
 pub const INTERVAL_HISTOGRAMS_JSON_MAX: usize = 3_600;
+/// Entries of the JSON's `intervals[]`, the first hour's per-second ones included:
+/// past the hour each entry spans [`SERIES_COARSE_S_MIN`] seconds or a multiple of it,
+/// chosen from the run's duration so the series stays under this bound (a day: 3,600
+/// entries of a second, then 1,380 of a minute, a few tens of megabytes with their histograms).
+pub const SERIES_ENTRIES_MAX: usize = 5_000;
+/// Shortest entry past the first hour: a minute, the step of a soak's dashboards.
+pub const SERIES_COARSE_S_MIN: u64 = 60;
 /// Requests a worker may hold waiting for a free connection slot. Sized from the plan
 /// (rate x timeout) and clamped here; a request that finds the backlog full is counted
 /// as a `backlog_overflow` error with its latency recorded at the timeout.

@@ -343,7 +343,7 @@ fn collect(
     let mut c = Collected {
         total: Histograms::new(),
         counters: Counters::default(),
-        rows: Vec::new(),
+        series: crate::report::series::Series::new(duration_ns),
         totals: vec![WorkerTotals::default(); workers],
         iface: None,
     };
@@ -398,16 +398,16 @@ fn collect(
             }
             let p = pending.remove(&first).expect("present");
             // Seconds no worker reported (none had anything to say) still get a row.
-            while c.rows.len() < first {
+            while c.series.seconds() < first {
                 let row = complete(
-                    c.rows.len(),
+                    c.series.seconds(),
                     &empty,
                     Load::default(),
                     shape,
                     stopped,
                     outputs,
                 );
-                c.rows.push(row);
+                c.series.push(row, &empty.histograms);
             }
             let row = complete(
                 first,
@@ -425,7 +425,7 @@ fn collect(
                 errors: row.errors,
                 lag_p99_ns: row.lag_p99,
             });
-            c.rows.push(row);
+            c.series.push(row, &p.histograms);
         }
     }
     c
@@ -449,6 +449,8 @@ fn complete(
         Encoded4::default()
     };
     let row = Row {
+        start_s: i as u64,
+        len_s: 1,
         completed: p.counters.completed,
         errors: p.counters.request_errors(),
         latency: Percentiles::of(&p.histograms.latency),
@@ -464,7 +466,7 @@ fn complete(
     };
     if !outputs.is_empty() {
         outputs.interval(&IntervalView {
-            row: &shape.interval(i, &row, stopped_ns),
+            row: &shape.interval(&row, stopped_ns),
             histograms: &p.histograms,
             counters: &p.counters,
             encoded: &encoded,

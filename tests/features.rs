@@ -576,7 +576,10 @@ fn nothing_succeeded_is_a_failed_run() {
     let out = run(&args, Duration::from_secs(30));
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("0 of") && err.contains("expected frames arrived"), "{err}");
+    assert!(
+        err.contains("0 of") && err.contains("expected frames arrived"),
+        "{err}"
+    );
     let v = read_json(&path);
     assert_eq!(f(&v, "frames.received"), 0.0);
 }

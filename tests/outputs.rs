@@ -69,6 +69,10 @@ fn the_json_is_written_whole_with_no_temporary_left() {
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let v = read_json(&path);
     assert_eq!(v["schema_version"], 3);
+    // The series' resolution is stated (issue 25): a second each for the first hour.
+    let r = &v["intervals_resolution"];
+    assert_eq!(r["fine_until_s"], 3600, "{r}");
+    assert_eq!(r["coarse_s"], 60, "{r}");
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

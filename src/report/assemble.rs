@@ -25,26 +25,23 @@ const BUSY_WINDOW_MIN_NS: u64 = 500_000_000;
 /// Delay between "all connected" and the schedule's time zero, so every worker is
 /// spinning on the TSC before its first due instant.
 /// The run's host figures: the busiest generator core and the interface's traffic.
-pub fn host_report(rows: &[Interval], iface: Option<String>, link_bps: Option<u64>) -> HostReport {
-    let max = |f: fn(&Interval) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+/// The host figures from every second's busiest values (`peak`, see
+/// [`super::series::Series::peak`]).
+pub fn host_report(peak: &Load, iface: Option<String>, link_bps: Option<u64>) -> HostReport {
     HostReport {
-        max_core_load: max(|i| i.core_load),
-        max_worker_busy: max(|i| i.worker_busy),
-        max_other_load: max(|i| i.other_load),
-        max_other_load_core: rows
-            .iter()
-            .filter(|i| i.other_load > 0.0)
-            .max_by(|a, b| a.other_load.total_cmp(&b.other_load))
-            .and_then(|i| i.other_load_core),
+        max_core_load: peak.core_load,
+        max_worker_busy: peak.worker_busy,
+        max_other_load: peak.other_load,
+        max_other_load_core: peak.other_load_core.filter(|_| peak.other_load > 0.0),
         other_load_warn_at: OTHER_LOAD_WARN,
-        max_steal: max(|i| i.steal),
+        max_steal: peak.steal,
         steal_warn_at: STEAL_WARN,
         iface,
         link_speed_bps: link_bps,
-        tx_bps_max: max(|i| i.tx_bps),
-        rx_bps_max: max(|i| i.rx_bps),
-        link_utilization_max: link_bps.map(|_| max(|i| i.link_utilization.unwrap_or(0.0))),
-        drops: rows.iter().map(|i| i.drops).sum(),
+        tx_bps_max: peak.tx_bps,
+        rx_bps_max: peak.rx_bps,
+        link_utilization_max: link_bps.map(|l| peak.tx_bps.max(peak.rx_bps) / l as f64),
+        drops: peak.drops,
         core_busy_watermark: CORE_BUSY_WATERMARK,
         link_saturated_at: LINK_SATURATED,
     }
@@ -70,8 +67,9 @@ pub struct Setup {
 pub struct Collected {
     pub total: Histograms,
     pub counters: Counters,
-    /// One summary row per interval, filled as intervals complete.
-    pub rows: Vec<Row>,
+    /// The JSON's `intervals[]`, filled as intervals complete: one row per second for
+    /// the first hour, coarser after (see [`super::series`]).
+    pub series: super::series::Series,
     pub totals: Vec<WorkerTotals>,
     /// The interface that carried the run, when known.
     pub iface: Option<String>,
@@ -82,6 +80,10 @@ pub struct Collected {
 /// per second.
 #[derive(Debug, Clone, Default)]
 pub struct Row {
+    /// The seconds it spans: `start_s .. start_s + len_s` of the schedule (one second
+    /// as the collector completes it; more once merged, see [`super::series`]).
+    pub start_s: u64,
+    pub len_s: u64,
     pub completed: u64,
     pub errors: u64,
     pub latency: Percentiles,
@@ -90,7 +92,7 @@ pub struct Row {
     pub frames: Option<(crate::engine::recorder::FrameCounters, u64)>,
     pub load: Load,
     /// The interval's histograms, encoded for the JSON (the first
-    /// [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] intervals).
+    /// [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] seconds, then every merged entry).
     pub histograms: Option<Encoded4>,
 }
 
@@ -103,15 +105,16 @@ pub struct IntervalShape<'a> {
 }
 
 impl IntervalShape<'_> {
-    /// Interval `i`; `stopped_ns` is when the schedule stopped (`u64::MAX` while some
-    /// worker still runs): the last interval ends there, its drain folded in.
-    pub fn interval(&self, i: usize, row: &Row, stopped_ns: u64) -> Interval {
-        let (start, end) = self.bounds(i, stopped_ns);
+    /// The report's entry for `row`; `stopped_ns` is when the schedule stopped
+    /// (`u64::MAX` while some worker still runs): the last interval ends there, its
+    /// drain folded in.
+    pub fn interval(&self, row: &Row, stopped_ns: u64) -> Interval {
+        let (start, end) = self.bounds(row.start_s, row.len_s, stopped_ns);
         let len_s = (end - start) as f64 / 1e9;
         Interval {
-            second: i as u64,
+            second: row.start_s,
             duration_s: len_s,
-            intended_rps: self.intended_rps(i, stopped_ns),
+            intended_rps: self.span_rps(row.start_s, row.len_s, stopped_ns),
             achieved_rps: row.completed as f64 / len_s,
             latency_p50_ns: row.latency.p50,
             latency_p90_ns: row.latency.p90,
@@ -144,20 +147,25 @@ impl IntervalShape<'_> {
 }
 
 impl IntervalShape<'_> {
-    /// Interval `i`'s start and end, ns since time zero (interval 0 starts when the
-    /// warm-up ends).
-    fn bounds(&self, i: usize, stopped_ns: u64) -> (u64, u64) {
-        let start = self.plan.warmup_ns + i as u64 * 1_000_000_000;
-        (
-            start,
-            (start + 1_000_000_000).min(stopped_ns.max(start + 1)),
-        )
+    /// The start and end of seconds `start_s .. start_s + len_s`, ns since time zero
+    /// (second 0 starts when the warm-up ends).
+    fn bounds(&self, start_s: u64, len_s: u64, stopped_ns: u64) -> (u64, u64) {
+        let start = start_s
+            .saturating_mul(1_000_000_000)
+            .saturating_add(self.plan.warmup_ns);
+        let end = start.saturating_add(len_s.max(1).saturating_mul(1_000_000_000));
+        (start, end.min(stopped_ns.max(start + 1)))
     }
 
-    /// The rate interval `i` intends: a shape's own rate for that very second, else
-    /// the run's.
+    /// The rate second `i` intends: a shape's own rate for that very second, else the
+    /// run's.
     pub fn intended_rps(&self, i: usize, stopped_ns: u64) -> f64 {
-        let (start, end) = self.bounds(i, stopped_ns);
+        self.span_rps(i as u64, 1, stopped_ns)
+    }
+
+    /// The rate a span of seconds intends (a shape's mean over it).
+    fn span_rps(&self, start_s: u64, len_s: u64, stopped_ns: u64) -> f64 {
+        let (start, end) = self.bounds(start_s, len_s, stopped_ns);
         match &self.plan.shape {
             Some(s) if s.constant_rps().is_none() => {
                 s.expected_between(start as f64, end as f64)
@@ -209,6 +217,22 @@ pub struct Load {
 }
 
 impl Load {
+    /// Keeps the larger of each figure, drops summed: the run's busiest seconds.
+    pub fn peak(&mut self, o: &Load) {
+        self.core_load = self.core_load.max(o.core_load);
+        self.worker_busy = self.worker_busy.max(o.worker_busy);
+        if o.other_load > self.other_load {
+            self.other_load_core = o.other_load_core;
+        }
+        self.other_load = self.other_load.max(o.other_load);
+        self.steal = self.steal.max(o.steal);
+        self.tx_bps = self.tx_bps.max(o.tx_bps);
+        self.rx_bps = self.rx_bps.max(o.rx_bps);
+        self.tx_pps = self.tx_pps.max(o.tx_pps);
+        self.rx_pps = self.rx_pps.max(o.rx_pps);
+        self.drops += o.drops;
+    }
+
     /// Reduces one interval: the workers' own usage (per worker, with its core) and what
     /// the host saw.
     pub fn of(usage: &[(usize, Usage)], host: &HostInterval) -> Load {
@@ -307,18 +331,19 @@ pub fn build(
         rate_rps,
         link_bps,
     };
+    let host = host_report(c.series.peak(), c.iface.clone(), link_bps);
+    let intervals_resolution = c.series.resolution();
     let intervals: Vec<Interval> = c
-        .rows
+        .series
+        .finish()
         .iter()
-        .enumerate()
-        .map(|(i, row)| shape.interval(i, row, stopped_ns))
+        .map(|row| shape.interval(row, stopped_ns))
         .collect();
     let workers: Vec<WorkerReport> = c.totals.iter().map(worker_report).collect();
     let ctr = &c.counters;
     let latency = Percentiles::of(&c.total.latency);
     let service = Percentiles::of(&c.total.service);
     let wait = Percentiles::of(&c.total.connection_wait);
-    let host = host_report(&intervals, c.iface.clone(), link_bps);
     let mut diagnosis: Vec<Diagnosis> = setup.time_wait.clone().into_iter().collect();
     diagnosis.extend(host.warnings());
     diagnosis.extend(diagnose_waits(
@@ -560,6 +585,7 @@ pub fn build(
         worker_error: None,
         diagnosis,
         interrupted,
+        intervals_resolution,
         intervals,
         udp,
         http,
@@ -718,19 +744,15 @@ mod tests {
         assert_eq!(l.other_load, 0.1);
         // Core 0's 40% busy is the worker's own CPU; the other load is core 1's.
         assert_eq!(l.other_load_core, Some(1));
-        let rows = [Interval {
-            steal: l.steal,
-            ..Interval::default()
-        }];
-        let h = host_report(&rows, None, None);
+        let h = host_report(&l, None, None);
         assert_eq!(h.max_steal, 0.12);
         let codes: Vec<&str> = h.warnings().iter().map(Diagnosis::code).collect();
         assert_eq!(codes, ["hypervisor_steal"]);
         let at_the_limit = host_report(
-            &[Interval {
+            &Load {
                 steal: STEAL_WARN,
-                ..Interval::default()
-            }],
+                ..Load::default()
+            },
             None,
             None,
         );

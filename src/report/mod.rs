@@ -13,6 +13,7 @@ pub mod json;
 pub mod merge;
 pub mod output;
 pub mod progress;
+pub mod series;
 pub mod text;
 
 use crate::diagnosis::Diagnosis;
@@ -156,7 +157,8 @@ pub struct WorkerReport {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Interval {
-    /// Interval number: second `second` .. `second + 1` of the schedule.
+    /// Where the interval starts, in seconds of the schedule; it lasts `duration_s`
+    /// (one second each for the first hour, see [`series`]).
     pub second: u64,
     pub duration_s: f64,
     pub intended_rps: f64,
@@ -195,8 +197,8 @@ pub struct Interval {
     /// `--workload frames`: the interval's frame figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames: Option<frames::FrameInterval>,
-    /// This interval's merged histograms, encoded as `histograms.encoding` says; absent
-    /// past the first [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] intervals.
+    /// This interval's merged histograms, encoded as `histograms.encoding` says (a
+    /// merged entry's are the sum of its seconds').
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histograms: Option<hdr::Encoded4>,
 }
@@ -400,6 +402,9 @@ pub struct Report {
     /// `{code, message, remedy}` (schema 2).
     pub diagnosis: Vec<Diagnosis>,
     pub interrupted: bool,
+    /// How finely `intervals` is divided: a second each for the first hour, then
+    /// entries of `coarse_s` seconds ([`series`]).
+    pub intervals_resolution: series::Resolution,
     pub intervals: Vec<Interval>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpReport>,
