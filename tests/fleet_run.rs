@@ -231,34 +231,50 @@ fn poisson_shards_send_the_unsharded_runs_instants() {
         "--seed",
         "7",
     ];
-    let (addr, seen) = recording_server();
-    let (_, at) = fleet(&addr, None, &args);
-    let whole = by_seq(&seen.lock().unwrap(), at);
-    let (addr, seen) = recording_server();
-    let (reports, at) = fleet(&addr, Some(3), &args);
-    let sharded = by_seq(&seen.lock().unwrap(), at);
-    assert!(whole.len() > 2500, "{}", whole.len());
-    assert_eq!(
-        sharded.keys().collect::<Vec<_>>(),
-        whole.keys().collect::<Vec<_>>(),
-        "the shards' sequence numbers are the unsharded run's"
+    // The sequence numbers, the {rand} characters and the totals are exact whatever the
+    // host does; the intended instants are compared through each worker's wall-clock
+    // reading of the start, which a vCPU taken by the hypervisor at that instant moves
+    // by milliseconds (6 ms seen in a CI run under steal): a timing check.
+    on_a_quiet_host(
+        "poisson_shards_send_the_unsharded_runs_instants",
+        &RATE_ON_CORES_0_1,
+        || {
+            let (addr, seen) = recording_server();
+            let (whole_reports, at) = fleet(&addr, None, &args);
+            let whole = by_seq(&seen.lock().unwrap(), at);
+            let (addr, seen) = recording_server();
+            let (reports, at) = fleet(&addr, Some(3), &args);
+            let sharded = by_seq(&seen.lock().unwrap(), at);
+            assert!(whole.len() > 2500, "{}", whole.len());
+            assert_eq!(
+                sharded.keys().collect::<Vec<_>>(),
+                whole.keys().collect::<Vec<_>>(),
+                "the shards' sequence numbers are the unsharded run's"
+            );
+            let total: u64 = reports
+                .iter()
+                .map(|r| r["requests"]["dispatched"].as_u64().unwrap())
+                .sum();
+            assert_eq!(total as usize, whole.len());
+            // Each request carried the same {rand} characters and the same intended
+            // instant (relative to the start), up to the µs the workers' wall-clock
+            // reading of the start may differ by.
+            let mut off = None;
+            for (seq, (rel, rand)) in &sharded {
+                let (whole_rel, whole_rand) = &whole[seq];
+                assert_eq!(rand, whole_rand, "seq {seq}: {{rand}} differs");
+                if off.is_none() && (rel - whole_rel).abs() >= 100_000 {
+                    off = Some(format!("seq {seq}: {rel} vs {whole_rel} ns"));
+                }
+            }
+            let host = reports
+                .iter()
+                .chain(&whole_reports)
+                .find(|r| saw_other_load(r))
+                .unwrap_or(&reports[0]);
+            ensure_run(host, off.is_none(), || off.clone().unwrap_or_default())
+        },
     );
-    // Each request carried the same intended instant (relative to the start), up to
-    // the µs the workers' wall-clock reading of the start may differ by, and the same
-    // {rand} characters.
-    for (seq, (rel, rand)) in &sharded {
-        let (whole_rel, whole_rand) = &whole[seq];
-        assert!(
-            (rel - whole_rel).abs() < 100_000,
-            "seq {seq}: {rel} vs {whole_rel} ns"
-        );
-        assert_eq!(rand, whole_rand, "seq {seq}: {{rand}} differs");
-    }
-    let total: u64 = reports
-        .iter()
-        .map(|r| r["requests"]["dispatched"].as_u64().unwrap())
-        .sum();
-    assert_eq!(total as usize, whole.len());
 }
 
 /// Issue 21: the clock note belongs where the wall clock matters. A plain run times
