@@ -496,64 +496,37 @@ fn nothing_succeeded_is_a_failed_run() {
             drop(stream);
         }
     });
-    let (_dir, path) = tmp_json();
-    let out = run(
-        &[
-            "run",
-            "--target",
-            &addr,
-            "--cores",
-            "0",
-            "--connections",
-            "2",
-            "--rate",
-            "100",
-            "--duration",
-            "1s",
-            "--max-lag",
-            "50ms",
-            "--json",
-            path.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let tcp = [
+        "--target",
+        &addr,
+        "--connections",
+        "2",
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+    ];
+    let (err, v) = failed_run(&tcp);
     assert!(err.contains("nothing succeeded against"), "{err}");
-    let v = read_json(&path);
     assert_eq!(f(&v, "requests.completed"), 0.0);
     assert!(f(&v, "requests.errors") > 0.0, "{}", v["errors_by_kind"]);
 
     // UDP to a port with no listener: every datagram lost.
-    let port = free_port();
-    let target = format!("127.0.0.1:{port}");
-    let (_dir, path) = tmp_json();
-    let out = run(
-        &[
-            "run",
-            "--proto",
-            "udp",
-            "--target",
-            &target,
-            "--cores",
-            "0",
-            "--rate",
-            "100",
-            "--duration",
-            "1s",
-            "--timeout",
-            "200ms",
-            "--max-lag",
-            "50ms",
-            "--json",
-            path.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let target = format!("127.0.0.1:{}", free_port());
+    let udp = [
+        "--proto",
+        "udp",
+        "--target",
+        &target,
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "--timeout",
+        "200ms",
+    ];
+    let (err, v) = failed_run(&udp);
     assert!(err.contains("nothing succeeded against"), "{err}");
-    let v = read_json(&path);
     assert_eq!(f(&v, "requests.completed"), 0.0);
 
     // Frames through a server that accepts and reads but never relays: every planned
@@ -569,17 +542,23 @@ fn nothing_succeeded_is_a_failed_run() {
             });
         }
     });
-    let (_dir, path) = tmp_json();
-    let mut args = vec!["run", "--cores", "0", "--max-lag", "50ms", "--json"];
-    args.push(path.to_str().unwrap());
-    args.extend(frames_args_with(&addr, "20", "1s"));
-    let out = run(&args, Duration::from_secs(30));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (err, v) = failed_run(&frames_args_with(&addr, "20", "1s"));
     assert!(
         err.contains("0 of") && err.contains("expected frames arrived"),
         "{err}"
     );
-    let v = read_json(&path);
     assert_eq!(f(&v, "frames.received"), 0.0);
+}
+
+/// `blaster run` from core 0 with `args` and a JSON report, which must end as a failed
+/// run (exit 1) whose report was written all the same: stderr and the report.
+fn failed_run(args: &[&str]) -> (String, serde_json::Value) {
+    let (_dir, path) = tmp_json();
+    let mut all = vec!["run", "--cores", "0", "--max-lag", "50ms", "--json"];
+    all.push(path.to_str().unwrap());
+    all.extend_from_slice(args);
+    let out = run(&all, Duration::from_secs(30));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    (err, read_json(&path))
 }

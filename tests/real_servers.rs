@@ -57,15 +57,10 @@ fn check_run(target: &str, args: &[&str], expect_completed: u64) -> serde_json::
 
 /// [`check_run`] without the loopback latency range, for a server slow on purpose.
 fn check_run_with_latency(target: &str, args: &[&str], expect_completed: u64) -> serde_json::Value {
-    let (_dir, path) = tmp_json();
-    let p = path.to_str().unwrap();
-    let mut all = vec!["run", "--target", target, "--cores", "0", "--json", p];
-    all.extend_from_slice(args);
-    let out = run(&all, Duration::from_secs(60));
+    let (code, v, err) = run_json(target, args);
     // These tests check protocols; a generator disturbed by other load on the machine
     // may mark the run invalid (exit 3) without changing what is checked here.
-    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
-    let v = read_json(&path);
+    assert!(matches!(code, Some(0 | 3)), "{err}");
     assert_eq!(
         f(&v, "requests.sent"),
         expect_completed as f64,
