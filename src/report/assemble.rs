@@ -384,7 +384,7 @@ pub fn build(
     for t in &c.totals {
         replies.add(&t.replies);
     }
-    if let Some(d) = diagnose_error_replies(ctr, &replies) {
+    if let Some(d) = diagnose_error_replies(ctr, &replies, &plan.error_status) {
         diagnosis.push(d);
     }
     let http = (plan.requests.entries.iter())
@@ -602,6 +602,7 @@ pub fn build(
 fn diagnose_error_replies(
     ctr: &crate::metrics::Counters,
     replies: &crate::engine::recorder::ReplyTally,
+    error_status: &crate::proto::ErrorStatus,
 ) -> Option<Diagnosis> {
     let failed = ctr.errors_of(ErrorKind::ErrorReply);
     let answered = ctr.completed + failed;
@@ -610,7 +611,7 @@ fn diagnose_error_replies(
     }
     // The most frequent failing HTTP code, else the most frequent error reply.
     let top_code = (replies.http_codes.iter().enumerate())
-        .filter(|&(code, &n)| code > 0 && n > 0)
+        .filter(|&(code, &n)| n > 0 && error_status.contains(code as u16))
         .max_by_key(|&(_, &n)| n)
         .map(|(code, &n)| (format!("HTTP {code}"), n));
     let top_name = (replies.names.iter())
@@ -757,5 +758,42 @@ mod tests {
             None,
         );
         assert!(at_the_limit.warnings().is_empty());
+    }
+    #[test]
+    fn the_top_failing_code_is_a_failing_one() {
+        // 60% of the replies failed (29 x 500, 31 x 503); 200 is the most frequent code
+        // but not a failure, so the diagnosis names 503.
+        let mut replies = crate::engine::recorder::ReplyTally::new();
+        for (code, n) in [(200, 40), (500, 29), (503, 31)] {
+            for _ in 0..n {
+                replies.http(code);
+            }
+        }
+        let mut ctr = Counters {
+            completed: 40,
+            ..Counters::default()
+        };
+        for _ in 0..60 {
+            ctr.error(ErrorKind::ErrorReply);
+        }
+        let d = diagnose_error_replies(&ctr, &replies, &crate::proto::ErrorStatus::default());
+        let Some(Diagnosis::MostRepliesFailed {
+            top,
+            top_count,
+            failed,
+            answered,
+        }) = d
+        else {
+            panic!("{d:?}");
+        };
+        assert_eq!(
+            (top.as_str(), top_count, failed, answered),
+            ("HTTP 503", 31, 60, 100)
+        );
+        // Half or fewer failed: no diagnosis.
+        ctr.completed = 60;
+        assert!(
+            diagnose_error_replies(&ctr, &replies, &crate::proto::ErrorStatus::default()).is_none()
+        );
     }
 }
