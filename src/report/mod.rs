@@ -512,12 +512,14 @@ impl Report {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let what = if self.error_replies > 0 && self.error_replies == q.errors {
-            let top = (self.http.iter())
-                .flat_map(|h| h.status_codes.iter())
-                .chain(self.error_replies_by_kind.iter())
-                .filter(|(k, _)| k.as_str() != "other")
-                .max_by_key(|(_, n)| **n)
-                .map(|(k, n)| format!(" (most frequent: {k}, {n})"))
+            // Every reply failed, so the diagnosis of mostly failed replies is there.
+            let top = (self.diagnosis.iter())
+                .find_map(|d| match d {
+                    Diagnosis::MostRepliesFailed { top, top_count, .. } => {
+                        Some(format!(" (most frequent: {top}, {top_count})"))
+                    }
+                    _ => None,
+                })
                 .unwrap_or_default();
             format!(
                 "every reply was an error: {} error replies{top}",
