@@ -20,8 +20,8 @@
 //! Replies: echo keeps each received buffer in the connection's send chain until its
 //! bytes are sent back (one send in flight per connection, re-armed at an offset on
 //! a partial send), then gives it back to the pool; a chain that reaches the
-//! connection's share of the pool stops that connection's receive (its multishot
-//! receive is cancelled by exact `user_data`) until its sends drain it to half the
+//! connection's share of the pool stops that connection's receive (echo receives
+//! are single-shot, one buffer each, so the chain never overshoots) until its sends drain it to half the
 //! share, so a peer that never reads holds only its share and the others keep
 //! receiving (`buf_pool.rs`); fixed mode gives the buffer back
 //! at once and owes the connection N bytes per request, sent from one shared reply

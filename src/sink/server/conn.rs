@@ -51,7 +51,12 @@ impl Worker {
         let conn = &mut self.conns[index];
         let token = Token::new(index as u32, Op::Recv, conn.generation).encode();
         let group = self.bufs.bgid();
-        let entry = if self.recv_multishot {
+        // Echo holds what it receives until it is sent back: a multishot receive
+        // takes buffers in kernel bursts (up to 32 per wake-up, while this thread is
+        // descheduled) before a cancel can land, so one peer that never reads could
+        // empty the pool for every other connection. One buffer per armed receive
+        // keeps its chain within its share exactly.
+        let entry = if self.recv_multishot && self.shared.mode != SinkMode::Echo {
             on_target!(target, |t| opcode::RecvMulti::new(t, group).build())
         } else {
             let len = self.bufs.buf_bytes() as u32;
