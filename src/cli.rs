@@ -148,11 +148,22 @@ pub struct LoadArgs {
     #[arg(long, default_value = "1MiB")]
     pub max_response: String,
 
-    /// Spin on the TSC for this long before each due send instead of sleeping to it:
-    /// wake-ups from sleep arrive tens of microseconds (quiet host) to milliseconds
-    /// (busy VM host) late. `0` never spins (saves CPU, costs accuracy). Default: 2ms.
-    #[arg(long, default_value = "2ms")]
+    /// How a worker waits for a due send. `auto` sleeps in the ring and spins only
+    /// where spinning costs less than a sleep, or where --resolution is finer than the
+    /// timer's measured lateness (wake-ups from sleep arrive tens of microseconds late
+    /// on a quiet host, milliseconds on a busy VM host). A duration spins that long
+    /// before every due send (the precise, costly way: `2ms` keeps a core busy at any
+    /// rate above 500/s); `0` never spins. Default: auto.
+    #[arg(long, default_value = "auto")]
     pub spin: String,
+
+    /// Timer wake-ups for due sends are at least this far apart: each wake-up sends
+    /// everything due by then (each request's latency still counts from its own
+    /// intended instant, its lateness shows as dispatch lag). Coarser costs less CPU
+    /// at high rates; `0` wakes for every due send. The report states the resolution
+    /// used. Default: 500us.
+    #[arg(long, default_value = "500us")]
+    pub resolution: String,
 
     /// Seed of the generator for templates and request mixes; printed in the report.
     /// Default: 1.

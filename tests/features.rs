@@ -366,13 +366,19 @@ fn reconnects_keep_their_source_address() {
     assert_eq!(f(c, "failed"), 0.0, "{c}");
 }
 
-/// Sockets in TIME_WAIT whose peer is `port` (the generator's side of its connections).
+/// Sockets in TIME_WAIT whose peer is `port` (the generator's side of its connections),
+/// or on their way to it (FIN_WAIT: closed first, the peer's FIN not yet in; on a busy
+/// host the readiness probe of `Sink::start` can still be there when counted).
 fn time_wait_towards(port: &str) -> usize {
     let ss = Command::new("ss")
         .args([
             "-Htan",
             "state",
             "time-wait",
+            "state",
+            "fin-wait-1",
+            "state",
+            "fin-wait-2",
             "dport",
             "=",
             &format!(":{port}"),

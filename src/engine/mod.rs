@@ -9,9 +9,11 @@
 //! - [`ring`]: ring setup with feature probing and fallback; push with a full-SQ path.
 //! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
-//! - [`pacing`]: the loops' shared bookkeeping: intervals, scans, stop, spin, wake.
-//! - [`tcp`]: the TCP loop: now -> dispatch due -> reap -> advance -> one submit -> wait.
-//! - [`udp`]: the UDP loop: request/response matched by sequence, or blast.
+//! - [`run_loop`]: the one worker loop; each workload brings its hooks.
+//! - [`pacing`]: the loop's bookkeeping: intervals, scans, stop, precision, wake.
+//! - [`tcp`]: the TCP workload: dispatch due -> reap -> advance -> one submit.
+//! - [`udp`]: the UDP workload: request/response matched by sequence, or blast.
+//! - [`frames`]: the frames workload: a frame per tick per member, checked on arrival.
 pub mod backoff;
 pub mod buf_ring;
 pub mod conn_table;
@@ -20,6 +22,7 @@ pub mod frames;
 pub mod pacing;
 pub mod recorder;
 pub mod ring;
+pub mod run_loop;
 pub mod socket;
 pub mod tcp;
 pub mod token;

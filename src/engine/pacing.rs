@@ -1,9 +1,72 @@
-//! The bookkeeping both worker loops share: interval boundaries, the timeout-scan
-//! period, the stop and its drain deadline, the time spent spinning, and when to wake.
-//! Pure arithmetic on instants handed in (ns since the run's start); the loops own the
-//! ring and decide what to do.
+//! The bookkeeping of the worker loop ([`super::run_loop`]): interval boundaries, the
+//! timeout-scan period, the stop and its drain deadline, the time spent spinning, and
+//! when to wake and whether to sleep or spin until then. Pure arithmetic on instants
+//! handed in (ns since the run's start); the loop owns the ring.
+//!
+//! Precision is a setting with a cost ([`Precision`]): a wake-up sends everything due
+//! by then, and timer wake-ups for due sends are at least `--resolution` apart, so at
+//! high rates one wake-up sends a window's worth (each request's latency still counts
+//! from its own intended instant, as catch-up does). `--spin auto` spins only where
+//! spinning is cheaper than a sleep ([`SLEEP_CPU_NS`]) or where the resolution asked
+//! for is finer than the timer's measured lateness; otherwise it aims the timer that
+//! lateness early and sleeps.
 
 use crate::clock::Nanos;
+use crate::limits::{SLEEP_CPU_NS, SPIN_NS, TIMER_LATE_NS_INITIAL};
+
+/// `--spin`: how the loop waits for a due send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spin {
+    /// Spin only when it is cheaper than sleeping or the resolution needs it.
+    Auto,
+    /// Spin for this long before every due send (0: never spin).
+    Fixed(u64),
+}
+
+impl std::fmt::Display for Spin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Spin::Auto => f.write_str("auto"),
+            Spin::Fixed(0) => f.write_str("0"),
+            Spin::Fixed(ns) => write!(f, "{:?}", std::time::Duration::from_nanos(*ns)),
+        }
+    }
+}
+
+/// `--resolution` and `--spin`: how precisely the loop sends on the timetable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Precision {
+    /// Timer wake-ups for due sends are at least this far apart (0: one per due send).
+    pub resolution_ns: u64,
+    pub spin: Spin,
+}
+
+impl Precision {
+    /// Today's fixed spin, one wake-up per due send: what `--spin D` alone meant.
+    pub const fn fixed(spin_ns: u64) -> Precision {
+        Precision {
+            resolution_ns: 0,
+            spin: Spin::Fixed(spin_ns),
+        }
+    }
+
+    /// How long to spin before the schedule's start instant.
+    pub fn start_spin_ns(&self) -> u64 {
+        match self.spin {
+            Spin::Fixed(ns) => ns,
+            Spin::Auto => SPIN_NS,
+        }
+    }
+}
+
+/// What the loop does until the next wake-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Sleep in the ring until this instant (a completion may end it sooner).
+    Sleep(Nanos),
+    /// Spin on the TSC (look again without entering the kernel).
+    Spin,
+}
 
 pub struct Pacer {
     interval_ns: u64,
@@ -15,6 +78,14 @@ pub struct Pacer {
     next_scan: Nanos,
     drain_deadline: Nanos,
     spin_ns: u64,
+    precision: Precision,
+    /// When the loop last sent: the next timer wake-up for a due send is a resolution
+    /// later at the earliest.
+    last_send: Nanos,
+    /// How late the ring's timeouts end, ns: a moving average of what was measured.
+    late_ns: u64,
+    /// The instant the current sleep was asked to end at.
+    sleep_until: Nanos,
     /// Since when the loop has been idle, and whether asleep in the ring (else spinning).
     idle_since: Option<(Nanos, bool)>,
     /// Wall time asleep in the ring, ns.
@@ -46,11 +117,19 @@ pub struct Wake {
     pub at: Nanos,
     /// The next due send is what sets `at` (spin from there instead of sleeping).
     pub due_soon: bool,
+    /// When `due_soon`: the instant the next send is for (due, or the end of the
+    /// resolution window).
+    pub target: Nanos,
 }
 
 impl Pacer {
-    /// Starts the loop's clocks; CPU time counts from here.
+    /// Starts the loop's clocks with today's fixed spin; CPU time counts from here.
     pub fn start(interval_ns: u64, timeout_ns: u64) -> Pacer {
+        Pacer::with_precision(interval_ns, timeout_ns, Precision::fixed(0))
+    }
+
+    /// Starts the loop's clocks; CPU time counts from here.
+    pub fn with_precision(interval_ns: u64, timeout_ns: u64, precision: Precision) -> Pacer {
         Pacer {
             interval_ns,
             next_interval: interval_ns,
@@ -59,6 +138,10 @@ impl Pacer {
             next_scan: 0,
             drain_deadline: u64::MAX,
             spin_ns: 0,
+            precision,
+            last_send: 0,
+            late_ns: TIMER_LATE_NS_INITIAL,
+            sleep_until: 0,
             idle_since: None,
             sleep_ns: 0,
             cpu_start: thread_cpu_ns(),
@@ -68,14 +151,50 @@ impl Pacer {
         }
     }
 
-    /// Call first in every iteration: the previous iteration, if idle, was spinning.
+    /// Call first in every iteration: the previous iteration, if idle, was spinning
+    /// or asleep; a sleep that ended at or after its instant measures the timer's
+    /// lateness.
     #[inline]
     pub fn begin(&mut self, now: Nanos) {
         match self.idle_since.take() {
             Some((t, false)) => self.spin_ns += now.saturating_sub(t),
-            Some((t, true)) => self.sleep_ns += now.saturating_sub(t),
+            Some((t, true)) => {
+                self.sleep_ns += now.saturating_sub(t);
+                if now >= self.sleep_until {
+                    self.late_ns = late_average(self.late_ns, now - self.sleep_until);
+                }
+            }
             None => {}
         }
+    }
+
+    /// The loop sent at `now`: the next timer wake-up for a send is a resolution later.
+    #[inline]
+    pub fn sent(&mut self, now: Nanos) {
+        self.last_send = now;
+    }
+
+    /// How late the ring's timeouts end, as measured so far, ns.
+    pub fn timer_late_ns(&self) -> u64 {
+        self.late_ns
+    }
+
+    /// How long before a due send's instant the loop stops sleeping: the fixed spin,
+    /// or with `--spin auto` twice the timer's lateness (spun, when the resolution is
+    /// finer than the lateness) or three quarters of it (slept: the timer is aimed
+    /// early so it ends near the instant).
+    fn lead_ns(&self) -> u64 {
+        match self.precision.spin {
+            Spin::Fixed(ns) => ns,
+            Spin::Auto if self.fine() => (2 * self.late_ns).min(SPIN_NS),
+            Spin::Auto => self.late_ns * 3 / 4,
+        }
+    }
+
+    /// `--spin auto` with a resolution finer than the timer's lateness: precision
+    /// needs spinning.
+    fn fine(&self) -> bool {
+        self.precision.resolution_ns < self.late_ns
     }
 
     /// The iteration that started at `now` did nothing but look.
@@ -84,10 +203,12 @@ impl Pacer {
         self.idle_since = Some((now, false));
     }
 
-    /// The loop goes to sleep in the ring at `now` (until the next `begin`).
+    /// The loop goes to sleep in the ring at `now` until `until` at the latest (a
+    /// completion may wake it sooner).
     #[inline]
-    pub fn sleep(&mut self, now: Nanos) {
+    pub fn sleep(&mut self, now: Nanos, until: Nanos) {
         self.idle_since = Some((now, true));
+        self.sleep_until = until;
     }
 
     /// The schedule stops now; the drain may last `drain_ns`.
@@ -158,15 +279,10 @@ impl Pacer {
     }
 
     /// When to wake: the drain deadline, the next interval boundary (while running),
-    /// the next scan (when `timers` are pending), or `spin_ns` before `next_due`.
+    /// the next scan (when `timers` are pending), or the lead before the next send:
+    /// `next_due`, or a resolution after the last send if that is later.
     #[inline]
-    pub fn wake(
-        &self,
-        stopping: bool,
-        timers: bool,
-        next_due: Option<Nanos>,
-        spin_ns: u64,
-    ) -> Wake {
+    pub fn wake(&self, stopping: bool, timers: bool, next_due: Option<Nanos>) -> Wake {
         let mut at = self.drain_deadline;
         if !stopping {
             at = at.min(self.next_interval);
@@ -174,15 +290,41 @@ impl Pacer {
         if timers {
             at = at.min(self.next_scan);
         }
-        let mut due_soon = false;
+        let (mut due_soon, mut target) = (false, 0);
         if let Some(due) = next_due.filter(|_| !stopping) {
-            let spin_from = due.saturating_sub(spin_ns);
-            if spin_from <= at {
-                at = spin_from;
+            let send_at = due.max(self.last_send.saturating_add(self.precision.resolution_ns));
+            let from = send_at.saturating_sub(self.lead_ns());
+            if from <= at {
+                at = from;
                 due_soon = true;
+                target = send_at;
             }
         }
-        Wake { at, due_soon }
+        Wake {
+            at,
+            due_soon,
+            target,
+        }
+    }
+
+    /// Sleep or spin, from `now`, for `wake`. With `--spin auto` and a coarse
+    /// resolution the loop spins only the last [`SLEEP_CPU_NS`] before a send (cheaper
+    /// than a sleep) and otherwise sleeps, accepting the timer's lateness; else it
+    /// sleeps until `wake.at` when that is more than a microsecond away.
+    #[inline]
+    pub fn step(&self, now: Nanos, wake: Wake) -> Step {
+        if wake.due_soon && self.precision.spin == Spin::Auto && !self.fine() {
+            return if wake.target <= now + SLEEP_CPU_NS {
+                Step::Spin
+            } else {
+                Step::Sleep(wake.at.max(now + 1_000))
+            };
+        }
+        if wake.at > now + 1_000 {
+            Step::Sleep(wake.at)
+        } else {
+            Step::Spin
+        }
     }
 
     /// CPU time, and wall time spinning and asleep, since the previous call (one
@@ -250,6 +392,12 @@ pub fn busy_cpu_ns(cpu_ns: u64, spin_ns: u64, sleep_ns: u64, wall_ns: u64) -> Bu
     }
 }
 
+/// The timer's lateness averaged with a new measure (an eighth of the weight; a
+/// measure past a millisecond, a preemption rather than the timer, counts as one).
+fn late_average(avg: u64, measured: u64) -> u64 {
+    avg - avg / 8 + measured.min(1_000_000) / 8
+}
+
 /// CPU time (user + system) of the calling thread, ns.
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -311,32 +459,91 @@ mod tests {
 
     #[test]
     fn wake_prefers_the_earliest_deadline_and_spins_before_a_due_send() {
-        let mut p = Pacer::start(1_000_000_000, 5_000_000_000);
+        let fixed = Precision::fixed(2_000_000);
+        let mut p = Pacer::with_precision(1_000_000_000, 5_000_000_000, fixed);
         // Running, no timers, a send due at 10 ms with a 2 ms spin: wake at 8 ms.
-        assert_eq!(
-            p.wake(false, false, Some(10_000_000), 2_000_000),
-            Wake {
-                at: 8_000_000,
-                due_soon: true
-            }
-        );
+        let w = p.wake(false, false, Some(10_000_000));
+        assert_eq!((w.at, w.due_soon, w.target), (8_000_000, true, 10_000_000));
+        assert_eq!(p.step(7_000_000, w), Step::Sleep(8_000_000));
+        assert_eq!(p.step(8_000_000, w), Step::Spin);
         // Nothing due: the interval boundary.
-        assert_eq!(
-            p.wake(false, false, None, 2_000_000),
-            Wake {
-                at: 1_000_000_000,
-                due_soon: false
-            }
-        );
+        let w = p.wake(false, false, None);
+        assert_eq!((w.at, w.due_soon), (1_000_000_000, false));
         // Stopping: only the drain deadline (and timers) count.
         p.stop(0, 300);
-        assert_eq!(
-            p.wake(true, false, Some(5), 0),
-            Wake {
-                at: 300,
-                due_soon: false
-            }
-        );
+        let w = p.wake(true, false, Some(5));
+        assert_eq!((w.at, w.due_soon), (300, false));
         assert!(p.drain_over(300) && !p.drain_over(299));
+    }
+
+    fn auto(resolution_ns: u64) -> Pacer {
+        let precision = Precision {
+            resolution_ns,
+            spin: Spin::Auto,
+        };
+        Pacer::with_precision(1_000_000_000, 5_000_000_000, precision)
+    }
+
+    #[test]
+    fn auto_sleeps_to_a_timer_aimed_early_and_spins_only_what_a_sleep_costs() {
+        let p = auto(500_000);
+        let late = p.timer_late_ns();
+        // A send due at 10 ms: the timer is aimed three quarters of its lateness early.
+        let w = p.wake(false, false, Some(10_000_000));
+        assert_eq!((w.at, w.target), (10_000_000 - late * 3 / 4, 10_000_000));
+        assert_eq!(p.step(1_000_000, w), Step::Sleep(w.at));
+        // Woken early, 30 us before: sleeping again is cheaper than spinning 30 us.
+        assert_eq!(
+            p.step(10_000_000 - 30_000, w),
+            Step::Sleep(10_000_000 - 29_000)
+        );
+        // Within what a sleep costs: spin.
+        assert_eq!(p.step(10_000_000 - SLEEP_CPU_NS, w), Step::Spin);
+    }
+
+    #[test]
+    fn timer_wake_ups_for_sends_are_a_resolution_apart() {
+        let mut p = auto(500_000);
+        p.sent(10_000_000);
+        // Due 100 us after the last send: the send waits for the window's end.
+        let w = p.wake(false, false, Some(10_100_000));
+        assert_eq!(w.target, 10_500_000);
+        // Due after the window: its own instant.
+        assert_eq!(p.wake(false, false, Some(11_000_000)).target, 11_000_000);
+        // A resolution of 0 is one wake-up per due send.
+        let mut p = auto(0);
+        p.sent(10_000_000);
+        assert_eq!(p.wake(false, false, Some(10_100_000)).target, 10_100_000);
+    }
+
+    #[test]
+    fn a_resolution_finer_than_the_timer_spins_twice_its_lateness() {
+        let p = auto(10_000);
+        let late = p.timer_late_ns();
+        assert!(late > 10_000);
+        let w = p.wake(false, false, Some(10_000_000));
+        assert_eq!(w.at, 10_000_000 - 2 * late);
+        assert_eq!(p.step(w.at, w), Step::Spin);
+        assert_eq!(p.step(w.at - 5_000, w), Step::Sleep(w.at));
+    }
+
+    #[test]
+    fn the_timer_lateness_is_measured_from_sleeps_that_ran_out() {
+        let mut p = auto(500_000);
+        let before = p.timer_late_ns();
+        for i in 0..64 {
+            let t = i * 1_000_000;
+            p.sleep(t, t + 500_000);
+            p.begin(t + 500_000 + 200_000); // 200 us late
+        }
+        assert!(p.timer_late_ns() > before && p.timer_late_ns() <= 200_000);
+        assert!(p.timer_late_ns() > 190_000, "{}", p.timer_late_ns());
+        // Woken by a completion before the instant: no measure.
+        let now = p.timer_late_ns();
+        p.sleep(100_000_000, 101_000_000);
+        p.begin(100_500_000);
+        assert_eq!(p.timer_late_ns(), now);
+        // A preemption of seconds counts as a millisecond.
+        assert_eq!(late_average(0, 5_000_000_000), 1_000_000 / 8);
     }
 }

@@ -492,6 +492,9 @@ pub struct WorkerTotals {
     pub spin_ns: u64,
     /// Wall time asleep in the ring, ns.
     pub sleep_ns: u64,
+    /// How late the ring's timeouts ended, as the worker measured it (a moving
+    /// average), ns.
+    pub timer_late_ns: u64,
     /// Wall time from the schedule's start to the worker's end, ns.
     pub wall_ns: u64,
     /// When the schedule stopped (its end, or Ctrl-C), ns since start.

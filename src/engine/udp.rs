@@ -20,17 +20,16 @@
 //! Send buffers come from a fixed pool whose payload bytes are written once at start;
 //! only the 24-byte header is written per datagram. Nothing allocates per request.
 
-use super::conn_table::Fifo;
-use super::driver::{
-    Channels, Engine, Outbox, Ready, WorkerError, arm_fault_hook, drive, wait_for_start,
-};
+use super::conn_table::{Fifo, IndexQueue};
+use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
 use super::pacing::Pacer;
 use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
+use super::run_loop::{Hooks, LoopState};
 use super::token::{Op, Token};
 use super::worker_plan::{Transport, WorkerPlan, timetable};
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::limits::{CQE_BATCH_MAX, WAIT_NS_MAX};
+use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX};
 use crate::proto::udp_header::{self, HEADER_LEN, UdpHeader};
 use crate::schedule::{Arrivals, Schedule};
 use crossbeam_channel::{Receiver, Sender};
@@ -38,7 +37,7 @@ use io_uring::{opcode, types};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::os::fd::{IntoRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 /// Most datagrams one GSO send may carry (the kernel's UDP_MAX_SEGMENTS: 128 since
 /// Linux 6.9; an older kernel refuses larger sends, and the probe falls back).
@@ -83,6 +82,8 @@ struct Flow {
     /// One past the highest sequence answered so far.
     highest_rx: u64,
     recv_armed: bool,
+    /// On the scan's watch list.
+    watched: bool,
 }
 
 /// Runs one UDP worker to completion (see [`super::tcp::run_worker`] for the
@@ -107,7 +108,7 @@ impl Engine for UdpWorker<'_> {
 
     fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
         self.clock = clock;
-        self.run(stop);
+        super::run_loop::run(self, stop);
     }
 
     fn quiesce(&mut self) {
@@ -144,12 +145,16 @@ struct UdpWorker<'p> {
     next_flow: usize,
     inflight: u64,
     ops_in_ring: u64,
-    /// The ring failed: the run ends at once and reports this.
-    fatal: Option<WorkerError>,
+    /// The stop, its instant and the error that ended the run, shared with the loop.
+    ls: LoopState,
+    /// Flows with requests that may still be in flight: the only ones the timeout
+    /// scan visits (each listed at most once, `Flow::watched`).
+    watch_q: IndexQueue,
     completed_total: u64,
-    stopping: bool,
-    stopped_ns: Nanos,
     backlog_peak: u64,
+    /// Flows the timeout scan has visited (tests check it is O(watched)).
+    #[cfg(test)]
+    scan_visits: u64,
     /// When the last response completed, and the same instant in ns since start. A
     /// completion batch is reaped at one instant, so the tick-to-ns conversion is done
     /// once per batch (when the instant changes), not once per response.
@@ -213,6 +218,7 @@ impl<'p> UdpWorker<'p> {
                 oldest: 0,
                 highest_rx: 0,
                 recv_armed: false,
+                watched: false,
             });
         }
         let mut features = Vec::new();
@@ -296,10 +302,11 @@ impl<'p> UdpWorker<'p> {
             next_flow: 0,
             inflight: 0,
             ops_in_ring: 0,
-            fatal: None,
+            ls: LoopState::default(),
+            watch_q: IndexQueue::with_capacity(plan.connections),
             completed_total: 0,
-            stopping: false,
-            stopped_ns: 0,
+            #[cfg(test)]
+            scan_visits: 0,
             backlog_peak: 0,
             last_done: 0,
             last_done_ns: 0,
@@ -322,7 +329,7 @@ impl<'p> UdpWorker<'p> {
     /// operations in the ring (`Drop for UdpWorker`).
     #[inline]
     unsafe fn push(&mut self, entry: &io_uring::squeue::Entry) {
-        if self.fatal.is_some() {
+        if self.ls.fatal.is_some() {
             return;
         }
         // SAFETY: forwarded to this function's contract.
@@ -335,9 +342,7 @@ impl<'p> UdpWorker<'p> {
     /// The ring refused a submit for good: the first such error ends the run.
     #[cold]
     fn ring_failed(&mut self, e: &std::io::Error) {
-        if self.fatal.is_none() {
-            self.fatal = Some(WorkerError::submit(self.plan.index, e));
-        }
+        self.ls.fail(self.plan.index, e);
     }
 
     fn arm_recv(&mut self, f: usize) {
@@ -393,6 +398,7 @@ impl<'p> UdpWorker<'p> {
                     state: SlotState::InFlight,
                 };
                 self.inflight += 1;
+                self.watch(f);
             }
             if dispatched != run.0 {
                 self.record_wait(sent_ns, run);
@@ -586,7 +592,7 @@ impl<'p> UdpWorker<'p> {
         }
         // Errors on a connected UDP socket (ECONNREFUSED from an ICMP unreachable) are
         // transient: the request they concern is lost at its timeout.
-        if !(self.stopping && self.inflight == 0) {
+        if !(self.ls.stopping && self.inflight == 0) {
             self.arm_recv(f);
         }
     }
@@ -648,158 +654,54 @@ impl<'p> UdpWorker<'p> {
         if self.blast {
             return;
         }
-        for f in 0..self.flows.len() {
-            loop {
-                let flow = &self.flows[f];
-                if flow.oldest >= flow.next_seq {
-                    break;
-                }
-                let seq = flow.oldest;
-                let slot = &mut self.window[self.slot_of(f, seq)];
-                if slot.seq == seq && slot.state == SlotState::InFlight {
-                    if slot.intended_ns + timeout > now_ns {
-                        break;
-                    }
-                    slot.state = SlotState::Lost;
-                    self.inflight -= 1;
-                    self.out.counters.error(ErrorKind::Lost);
-                    self.out.hist.latency.saturating_record(timeout);
-                }
-                self.flows[f].oldest += 1;
+        // Only flows on the watch list can have a request in flight: O(watched), not
+        // O(flows). Each visit puts the flow back while it still has some.
+        for _ in 0..self.watch_q.len() {
+            let Some(f) = self.watch_q.pop() else { break };
+            let f = f as usize;
+            self.flows[f].watched = false;
+            self.expire_flow(f, now_ns);
+            if self.flows[f].oldest < self.flows[f].next_seq {
+                self.watch(f);
             }
         }
     }
 
-    fn run(&mut self, stop: &AtomicBool) {
-        if !self.blast {
-            for f in 0..self.flows.len() {
-                self.arm_recv(f);
-            }
+    /// Requests of flow `f` past their timeout are lost, oldest first.
+    fn expire_flow(&mut self, f: usize, now_ns: Nanos) {
+        #[cfg(test)]
+        {
+            self.scan_visits += 1;
         }
-        wait_for_start(&self.clock, self.plan.spin_ns);
         let timeout = self.plan.timeout_ns;
-        let mut pace = Pacer::start(self.plan.interval_ns, timeout);
         loop {
-            let now_t = self.clock.ticks();
-            let now = self.clock.ns(now_t);
-            pace.begin(now);
-            if self.fatal.is_some() {
-                pace.halt(
-                    now,
-                    self.plan.duration_ns,
-                    &mut self.stopping,
-                    &mut self.stopped_ns,
-                );
+            let flow = &self.flows[f];
+            if flow.oldest >= flow.next_seq {
                 break;
             }
-            if !self.stopping {
-                let at_end = now >= self.plan.duration_ns
-                    && (self.schedule.is_none() || self.next_k >= self.total_k);
-                if stop.load(Ordering::Relaxed) || at_end {
-                    self.stopping = true;
-                    self.stopped_ns = now.min(self.plan.duration_ns);
-                    if at_end && !self.blast {
-                        // Requests due before the end are still answered or time out.
-                        pace.stop(now, timeout + pace.scan_every);
-                    } else {
-                        pace.stop(now, timeout.min(crate::limits::DRAIN_NS_MAX));
-                        while self.backlog.pop().is_some() {
-                            self.out.counters.cut_off += 1;
-                        }
-                    }
+            let seq = flow.oldest;
+            let slot = &mut self.window[self.slot_of(f, seq)];
+            if slot.seq == seq && slot.state == SlotState::InFlight {
+                if slot.intended_ns + timeout > now_ns {
+                    break;
                 }
+                slot.state = SlotState::Lost;
+                self.inflight -= 1;
+                self.out.counters.error(ErrorKind::Lost);
+                self.out.hist.latency.saturating_record(timeout);
             }
-            let mut work = 0;
-            if !self.stopping {
-                work += self.dispatch_due(now_t, now);
-            }
-            work += self.reap() as u64;
-            if !self.blast {
-                self.serve_backlog(now_t);
-            }
-            if pace.scan_due(now) {
-                self.scan(now);
-            }
-            // The interval that reaches the schedule's end stays open until the stop
-            // (a late worker would otherwise start one that lies after the end).
-            while !self.stopping
-                && pace.interval_end() < self.plan.duration_ns
-                && let Some(i) = pace.interval_ended(now)
-            {
-                self.out.send(i, None, &mut pace);
-            }
-            let sends_pending = self.free_bufs.len() < self.buf_use.len();
-            if self.stopping
-                && ((self.inflight == 0 && self.backlog.is_empty() && !sends_pending)
-                    || pace.drain_over(now))
-            {
-                break;
-            }
-            let timers = self.inflight > 0 || !self.backlog.is_empty();
-            let next_due = (self.schedule.is_some() && self.next_k < self.total_k)
-                .then(|| self.due_ns(self.next_k));
-            let mut wake = pace.wake(self.stopping, timers, next_due, self.plan.spin_ns);
-            if self.schedule.is_none() && !self.stopping {
-                wake.due_soon = true; // --rate max: never sleep long
-            }
-            let now2 = self.clock.now_ns();
-            let pending_cqes = !self.ring.uring.completion().is_empty();
-            let may_sleep = self.schedule.is_some() || self.free_bufs.is_empty() || self.stopping;
-            if work == 0 && !pending_cqes && may_sleep && (wake.at > now2 + 1_000 || !wake.due_soon)
-            {
-                let wait = if self.schedule.is_none() && !self.stopping {
-                    1_000_000 // buffers all in flight: wait for a send to complete
-                } else {
-                    wake.at.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX)
-                };
-                pace.sleep(now2);
-                if let Err(e) = self.ring.submit_and_wait_ns(wait) {
-                    self.ring_failed(&e);
-                }
-            } else {
-                if (self.ring.needs_enter() || (work == 0 && !wake.due_soon))
-                    && let Err(e) = self.ring.submit()
-                {
-                    self.ring_failed(&e);
-                }
-                if work == 0 && !pending_cqes {
-                    pace.idle(now);
-                    std::hint::spin_loop();
-                }
-            }
+            self.flows[f].oldest += 1;
         }
-        while self.backlog.pop().is_some() {
-            self.out.counters.cut_off += 1;
+    }
+
+    /// Puts flow `f` on the scan's watch list (at most once).
+    #[inline]
+    fn watch(&mut self, f: usize) {
+        if !self.flows[f].watched {
+            self.flows[f].watched = true;
+            let queued = self.watch_q.push(f as u32);
+            debug_assert!(queued, "each flow is queued at most once");
         }
-        self.out.counters.cut_off += self.inflight;
-        self.inflight = 0;
-        let end = self.clock.now_ns();
-        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.stopped_ns);
-        let totals = WorkerTotals {
-            core: self.plan.core,
-            cpu_ns,
-            spin_ns,
-            sleep_ns: pace.sleep_ns(),
-            wall_ns: end,
-            stopped_ns: self.stopped_ns,
-            last_done_ns: self.last_done_ns,
-            busy_at_stop,
-            completed: if self.blast {
-                self.out.counters.sent
-            } else {
-                self.completed_total
-            },
-            backlog_peak: self.backlog_peak,
-            histogram_allocations: 0, // set by the outbox
-            ring_features: self.features.clone(),
-            first_protocol_error: None,
-            entries: Vec::new(),
-            error: self.fatal.clone(),
-            frames: None,
-            replies: Default::default(),
-        };
-        let interval = pace.interval();
-        self.out.send(interval, Some(totals), &mut pace);
     }
 
     /// Closes the sockets and waits (at most a second) for every operation in the ring;
@@ -819,6 +721,121 @@ impl<'p> UdpWorker<'p> {
             unsafe {
                 libc::close(flow.fd);
             }
+        }
+    }
+}
+
+impl Hooks for UdpWorker<'_> {
+    fn plan(&self) -> &WorkerPlan {
+        self.plan
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn ring(&mut self) -> &mut Ring {
+        &mut self.ring
+    }
+
+    fn out(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+
+    fn state(&mut self) -> &mut LoopState {
+        &mut self.ls
+    }
+
+    fn on_start(&mut self) {
+        if !self.blast {
+            for f in 0..self.flows.len() {
+                self.arm_recv(f);
+            }
+        }
+    }
+
+    fn at_end(&self, now: Nanos) -> bool {
+        now >= self.plan.duration_ns && (self.schedule.is_none() || self.next_k >= self.total_k)
+    }
+
+    fn on_stop(&mut self, now: Nanos, interrupted: bool, pace: &Pacer) -> u64 {
+        if self.at_end(now) && !self.blast {
+            // Requests due before the end are still answered or time out.
+            return self.plan.timeout_ns + pace.scan_every;
+        }
+        let _ = interrupted;
+        while self.backlog.pop().is_some() {
+            self.out.counters.cut_off += 1;
+        }
+        self.plan.timeout_ns.min(DRAIN_NS_MAX)
+    }
+
+    fn dispatch_due(&mut self, now_t: Ticks, now: Nanos) -> u64 {
+        UdpWorker::dispatch_due(self, now_t, now)
+    }
+
+    fn reap(&mut self) -> usize {
+        UdpWorker::reap(self)
+    }
+
+    fn after_reap(&mut self, now_t: Ticks, _now: Nanos) {
+        if !self.blast {
+            self.serve_backlog(now_t);
+        }
+    }
+
+    fn scan(&mut self, now: Nanos) {
+        UdpWorker::scan(self, now);
+    }
+
+    fn drained(&self) -> bool {
+        let sends_pending = self.free_bufs.len() < self.buf_use.len();
+        self.inflight == 0 && self.backlog.is_empty() && !sends_pending
+    }
+
+    fn timers(&self) -> bool {
+        self.inflight > 0 || !self.backlog.is_empty()
+    }
+
+    fn next_due(&self) -> Option<Nanos> {
+        match &self.schedule {
+            Some(_) => (self.next_k < self.total_k).then(|| self.due_ns(self.next_k)),
+            // `--rate max`: never sleep while a send buffer is free; with all of them
+            // in flight, sleep until a send completes.
+            None => (!self.free_bufs.is_empty()).then_some(0),
+        }
+    }
+
+    fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals {
+        while self.backlog.pop().is_some() {
+            self.out.counters.cut_off += 1;
+        }
+        self.out.counters.cut_off += self.inflight;
+        self.inflight = 0;
+        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.ls.stopped_ns);
+        WorkerTotals {
+            core: self.plan.core,
+            cpu_ns,
+            spin_ns,
+            sleep_ns: pace.sleep_ns(),
+            timer_late_ns: pace.timer_late_ns(),
+            wall_ns: end,
+            stopped_ns: self.ls.stopped_ns,
+            last_done_ns: self.last_done_ns,
+            busy_at_stop,
+            completed: if self.blast {
+                self.out.counters.sent
+            } else {
+                self.completed_total
+            },
+            backlog_peak: self.backlog_peak,
+            histogram_allocations: 0, // set by the outbox
+            ring_features: self.features.clone(),
+            first_protocol_error: None,
+            entries: Vec::new(),
+            error: self.ls.fatal.clone(),
+            frames: None,
+            replies: Default::default(),
         }
     }
 }
@@ -886,6 +903,44 @@ mod tests {
         w.on_datagram(0, Some(header), w.clock.ticks());
         assert_eq!(w.out.counters.duplicates, 1);
         assert_eq!(w.out.counters.completed, 1);
+    }
+
+    /// The timeout scan visits only flows with requests in flight (issue 22): 500
+    /// flows, 3 of them with a request out, cost 3 visits, not 500; once those are
+    /// counted lost, nothing is left to visit.
+    #[test]
+    fn the_timeout_scan_visits_only_flows_with_requests_in_flight() {
+        let mut p = WorkerPlan::for_tests(500);
+        p.transport = Transport::Udp;
+        let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+        let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+        let mut w = UdpWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");
+        let (clock, mock) = Clock::mock();
+        w.clock = clock;
+        let now_t = w.clock.ticks();
+        for _ in 0..3 {
+            assert_eq!(w.send_batch(1, &[(0, now_t)], now_t), 1);
+        }
+        assert_eq!(w.inflight, 3);
+        // Before the timeout: 3 visits, nothing lost, still watched.
+        w.scan(1);
+        assert_eq!(
+            (w.scan_visits, w.out.counters.errors_of(ErrorKind::Lost)),
+            (3, 0)
+        );
+        mock.increment(Duration::from_millis(20));
+        w.scan(p.timeout_ns + 1);
+        assert_eq!(
+            (w.scan_visits, w.out.counters.errors_of(ErrorKind::Lost)),
+            (6, 3)
+        );
+        assert_eq!(w.inflight, 0);
+        w.scan(p.timeout_ns + 2);
+        assert_eq!(
+            w.scan_visits, 6,
+            "flows with nothing in flight are not visited"
+        );
+        w.quiesce();
     }
 
     /// A flow's slot is a mask of the sequence, equal to the `%` it replaced, for

@@ -77,8 +77,8 @@ pub struct WorkerPlan {
     pub recv_buffer_bytes: usize,
     pub backlog_capacity: usize,
     pub interval_ns: u64,
-    /// Spin on the TSC for this long before a due send instead of sleeping.
-    pub spin_ns: u64,
+    /// `--resolution` and `--spin`: how precisely sends keep to the timetable.
+    pub precision: super::pacing::Precision,
     /// `--workload frames`: the frame run (`None`: request/response).
     pub frames: Option<FramePlan>,
 }
@@ -183,7 +183,7 @@ impl WorkerPlan {
             recv_buffer_bytes: 1024,
             backlog_capacity: 16,
             interval_ns: 1_000_000_000,
-            spin_ns: 0,
+            precision: super::pacing::Precision::fixed(0),
             frames: None,
         }
     }

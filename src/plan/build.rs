@@ -7,6 +7,7 @@ use super::*;
 use crate::cli::RunArgs;
 use crate::engine::Transport;
 use crate::engine::backoff::Backoff;
+use crate::engine::pacing::{Precision, Spin};
 use crate::engine::socket::SockOpts;
 use crate::fleet::Fleet;
 use crate::limits::*;
@@ -478,15 +479,7 @@ impl RunPlan {
             transport,
             max_response,
             seed: a.seed,
-            spin_ns: if a.spin.trim() == "0" {
-                0
-            } else {
-                let d = parse_duration("spin", &a.spin)?.as_nanos();
-                if d > SPIN_NS_MAX as u128 {
-                    return Err(err("spin", format!("must be at most 1s, got {:?}", a.spin)));
-                }
-                d as u64
-            },
+            precision: precision(&a.spin, &a.resolution)?,
             duration_ns: duration,
             warmup_ns: warmup,
             pipeline: a.pipeline,
@@ -570,4 +563,39 @@ impl RunPlan {
         self.connect_rate = self.connect_rate.map(|r| r / f64::from(shard.count()));
         Ok(())
     }
+}
+
+/// `--spin` and `--resolution`, checked.
+fn precision(spin: &str, resolution: &str) -> Result<Precision, PlanError> {
+    let spin = match spin.trim() {
+        "auto" => Spin::Auto,
+        "0" => Spin::Fixed(0),
+        text => {
+            let d = parse_duration("spin", text)?.as_nanos();
+            if d > SPIN_NS_MAX as u128 {
+                return Err(err(
+                    "spin",
+                    format!("must be auto or at most 1s, got {text:?}"),
+                ));
+            }
+            Spin::Fixed(d as u64)
+        }
+    };
+    let resolution_ns = match resolution.trim() {
+        "0" => 0,
+        text => {
+            let d = parse_duration("resolution", text)?.as_nanos();
+            if d > RESOLUTION_NS_MAX as u128 {
+                return Err(err(
+                    "resolution",
+                    format!("must be at most 100ms, got {text:?}"),
+                ));
+            }
+            d as u64
+        }
+    };
+    Ok(Precision {
+        resolution_ns,
+        spin,
+    })
 }

@@ -114,7 +114,8 @@ pub struct RunPlan {
     pub transport: Transport,
     pub max_response: usize,
     pub seed: u64,
-    pub spin_ns: u64,
+    /// `--spin` and `--resolution`.
+    pub precision: crate::engine::pacing::Precision,
     pub duration_ns: u64,
     /// `--warmup`: the first part of `duration_ns` that is run but not recorded.
     pub warmup_ns: u64,

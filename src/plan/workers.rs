@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::engine::WorkerPlan;
+use crate::engine::pacing::{Precision, Spin};
 use crate::limits::*;
 use crate::schedule::RateShape;
 use std::net::SocketAddr;
@@ -107,10 +108,13 @@ impl RunPlan {
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: INTERVAL_NS,
                     // Workers sharing a core must not spin against each other.
-                    spin_ns: if self.rings_per_core > 1 {
-                        0
+                    precision: if self.rings_per_core > 1 {
+                        Precision {
+                            spin: Spin::Fixed(0),
+                            ..self.precision
+                        }
                     } else {
-                        self.spin_ns
+                        self.precision
                     },
                     frames: self.frames,
                 }

@@ -476,6 +476,8 @@ pub fn build(
             timeout_ns: plan.timeout_ns,
             max_lag_ns: plan.max_lag_ns,
             control_core: plan.control_core,
+            resolution_ns: plan.precision.resolution_ns,
+            spin: plan.precision.spin.to_string(),
         },
         duration_s: secs,
         elapsed_s: elapsed,
@@ -685,6 +687,7 @@ fn worker_report(t: &WorkerTotals) -> WorkerReport {
         busy_cpu_ns_per_request: busy.ns as f64 / t.completed.max(1) as f64,
         busy_ratio: busy.ns as f64 / t.wall_ns.max(1) as f64,
         backlog_peak: t.backlog_peak,
+        timer_late_ns: t.timer_late_ns,
         histogram_allocations: t.histogram_allocations,
     }
 }

@@ -73,6 +73,10 @@ pub struct Config {
     pub max_lag_ns: u64,
     /// `--control-core`: where the main thread and helper threads run.
     pub control_core: usize,
+    /// `--resolution`: timer wake-ups for due sends at least this far apart, ns.
+    pub resolution_ns: u64,
+    /// `--spin`: `auto`, or how long a worker spins before each due send.
+    pub spin: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -150,6 +154,9 @@ pub struct WorkerReport {
     /// busy_cpu_ns over the worker's wall time.
     pub busy_ratio: f64,
     pub backlog_peak: u64,
+    /// How late the ring's timeouts ended for this worker (a moving average), ns:
+    /// what `--spin auto` aimed its timer by.
+    pub timer_late_ns: u64,
     /// Interval boundaries where the worker allocated histograms (0 unless the
     /// collector fell more than two intervals behind).
     pub histogram_allocations: u64,

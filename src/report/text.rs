@@ -156,6 +156,14 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             fmt_ns(lag.max),
             fmt_ns(r.config.max_lag_ns)
         );
+        let late = r.workers.iter().map(|w| w.timer_late_ns).max().unwrap_or(0);
+        let _ = writeln!(
+            w,
+            "precision        resolution {}, spin {}, timer late {} (--resolution, --spin)",
+            fmt_ns(r.config.resolution_ns),
+            r.config.spin,
+            fmt_ns(late)
+        );
     }
     let _ = writeln!(
         w,

@@ -24,14 +24,16 @@ pub mod timetable;
 
 pub use timetable::{FrameCursor, FrameGrid};
 
-use super::driver::{Channels, Engine, Outbox, Ready, WorkerError, arm_fault_hook, drive};
+use super::conn_table::IndexQueue;
+use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
 use super::pacing::Pacer;
 use super::recorder::{FrameTotals, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
+use super::run_loop::{Hooks, LoopState};
 use super::socket;
 use super::token::{Op, Token, next_generation};
 use super::worker_plan::{FramePlan, Transport, WorkerPlan};
-use crate::clock::{Clock, Nanos};
+use crate::clock::{Clock, Nanos, Ticks};
 use crate::engine::recorder::FrameCounters;
 use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
 use crate::proto::frame::{self, Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
@@ -82,6 +84,8 @@ struct Conn {
     uptime: Nanos,
     reopen_at: Nanos,
     attempts: u32,
+    /// On the reopen watch list.
+    watched: bool,
 }
 
 struct FrameWorker<'p> {
@@ -108,10 +112,19 @@ struct FrameWorker<'p> {
     cqes: Box<[(u64, i32)]>,
     features: Vec<&'static str>,
     ops_in_ring: u64,
-    fatal: Option<WorkerError>,
+    /// The stop, its instant and the error that ended the run, shared with the loop.
+    ls: LoopState,
     running: bool,
-    stopping: bool,
-    stopped_ns: Nanos,
+    /// Connections down (not up): kept as they change, never recounted.
+    down_count: usize,
+    /// Connections down and not connecting, waiting for their reopen: the only ones
+    /// the scan visits (each listed at most once, `Conn::watched`).
+    reopen_q: IndexQueue,
+    /// `--connect-rate`: when the next connection joins (`None`: all have).
+    next_join_ns: Option<Nanos>,
+    /// Connections the reopen scan has visited (tests check it is O(watched)).
+    #[cfg(test)]
+    scan_visits: u64,
     connecting: usize,
     reconnects: u64,
     first_errno: Option<i32>,
@@ -129,7 +142,7 @@ impl Engine for FrameWorker<'_> {
 
     fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
         self.clock = clock;
-        self.run(stop);
+        super::run_loop::run(self, stop);
     }
 
     fn quiesce(&mut self) {
@@ -221,10 +234,13 @@ impl<'p> FrameWorker<'p> {
             cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
             features,
             ops_in_ring: 0,
-            fatal: None,
+            ls: LoopState::default(),
             running: false,
-            stopping: false,
-            stopped_ns: 0,
+            down_count: n,
+            reopen_q: IndexQueue::with_capacity(n),
+            next_join_ns: None,
+            #[cfg(test)]
+            scan_visits: 0,
             connecting: 0,
             reconnects: 0,
             first_errno: None,
@@ -244,7 +260,7 @@ impl<'p> FrameWorker<'p> {
     /// ring (`Drop for FrameWorker`); a connection's regions are reused only once its
     /// operations have completed (`Conn::ops`).
     unsafe fn push(&mut self, c: u32, entry: &io_uring::squeue::Entry) {
-        if self.fatal.is_some() {
+        if self.ls.fatal.is_some() {
             return;
         }
         // SAFETY: forwarded to this function's contract.
@@ -253,11 +269,7 @@ impl<'p> FrameWorker<'p> {
                 self.ops_in_ring += 1;
                 self.conns[c as usize].ops += 1;
             }
-            Err(e) => {
-                if self.fatal.is_none() {
-                    self.fatal = Some(WorkerError::submit(self.plan.index, &e));
-                }
-            }
+            Err(e) => self.ls.fail(self.plan.index, &e),
         }
     }
 
@@ -319,6 +331,17 @@ impl<'p> FrameWorker<'p> {
         }
         let delay = self.reopen_delay(c);
         self.conns[c as usize].reopen_at = self.clock.now_ns().saturating_add(delay);
+        self.watch(c);
+    }
+
+    /// Puts connection `c` (down) on the reopen watch list, at most once.
+    fn watch(&mut self, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        if !conn.watched {
+            conn.watched = true;
+            let queued = self.reopen_q.push(c);
+            debug_assert!(queued, "each connection is queued at most once");
+        }
     }
 
     /// How long connection `c` waits before it opens again (backoff with jitter).
@@ -336,9 +359,11 @@ impl<'p> FrameWorker<'p> {
     fn connected(&mut self, c: u32) {
         let now = if self.running { self.clock.now_ns() } else { 0 };
         let conn = &mut self.conns[c as usize];
+        debug_assert!(!conn.up);
         conn.up = true;
         conn.connecting = false;
         conn.attempts = 0;
+        self.down_count -= 1;
         conn.up_since = now;
         self.out.counters.connections_opened += 1;
         self.arm_recv(c);
@@ -352,6 +377,7 @@ impl<'p> FrameWorker<'p> {
             return;
         }
         conn.up = false;
+        self.down_count += 1;
         conn.uptime += now.saturating_sub(conn.up_since);
         conn.generation = next_generation(conn.generation);
         self.out.counters.frames.disconnects += 1;
@@ -360,6 +386,7 @@ impl<'p> FrameWorker<'p> {
         conn.fd = -1;
         let delay = self.reopen_delay(c);
         self.conns[c as usize].reopen_at = now.saturating_add(delay);
+        self.watch(c);
     }
 
     fn arm_recv(&mut self, c: u32) {
@@ -391,12 +418,12 @@ impl<'p> FrameWorker<'p> {
             if (next == n && self.connecting == 0)
                 || stop.load(Ordering::Relaxed)
                 || now > started + self.plan.timeout_ns.max(1_000_000_000)
-                || self.fatal.is_some()
+                || self.ls.fatal.is_some()
             {
                 break;
             }
             if let Err(e) = self.ring.submit_and_wait_ns(WAIT_NS_MAX) {
-                self.fatal = Some(WorkerError::submit(self.plan.index, &e));
+                self.ls.fail(self.plan.index, &e);
             }
             self.reap();
         }
@@ -407,7 +434,7 @@ impl<'p> FrameWorker<'p> {
             failed: if self.ramp { 0 } else { n - established },
             first_errno: self.first_errno,
             establish_ns: self.clock.now_ns() - started,
-            fatal: self.fatal.as_ref().map(|e| e.to_string()),
+            fatal: self.ls.fatal.as_ref().map(|e| e.to_string()),
             features: self.features.clone(),
         }
     }
@@ -625,174 +652,31 @@ impl<'p> FrameWorker<'p> {
 
     /// The connections up now (the per-interval `connections_active`).
     fn set_active(&mut self) {
-        self.out.counters.frames.connections_active =
-            self.conns.iter().filter(|c| c.up).count() as u64;
+        self.out.counters.frames.connections_active = (self.conns.len() - self.down_count) as u64;
     }
 
-    /// Reopens connections whose backoff is over.
-    fn scan(&mut self, now: Nanos) {
-        for c in 0..self.conns.len() as u32 {
-            let conn = &self.conns[c as usize];
-            if !conn.up && !conn.connecting && conn.ops == 0 && conn.reopen_at <= now {
-                self.open(c);
-            }
-        }
-    }
-
-    fn run(&mut self, stop: &AtomicBool) {
-        super::driver::wait_for_start(&self.clock, self.plan.spin_ns);
-        self.running = true;
-        let down = self.conns.iter().filter(|c| !c.up).count();
-        let mut pace = Pacer::start(self.plan.interval_ns, self.plan.timeout_ns);
-        let drain = (self.fp.budget_ns + 10_000_000).min(DRAIN_NS_MAX);
-        let mut closed = down;
-        loop {
-            let now = self.clock.now_ns();
-            pace.begin(now);
-            if self.fatal.is_some() {
-                pace.halt(
-                    now,
-                    self.plan.duration_ns,
-                    &mut self.stopping,
-                    &mut self.stopped_ns,
-                );
-                break;
-            }
-            if !self.stopping {
-                let interrupted = stop.load(Ordering::Relaxed);
-                if interrupted || (self.cursor.all_dispatched() && now >= self.plan.duration_ns) {
-                    self.stopping = true;
-                    self.stopped_ns = now.min(self.plan.duration_ns);
-                    // Downlink frames of server ticks after the schedule are not
-                    // expected (`downlink`).
-                    if let Some(d) = self.down.as_mut() {
-                        d.end_at(self.stopped_ns);
-                    }
-                    // Frames planned in the last budget before the end get it to arrive.
-                    pace.stop(now, if interrupted { 0 } else { drain });
-                }
-            }
-            let mut work = 0;
-            let mut next_join = None;
-            if !self.stopping {
-                if self.ramp {
-                    next_join = self.open_joins(now);
-                }
-                work += self.dispatch_due(now);
-            }
-            work += self.reap() as u64;
-            if pace.scan_due(now) {
-                closed = self.conns.iter().filter(|c| !c.up).count();
-                if closed > 0 && !self.stopping {
-                    self.scan(now);
-                }
-            }
-            while !self.stopping
-                && pace.interval_end() < self.plan.duration_ns
-                && let Some(i) = pace.interval_ended(now)
+    /// Reopens connections whose backoff is over: only those on the watch list
+    /// (down, waiting for their reopen), O(watched) not O(connections). A connection
+    /// whose operations are still in the ring, or whose reopen is not yet due, goes
+    /// back on the list.
+    fn scan_reopens(&mut self, now: Nanos) {
+        for _ in 0..self.reopen_q.len() {
+            let Some(c) = self.reopen_q.pop() else { break };
+            #[cfg(test)]
             {
-                self.set_active();
-                self.out.send(i, None, &mut pace);
+                self.scan_visits += 1;
             }
-            if self.stopping && pace.drain_over(now) {
-                break;
+            let conn = &mut self.conns[c as usize];
+            conn.watched = false;
+            if conn.up || conn.connecting {
+                continue;
             }
-            let next_due = match (self.cursor.next_due(), next_join) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let wake = pace.wake(self.stopping, closed > 0, next_due, self.plan.spin_ns);
-            let pending_cqes = !self.ring.uring.completion().is_empty();
-            let now2 = self.clock.now_ns();
-            if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
-                pace.sleep(now2);
-                if let Err(e) = self
-                    .ring
-                    .submit_and_wait_ns((wake.at - now2).clamp(1_000, WAIT_NS_MAX))
-                {
-                    self.fatal = Some(WorkerError::submit(self.plan.index, &e));
-                }
-            } else {
-                if (self.ring.needs_enter() || (work == 0 && !wake.due_soon))
-                    && let Err(e) = self.ring.submit()
-                {
-                    self.fatal = Some(WorkerError::submit(self.plan.index, &e));
-                }
-                if work == 0 && !pending_cqes {
-                    pace.idle(now);
-                    std::hint::spin_loop();
-                }
+            if conn.ops == 0 && conn.reopen_at <= now {
+                self.open(c);
+            } else if conn.reopen_at != Nanos::MAX {
+                self.watch(c);
             }
         }
-        let end = self.clock.now_ns();
-        let stopped = self.stopped_ns;
-        for conn in self.conns.iter_mut() {
-            if conn.up {
-                conn.uptime += stopped.saturating_sub(conn.up_since.min(stopped));
-            }
-            self.out.counters.frames.not_sent += u64::from(conn.pend);
-            conn.pend = 0;
-        }
-        let mut book = self.book.totals();
-        let (mut outside, mut shift_ns) = (0, 0);
-        if let Some(d) = self.down.as_mut() {
-            // Aggregated: what is expected and received is the downlink frames.
-            let t = d.totals();
-            book.expected = t.expected;
-            book.received = t.received;
-            book.per_receiver = t.per_receiver;
-            book.lost_at_end = t.lost_at_end;
-            outside = t.outside;
-            shift_ns = t.shift_ns;
-        }
-        self.out.counters.frames.lost += book.lost_at_end;
-        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.stopped_ns);
-        let planned = (0..self.conns.len() as u64)
-            .map(|c| {
-                self.fp
-                    .grid
-                    .planned(self.plan.conn_offset as u64 + c, self.plan.duration_ns)
-            })
-            .sum();
-        let totals = WorkerTotals {
-            core: self.plan.core,
-            cpu_ns,
-            spin_ns,
-            sleep_ns: pace.sleep_ns(),
-            wall_ns: end,
-            stopped_ns: self.stopped_ns,
-            last_done_ns: end,
-            busy_at_stop,
-            completed: book.received,
-            backlog_peak: 0,
-            histogram_allocations: 0, // set by the outbox
-            ring_features: self.features.clone(),
-            first_protocol_error: self.first_bad.take(),
-            entries: Vec::new(),
-            error: self.fatal.clone(),
-            frames: Some(FrameTotals {
-                planned,
-                expected: book.expected,
-                received: book.received,
-                per_receiver: book.per_receiver,
-                fanout_expected: book.fanout_expected,
-                fanout_complete: book.fanout_complete,
-                uptime_ns: self.conns.iter().map(|c| c.uptime).collect(),
-                span_ns: (0..self.conns.len() as u64)
-                    .map(|c| {
-                        let j = self.plan.conn_offset as u64 + c;
-                        self.stopped_ns.saturating_sub(self.fp.grid.joined_ns(j))
-                    })
-                    .collect(),
-                reconnects: self.reconnects,
-                outside,
-                shift_ns,
-            }),
-            replies: Default::default(),
-        };
-        let interval = pace.interval();
-        self.set_active();
-        self.out.send(interval, Some(totals), &mut pace);
     }
 
     /// Closes the sockets and waits (while operations keep finishing, a second at
@@ -813,6 +697,152 @@ impl<'p> FrameWorker<'p> {
                 socket::close(conn.fd);
                 conn.fd = -1;
             }
+        }
+    }
+}
+
+impl Hooks for FrameWorker<'_> {
+    fn plan(&self) -> &WorkerPlan {
+        self.plan
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn ring(&mut self) -> &mut Ring {
+        &mut self.ring
+    }
+
+    fn out(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+
+    fn state(&mut self) -> &mut LoopState {
+        &mut self.ls
+    }
+
+    fn on_start(&mut self) {
+        self.running = true;
+    }
+
+    fn at_end(&self, now: Nanos) -> bool {
+        self.cursor.all_dispatched() && now >= self.plan.duration_ns
+    }
+
+    fn on_stop(&mut self, _now: Nanos, interrupted: bool, _pace: &Pacer) -> u64 {
+        // Downlink frames of server ticks after the schedule are not expected
+        // (`downlink`).
+        if let Some(d) = self.down.as_mut() {
+            d.end_at(self.ls.stopped_ns);
+        }
+        // Frames planned in the last budget before the end get it to arrive.
+        if interrupted {
+            0
+        } else {
+            (self.fp.budget_ns + 10_000_000).min(DRAIN_NS_MAX)
+        }
+    }
+
+    fn dispatch_due(&mut self, _now_t: Ticks, now: Nanos) -> u64 {
+        if self.ramp {
+            self.next_join_ns = self.open_joins(now);
+        }
+        FrameWorker::dispatch_due(self, now)
+    }
+
+    fn reap(&mut self) -> usize {
+        FrameWorker::reap(self)
+    }
+
+    fn scan(&mut self, now: Nanos) {
+        if !self.ls.stopping {
+            self.scan_reopens(now);
+        }
+    }
+
+    fn before_snapshot(&mut self) {
+        self.set_active();
+    }
+
+    fn drained(&self) -> bool {
+        false // the drain lasts its budget: frames still on their way may arrive
+    }
+
+    fn timers(&self) -> bool {
+        !self.reopen_q.is_empty()
+    }
+
+    fn next_due(&self) -> Option<Nanos> {
+        match (self.cursor.next_due(), self.next_join_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals {
+        let stopped = self.ls.stopped_ns;
+        for conn in self.conns.iter_mut() {
+            if conn.up {
+                conn.uptime += stopped.saturating_sub(conn.up_since.min(stopped));
+            }
+            self.out.counters.frames.not_sent += u64::from(conn.pend);
+            conn.pend = 0;
+        }
+        let mut book = self.book.totals();
+        let (mut outside, mut shift_ns) = (0, 0);
+        if let Some(d) = self.down.as_mut() {
+            // Aggregated: what is expected and received is the downlink frames.
+            let t = d.totals();
+            book.expected = t.expected;
+            book.received = t.received;
+            book.per_receiver = t.per_receiver;
+            book.lost_at_end = t.lost_at_end;
+            outside = t.outside;
+            shift_ns = t.shift_ns;
+        }
+        self.out.counters.frames.lost += book.lost_at_end;
+        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(stopped);
+        let first = self.plan.conn_offset as u64;
+        let n = self.conns.len() as u64;
+        let grid = self.fp.grid;
+        let planned = (first..first + n)
+            .map(|j| grid.planned(j, self.plan.duration_ns))
+            .sum();
+        self.set_active();
+        WorkerTotals {
+            core: self.plan.core,
+            cpu_ns,
+            spin_ns,
+            sleep_ns: pace.sleep_ns(),
+            timer_late_ns: pace.timer_late_ns(),
+            wall_ns: end,
+            stopped_ns: stopped,
+            last_done_ns: end,
+            busy_at_stop,
+            completed: book.received,
+            backlog_peak: 0,
+            histogram_allocations: 0, // set by the outbox
+            ring_features: self.features.clone(),
+            first_protocol_error: self.first_bad.take(),
+            entries: Vec::new(),
+            error: self.ls.fatal.clone(),
+            frames: Some(FrameTotals {
+                planned,
+                expected: book.expected,
+                received: book.received,
+                per_receiver: book.per_receiver,
+                fanout_expected: book.fanout_expected,
+                fanout_complete: book.fanout_complete,
+                uptime_ns: self.conns.iter().map(|c| c.uptime).collect(),
+                span_ns: (first..first + n)
+                    .map(|j| stopped.saturating_sub(grid.joined_ns(j)))
+                    .collect(),
+                reconnects: self.reconnects,
+                outside,
+                shift_ns,
+            }),
+            replies: Default::default(),
         }
     }
 }
@@ -843,5 +873,68 @@ fn deliver(
             d.arrive(c, &h, now, hist, n);
         }
         _ => n.foreign += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::worker_plan::FramePlan;
+
+    fn worker_plan(connections: usize) -> WorkerPlan {
+        let mut p = WorkerPlan::for_tests(connections);
+        p.transport = Transport::Udp;
+        p.frames = Some(FramePlan {
+            grid: FrameGrid {
+                tick_ns: 20_000_000,
+                connections: connections as u64,
+                room_size: 10,
+                join_gap_ns: 0,
+            },
+            frame_size: 64,
+            budget_ns: 20_000_000,
+            echo: false,
+            down_size: None,
+        });
+        p
+    }
+
+    /// The reopen scan visits only connections waiting for their reopen (issue 22):
+    /// 300 connections, 2 of them down, cost 2 visits per scan, not 300; the count of
+    /// connections up is kept as they change, never recounted.
+    #[test]
+    fn the_reopen_scan_visits_only_connections_waiting_to_reopen() {
+        let p = worker_plan(300);
+        let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+        let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+        let mut w = FrameWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");
+        for c in 0..300 {
+            w.open(c); // UDP: up at once
+        }
+        assert_eq!(w.down_count, 0);
+        for c in [7, 200] {
+            w.disconnect(c, 0);
+            w.conns[c as usize].reopen_at = 1_000;
+        }
+        // Not while its receive is still in the ring (its region is the kernel's).
+        w.scan_reopens(1_000);
+        assert_eq!((w.scan_visits, w.down_count), (2, 2));
+        for c in [7, 200] {
+            w.conns[c as usize].ops = 0; // as if the receive had completed
+        }
+        assert_eq!(w.down_count, 2);
+        w.set_active();
+        assert_eq!(w.out.counters.frames.connections_active, 298);
+        // Not yet due: visited, kept on the list.
+        w.scan_reopens(500);
+        assert_eq!(w.scan_visits, 4);
+        assert!(w.timers());
+        // Due: reopened, off the list; nothing left to visit.
+        w.scan_reopens(1_000);
+        assert_eq!((w.scan_visits, w.down_count), (6, 0));
+        assert!(!w.timers());
+        w.scan_reopens(2_000);
+        assert_eq!(w.scan_visits, 6);
+        w.quiesce();
     }
 }

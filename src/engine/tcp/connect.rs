@@ -78,7 +78,7 @@ impl Worker<'_> {
                 WAIT_NS_MAX
             };
             self.submit_and_wait(wait);
-            if let Some(e) = &self.fatal {
+            if let Some(e) = &self.ls.fatal {
                 return self.ready(Some(e.to_string()), 0);
             }
             let before = self.out.counters.connections_opened;
@@ -92,7 +92,7 @@ impl Worker<'_> {
                 self.close_conn(c, None, Reopen::Now); // Ctrl-C during the connect phase
             }
         }
-        let fatal = self.fatal.as_ref().map(|e| e.to_string());
+        let fatal = self.ls.fatal.as_ref().map(|e| e.to_string());
         self.ready(fatal, established_at - started)
     }
 

@@ -4,7 +4,6 @@
 
 use super::{Reopen, Worker};
 use crate::engine::conn_table::ConnState;
-use crate::engine::driver::WorkerError;
 use crate::engine::socket;
 use crate::engine::token::{Op, Token};
 use crate::request::{Ctx, RENDER_STREAM, request_rng};
@@ -22,7 +21,7 @@ impl Worker<'_> {
     /// is dropped with operations in the ring (`Drop for Worker`).
     #[inline]
     pub(super) unsafe fn push(&mut self, entries: &[io_uring::squeue::Entry]) {
-        if self.fatal.is_some() {
+        if self.ls.fatal.is_some() {
             return;
         }
         // SAFETY: forwarded to this function's contract.
@@ -42,17 +41,7 @@ impl Worker<'_> {
     /// The ring refused a submit for good: the first such error ends the run.
     #[cold]
     pub(super) fn ring_failed(&mut self, e: &std::io::Error) {
-        if self.fatal.is_none() {
-            self.fatal = Some(WorkerError::submit(self.plan.index, e));
-        }
-    }
-
-    /// Submits what is queued; a non-transient error marks the worker failed.
-    #[inline]
-    pub(super) fn submit(&mut self) {
-        if let Err(e) = self.ring.submit() {
-            self.ring_failed(&e);
-        }
+        self.ls.fail(self.plan.index, e);
     }
 
     /// Submits and waits up to `timeout_ns`; a non-transient error marks the worker

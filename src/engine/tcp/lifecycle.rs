@@ -104,7 +104,7 @@ impl Worker<'_> {
             // Still closed, and wanted: a connection per request with its request, or a
             // connection that is to be reopened.
             if matches!(conn.state, ConnState::Closed { reopen_at_ns } if reopen_at_ns != Nanos::MAX)
-                && !self.stopping
+                && !self.ls.stopping
             {
                 self.open(c);
             }
@@ -219,7 +219,7 @@ impl Worker<'_> {
             match self.workload {
                 // Requests go out only once the schedule runs (not in the connect phase).
                 Workload::ClosedLoop(_) => {
-                    if self.running && !self.stopping {
+                    if self.running && !self.ls.stopping {
                         self.issue(c, now_t);
                     }
                 }
@@ -233,7 +233,7 @@ impl Worker<'_> {
     /// or refused it), at once (the generator's own decision: expired requests, a
     /// response that did not parse, `Connection: close`), or never.
     pub(super) fn reopen_at(&mut self, c: u32, reopen: Reopen) -> Nanos {
-        if self.stopping || self.workload.per_request() {
+        if self.ls.stopping || self.workload.per_request() {
             return Nanos::MAX;
         }
         match (reopen, &self.plan.backoff) {
@@ -256,7 +256,7 @@ impl Worker<'_> {
             self.inflight -= 1;
             // Cut off by Ctrl-C or the end of the run; but a target that closes or
             // fails during the drain after the natural end has failed those requests.
-            if self.interrupted || (self.stopping && kind.is_none()) {
+            if self.ls.interrupted || (self.ls.stopping && kind.is_none()) {
                 self.out.counters.cut_off += 1;
             } else {
                 self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);

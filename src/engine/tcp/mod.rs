@@ -49,9 +49,10 @@ mod workload;
 
 use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnTable, IndexQueue};
-use super::driver::{Channels, Engine, Outbox, Ready, WorkerError, arm_fault_hook, drive};
+use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
 use super::recorder::{EntryTotals, Histograms, ReplyTally, Snapshot};
 use super::ring::Ring;
+use super::run_loop::LoopState;
 use super::socket;
 use super::worker_plan::WorkerPlan;
 use crate::clock::{Clock, Nanos, Ticks};
@@ -97,7 +98,7 @@ impl Engine for Worker<'_> {
             .map_or(0, |d| d.as_nanos() as u64);
         self.unix_at_start_ns = unix_now + clock.until_start_ns();
         self.rebase(clock);
-        self.run(stop);
+        crate::engine::run_loop::run(self, stop);
     }
 
     fn quiesce(&mut self) {
@@ -159,15 +160,16 @@ struct Worker<'p> {
     workload: Workload,
     /// The schedule has started (the connect phase is over).
     running: bool,
-    /// Stopped by Ctrl-C (requests still in flight are cut off, not errors).
-    interrupted: bool,
+    /// The stop, its instant, Ctrl-C (requests still in flight are cut off, not
+    /// errors) and the error that ended the run, shared with the loop.
+    ls: LoopState,
+    /// `--warmup` has not ended yet.
+    warming: bool,
     inflight: u64,
     closed: usize,
-    stopping: bool,
     first_errno: Option<i32>,
     backlog_peak: u64,
     completed_total: u64,
-    stopped_ns: Nanos,
     /// When the last response completed, and the same instant in ns since start. A
     /// completion batch is reaped at one instant, so the tick-to-ns conversion is done
     /// once per batch (when the instant changes), not once per response.
@@ -180,8 +182,6 @@ struct Worker<'p> {
     /// Operations submitted whose completion has not been reaped: buffers they point
     /// into must stay alive until this is zero (see the `Drop` below).
     ops_in_ring: u64,
-    /// The ring failed: the run ends at once and reports this.
-    fatal: Option<WorkerError>,
     /// Connections the timeout scan has visited (tests check it is O(watched)).
     #[cfg(test)]
     scan_visits: u64,
@@ -198,7 +198,7 @@ impl Drop for Worker<'_> {
             return;
         }
         // A broken ring (`fatal`) explains itself; the leak needs no line of its own.
-        if self.fatal.is_none() {
+        if self.ls.fatal.is_none() {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
@@ -307,20 +307,18 @@ impl<'p> Worker<'p> {
             fixed_files,
             workload: Workload::new(plan),
             running: false,
-            interrupted: false,
+            ls: LoopState::default(),
+            warming: false,
             inflight: 0,
             closed: plan.connections,
-            stopping: false,
             first_errno: None,
             backlog_peak: 0,
             completed_total: 0,
-            stopped_ns: 0,
             last_done: 0,
             last_done_ns: 0,
             first_bad: None,
             replies: ReplyTally::new(),
             ops_in_ring: 0,
-            fatal: None,
             #[cfg(test)]
             scan_visits: 0,
         })

@@ -343,7 +343,7 @@ impl Worker<'_> {
                 e.latency.saturating_record(latency);
             }
         }
-        if !self.stopping
+        if !self.ls.stopping
             && let Some(closed_loop) = self.workload.closed_loop()
         {
             // Closed loop: the next request follows this response, once it is known

@@ -1,18 +1,42 @@
-//! The loop: now -> stop? -> dispatch due -> reap -> backlog -> closed loop ->
-//! deferred connects -> scan -> interval boundary -> sends -> wait (sleep or spin).
+//! The TCP workload's hooks into the one worker loop ([`crate::engine::run_loop`]):
+//! dispatch due -> reap -> backlog -> closed loop -> deferred connects -> scan ->
+//! interval boundary -> sends.
 
 use super::Worker;
+use crate::clock::{Clock, Nanos, Ticks};
 use crate::engine::conn_table::ConnState;
-use crate::engine::driver::wait_for_start;
+use crate::engine::driver::Outbox;
 use crate::engine::pacing::Pacer;
 use crate::engine::recorder::WorkerTotals;
-use crate::limits::{DRAIN_NS_MAX, WAIT_NS_MAX};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::engine::ring::Ring;
+use crate::engine::run_loop::{Hooks, LoopState};
+use crate::engine::worker_plan::WorkerPlan;
+use crate::limits::DRAIN_NS_MAX;
 
-impl Worker<'_> {
-    pub(super) fn run(&mut self, stop: &AtomicBool) {
-        wait_for_start(&self.clock, self.plan.spin_ns);
+impl Hooks for Worker<'_> {
+    fn plan(&self) -> &WorkerPlan {
+        self.plan
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn ring(&mut self) -> &mut Ring {
+        &mut self.ring
+    }
+
+    fn out(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+
+    fn state(&mut self) -> &mut LoopState {
+        &mut self.ls
+    }
+
+    fn on_start(&mut self) {
         self.running = true;
+        self.warming = self.plan.warmup_ns > 0;
         if self.workload.closed_loop().is_some() {
             let now_t = self.clock.ticks();
             for c in 0..self.table.conns.len() as u32 {
@@ -21,115 +45,85 @@ impl Worker<'_> {
                 }
             }
         }
-        let timeout = self.plan.timeout_ns;
-        let mut pace =
-            Pacer::start(self.plan.interval_ns, timeout).after_warmup(self.plan.warmup_ns);
-        let mut warming = self.plan.warmup_ns > 0;
-        loop {
-            let now_t = self.clock.ticks();
-            let now = self.clock.ns(now_t);
-            pace.begin(now);
-            if warming && now >= self.plan.warmup_ns {
-                // The warm-up is over: nothing of it is recorded (requests due before it
-                // that end later are left out one by one, `recorded`).
-                warming = false;
-                self.out.discard_warmup(&mut pace);
-                self.replies.clear();
-            }
-            if self.fatal.is_some() {
-                pace.halt(
-                    now,
-                    self.plan.duration_ns,
-                    &mut self.stopping,
-                    &mut self.stopped_ns,
-                );
-                self.interrupted = true;
-                break;
-            }
-            if !self.stopping {
-                if stop.load(Ordering::Relaxed) {
-                    // Ctrl-C: stop now; what waits for a connection was never sent.
-                    self.stopping = true;
-                    self.interrupted = true;
-                    self.stopped_ns = now.min(self.plan.duration_ns);
-                    pace.stop(now, timeout.min(DRAIN_NS_MAX));
-                    while self.backlog.pop().is_some() {
-                        self.out.counters.cut_off += 1;
-                    }
-                } else if self.workload.all_dispatched() && now >= self.plan.duration_ns {
-                    // The schedule's natural end: every request due before it is still
-                    // served, until it completes or times out, so a target that stalls
-                    // at the end still shows in the latency.
-                    self.stopping = true;
-                    self.stopped_ns = self.plan.duration_ns;
-                    pace.stop(now, timeout + pace.scan_every);
-                }
-            }
-            let mut work = 0;
-            if !self.stopping {
-                work += self.dispatch_due(now_t, now);
-            }
-            work += self.reap() as u64;
-            self.serve_backlog();
-            if self
-                .workload
-                .closed_loop()
-                .is_some_and(|l| !l.reissue_q.is_empty())
-            {
-                self.reissue();
-            }
-            if !self.deferred_q.is_empty() {
-                self.open_deferred(now);
-            }
-            if pace.scan_due(now) {
-                self.scan(now);
-            }
-            // After the stop, the drain folds into the last interval of the schedule.
-            // The interval that reaches the schedule's end stays open until the stop
-            // (a late worker would otherwise start one that lies after the end).
-            while !self.stopping
-                && pace.interval_end() < self.plan.duration_ns
-                && let Some(i) = pace.interval_ended(now)
-            {
-                self.out.send(i, None, &mut pace);
-            }
-            self.flush_sends();
-            if self.stopping
-                && ((self.inflight == 0 && self.backlog.is_empty()) || pace.drain_over(now))
-            {
-                break;
-            }
-            // Wait: sleep on the ring until `--spin` before the next due send (or another
-            // deadline), then spin on the TSC without entering the kernel needlessly.
-            let timers = self.inflight > 0 || self.closed > 0 || !self.backlog.is_empty();
-            let next_due = self.workload.next_due();
-            // A connection waiting for its turn under --connect-rate wakes the loop too.
-            let next_due = match (next_due, self.deferred_q.is_empty()) {
-                (Some(d), false) => Some(d.min(self.next_connect_ns)),
-                (None, false) => Some(self.next_connect_ns),
-                (d, true) => d,
-            };
-            let wake = pace.wake(self.stopping, timers, next_due, self.plan.spin_ns);
-            let pending_cqes = !self.ring.uring.completion().is_empty();
-            let now2 = if work == 0 && !pending_cqes && wake.at > now + 1_000 {
-                self.clock.now_ns() // only a sleep needs a fresh reading
-            } else {
-                now
-            };
-            if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
-                pace.sleep(now2);
-                self.submit_and_wait((wake.at - now2).min(WAIT_NS_MAX));
-            } else {
-                if self.ring.needs_enter() || (work == 0 && !wake.due_soon) {
-                    self.submit();
-                }
-                if work == 0 && !pending_cqes {
-                    // The whole iteration did nothing but look: count it as spinning.
-                    pace.idle(now);
-                    std::hint::spin_loop();
-                }
-            }
+    }
+
+    fn on_iteration(&mut self, now: Nanos, pace: &mut Pacer) {
+        if self.warming && now >= self.plan.warmup_ns {
+            // The warm-up is over: nothing of it is recorded (requests due before it
+            // that end later are left out one by one, `recorded`).
+            self.warming = false;
+            self.out.discard_warmup(pace);
+            self.replies.clear();
         }
+    }
+
+    fn at_end(&self, now: Nanos) -> bool {
+        // The schedule's natural end: every request due before it is still served,
+        // until it completes or times out, so a target that stalls at the end still
+        // shows in the latency.
+        self.workload.all_dispatched() && now >= self.plan.duration_ns
+    }
+
+    fn on_stop(&mut self, _now: Nanos, interrupted: bool, pace: &Pacer) -> u64 {
+        if !interrupted {
+            return self.plan.timeout_ns + pace.scan_every;
+        }
+        // Ctrl-C: stop now; what waits for a connection was never sent.
+        while self.backlog.pop().is_some() {
+            self.out.counters.cut_off += 1;
+        }
+        self.plan.timeout_ns.min(DRAIN_NS_MAX)
+    }
+
+    fn dispatch_due(&mut self, now_t: Ticks, now: Nanos) -> u64 {
+        Worker::dispatch_due(self, now_t, now)
+    }
+
+    fn reap(&mut self) -> usize {
+        Worker::reap(self)
+    }
+
+    fn after_reap(&mut self, _now_t: Ticks, now: Nanos) {
+        self.serve_backlog();
+        if self
+            .workload
+            .closed_loop()
+            .is_some_and(|l| !l.reissue_q.is_empty())
+        {
+            self.reissue();
+        }
+        if !self.deferred_q.is_empty() {
+            self.open_deferred(now);
+        }
+    }
+
+    fn scan(&mut self, now: Nanos) {
+        Worker::scan(self, now);
+    }
+
+    fn before_wait(&mut self) {
+        self.flush_sends();
+    }
+
+    fn drained(&self) -> bool {
+        self.inflight == 0 && self.backlog.is_empty()
+    }
+
+    fn timers(&self) -> bool {
+        self.inflight > 0 || self.closed > 0 || !self.backlog.is_empty()
+    }
+
+    fn next_due(&self) -> Option<Nanos> {
+        let next_due = self.workload.next_due();
+        // A connection waiting for its turn under --connect-rate wakes the loop too.
+        match (next_due, self.deferred_q.is_empty()) {
+            (Some(d), false) => Some(d.min(self.next_connect_ns)),
+            (None, false) => Some(self.next_connect_ns),
+            (d, true) => d,
+        }
+    }
+
+    fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals {
         // Whatever is still waiting after the drain is cut off, not an error.
         while self.backlog.pop().is_some() {
             self.out.counters.cut_off += 1;
@@ -140,16 +134,16 @@ impl Worker<'_> {
                 self.out.counters.cut_off += 1;
             }
         }
-        let end = self.clock.now_ns();
-        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.stopped_ns);
+        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.ls.stopped_ns);
         self.close_all();
-        let totals = WorkerTotals {
+        WorkerTotals {
             core: self.plan.core,
             cpu_ns,
             spin_ns,
             sleep_ns: pace.sleep_ns(),
+            timer_late_ns: pace.timer_late_ns(),
             wall_ns: end,
-            stopped_ns: self.stopped_ns,
+            stopped_ns: self.ls.stopped_ns,
             last_done_ns: self.last_done_ns,
             busy_at_stop,
             completed: self.completed_total,
@@ -158,11 +152,9 @@ impl Worker<'_> {
             ring_features: self.ring.features.clone(),
             first_protocol_error: self.first_bad.take(),
             entries: std::mem::take(&mut self.entries),
-            error: self.fatal.clone(),
+            error: self.ls.fatal.clone(),
             frames: None,
             replies: std::mem::take(&mut self.replies),
-        };
-        let interval = pace.interval();
-        self.out.send(interval, Some(totals), &mut pace);
+        }
     }
 }

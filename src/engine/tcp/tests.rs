@@ -191,7 +191,7 @@ fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
     assert_eq!(w.out.counters.dispatched, 2);
     // Once the run stops, a completion issues nothing more.
     w.table.conns[0].unsent = 0;
-    w.stopping = true;
+    w.ls.stopping = true;
     assert!(w.complete_one(0, w.clock.ticks(), false));
     w.reissue();
     assert_eq!(w.table.conns[0].inflight, 0);
