@@ -4,7 +4,7 @@
 
 use super::pacing::Pacer;
 use super::recorder::{Counters, Histograms, Snapshot, WorkerTotals};
-use super::ring::{FAULT_SUBMIT_ENV, Ring};
+use super::ring::{FAULT_SUBMIT_ENV, PushError, Ring};
 use super::worker_plan::WorkerPlan;
 use crate::clock::Clock;
 use crossbeam_channel::{Receiver, Sender};
@@ -34,14 +34,44 @@ pub enum WorkerError {
     /// ring cannot take more work.
     #[error("worker {worker}: io_uring submit failed: {}", std::io::Error::from_raw_os_error(*.errno))]
     Submit { worker: usize, errno: i32 },
+    /// A push found the submission queue full through `rounds` rounds of submitting and
+    /// moving completions out of the way ([`crate::limits::PUSH_ROUNDS_MAX`]).
+    #[error(
+        "worker {worker}: io_uring submission queue stayed full after {rounds} submits: the kernel took no more work"
+    )]
+    SubmitStuck { worker: usize, rounds: u32 },
 }
 
 impl WorkerError {
-    /// A failed submit of worker `worker`.
-    pub fn submit(worker: usize, e: &std::io::Error) -> WorkerError {
+    /// A failed submit or push of worker `worker`.
+    pub fn submit(worker: usize, e: &impl RingFailure) -> WorkerError {
+        e.worker_error(worker)
+    }
+}
+
+/// What the ring may fail with: a submit's error or a push's.
+pub trait RingFailure {
+    /// The error that ends worker `worker`.
+    fn worker_error(&self, worker: usize) -> WorkerError;
+}
+
+impl RingFailure for std::io::Error {
+    fn worker_error(&self, worker: usize) -> WorkerError {
         WorkerError::Submit {
             worker,
-            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            errno: self.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+}
+
+impl RingFailure for PushError {
+    fn worker_error(&self, worker: usize) -> WorkerError {
+        match self {
+            PushError::Submit(e) => e.worker_error(worker),
+            PushError::Full { rounds } => WorkerError::SubmitStuck {
+                worker,
+                rounds: *rounds,
+            },
         }
     }
 }

@@ -334,7 +334,7 @@ impl<'p> UdpWorker<'p> {
 
     /// The ring refused a submit for good: the first such error ends the run.
     #[cold]
-    fn ring_failed(&mut self, e: &std::io::Error) {
+    fn ring_failed(&mut self, e: &impl crate::engine::driver::RingFailure) {
         if self.fatal.is_none() {
             self.fatal = Some(WorkerError::submit(self.plan.index, e));
         }
@@ -743,7 +743,7 @@ impl<'p> UdpWorker<'p> {
                 wake.due_soon = true; // --rate max: never sleep long
             }
             let now2 = self.clock.now_ns();
-            let pending_cqes = !self.ring.uring.completion().is_empty();
+            let pending_cqes = self.ring.has_completions();
             let may_sleep = self.schedule.is_some() || self.free_bufs.is_empty() || self.stopping;
             if work == 0 && !pending_cqes && may_sleep && (wake.at > now2 + 1_000 || !wake.due_soon)
             {

@@ -702,7 +702,7 @@ impl<'p> FrameWorker<'p> {
                 (a, b) => a.or(b),
             };
             let wake = pace.wake(self.stopping, closed > 0, next_due, self.plan.spin_ns);
-            let pending_cqes = !self.ring.uring.completion().is_empty();
+            let pending_cqes = self.ring.has_completions();
             let now2 = self.clock.now_ns();
             if work == 0 && !pending_cqes && wake.at > now2 + 1_000 {
                 pace.sleep(now2);

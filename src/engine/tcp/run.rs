@@ -110,7 +110,7 @@ impl Worker<'_> {
                 (d, true) => d,
             };
             let wake = pace.wake(self.stopping, timers, next_due, self.plan.spin_ns);
-            let pending_cqes = !self.ring.uring.completion().is_empty();
+            let pending_cqes = self.ring.has_completions();
             let now2 = if work == 0 && !pending_cqes && wake.at > now + 1_000 {
                 self.clock.now_ns() // only a sleep needs a fresh reading
             } else {
