@@ -87,7 +87,7 @@ pub fn execute(
     let rss_before = rss_bytes().unwrap_or(0);
     keep_off_worker_cores(plan.control_core);
     let (ready_tx, ready_rx) = unbounded::<Ready>();
-    let (snap_tx, snap_rx) = unbounded::<Snapshot>();
+    let (snap_tx, snap_rx) = crate::engine::driver::snapshot_channel(n);
     let mut controls = Vec::with_capacity(n);
     let mut recycle = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
