@@ -103,7 +103,7 @@ pub fn execute(
             recycle_rx,
         };
         let stop = stop.clone();
-        let name = format!("blaster-w{}", wp.index);
+        let name = format!("{}{}", crate::threads::WORKER_PREFIX, wp.index);
         let h = std::thread::Builder::new()
             .name(name)
             .spawn(move || match wp.transport {
