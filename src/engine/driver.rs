@@ -358,6 +358,34 @@ mod tests {
         assert_eq!(out.allocations, 0, "histogram sets allocated");
     }
 
+    /// A push that found no room within the bound ends the worker with its own one
+    /// line; a failed submit keeps its errno.
+    #[test]
+    fn a_full_ring_and_a_failed_submit_are_told_apart() {
+        let full = WorkerError::submit(3, &PushError::Full { rounds: 64 });
+        assert_eq!(
+            full,
+            WorkerError::SubmitStuck {
+                worker: 3,
+                rounds: 64
+            }
+        );
+        assert!(
+            full.to_string()
+                .starts_with("worker 3: io_uring submission queue stayed full after 64 submits"),
+            "{full}"
+        );
+        let enomem = std::io::Error::from_raw_os_error(libc::ENOMEM);
+        let failed = WorkerError::submit(1, &PushError::Submit(enomem));
+        assert_eq!(
+            failed,
+            WorkerError::Submit {
+                worker: 1,
+                errno: libc::ENOMEM
+            }
+        );
+    }
+
     #[test]
     fn the_counting_allocator_sees_this_threads_allocations() {
         // The proof above is only as good as the counter: an allocation must show.
