@@ -6,7 +6,8 @@
 #      debug assertions and overflow checks on), two test threads, and keeps going
 #      after a failing test binary so every binary reports;
 #   3. prints how many tests were skipped and why (a test that cannot run here, e.g.
-#      without permission for network namespaces, prints a `SKIP name: reason` line);
+#      without permission for network namespaces, prints a `SKIP name: reason` line),
+#      and fails when more than 3 were, naming them;
 #   4. checks formatting and clippy -D warnings;
 #   5. runs the fuzz smoke when bench/fuzz.sh exists.
 # Every step runs even when an earlier one failed; the summary names the failed steps
@@ -97,9 +98,18 @@ if step build cargo test --profile assert --no-run; then
 fi
 
 # --- 3. skips -----------------------------------------------------------------------
+# A skip is a test that did not test anything: a few are the machine's (no network
+# namespaces, a host too busy for a timing check), more than SKIPS_MAX is a suite that
+# no longer tests what it claims, and fails this step with their names.
+SKIPS_MAX=3
 nskip=$(wc -l <"$skips")
 echo "== skipped: $nskip test(s)"
 sed 's/^/   /' "$skips"
+if [ "$nskip" -gt "$SKIPS_MAX" ]; then
+    echo "== skips: $nskip tests skipped, more than $SKIPS_MAX:" \
+        "$(sed 's/^SKIP \([^:]*\):.*/\1/' "$skips" | paste -sd, - | sed 's/,/, /g')"
+    failed+=("skips")
+fi
 
 # --- 4. format and lints ------------------------------------------------------------
 step fmt cargo fmt --check

@@ -45,6 +45,25 @@ pub const BACKLOG_REQUESTS_MAX: usize = 8 << 20;
 pub const RING_ENTRIES_MAX: u32 = 4096;
 /// Completions drained per loop iteration before they are handled.
 pub const CQE_BATCH_MAX: usize = 1024;
+/// Rounds of "submit, then move the waiting completions into the ring's stash" one
+/// push may take while the submission queue stays full, before it fails with
+/// `PushError::Full` (which ends the run with one line). On the 5.11-5.18 kernels
+/// io_uring_enter refuses every submission (EBUSY) while completions wait for room in
+/// the completion queue; each round empties the completion queue into the stash (as
+/// large as the completion queue), so two rounds are enough unless the stash is full
+/// or the kernel is out of request memory (EAGAIN). 64 syscalls are a few hundred
+/// microseconds: a ring that makes no progress in them will not make any, and before
+/// this bound the worker spun forever.
+pub const PUSH_ROUNDS_MAX: u32 = 64;
+/// Snapshots per worker the channel to the collector holds (`engine::driver::
+/// snapshot_channel`): a bounded channel is one array allocated at start, where an
+/// unbounded one allocated a block every 31 snapshots on the sending worker. A worker
+/// that finds it full waits (a snapshot is never dropped: its histograms are the
+/// run's). A collector that far behind has long been counted: past
+/// `HISTOGRAM_SPARES` (2) intervals every boundary allocates a histogram set, so a
+/// full channel means at least 6 counted in `workers[].histogram_allocations`, and the
+/// wait itself shows in dispatch lag.
+pub const SNAPSHOTS_QUEUED_PER_WORKER: usize = 8;
 /// Receive buffer per connection (holds several pipelined responses).
 pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
 /// Default of `--spin`: the worker sleeps until this long before the next due send and

@@ -87,7 +87,7 @@ pub fn execute(
     let rss_before = rss_bytes().unwrap_or(0);
     keep_off_worker_cores(plan.control_core);
     let (ready_tx, ready_rx) = unbounded::<Ready>();
-    let (snap_tx, snap_rx) = unbounded::<Snapshot>();
+    let (snap_tx, snap_rx) = crate::engine::driver::snapshot_channel(n);
     let mut controls = Vec::with_capacity(n);
     let mut recycle = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
@@ -103,7 +103,7 @@ pub fn execute(
             recycle_rx,
         };
         let stop = stop.clone();
-        let name = format!("blaster-w{}", wp.index);
+        let name = format!("{}{}", crate::threads::WORKER_PREFIX, wp.index);
         let h = std::thread::Builder::new()
             .name(name)
             .spawn(move || match wp.transport {

@@ -24,6 +24,21 @@ pub const SAMPLE_PERIOD: Duration = Duration::from_millis(50);
 const SINK_PREFIX: &str = "blaster-sink";
 /// Name prefix of io-wq workers; the kernel names them after their task's tid.
 const IOWQ_PREFIX: &str = "iou-wrk-";
+/// Name prefix of the worker threads (`blaster-w0`, ...), which measure their own CPU.
+pub const WORKER_PREFIX: &str = "blaster-w";
+
+/// The name (field 2, inside the parentheses) and the CPU time in clock ticks
+/// (utime + stime, fields 14 and 15: the unit of /proc/stat) of a
+/// `/proc/PID/task/TID/stat` line.
+pub fn parse_stat_name_ticks(stat: &str) -> Option<(&str, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let name = stat.get(open + 1..close)?;
+    let mut rest = stat[close + 1..].split_whitespace().skip(14 - 3);
+    let utime: u64 = rest.next()?.parse().ok()?;
+    let stime: u64 = rest.next()?.parse().ok()?;
+    Some((name, utime + stime))
+}
 
 /// One thread and the CPU it last ran on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -160,6 +175,14 @@ mod tests {
     const STAT: &str = "4242 (blaster-w0) R 4240 4240 4100 34816 4240 4194368 1207 0 0 0 \
         311 25 0 0 20 0 5 0 123456 2147483648 2500 18446744073709551615 1 1 0 0 0 0 0 \
         4096 1260 0 0 0 -1 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+
+    #[test]
+    fn the_name_and_cpu_ticks_are_read_around_the_parentheses() {
+        assert_eq!(parse_stat_name_ticks(STAT), Some(("blaster-w0", 311 + 25)));
+        let odd = STAT.replace("(blaster-w0)", "(a b) (c))");
+        assert_eq!(parse_stat_name_ticks(&odd), Some(("a b) (c)", 336)));
+        assert_eq!(parse_stat_name_ticks("4242 (x) R 1 2"), None);
+    }
 
     #[test]
     fn the_processor_field_is_read_after_the_name() {

@@ -669,3 +669,35 @@ fn a_failing_submit_ends_the_run_with_one_line_and_the_figures_so_far() {
         assert_accounted(&v);
     }
 }
+
+/// Issue 22, part 8: the quiet-host gate's idea of "other load". A sink this test
+/// started is the test's own load wherever it runs, so a miss with other load on its
+/// core is a failure, not a skip; elsewhere, above the warning level, it is noise.
+#[test]
+fn other_load_on_the_tests_own_sink_core_is_no_excuse() {
+    assert_eq!(
+        cores_of_args(&["sink", "--cores", "1", "--mode", "echo"]),
+        vec![1]
+    );
+    assert_eq!(
+        cores_of_args(&["sink", "--cores", "1", "--cores", "0,2-3"]),
+        vec![0, 2, 3]
+    );
+    assert_eq!(cores_of_args(&["sink"]), Vec::<u64>::new());
+    assert!(other_load_is_foreign(0.5, 0.25, Some(0), &[1]));
+    assert!(!other_load_is_foreign(0.5, 0.25, Some(1), &[1]));
+    assert!(!other_load_is_foreign(0.2, 0.25, Some(0), &[]));
+    // A live Sink registers its cores, and forgets them when dropped (the lock keeps
+    // the other load tests' sinks out of the way).
+    let _g = load_lock();
+    let sink = Sink::start(&["--mode", "echo"]);
+    let core: u64 = sink_core().parse().unwrap();
+    assert!(own_sink_cores().contains(&core));
+    let v = serde_json::json!({"host": {
+        "max_other_load": 0.9, "other_load_warn_at": 0.25, "max_other_load_core": core
+    }});
+    assert!(!saw_other_load(&v), "the test's own sink passed for noise");
+    drop(sink);
+    assert!(!own_sink_cores().contains(&core));
+    assert!(saw_other_load(&v));
+}

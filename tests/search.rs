@@ -92,6 +92,23 @@ fn pool_limit_search(sink: &Sink) -> Result<(), Miss> {
         assert!(s["phase"] == "climb" || s["phase"] == "bisect", "{s}");
     }
     assert!(err.contains("search: climb"), "{err}");
+    // The planner's arithmetic is exact whatever the host does (outside the quiet-host
+    // gate): the climb starts at --start and multiplies by --factor; every bisection
+    // step lies strictly inside the bracket of a passed and a broken rate.
+    let climb: Vec<f64> = steps
+        .iter()
+        .filter(|s| s["phase"] == "climb")
+        .map(|s| f(s, "intended_rps"))
+        .collect();
+    assert_eq!(climb.first(), Some(&1000.0), "{text}");
+    for w in climb.windows(2) {
+        // Rounded up to the rate axis' quantum at most.
+        assert!(
+            w[1] >= w[0] * 1.5 && w[1] < w[0] * 1.5 + 1.0,
+            "climb {climb:?}: {text}"
+        );
+    }
+    assert_bisection_inside_its_bracket(steps, "intended_rps", &text);
     // The answer: a search the generator kept up with and the target stopped.
     ensure(out.status.code() == Some(0), || format!("{text}\n{err}"))?;
     ensure(v["stopped_by"] == "target", || {
@@ -527,6 +544,22 @@ fn frames_search(sink: &Sink, udp: bool) -> Result<(), Miss> {
     assert_eq!(v["config"]["axis"], "connections", "{text}");
     assert_eq!(v["config"]["room_size"], 10);
     let steps = v["steps"].as_array().unwrap();
+    // The planner's steps are exact whatever the host does (outside the quiet-host
+    // gate): the climb doubles from --start 10, and bisection keeps whole rooms inside
+    // the bracket of a passed and a broken count.
+    let climb: Vec<u64> = steps
+        .iter()
+        .filter(|s| s["phase"] == "climb")
+        .map(|s| s["connections"].as_u64().unwrap())
+        .collect();
+    assert_eq!(climb.first(), Some(&10), "{text}");
+    for w in climb.windows(2) {
+        assert_eq!(w[1], w[0] * 2, "climb {climb:?}: {text}");
+    }
+    for s in steps.iter().filter(|s| s["phase"] == "bisect") {
+        assert_eq!(s["connections"].as_u64().unwrap() % 10, 0, "{s}: {text}");
+    }
+    assert_bisection_inside_its_bracket(steps, "connections", &text);
     // Above 40 connections the refused rooms' share is missing whatever the host does
     // (a step at 50 keeps 40/50 at best).
     for s in steps {
@@ -577,4 +610,31 @@ fn frames_search(sink: &Sink, udp: bool) -> Result<(), Miss> {
     }
     assert!(answer_right, "{}", why());
     Ok(())
+}
+
+/// Each bisection step of a search lies strictly between the best passed and the
+/// lowest broken value of the steps before it: the planner's arithmetic, exact on any
+/// host (which step passes is the host's; where the next one goes is not).
+fn assert_bisection_inside_its_bracket(steps: &[serde_json::Value], axis: &str, text: &str) {
+    for (i, s) in steps.iter().enumerate() {
+        if s["phase"] != "bisect" {
+            continue;
+        }
+        let before = &steps[..i];
+        let good = before
+            .iter()
+            .filter(|s| s["outcome"] == "pass")
+            .map(|s| f(s, axis))
+            .fold(0.0, f64::max);
+        let bad = before
+            .iter()
+            .filter(|s| s["outcome"] != "pass")
+            .map(|s| f(s, axis))
+            .fold(f64::INFINITY, f64::min);
+        let x = f(s, axis);
+        assert!(
+            good < x && x < bad,
+            "bisection step {i} at {x} outside ({good}, {bad}): {text}"
+        );
+    }
 }

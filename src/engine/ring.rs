@@ -1,8 +1,17 @@
 //! The ring wrapper: builds the ring with the best setup flags the kernel accepts
-//! (probing by trying, falling back cleanly), pushes entries with a full-queue path
-//! (submit, then retry), and waits for completions with a timeout.
+//! (probing by trying, falling back cleanly), pushes entries with a full-queue path,
+//! and waits for completions with a timeout.
+//!
+//! The full-queue path never spins blind. When the submission queue is full, a push
+//! submits; when the kernel takes nothing (on 5.11-5.18 it refuses every submission
+//! with EBUSY while completions wait for room in the completion queue; any kernel may
+//! say EAGAIN without request memory), the ring moves the waiting completions into its
+//! stash, a fixed FIFO as large as the completion queue, and submits again. Completion
+//! handlers are never run from inside a push (they may push themselves); the stash is
+//! read first by every reap ([`Ring::reap_each`]), so order is kept. After
+//! [`PUSH_ROUNDS_MAX`] rounds without room the push fails with [`PushError::Full`].
 
-use crate::limits::{IOWQ_WORKERS_MAX, RING_ENTRIES_MAX};
+use crate::limits::{IOWQ_WORKERS_MAX, PUSH_ROUNDS_MAX, RING_ENTRIES_MAX};
 use io_uring::{IoUring, squeue, types};
 use std::io;
 use std::os::fd::RawFd;
@@ -16,7 +25,84 @@ pub struct Ring {
     pub features: Vec<&'static str>,
     /// Test hook ([`Ring::fail_submits_after`]): submits left before every submit fails.
     submits_left: Option<u64>,
+    /// Completions moved out of the completion queue by a push that needed room.
+    stash: Stash,
+    /// Test hook ([`Ring::refuse_while_overflowed`]): submits behave as on 5.11-5.18.
+    refuse_while_overflowed: bool,
 }
+
+/// Why a push queued nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    /// The submission queue stayed full through `rounds` rounds of submitting and
+    /// stashing completions: the kernel takes no more work from this ring.
+    #[error(
+        "the submission queue stayed full after {rounds} submits: the kernel took no more work (completion queue overflowed, or no request memory)"
+    )]
+    Full { rounds: u32 },
+    /// io_uring_enter failed with an error that is not transient (ENOMEM, say).
+    #[error(transparent)]
+    Submit(#[from] io::Error),
+}
+
+impl From<PushError> for io::Error {
+    fn from(e: PushError) -> io::Error {
+        match e {
+            PushError::Submit(e) => e,
+            full @ PushError::Full { .. } => io::Error::other(full),
+        }
+    }
+}
+
+/// One completion: user data, result, flags.
+type Cqe = (u64, i32, u32);
+
+/// A fixed FIFO of completions, allocated with the ring, never grown. Sized for every
+/// completion that can be outstanding at once, which only a push on a refusing kernel
+/// ever fills: the slots are zeroed memory (calloc), so the pages of an unused stash
+/// are never touched and cost no resident memory.
+struct Stash {
+    /// A completion as `[user data, result << 32 | flags]`: plain integers, so the
+    /// allocation is a zeroed one.
+    slots: Box<[[u64; 2]]>,
+    head: usize,
+    len: usize,
+}
+
+impl Stash {
+    fn new(capacity: usize) -> Stash {
+        Stash {
+            slots: vec![[0u64; 2]; capacity.max(1)].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    fn room(&self) -> usize {
+        self.slots.len() - self.len
+    }
+
+    /// Appends `c`; the caller checked [`Stash::room`].
+    fn put(&mut self, c: Cqe) {
+        let i = (self.head + self.len) % self.slots.len();
+        self.slots[i] = [c.0, u64::from(c.1 as u32) << 32 | u64::from(c.2)];
+        self.len += 1;
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<Cqe> {
+        if self.len == 0 {
+            return None;
+        }
+        let [data, packed] = self.slots[self.head];
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        Some((data, (packed >> 32) as u32 as i32, packed as u32))
+    }
+}
+
+/// `IORING_ENTER_GETEVENTS`: an enter that flushes overflowed completions.
+const ENTER_GETEVENTS: u32 = 1;
 
 /// Environment variable that makes a worker's ring fail its submits after this many
 /// with ENOMEM: the end-to-end test of the submit-error path. Not for users.
@@ -24,6 +110,8 @@ pub const FAULT_SUBMIT_ENV: &str = "BLASTER_TEST_FAIL_SUBMIT_AFTER";
 
 impl Ring {
     /// A ring of `entries` (rounded and clamped), completion queue twice as large.
+    /// `entries` is the most operations the caller keeps in the ring at once: the
+    /// stash holds that many completions (at least a completion queue's worth).
     pub fn new(entries: u32) -> io::Result<Ring> {
         Ring::with_completions(entries, 2)
     }
@@ -32,6 +120,7 @@ impl Ring {
     /// entry (at most the kernel's 65,536 in all): a server whose multishot accepts
     /// and receives post many completions per submission wants more than two.
     pub fn with_completions(entries: u32, per_entry: u32) -> io::Result<Ring> {
+        let operations = entries as usize;
         let entries = entries.clamp(8, RING_ENTRIES_MAX).next_power_of_two();
         let cq_entries = entries.saturating_mul(per_entry).min(CQ_ENTRIES_MAX);
         type Setup = (&'static [&'static str], fn(&mut io_uring::Builder));
@@ -69,10 +158,13 @@ impl Ring {
                             "io_uring without IORING_FEAT_EXT_ARG (kernel 5.11+) is not supported",
                         ));
                     }
+                    let stash = Stash::new(operations.max(uring.params().cq_entries() as usize));
                     return Ok(Ring {
                         uring,
                         features,
                         submits_left: None,
+                        stash,
+                        refuse_while_overflowed: false,
                     });
                 }
                 Err(e) => last_err = Some(e),
@@ -115,35 +207,149 @@ impl Ring {
         }
     }
 
-    /// Queues an entry; when the submission queue is full, submits what is there first.
+    /// Queues an entry; when the submission queue is full, makes room first
+    /// ([`Ring::make_room`]).
     ///
     /// # Safety
     /// Every buffer and address the entry points to must stay valid and unmoved until
     /// its completion has been reaped.
     #[inline]
-    pub unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
-        loop {
-            // SAFETY: forwarded to the caller's contract above.
-            if unsafe { self.uring.submission().push(entry) }.is_ok() {
-                return Ok(());
-            }
-            self.submit()?;
+    pub unsafe fn push(&mut self, entry: &squeue::Entry) -> Result<(), PushError> {
+        // SAFETY: forwarded to the caller's contract above.
+        if unsafe { self.uring.submission().push(entry) }.is_ok() {
+            return Ok(());
         }
+        self.make_room(1)?;
+        // SAFETY: forwarded to the caller's contract above.
+        unsafe { self.uring.submission().push(entry) }.map_err(|_| PushError::Full {
+            rounds: PUSH_ROUNDS_MAX,
+        })
     }
 
     /// Queues `entries` next to each other (a linked chain must not be split by a
-    /// submit), submitting first when they do not fit.
+    /// submit), making room first when they do not fit.
     ///
     /// # Safety
     /// As [`Ring::push`], for every entry.
-    pub unsafe fn push_all(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
-        loop {
-            // SAFETY: forwarded to the caller's contract above.
-            if unsafe { self.uring.submission().push_multiple(entries) }.is_ok() {
-                return Ok(());
-            }
-            self.submit()?;
+    pub unsafe fn push_all(&mut self, entries: &[squeue::Entry]) -> Result<(), PushError> {
+        // SAFETY: forwarded to the caller's contract above.
+        if unsafe { self.uring.submission().push_multiple(entries) }.is_ok() {
+            return Ok(());
         }
+        self.make_room(entries.len())?;
+        // SAFETY: forwarded to the caller's contract above.
+        unsafe { self.uring.submission().push_multiple(entries) }.map_err(|_| PushError::Full {
+            rounds: PUSH_ROUNDS_MAX,
+        })
+    }
+
+    /// Submits until the submission queue has room for `n` entries. Each time the
+    /// kernel takes nothing, the completions waiting in the completion queue move into
+    /// the stash first (a 5.11-5.18 kernel accepts no submission while completions it
+    /// could not post are pending). [`PushError::Full`] after [`PUSH_ROUNDS_MAX`]
+    /// rounds, or at once when `n` exceeds the queue.
+    #[cold]
+    pub fn make_room(&mut self, n: usize) -> Result<(), PushError> {
+        if n > self.uring.submission().capacity() {
+            return Err(PushError::Full { rounds: 0 });
+        }
+        let mut rounds = 0;
+        while self.sq_room() < n {
+            if rounds == PUSH_ROUNDS_MAX {
+                return Err(PushError::Full { rounds });
+            }
+            rounds += 1;
+            self.submit()?;
+            if self.sq_room() < n {
+                self.stash_completions();
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves completions from the completion queue into the stash, as many as fit.
+    fn stash_completions(&mut self) -> usize {
+        let room = self.stash.room();
+        let mut moved = 0;
+        for cqe in self.uring.completion().take(room) {
+            self.stash.put((cqe.user_data(), cqe.result(), cqe.flags()));
+            moved += 1;
+        }
+        moved
+    }
+
+    /// Hands up to `max` completions, stashed ones first, to `f` as (user data,
+    /// result, flags) in the order the kernel posted them; returns how many.
+    #[inline]
+    pub fn reap_each(&mut self, max: usize, mut f: impl FnMut(u64, i32, u32)) -> usize {
+        let mut n = 0;
+        while n < max
+            && let Some((data, res, flags)) = self.stash.pop()
+        {
+            f(data, res, flags);
+            n += 1;
+        }
+        // `take` asks for no more than it hands out: nothing is consumed unhandled.
+        for cqe in self.uring.completion().take(max - n) {
+            f(cqe.user_data(), cqe.result(), cqe.flags());
+            n += 1;
+        }
+        n
+    }
+
+    /// Whether completions wait to be reaped (stashed or in the completion queue).
+    #[inline]
+    pub fn has_completions(&mut self) -> bool {
+        self.stash.len > 0 || !self.uring.completion().is_empty()
+    }
+
+    /// Takes every waiting completion and returns how many ended their operation (no
+    /// MORE flag: a multishot operation ends with its last completion). For draining
+    /// at the end of a worker.
+    pub fn take_finished(&mut self) -> u64 {
+        let mut finished = 0;
+        self.reap_each(usize::MAX, |_, _, flags| {
+            finished += u64::from(!io_uring::cqueue::more(flags));
+        });
+        finished
+    }
+
+    /// Sizes the stash for `completions` outstanding at once (when more than it holds
+    /// already). Call at setup, before any push: a caller whose operations may each
+    /// post several completions knows its bound better than [`Ring::new`].
+    pub fn hold_completions(&mut self, completions: usize) {
+        if completions > self.stash.slots.len() && self.stash.len == 0 {
+            self.stash = Stash::new(completions);
+        }
+    }
+
+    /// Test hook: from now on every submit with entries queued behaves as on a
+    /// 5.11-5.18 kernel: the overflowed completions are flushed into the completion
+    /// queue as far as they fit, and while some remain the submit fails with EBUSY and
+    /// queues nothing. Newer kernels keep accepting work (the overflow list grows in
+    /// kernel memory), so this is the only way to force that path here.
+    pub fn refuse_while_overflowed(&mut self) {
+        self.refuse_while_overflowed = true;
+    }
+
+    /// The test hook's EBUSY, when it is on and completions are still overflowed.
+    fn refused_as_before_5_19(&mut self) -> io::Result<()> {
+        if !self.refuse_while_overflowed || self.uring.submission().is_empty() {
+            return Ok(());
+        }
+        if self.uring.submission().cq_overflow() {
+            // SAFETY: no argument is passed; an enter that submits nothing only flushes
+            // overflowed completions and runs task work.
+            let _ = unsafe {
+                self.uring
+                    .submitter()
+                    .enter::<libc::sigset_t>(0, 0, ENTER_GETEVENTS, None)
+            };
+            if self.uring.submission().cq_overflow() {
+                return Err(io::Error::from_raw_os_error(libc::EBUSY));
+            }
+        }
+        Ok(())
     }
 
     /// Test hook: after `n` more submits, every submit fails with ENOMEM (a
@@ -178,7 +384,10 @@ impl Ring {
     #[inline]
     pub fn submit(&mut self) -> io::Result<()> {
         self.injected_failure()?;
-        match self.uring.submit() {
+        match self
+            .refused_as_before_5_19()
+            .and_then(|()| self.uring.submit())
+        {
             Ok(_) => Ok(()),
             Err(e) if is_transient(&e) => Ok(()),
             Err(e) => Err(e),
@@ -201,7 +410,10 @@ impl Ring {
             .nsec((timeout_ns % 1_000_000_000) as u32);
         let args = types::SubmitArgs::new().timespec(&ts);
         self.injected_failure()?;
-        match self.uring.submitter().submit_with_args(1, &args) {
+        let submitted = self
+            .refused_as_before_5_19()
+            .and_then(|()| self.uring.submitter().submit_with_args(1, &args));
+        match submitted {
             Ok(_) => Ok(()),
             Err(e) if is_transient(&e) => Ok(()),
             Err(e) => Err(e),
@@ -213,13 +425,11 @@ impl Ring {
     /// each end with one completion (no multishot).
     #[inline]
     pub fn reap_into(&mut self, out: &mut [(u64, i32)]) -> usize {
-        // `out` first: a full `out` ends the zip before a completion is taken.
         let mut n = 0;
-        for (slot, cqe) in out.iter_mut().zip(self.uring.completion()) {
-            *slot = (cqe.user_data(), cqe.result());
+        self.reap_each(out.len(), |data, res, _| {
+            out[n] = (data, res);
             n += 1;
-        }
-        n
+        })
     }
 
     /// At the end of a worker: submits and waits until the `ops` operations still in
@@ -232,7 +442,7 @@ impl Ring {
             if self.submit_and_wait_ns(10_000_000).is_err() {
                 break;
             }
-            let n = self.uring.completion().count() as u64;
+            let n = self.take_finished();
             ops = ops.saturating_sub(n);
             if n > 0 {
                 deadline = std::time::Instant::now() + quiet;
@@ -372,7 +582,10 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(failed.and_then(|e| e.raw_os_error()), Some(libc::ENOMEM));
+        assert_eq!(
+            failed.and_then(|e| io::Error::from(e).raw_os_error()),
+            Some(libc::ENOMEM)
+        );
     }
 
     /// `n` NOPs with user data 0..n, submitted.
@@ -413,6 +626,79 @@ mod tests {
         let t = std::time::Instant::now();
         assert_eq!(r.wait_out(2, std::time::Duration::from_millis(30)), 2);
         assert!(t.elapsed() >= std::time::Duration::from_millis(29));
+    }
+
+    /// Runs `f` on its own thread and fails the test if it takes longer than 10 s: a
+    /// push that spins forever shows as a red test, not a hung suite.
+    fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the push spun for 10 s instead of reaping or failing")
+    }
+
+    #[test]
+    fn an_overflowed_completion_queue_is_stashed_and_the_push_retried() {
+        // Issue 22, part 4: 8 submission and 8 completion entries, submits refused
+        // while completions are overflowed (as 5.11-5.18 kernels refuse them), and
+        // nothing reaped: NOPs complete at once, so the completion queue overflows on
+        // the second submit and the kernel then takes nothing. The push moves the
+        // completions into the stash and retries; 8 queued + 8 stashed + 8 in the
+        // completion queue + 8 overflowed fit, the 33rd push fails typed, bounded.
+        let (pushed, full, seen) = within_10s(|| {
+            let mut r = Ring::with_completions(8, 1).expect("io_uring available");
+            assert_eq!(r.uring.params().cq_entries(), 8);
+            r.refuse_while_overflowed();
+            let mut pushed = 0u64;
+            let full = loop {
+                let nop = opcode::Nop::new().build().user_data(pushed);
+                // SAFETY: a NOP references no memory.
+                match unsafe { r.push(&nop) } {
+                    Ok(()) => pushed += 1,
+                    Err(e) => break e,
+                }
+                assert!(pushed < 1000, "pushes never failed");
+            };
+            // Every completion comes back once, in order, stashed ones first.
+            let mut seen = Vec::new();
+            for _ in 0..100 {
+                r.submit_and_wait_ns(1_000_000).unwrap();
+                r.reap_each(usize::MAX, |data, res, _| seen.push((data, res)));
+                if seen.len() as u64 >= pushed {
+                    break;
+                }
+            }
+            (pushed, full, seen)
+        });
+        assert_eq!(pushed, 32);
+        assert!(
+            matches!(full, PushError::Full { rounds } if rounds == PUSH_ROUNDS_MAX),
+            "{full:?}"
+        );
+        assert_eq!(seen, (0..32).map(|i| (i, 0)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn without_the_hook_an_overflow_never_fails_a_push() {
+        // Kernels from 5.19 keep accepting work while completions are overflowed: the
+        // stash stays unused and nothing is lost or reordered.
+        let mut r = Ring::with_completions(8, 1).unwrap();
+        for i in 0..200u64 {
+            let nop = opcode::Nop::new().build().user_data(i);
+            // SAFETY: a NOP references no memory.
+            unsafe { r.push(&nop) }.unwrap();
+        }
+        let mut seen = Vec::new();
+        for _ in 0..100 {
+            r.submit_and_wait_ns(1_000_000).unwrap();
+            r.reap_each(usize::MAX, |data, _, _| seen.push(data));
+            if seen.len() >= 200 {
+                break;
+            }
+        }
+        assert_eq!(seen, (0..200).collect::<Vec<_>>());
     }
 
     #[test]

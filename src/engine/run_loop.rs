@@ -8,7 +8,7 @@
 //! owns the rest: the stop and its drain, first-error-wins ([`LoopState::fail`]), one
 //! TSC reading per busy iteration, and the sleep-or-spin decision ([`Pacer::step`]).
 
-use super::driver::{Outbox, WorkerError, wait_for_start};
+use super::driver::{Outbox, RingFailure, WorkerError, wait_for_start};
 use super::pacing::{Pacer, Step};
 use super::recorder::WorkerTotals;
 use super::ring::Ring;
@@ -34,7 +34,7 @@ pub struct LoopState {
 impl LoopState {
     /// The ring refused a submit for good: the first such error ends the run.
     #[cold]
-    pub fn fail(&mut self, worker: usize, e: &std::io::Error) {
+    pub fn fail(&mut self, worker: usize, e: &impl RingFailure) {
         if self.fatal.is_none() {
             self.fatal = Some(WorkerError::submit(worker, e));
         }
@@ -139,7 +139,7 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
             break;
         }
         let wake = pace.wake(stopping, w.timers(), w.next_due());
-        let pending_cqes = !w.ring().uring.completion().is_empty();
+        let pending_cqes = w.ring().has_completions();
         let step = if work == 0 && !pending_cqes {
             pace.step(now, wake)
         } else {

@@ -341,7 +341,7 @@ impl<'p> UdpWorker<'p> {
 
     /// The ring refused a submit for good: the first such error ends the run.
     #[cold]
-    fn ring_failed(&mut self, e: &std::io::Error) {
+    fn ring_failed(&mut self, e: &impl crate::engine::driver::RingFailure) {
         self.ls.fail(self.plan.index, e);
     }
 

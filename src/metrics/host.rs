@@ -144,6 +144,10 @@ pub struct HostInterval {
     pub core_busy: Vec<(usize, f64)>,
     /// (core, share the hypervisor stole) for each generator core.
     pub core_steal: Vec<(usize, f64)>,
+    /// (core, share of it this process's threads other than the workers used: io-wq
+    /// helpers, an in-process sink, the collector) for each generator core: the
+    /// generator's own load, not another process's ([`helper_ticks_per_core`]).
+    pub core_helpers: Vec<(usize, f64)>,
     pub tx_bps: f64,
     pub rx_bps: f64,
     pub tx_pps: f64,
@@ -158,9 +162,64 @@ pub struct HostSampler {
     cores: Vec<usize>,
     pub iface: Option<String>,
     cpu: Vec<CoreJiffies>,
+    /// This process's threads at the previous sample: (tid, CPU ticks, last CPU).
+    tasks: Vec<TaskTicks>,
     net: Option<NetCounters>,
     at: std::time::Instant,
     last: HostInterval,
+}
+
+/// One thread of this process at a sample: its tid, whether it is a helper (not a
+/// worker), its CPU time in clock ticks and the CPU it last ran on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskTicks {
+    pub tid: u32,
+    pub helper: bool,
+    pub ticks: u64,
+    pub cpu: usize,
+}
+
+/// Whether a thread, by name, is one of the generator's helpers rather than a worker:
+/// the workers measure their own CPU (taken off the core's load already); every other
+/// thread of the process is the generator's too -- io-wq helpers (`iou-wrk-*`)
+/// running the workers' operations, an in-process sink (`blaster-sink*`), the
+/// collector -- and none of it is another process's load.
+pub fn is_helper(name: &str) -> bool {
+    !name.starts_with(crate::threads::WORKER_PREFIX)
+}
+
+/// Reads every thread under `task_dir` (`/proc/self/task`); threads that exit while
+/// being read are skipped.
+pub fn read_tasks(task_dir: &Path) -> Vec<TaskTicks> {
+    let Ok(entries) = std::fs::read_dir(task_dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let tid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let (name, ticks) = crate::threads::parse_stat_name_ticks(&stat)?;
+            Some(TaskTicks {
+                tid,
+                helper: is_helper(name),
+                ticks,
+                cpu: crate::threads::parse_stat_cpu(&stat)?,
+            })
+        })
+        .collect()
+}
+
+/// Clock ticks the helper threads used between two samples, per CPU they last ran
+/// on: (core, ticks), by core. A thread born in between counts from zero; one that
+/// exited in between is not seen (at most its last interval is lost).
+pub fn helper_ticks_per_core(then: &[TaskTicks], now: &[TaskTicks]) -> Vec<(usize, u64)> {
+    let mut per_core: std::collections::BTreeMap<usize, u64> = Default::default();
+    for t in now.iter().filter(|t| t.helper) {
+        let before = then.iter().find(|b| b.tid == t.tid).map_or(0, |b| b.ticks);
+        *per_core.entry(t.cpu).or_default() += t.ticks.saturating_sub(before);
+    }
+    per_core.into_iter().filter(|&(_, n)| n > 0).collect()
 }
 
 impl HostSampler {
@@ -171,6 +230,7 @@ impl HostSampler {
             cores: cores.to_vec(),
             iface,
             cpu: Vec::new(),
+            tasks: Vec::new(),
             net: None,
             at: std::time::Instant::now(),
             last: HostInterval::default(),
@@ -207,11 +267,26 @@ impl HostSampler {
         };
         let core_busy = shares(|j| j.busy);
         let core_steal = shares(|j| j.steal);
+        let tasks = read_tasks(&self.root.join("proc/self/task"));
+        let helpers = helper_ticks_per_core(&self.tasks, &tasks);
+        let core_helpers = self
+            .cores
+            .iter()
+            .filter_map(|&c| {
+                let ticks = helpers.iter().find(|h| h.0 == c)?.1;
+                let now = cpu.iter().find(|x| x.core == c)?;
+                let then = self.cpu.iter().find(|x| x.core == c)?;
+                let dt = now.total.saturating_sub(then.total);
+                (dt > 0).then(|| (c, (ticks as f64 / dt as f64).min(1.0)))
+            })
+            .collect();
+        self.tasks = tasks;
         self.cpu = cpu;
         let net = self.iface.as_deref().and_then(|i| read_net(&self.root, i));
         let mut out = HostInterval {
             core_busy,
             core_steal,
+            core_helpers,
             ..HostInterval::default()
         };
         if let (Some(n1), Some(n0)) = (net, self.net) {
@@ -230,6 +305,53 @@ impl HostSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread as [`read_tasks`] would see it, named `name`.
+    fn task(tid: u32, name: &str, ticks: u64, cpu: usize) -> TaskTicks {
+        TaskTicks {
+            tid,
+            helper: is_helper(name),
+            ticks,
+            cpu,
+        }
+    }
+
+    /// Issue 22, part 8: work the generator pushes into io-wq, or an in-process sink,
+    /// is the generator's load, so it can never pass for another process's (which
+    /// makes a timing test's failure look like noise). The workers' own CPU is taken
+    /// off elsewhere and must not be counted twice.
+    #[test]
+    fn helper_threads_are_counted_per_core_and_workers_are_not() {
+        assert!(is_helper("iou-wrk-4242"));
+        assert!(is_helper("blaster-sink-1-0"));
+        assert!(is_helper("blaster"));
+        assert!(!is_helper("blaster-w0"));
+        let then = [
+            task(10, "blaster", 50, 1),
+            task(11, "blaster-w0", 100, 0),
+            task(12, "iou-wrk-11", 7, 0),
+            task(13, "blaster-sink-1-0", 20, 1),
+            task(14, "iou-wrk-11", 3, 0), // exits before the next sample
+        ];
+        let now = [
+            task(10, "blaster", 52, 1),
+            task(11, "blaster-w0", 190, 0),
+            task(12, "iou-wrk-11", 37, 0),
+            task(13, "blaster-sink-1-0", 60, 1),
+            task(15, "iou-wrk-11", 5, 0), // born in between: all of it counts
+        ];
+        assert_eq!(helper_ticks_per_core(&then, &now), vec![(0, 35), (1, 42)]);
+        // Nothing moved: no entry rather than zeros.
+        assert_eq!(helper_ticks_per_core(&now, &now), vec![]);
+    }
+
+    #[test]
+    fn this_process_reads_as_tasks_with_its_own_thread_a_helper() {
+        let tasks = read_tasks(Path::new("/proc/self/task"));
+        assert!(!tasks.is_empty());
+        // The test harness's threads are not named blaster-w*: all helpers.
+        assert!(tasks.iter().all(|t| t.helper), "{tasks:?}");
+    }
 
     #[test]
     fn rss_is_resident_pages_times_page_size() {

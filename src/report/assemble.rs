@@ -256,11 +256,20 @@ impl Load {
                 (busy - cpu + work.min(cpu)).clamp(0.0, 1.0)
             })
             .fold(0.0, f64::max);
+        // The generator's other threads on the core (io-wq helpers, an in-process
+        // sink) are its own load too, not another process's.
+        let helpers = |c: usize| {
+            host.core_helpers
+                .iter()
+                .find(|h| h.0 == c)
+                .map_or(0.0, |h| h.1)
+        };
         let (other_load_core, other_load) = host
             .core_busy
             .iter()
             .map(|&(c, busy)| {
-                let other = (busy - per_core.get(&c).map_or(0.0, |v| v.0)).clamp(0.0, 1.0);
+                let own = per_core.get(&c).map_or(0.0, |v| v.0) + helpers(c);
+                let other = (busy - own).clamp(0.0, 1.0);
                 (Some(c), other)
             })
             .fold((None, 0.0), |best, x| if x.1 > best.1 { x } else { best });
@@ -761,6 +770,29 @@ mod tests {
             None,
         );
         assert!(at_the_limit.warnings().is_empty());
+    }
+
+    /// Issue 22, part 8: 30% of core 0 used by the worker's io-wq helpers is the
+    /// generator's load, not another process's: only the remaining 10% is other load.
+    #[test]
+    fn the_generators_helper_threads_are_not_other_load() {
+        let usage = [(
+            0,
+            Usage {
+                wall_ns: 1_000_000_000,
+                cpu_ns: 400_000_000,
+                spin_ns: 0,
+                sleep_ns: 600_000_000,
+            },
+        )];
+        let host = HostInterval {
+            core_busy: vec![(0, 0.8)],
+            core_helpers: vec![(0, 0.3)],
+            ..HostInterval::default()
+        };
+        let l = Load::of(&usage, &host);
+        assert!((l.other_load - 0.1).abs() < 1e-9, "{}", l.other_load);
+        assert_eq!(l.other_load_core, Some(0));
     }
     #[test]
     fn the_top_failing_code_is_a_failing_one() {

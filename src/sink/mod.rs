@@ -410,6 +410,23 @@ fn start_tuned(
     sq_entries: u32,
     recv_buffers: u16,
 ) -> Result<SinkHandle, SinkError> {
+    start_with(
+        cfg,
+        server::Tuning {
+            sq_entries,
+            recv_buffers,
+            ..server::Tuning::DEFAULT
+        },
+    )
+}
+
+/// [`start`] with every ring built as `tuning` says.
+fn start_with(cfg: &SinkConfig, tuning: server::Tuning) -> Result<SinkHandle, SinkError> {
+    let server::Tuning {
+        sq_entries,
+        recv_buffers,
+        ..
+    } = tuning;
     assert!(sq_entries >= server::SQ_ENTRIES_MIN);
     assert!(recv_buffers.is_power_of_two());
     validate(cfg)?;
@@ -433,6 +450,8 @@ fn start_tuned(
         connections_max: cfg.max_connections_per_core as u64 * cfg.cores.len() as u64,
         sq_entries,
         recv_buffers,
+        cq_per_sq: tuning.cq_per_sq,
+        refuse_while_overflowed: tuning.refuse_while_overflowed,
         close_every: cfg.close_every,
         reset_ratio: cfg.reset_ratio,
         seed: cfg.seed,

@@ -70,6 +70,32 @@ pub(crate) const SQ_ENTRIES_MIN: u32 = 8;
 /// Completion queue entries per submission queue entry. Completions beyond it are
 /// kept by the kernel (IORING_FEAT_NODROP) until there is room.
 const CQ_PER_SQ: u32 = 4;
+/// Most operations one connection has in the ring at once: its teardown group (at
+/// most [`SQ_ENTRIES_MIN`] entries) behind its receive, send and delay timer. With
+/// the receive buffers (a multishot receive completes once per buffer) and the
+/// accepts, it bounds the completions a ring's stash must hold.
+const OPS_PER_CONN_MAX: usize = SQ_ENTRIES_MIN as usize + 3;
+
+/// How each ring is built: [`Tuning::DEFAULT`] except in tests that force the hard
+/// paths (a full submission queue, an empty buffer pool, an overflowed completion
+/// queue on a kernel that then refuses submissions).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tuning {
+    pub sq_entries: u32,
+    pub recv_buffers: u16,
+    pub cq_per_sq: u32,
+    /// [`Ring::refuse_while_overflowed`]: submits behave as on 5.11-5.18.
+    pub refuse_while_overflowed: bool,
+}
+
+impl Tuning {
+    pub(crate) const DEFAULT: Tuning = Tuning {
+        sq_entries: SQ_ENTRIES,
+        recv_buffers: RECV_BUFFERS,
+        cq_per_sq: CQ_PER_SQ,
+        refuse_while_overflowed: false,
+    };
+}
 /// Receive buffers per ring, shared by all its connections.
 pub(crate) const RECV_BUFFERS: u16 = 256;
 /// Bytes per receive buffer.
@@ -114,6 +140,10 @@ pub(crate) struct Shared {
     pub sq_entries: u32,
     /// [`RECV_BUFFERS`] except in tests that force the empty-pool path.
     pub recv_buffers: u16,
+    /// [`CQ_PER_SQ`] except in tests that overflow the completion queue.
+    pub cq_per_sq: u32,
+    /// False except in tests of the pre-5.19 EBUSY path.
+    pub refuse_while_overflowed: bool,
     /// Close every connection at each multiple of this since `started`.
     pub close_every: Option<Duration>,
     /// Probability that an accepted connection is reset at its first request.
@@ -267,8 +297,15 @@ fn ring_error(core: usize, entries: u32) -> impl Fn(io::Error) -> SinkError {
 fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(Ring, BufPool), SinkError> {
     let sq_entries = shared.sq_entries;
     let core = spec.core;
-    let ring =
-        Ring::with_completions(sq_entries, CQ_PER_SQ).map_err(ring_error(core, sq_entries))?;
+    let mut ring = Ring::with_completions(sq_entries, shared.cq_per_sq)
+        .map_err(ring_error(core, sq_entries))?;
+    if shared.refuse_while_overflowed {
+        ring.refuse_while_overflowed();
+    }
+    // Every completion that can be outstanding (one accept per slot at most), so a
+    // push on a kernel that refuses work while completions wait can always move them
+    // out of the way.
+    ring.hold_completions(spec.table * (OPS_PER_CONN_MAX + 1) + usize::from(shared.recv_buffers));
     if spec.direct {
         ring.uring
             .submitter()
@@ -511,29 +548,17 @@ impl Worker {
             entries.len() <= SQ_ENTRIES_MIN as usize,
             "a group of entries must fit an empty submission queue"
         );
-        while self.ring.sq_room() < entries.len() {
+        if self.ring.sq_room() < entries.len() {
             // Entries about to be submitted may pick receive buffers: publish first.
             self.bufs.publish();
-            if let Err(e) = self.ring.submit() {
-                self.fatal = Some(e);
-                return;
-            }
-            if self.ring.sq_room() < entries.len() {
-                // The kernel took nothing (busy, or a signal). At shutdown nobody
-                // reaps the completions it may be waiting to post: give up rather
-                // than spin.
-                if self.stopping() {
-                    self.fatal = Some(io::Error::from_raw_os_error(libc::EBUSY));
-                    return;
-                }
-                std::thread::yield_now();
-            }
         }
-        // SAFETY: the caller guarantees the entries' memory outlives the operations;
-        // room was made above, so they are queued together without a submit.
+        // SAFETY: the caller guarantees the entries' memory outlives the operations.
+        // When the kernel takes nothing (busy: completions wait for room), the ring
+        // moves the completions into its stash, which `drain` reads first, and retries
+        // a bounded number of times before failing.
         match unsafe { self.ring.push_all(entries) } {
             Ok(()) => self.inflight += entries.len(),
-            Err(e) => self.fatal = Some(e),
+            Err(e) => self.fatal = Some(e.into()),
         }
     }
 
@@ -547,17 +572,16 @@ impl Worker {
 
     fn drain(&mut self, batch: &mut [Completion]) -> usize {
         let mut n = 0;
-        let mut cq = self.ring.uring.completion();
-        // `zip` asks `batch` first, so no completion is consumed without a place to go.
-        for (slot, cqe) in batch.iter_mut().zip(&mut cq) {
-            *slot = Completion {
-                user_data: cqe.user_data(),
-                result: cqe.result(),
-                flags: cqe.flags(),
-            };
-            n += 1;
-        }
-        n
+        // Stashed completions first; no more are taken than `batch` holds.
+        self.ring
+            .reap_each(batch.len(), |user_data, result, flags| {
+                batch[n] = Completion {
+                    user_data,
+                    result,
+                    flags,
+                };
+                n += 1;
+            })
     }
 
     /// Marks the end of an operation unless more completions of it will follow

@@ -40,7 +40,7 @@ impl Worker<'_> {
 
     /// The ring refused a submit for good: the first such error ends the run.
     #[cold]
-    pub(super) fn ring_failed(&mut self, e: &std::io::Error) {
+    pub(super) fn ring_failed(&mut self, e: &impl crate::engine::driver::RingFailure) {
         self.ls.fail(self.plan.index, e);
     }
 
@@ -113,17 +113,15 @@ impl Worker<'_> {
 
     /// Drains up to `CQE_BATCH_MAX` completions into the fixed array, then handles them.
     pub(super) fn reap(&mut self) -> usize {
-        let mut n = 0;
         let mut finished = 0;
-        for cqe in self.ring.uring.completion() {
-            self.cqes[n] = (cqe.user_data(), cqe.result(), cqe.flags());
+        let cqes = &mut self.cqes;
+        let mut i = 0;
+        let n = self.ring.reap_each(cqes.len(), |data, res, flags| {
+            cqes[i] = (data, res, flags);
+            i += 1;
             // A multishot operation ends with its last completion (no MORE flag).
-            finished += u64::from(!io_uring::cqueue::more(cqe.flags()));
-            n += 1;
-            if n == self.cqes.len() {
-                break;
-            }
-        }
+            finished += u64::from(!io_uring::cqueue::more(flags));
+        });
         self.ops_in_ring -= finished;
         if n == 0 {
             return 0; // no clock read on an empty poll (the spinning path)

@@ -374,12 +374,7 @@ impl Worker<'_> {
                 break;
             }
             // Only a completion without MORE ends an operation (multishot receives).
-            let n = self
-                .ring
-                .uring
-                .completion()
-                .filter(|c| !io_uring::cqueue::more(c.flags()))
-                .count() as u64;
+            let n = self.ring.take_finished();
             self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
             if n > 0 {
                 deadline = std::time::Instant::now() + quiet;
