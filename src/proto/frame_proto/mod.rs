@@ -77,6 +77,11 @@ pub const ENVELOPE_BYTES_MAX: usize = LINE_BYTES_MAX;
 /// Largest answer to a control message: a WebSocket pong echoes at most 125 bytes of
 /// ping payload behind a masked client header of 6 bytes (RFC 6455 section 5.5).
 pub const CONTROL_BYTES_MAX: usize = 6 + 125;
+/// Most bytes a decoder leaves un-consumed: a whole message (a payload, an envelope
+/// line, a NATS header block, the CRLF) or a fragmented WebSocket message. A receive
+/// region this large never fills with kept bytes; a smaller one (sized from the frame
+/// size) fills only when the peer sends messages larger than the run's frames.
+pub const KEPT_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + 2 * ENVELOPE_BYTES_MAX + 16;
 /// Longest decimal room number: `u32::MAX` has ten digits.
 const ROOM_DIGITS_MAX: usize = 10;
 

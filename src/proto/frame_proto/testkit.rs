@@ -77,6 +77,11 @@ pub(crate) fn decode_run(
                 Down::Incomplete { consumed } => {
                     assert!(consumed <= len, "Incomplete consumed {consumed} of {len}");
                     pending.drain(..consumed);
+                    assert!(
+                        pending.len() <= super::KEPT_BYTES_MAX,
+                        "{} kept",
+                        pending.len()
+                    );
                     break;
                 }
                 Down::Invalid { reason } => {

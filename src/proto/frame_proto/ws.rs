@@ -53,6 +53,11 @@ const OVERSIZE: &str = "WebSocket message larger than 64 KiB";
 const STRAY_CONT: &str = "WebSocket continuation frame outside a fragmented message";
 const NESTED: &str = "WebSocket data frame inside a fragmented message";
 const BAD_CLOSE: &str = "WebSocket close frame with a 1-byte payload";
+const FRAGMENTS: &str = "fragmented WebSocket message over 72 KiB on the wire";
+/// Wire bytes a fragmented message may span (payloads, fragment headers, control
+/// frames between them): a frame's payload and a framer line of overhead, so a server
+/// sending endless empty fragments is refused rather than filling the receive region.
+const FRAGMENTED_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + ENVELOPE_BYTES_MAX;
 
 /// A fragmented message in progress: its payload so far sits at
 /// `input[start..start + len]`; the next frame header is at `input[scan]`.
@@ -278,6 +283,9 @@ Sec-WebSocket-Key: ",
                 Err(reason) => return Down::Invalid { reason },
             };
             let end = pos + h + n;
+            if self.frag.is_some() && end > FRAGMENTED_BYTES_MAX {
+                return Down::Invalid { reason: FRAGMENTS };
+            }
             if input.len() < end {
                 return Down::Incomplete { consumed: 0 };
             }
@@ -608,6 +616,10 @@ mod tests {
             (vec![0x80, 0], STRAY_CONT),
             (vec![0x02, 1, 0, 0x82, 0], NESTED),
             (vec![0x88, 1, 0], BAD_CLOSE),
+            (
+                [&[0x02, 0][..], &[0x00, 0].repeat(40_000)].concat(),
+                FRAGMENTS,
+            ),
         ] {
             assert_eq!(
                 testkit::decode_all(&spec, Role::Both, &bytes).invalid,
