@@ -568,6 +568,15 @@ mod tests {
     }
 
     #[test]
+    fn one_adapter_per_socket_stays_small() {
+        // A million connections each hold one beside their receive region: the
+        // spec is borrowed, not copied; the WebSocket variant (expected accept,
+        // generator, fragment cursor) is the largest.
+        let size = std::mem::size_of::<FrameProto<'static>>();
+        assert!(size <= 96, "{size}");
+    }
+
+    #[test]
     fn decimals_write_and_parse() {
         let mut b = [0u8; 20];
         for v in [0u64, 7, 10, 99, 4_294_967_295, u64::MAX] {
