@@ -51,16 +51,21 @@ fi
 # HTML report tests; ansible, sshd and ssh-keygen for the Ansible playbook test
 # (tests/deploy_ansible.rs: namespace hosts running Debian's sshd); prometheus scraping
 # --metrics-listen (tests/prometheus.rs); tmux, the pseudo-terminal the progress bar is
-# read from (tests/progress.rs).
+# read from (tests/progress.rs); nats-server, mosquitto and Python's websockets module
+# (Debian's python3-websockets, for /usr/bin/python3), the real servers the frame
+# adapters are checked against (tests/frame_protos.rs).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
     ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
     sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
-    sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus tmux:tmux; do
+    sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus tmux:tmux \
+    nats-server:nats-server mosquitto:mosquitto; do
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
         need+=("${pair#*:}")
 done
+# A Python module, not a command: checked by importing it.
+/usr/bin/python3 -c 'import websockets' >/dev/null 2>&1 || need+=(python3-websockets)
 if [ ${#need[@]} -gt 0 ]; then
     mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
     echo "== packages: installing ${need[*]}"

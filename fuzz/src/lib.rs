@@ -126,3 +126,157 @@ fn run<F: Framer>(f: &mut F, stream: &[u8], mut next: impl FnMut() -> usize) -> 
     }
     trace
 }
+
+/// One event of a frame adapter's decoder, with the bytes it pointed at.
+#[derive(Debug, PartialEq, Eq)]
+enum FrameEvent {
+    Message(Vec<u8>),
+    Control(String),
+}
+
+/// What a frame decoder or join saw up to its first `Invalid` or failure.
+#[derive(Debug, PartialEq, Eq)]
+struct FrameTrace {
+    events: Vec<FrameEvent>,
+    invalid: Option<&'static str>,
+    join: Option<String>,
+}
+
+/// Feeds `stream` to a frame adapter's downlink decoder (or, with `join`, to its join
+/// exchange over `rooms`) in chunks drawn from `seed` and whole, checking the contract
+/// on every call, and compares the two. The decoder contract: `consumed` within the
+/// input, a message consumes at least a byte and its payload lies in what it consumed,
+/// controls that consume nothing do not repeat forever, the bytes kept stay under
+/// `KEPT_BYTES_MAX`. After `Invalid` the stand-in resets and goes on, as the engine
+/// reopens a connection.
+pub fn drive_frames(
+    spec: &blaster::proto::frame_proto::FrameSpec,
+    role: blaster::proto::frame_proto::Role,
+    join: bool,
+    stream: &[u8],
+    seed: u8,
+) {
+    let mut state = seed as u32 | 0x100;
+    let chunked = run_frames(spec, role, join, stream, || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        match state % 8 {
+            0 => usize::MAX,
+            1..=4 => 1 + (state >> 8) as usize % 4,
+            _ => 1 + (state >> 8) as usize % 300,
+        }
+    });
+    let whole = run_frames(spec, role, join, stream, || usize::MAX);
+    assert_eq!(chunked, whole, "chunking changed what the adapter saw");
+}
+
+fn run_frames(
+    spec: &blaster::proto::frame_proto::FrameSpec,
+    role: blaster::proto::frame_proto::Role,
+    join: bool,
+    stream: &[u8],
+    mut next: impl FnMut() -> usize,
+) -> FrameTrace {
+    use blaster::proto::frame_proto::{Down, FrameProto, Join, JoinFailure, KEPT_BYTES_MAX};
+    let mut c = FrameProto::new(spec, role, 1, 1);
+    let mut trace = FrameTrace {
+        events: Vec::new(),
+        invalid: None,
+        join: None,
+    };
+    let rooms = [3u32];
+    let mut out = Vec::new();
+    if join {
+        c.join_start(&rooms, &mut out);
+    }
+    let mut joining = join;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut pos = 0;
+    while pos < stream.len() {
+        let take = next().max(1).min(stream.len() - pos);
+        pending.extend_from_slice(&stream[pos..pos + take]);
+        pos += take;
+        let mut zero = 0u32;
+        while !pending.is_empty() {
+            if joining {
+                let len = pending.len();
+                match c.join_feed(&rooms, &pending, &mut out) {
+                    Join::Pending { consumed } => {
+                        assert!(consumed <= len);
+                        pending.drain(..consumed);
+                        break;
+                    }
+                    Join::Joined { consumed } => {
+                        assert!(consumed <= len);
+                        pending.drain(..consumed);
+                        trace.join = Some("joined".into());
+                        joining = false;
+                        continue;
+                    }
+                    Join::Failed(e) => {
+                        assert!(!e.to_string().contains('\n'), "{e}");
+                        // A protocol error quotes the bytes that had arrived, which
+                        // depend on the chunking: compare what was wrong, not the quote.
+                        let said = match e.kind {
+                            JoinFailure::Protocol => e.reason.split(": \"").next().unwrap_or(""),
+                            _ => &e.reason,
+                        };
+                        trace.join.get_or_insert(format!("{:?} {said}", e.kind));
+                        return trace;
+                    }
+                }
+            }
+            let len = pending.len();
+            let used = match c.decode(&mut pending) {
+                Down::Message { consumed, payload } => {
+                    assert!(
+                        consumed >= 1 && consumed <= len,
+                        "message consumed {consumed} of {len}"
+                    );
+                    assert!(payload.start <= payload.end && payload.end <= consumed);
+                    if trace.invalid.is_none() {
+                        trace
+                            .events
+                            .push(FrameEvent::Message(pending[payload].to_vec()));
+                    }
+                    consumed
+                }
+                Down::Control { consumed, control } => {
+                    assert!(consumed <= len, "control consumed {consumed} of {len}");
+                    zero = if consumed == 0 { zero + 1 } else { 0 };
+                    assert!(zero < 100_000, "controls consuming nothing loop");
+                    let mut pong = [0u8; blaster::proto::frame_proto::CONTROL_BYTES_MAX];
+                    if let blaster::proto::frame_proto::Control::Ping { payload } = &control {
+                        let n = c.encode_pong(&pending[payload.clone()], &mut pong);
+                        assert!(n <= pong.len());
+                    }
+                    if trace.invalid.is_none() {
+                        trace
+                            .events
+                            .push(FrameEvent::Control(format!("{control:?}")));
+                    }
+                    consumed
+                }
+                Down::Incomplete { consumed } => {
+                    assert!(consumed <= len, "incomplete consumed {consumed} of {len}");
+                    pending.drain(..consumed);
+                    assert!(
+                        pending.len() <= KEPT_BYTES_MAX,
+                        "{} bytes kept",
+                        pending.len()
+                    );
+                    break;
+                }
+                Down::Invalid { reason } => {
+                    trace.invalid.get_or_insert(reason);
+                    pending.clear();
+                    c.reset();
+                    continue;
+                }
+            };
+            pending.drain(..used);
+        }
+    }
+    trace
+}

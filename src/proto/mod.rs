@@ -36,6 +36,7 @@
 mod delimiter;
 mod fixed;
 pub mod frame;
+pub mod frame_proto;
 mod http1;
 mod length_prefixed;
 mod memcached;
