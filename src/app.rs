@@ -6,10 +6,10 @@ use crate::cli::{
     with_default_subcommand,
 };
 use crate::outcome::{Outcome, exit};
-use crate::plan::{HostFacts, PlanError, RunPlan, sink_config, usable_cores};
 use crate::report::export::{self, Outputs};
 use crate::report::{json, text};
 use crate::run::{RunError, execute};
+use crate::run_plan::{HostFacts, PlanError, RunPlan, sink_config, usable_cores};
 use crate::slo::{Observed, Slo, Verdict};
 use clap::Parser;
 use std::sync::Arc;

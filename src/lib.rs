@@ -2,7 +2,7 @@
 //! numbers do not lie.
 //!
 //! ```text
-//! main (cli) ──> plan::RunPlan (validated; every bad input is a clear error here)
+//! main (cli) ──> run_plan::RunPlan (validated; every bad input is a clear error here)
 //!    ├── preflight: port budget, descriptor limit (rings per core), memory, cores
 //!    ├── run: spawn engine::worker(s) per core in --cores, pinned (one ring each; more
 //!    │      than one per core when the connections exceed one ring's file table)
@@ -33,7 +33,7 @@
 //! Imports point one way, each layer using only the layers before it: leaf helpers
 //! ([`units`], [`limits`], [`bounded`], [`outcome`], [`diagnosis`], [`console`], [`clock`], [`threads`], [`ports`]) -> the
 //! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] ->
-//! [`metrics`] -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
+//! [`metrics`] -> [`sink`] -> [`run_plan`] -> [`report`] -> [`slo`] -> the commands
 //! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]). A helper
 //! a low layer needs belongs in a low layer, not imported from above.
 pub mod app;
@@ -45,17 +45,16 @@ pub mod clock;
 pub mod console;
 pub mod diagnosis;
 pub mod engine;
-pub mod fleet;
 pub mod limits;
 pub mod metrics;
 pub mod outcome;
-pub mod plan;
 pub mod ports;
 pub mod preflight;
 pub mod proto;
 pub mod report;
 pub mod request;
 pub mod run;
+pub mod run_plan;
 pub mod schedule;
 pub mod search;
 pub mod sink;

@@ -12,13 +12,13 @@ use crate::engine::{Channels, Control, Ready, Transport, run_worker};
 use crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX;
 use crate::metrics::host::{HostSampler, iface_for, rss_bytes};
 use crate::metrics::{Counters, Histograms, Snapshot};
-use crate::plan::RunPlan;
 use crate::report::assemble::{self, Collected, IntervalShape, Load, Row, Setup, link_bps};
 use crate::report::export::{IntervalView, Outputs};
 use crate::report::fleet::FleetReport;
 use crate::report::hdr::Encoded4;
 use crate::report::progress::{Display, Live, Second, TICK};
 use crate::report::{Percentiles, Report};
+use crate::run_plan::RunPlan;
 use crate::wallclock::ClockSync;
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -44,7 +44,7 @@ pub enum RunError {
     /// A search step's plan could not be built (e.g. a connection count the climb
     /// reached exceeds a limit the first step's did not).
     #[error("search step: {0}")]
-    Step(#[from] crate::plan::PlanError),
+    Step(#[from] crate::run_plan::PlanError),
     #[error(transparent)]
     Preflight(#[from] crate::preflight::PreflightError),
     #[error(transparent)]

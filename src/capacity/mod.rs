@@ -27,7 +27,7 @@ use crate::limits::{
     PLAN_GENERATORS_MAX, PLAN_NIC_GBPS_MIN, PLAN_SYSCALLS_PER_CORE_MIN, PLAN_USERS_MAX,
     PLAN_WATERMARK_MIN,
 };
-use crate::plan::PlanError;
+use crate::run_plan::PlanError;
 use serde::Serialize;
 
 /// Bytes of memory per connection behind [`crate::limits::CONNS_PER_MACHINE_DEFAULT`].

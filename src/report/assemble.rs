@@ -15,8 +15,8 @@ use crate::metrics::host::{
     CORE_BUSY_WATERMARK, HostInterval, LINK_SATURATED, OTHER_LOAD_WARN, STEAL_WARN, read_link_speed,
 };
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms};
-use crate::plan::RunPlan;
 use crate::report::hdr::Encoded4;
+use crate::run_plan::RunPlan;
 use std::net::SocketAddr;
 
 /// Shortest schedule the busy-worker gate judges (startup noise dominates below).

@@ -43,10 +43,10 @@
 
 use crate::cli::{RunArgs, SearchArgs};
 use crate::limits::DURATION_NS_MAX;
-use crate::plan::{HostFacts, PlanError, ROOM_SIZE_DEFAULT, RunPlan};
 use crate::report::Report;
 use crate::report::progress::Live;
 use crate::run::{RunError, execute};
+use crate::run_plan::{HostFacts, PlanError, ROOM_SIZE_DEFAULT, RunPlan};
 use crate::slo::{Observed, Slo, Verdict};
 use crate::units::{fmt_ns, fmt_rate};
 use serde::Serialize;
@@ -143,7 +143,7 @@ fn parse_precision(s: &str) -> Result<f64, PlanError> {
     Ok(r)
 }
 
-/// Validates the search's own flags (the run flags are validated by [`plan`], which
+/// Validates the search's own flags (the run flags are validated by [`crate::run_plan`], which
 /// builds the steps' plan from the [`run_args`] built from them).
 pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
     let spec = a
@@ -192,7 +192,7 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         }
         m => m,
     };
-    let step = crate::plan::parse_duration("step-duration", &a.step_duration)?.as_nanos();
+    let step = crate::run_plan::parse_duration("step-duration", &a.step_duration)?.as_nanos();
     if step < STEP_NS_MIN as u128 || step > DURATION_NS_MAX as u128 {
         return Err(err(
             "step-duration",
@@ -225,7 +225,7 @@ struct RunDefaults {
 }
 
 /// The `run` arguments of every step: the search's run flags, `run`'s defaults for
-/// the rest. No `--rate`: [`plan`] sets the start rate, each step its own.
+/// the rest. No `--rate`: [`crate::run_plan`] sets the start rate, each step its own.
 pub fn run_args(a: &SearchArgs) -> Result<RunArgs, PlanError> {
     use clap::Parser;
     let mut r = RunDefaults::try_parse_from(std::iter::empty::<String>())

@@ -8,10 +8,10 @@ use crate::cli::RunArgs;
 use crate::engine::Transport;
 use crate::engine::backoff::Backoff;
 use crate::engine::socket::SockOpts;
-use crate::fleet::Fleet;
 use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
+use crate::run_plan::fleet::Fleet;
 use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec_in};
 use std::sync::Arc;
 
