@@ -2,7 +2,6 @@
 //! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
 //! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
 pub mod assemble;
-pub mod compare;
 pub mod export;
 pub mod fleet;
 pub mod frames;
@@ -10,7 +9,6 @@ pub mod hdr;
 pub mod html;
 pub mod input;
 pub mod json;
-pub mod merge;
 pub mod output;
 pub mod progress;
 pub mod series;

@@ -42,10 +42,10 @@
 //! the knee is taken on deviation p99 against the count.
 
 use crate::cli::{RunArgs, SearchArgs};
+use crate::cmd::run::{RunError, execute};
 use crate::limits::DURATION_NS_MAX;
 use crate::report::Report;
 use crate::report::progress::Live;
-use crate::run::{RunError, execute};
 use crate::run_plan::{HostFacts, PlanError, ROOM_SIZE_DEFAULT, RunPlan};
 use crate::slo::{Observed, Slo, Verdict};
 use crate::units::{fmt_ns, fmt_rate};
@@ -828,7 +828,7 @@ pub fn run(
         let step = step_plan(plan, r, facts, cfg, value)?;
         if step.connections != plan.connections {
             // A larger table than the first step's: the limits it needs, again.
-            crate::preflight::check_plan(&step)?;
+            crate::cmd::preflight::check_plan(&step)?;
         }
         let report = execute(
             &step,
