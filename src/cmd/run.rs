@@ -14,7 +14,7 @@ use crate::metrics::host::{HostSampler, iface_for, rss_bytes};
 use crate::metrics::{Counters, Histograms, Snapshot};
 use crate::report::assemble::{self, Collected, IntervalShape, Load, Row, Setup, link_bps};
 use crate::report::export::{IntervalView, Outputs};
-use crate::report::fleet::FleetReport;
+use crate::report::fleet_report::FleetReport;
 use crate::report::hdr::Encoded4;
 use crate::report::progress::{Display, Live, Second, TICK};
 use crate::report::{Percentiles, Report};

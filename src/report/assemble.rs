@@ -550,15 +550,17 @@ pub fn build(
         service_time_ns: service,
         dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
         rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
-        pacing: crate::metrics::pacing::judge(
+        pacing: crate::metrics::pacing_check::judge(
             &c.total.pacing,
             crate::engine::GAP_SCALE,
             &c.total.dispatch_lag,
             match plan.arrivals {
                 crate::schedule::ArrivalKind::Constant => {
-                    crate::metrics::pacing::Intended::Constant
+                    crate::metrics::pacing_check::Intended::Constant
                 }
-                crate::schedule::ArrivalKind::Poisson => crate::metrics::pacing::Intended::Poisson,
+                crate::schedule::ArrivalKind::Poisson => {
+                    crate::metrics::pacing_check::Intended::Poisson
+                }
             },
             // A worker's mean intended gap, from what the workers dispatched.
             recorded_ns as f64 * c.totals.len() as f64 / ctr.dispatched.max(1) as f64,

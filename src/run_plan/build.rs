@@ -1,6 +1,7 @@
 //! The run's arguments -> a [`RunPlan`]: every cross-flag check, in the order the
 //! user meets them.
 
+use super::fleet::Fleet;
 use super::frames::*;
 use super::parse::*;
 use super::*;
@@ -11,7 +12,6 @@ use crate::engine::socket::SockOpts;
 use crate::limits::*;
 use crate::proto::Framing;
 use crate::request::{RequestSet, Template};
-use crate::run_plan::fleet::Fleet;
 use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec_in};
 use std::sync::Arc;
 
