@@ -883,6 +883,15 @@ pub fn render(r: &SearchReport) -> String {
     }
     let mut s = String::new();
     let w = &mut s;
+    write_header(w, r);
+    write_steps(w, r);
+    write_conclusions(w, r);
+    write_stopped_by(w, r);
+    s
+}
+
+/// The first line: target, SLO, the steps' start and growth, precision, the plan.
+fn write_header(w: &mut String, r: &SearchReport) {
     let c = &r.config;
     let growth = match (c.factor, c.step_rps) {
         (Some(f), _) => format!("x{f}"),
@@ -903,6 +912,10 @@ pub fn render(r: &SearchReport) -> String {
         c.pipeline,
         c.payload_bytes
     );
+}
+
+/// One row per step, in order of intended rate.
+fn write_steps(w: &mut String, r: &SearchReport) {
     let _ = writeln!(
         w,
         "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>6} {:>5}  slo",
@@ -937,6 +950,10 @@ pub fn render(r: &SearchReport) -> String {
         );
     }
     let _ = writeln!(w, "(busy: CPU share of the busiest generator worker core)");
+}
+
+/// The max safe throughput with its in-flight count, and the knee.
+fn write_conclusions(w: &mut String, r: &SearchReport) {
     match (r.max_safe_throughput_rps, r.max_safe_intended_rps) {
         (Some(a), Some(i)) => {
             let _ = writeln!(
@@ -976,6 +993,10 @@ pub fn render(r: &SearchReport) -> String {
             );
         }
     }
+}
+
+/// What stopped the search, and whether Ctrl-C cut it short.
+fn write_stopped_by(w: &mut String, r: &SearchReport) {
     let bad = r.first_bad_rps.map(fmt_rate).unwrap_or_default();
     let _ = match r.stopped_by {
         StoppedBy::Target if r.max_safe_throughput_rps.is_none() => writeln!(
@@ -1019,7 +1040,6 @@ pub fn render(r: &SearchReport) -> String {
             "interrupted: the conclusions cover the steps measured before Ctrl-C"
         );
     }
-    s
 }
 
 mod axis;
