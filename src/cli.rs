@@ -1,4 +1,4 @@
-//! Command-line definitions only (clap derive). Validation lives in `plan`.
+//! Command-line definitions only (clap derive). Validation lives in `run_plan`.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

@@ -2,16 +2,16 @@
 //! numbers do not lie.
 //!
 //! ```text
-//! main (cli) ──> plan::RunPlan (validated; every bad input is a clear error here)
-//!    ├── preflight: port budget, descriptor limit (rings per core), memory, cores
-//!    ├── run: spawn engine::worker(s) per core in --cores, pinned (one ring each; more
+//! main (cli) ──> run_plan::RunPlan (validated; every bad input is a clear error here)
+//!    ├── cmd::preflight: port budget, descriptor limit (rings per core), memory, cores
+//!    ├── cmd::run: spawn engine::worker(s) per core in --cores, pinned (one ring each; more
 //!    │      than one per core when the connections exceed one ring's file table)
 //!    │      worker = io_uring ring + ConnTable (pre-sized) + schedule shard + framer
-//!    │               + metrics::Histograms + Counters
+//!    │               + engine::recorder (Histograms, Counters)
 //!    │      loop: now = TSC -> dispatch due -> reap completions -> advance connections
 //!    │            -> one submit for the batch -> wait until --spin before the next due
 //!    │            send, then spin
-//!    ├── collector (in run): per-second snapshots over crossbeam-channel, merged by
+//!    ├── collector (in cmd::run): per-second snapshots over crossbeam-channel, merged by
 //!    │      adding histograms, live line on stderr; metrics::host samples core load
 //!    │      and the interface each second
 //!    └── report: text and JSON; metrics::gate decides validity (exit 3 when invalid)
@@ -24,40 +24,37 @@
 //! intended is the generator's health, gated; connection wait = sent - dispatched shows
 //! a target (or a too-small connection pool) that cannot keep up.
 //!
-//! `blaster` with no target runs [`baseline`]: the generator against the built-in
+//! `blaster` with no target runs [`cmd::baseline`]: the generator against the built-in
 //! [`sink`] on loopback, stepping the rate up to find its own ceiling. `blaster plan`
-//! ([`capacity`]) sizes a generator cluster for a target load from such a measured cost.
-//! `blaster search` ([`search`]) steps the rate against a target until an [`slo`]
-//! breaks, and reports the max safe throughput and the knee.
+//! ([`cmd::plan`]) sizes a generator cluster for a target load from such a measured
+//! cost. `blaster search` ([`cmd::search`]) steps the rate against a target until an
+//! [`slo`] breaks, and reports the max safe throughput and the knee. Every subcommand
+//! lives under [`cmd`]; `docs/layout.md` lists every file with its first line.
 //!
 //! Imports point one way, each layer using only the layers before it: leaf helpers
-//! ([`units`], [`limits`], [`bounded`], [`outcome`], [`diagnosis`], [`console`], [`clock`], [`threads`], [`ports`]) -> the
-//! command line ([`cli`]) -> [`proto`], [`request`], [`schedule`] -> [`engine`] ->
-//! [`metrics`] -> [`sink`] -> [`plan`] -> [`report`] -> [`slo`] -> the commands
-//! ([`run`], [`preflight`], [`baseline`], [`search`], [`capacity`], [`app`]). A helper
-//! a low layer needs belongs in a low layer, not imported from above.
-pub mod app;
-pub mod baseline;
+//! ([`units`], [`limits`], [`bounded`], [`outcome`], [`diagnosis`], [`console`],
+//! [`clock`], [`wallclock`], [`threads`], [`ports`]) -> the command line ([`cli`]) ->
+//! [`proto`], [`request`], [`schedule`] -> [`engine`] (with the per-worker recorder,
+//! `engine::recorder`, which the loops write) -> [`metrics`] -> [`sink`] ->
+//! [`run_plan`] -> [`report`] -> [`slo`] -> the commands ([`cmd`]: run, preflight,
+//! baseline, search, plan, report, compare, merge, sink). A helper a low layer needs
+//! belongs in a low layer, not imported from above.
 pub mod bounded;
-pub mod capacity;
 pub mod cli;
 pub mod clock;
+pub mod cmd;
 pub mod console;
 pub mod diagnosis;
 pub mod engine;
-pub mod fleet;
 pub mod limits;
 pub mod metrics;
 pub mod outcome;
-pub mod plan;
 pub mod ports;
-pub mod preflight;
 pub mod proto;
 pub mod report;
 pub mod request;
-pub mod run;
+pub mod run_plan;
 pub mod schedule;
-pub mod search;
 pub mod sink;
 pub mod slo;
 pub mod threads;

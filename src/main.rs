@@ -1,5 +1,5 @@
 //! Turns the outcome of a run into an exit code; nothing else.
-use blaster::app::main_with_args;
+use blaster::cmd::main_with_args;
 
 fn main() {
     blaster::console::guard_std_fds();

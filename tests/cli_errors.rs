@@ -548,7 +548,7 @@ fn frame_workload_bounds_are_usage_errors() {
 fn a_frames_plan_that_cannot_fit_memory_is_refused_with_the_bytes() {
     let needed = blaster::engine::frames::accounting::FrameBook::bytes_for(65_535, 65_535);
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let available = blaster::plan::parse_mem_available(&meminfo).unwrap();
+    let available = blaster::run_plan::parse_mem_available(&meminfo).unwrap();
     assert!(
         needed > available,
         "the premise: {needed} bytes exceed this host's {available}"
@@ -622,7 +622,7 @@ fn a_missing_required_argument_is_named() {
 /// Issue 25: `--run-id`'s help states the limit the validation enforces.
 #[test]
 fn the_run_id_help_states_the_limit_it_enforces() {
-    let max = blaster::fleet::RUN_ID_LEN_MAX;
+    let max = blaster::run_plan::fleet::RUN_ID_LEN_MAX;
     let help = run(&["run", "--help"], Duration::from_secs(20));
     let text = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
     let line = text.split("--run-id").nth(1).expect("--run-id in the help");

@@ -126,7 +126,7 @@ fn too_many_connections_for_the_port_range_fail_ports_range() {
 fn json_is_the_scripts_array_and_names_are_the_scripts() {
     let script = script_names();
     assert!(script.len() > 20, "parsed too few names: {script:?}");
-    for name in blaster::preflight::checks::CHECK_NAMES {
+    for name in blaster::cmd::preflight::checks::CHECK_NAMES {
         assert!(script.iter().any(|s| s == name), "{name} not in {script:?}");
     }
     let big = (port_range_size() + 1).to_string();

@@ -9,9 +9,9 @@
 //! deflate bomb is a rejection, not an allocation (libFuzzer's -rss_limit_mb catches
 //! the other outcome).
 #![no_main]
-use blaster::report::compare::{Metric, RunFigures, compare, parse_limits};
+use blaster::cmd::compare::{Metric, RunFigures, compare, parse_limits};
 use blaster::report::input::{MAIN_HISTOGRAMS, parse_run};
-use blaster::report::merge::merge_texts;
+use blaster::cmd::merge::merge_texts;
 use libfuzzer_sys::fuzz_target;
 
 fn one_line(e: &str, name: &str) {

@@ -6,7 +6,7 @@
 //! write it); it is re-exported here for the layers above.
 pub mod gate;
 pub mod host;
-pub mod pacing;
+pub mod pacing_check;
 
 pub use crate::engine::recorder::{Counters, ErrorKind, Histograms, Snapshot};
 pub use gate::{Gate, Verdict};

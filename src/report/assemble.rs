@@ -15,8 +15,8 @@ use crate::metrics::host::{
     CORE_BUSY_WATERMARK, HostInterval, LINK_SATURATED, OTHER_LOAD_WARN, STEAL_WARN, read_link_speed,
 };
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms};
-use crate::plan::RunPlan;
 use crate::report::hdr::Encoded4;
+use crate::run_plan::RunPlan;
 use std::net::SocketAddr;
 
 /// Shortest schedule the busy-worker gate judges (startup noise dominates below).
@@ -300,40 +300,13 @@ pub fn build(
     setup: Setup,
     interrupted: bool,
 ) -> Report {
-    // The schedule ran until the configured end, or until Ctrl-C stopped it.
-    let stopped_ns = stopped_ns(&c.totals, duration_ns);
-    // What was recorded: from the end of the warm-up (0 without one).
-    let recorded_ns = stopped_ns.saturating_sub(plan.warmup_ns).max(1);
-    let secs = recorded_ns as f64 / 1e9;
-    // Rates count over the whole time it took: a schedule whose requests waited in the
-    // backlog and completed during the drain did not achieve its rate.
-    // Until the last response: timeouts at the end do not stretch it.
-    let last_done_ns = c.totals.iter().map(|t| t.last_done_ns).max().unwrap_or(0);
-    let elapsed = last_done_ns
-        .max(stopped_ns)
-        .saturating_sub(plan.warmup_ns)
-        .max(1) as f64
-        / 1e9;
-    // Busy share while the schedule ran (the drain is mostly sleeping); judged only on
-    // windows long enough to mean something.
-    let busiest = c
-        .totals
-        .iter()
-        .map(|t| (t.core, t.busy_at_stop))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .filter(|_| recorded_ns >= BUSY_WINDOW_MIN_NS);
-    // A closed loop has no timetable to fall behind: the gate does not apply.
-    let verdict = Gate {
-        max_lag_ns: if plan.closed_loop {
-            u64::MAX
-        } else {
-            plan.max_lag_ns
-        },
-    }
-    .judge(
-        &c.total.dispatch_lag,
-        busiest.filter(|_| rate_rps.is_finite() && !plan.closed_loop),
-    );
+    let Timing {
+        stopped_ns,
+        recorded_ns,
+        secs,
+        elapsed,
+    } = Timing::of(plan, &c.totals, duration_ns);
+    let verdict = judge(plan, &c, rate_rps, recorded_ns);
     let link_bps = link_bps(plan, c.iface.as_deref());
     let shape = IntervalShape {
         plan,
@@ -359,7 +332,165 @@ pub fn build(
         plan, rate_rps, ctr, &latency, &service, &wait,
     ));
     let blast = plan.transport == Transport::UdpBlast;
-    let udp = (plan.transport != Transport::Tcp && plan.frames.is_none()).then(|| {
+    let udp = udp_report(plan, ctr, &c.totals, secs, elapsed);
+    let mut replies = crate::engine::recorder::ReplyTally::new();
+    for t in &c.totals {
+        replies.add(&t.replies);
+    }
+    if let Some(d) = diagnose_error_replies(ctr, &replies, &plan.error_status) {
+        diagnosis.push(d);
+    }
+    let http = http_report(plan, ctr, &replies);
+    let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
+    let mix = mix_report(plan, &c.totals);
+    let achieved_rps = if blast {
+        udp.as_ref().map_or(0.0, |u| u.sent_pps)
+    } else {
+        ctr.completed as f64 / elapsed
+    };
+    let features = ring_features(&setup.features, &c.totals);
+    Report {
+        schema_version: SCHEMA_VERSION,
+        valid: verdict.valid,
+        invalid_reasons: verdict.reasons,
+        target: target.to_string(),
+        protocol: protocol(plan.transport),
+        seed: plan.seed,
+        framer: if plan.requests.mixed_framing() {
+            "mixed".to_string()
+        } else {
+            plan.framing.to_string()
+        },
+        config: config(plan, duration_ns),
+        duration_s: secs,
+        elapsed_s: elapsed,
+        rate: Rate {
+            intended_rps: rate_rps,
+            achieved_rps,
+            sent_rps: ctr.sent as f64 / if blast { secs } else { elapsed },
+        },
+        requests: Requests {
+            dispatched: ctr.dispatched,
+            sent: ctr.sent,
+            completed: ctr.completed,
+            errors: ctr.request_errors(),
+            timeouts: ctr.errors_of(ErrorKind::Timeout),
+            cut_off: ctr.cut_off,
+        },
+        error_replies: ctr.errors_of(ErrorKind::ErrorReply),
+        error_replies_by_kind: error_replies_by_kind(&replies),
+        error_latency_ns: Percentiles::of(&c.total.error_latency),
+        bytes: Bytes {
+            sent: ctr.bytes_sent,
+            received: ctr.bytes_received,
+        },
+        errors_by_kind: Report::errors_map(ctr),
+        connections: connections(plan, ctr, &setup, &c.total),
+        connect_time_ns: Percentiles::of(&c.total.connect),
+        host,
+        memory: memory(plan, &setup),
+        mode: mode(plan),
+        latency_ns: latency,
+        service_time_ns: service,
+        dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
+        rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
+        pacing: pacing(plan, &c.total, ctr.dispatched, c.totals.len(), recorded_ns),
+        poisson_fit: poisson_fit(plan, &c.total),
+        arrivals: plan.arrivals.to_string(),
+        connection_wait_ns: wait,
+        workers,
+        io_uring_features: features,
+        threads: Vec::new(),
+        worker_error: None,
+        diagnosis,
+        interrupted,
+        intervals_resolution,
+        intervals,
+        udp,
+        http,
+        mix,
+        first_protocol_error,
+        fleet: None,
+        machine: super::Machine::this(&plan.cores),
+        histograms: c.total,
+        frames: None,
+    }
+}
+
+/// When the schedule stopped, how long was recorded, and how long the run took.
+struct Timing {
+    /// The schedule ran until the configured end, or until Ctrl-C stopped it.
+    stopped_ns: u64,
+    /// What was recorded: from the end of the warm-up (0 without one).
+    recorded_ns: u64,
+    /// `recorded_ns` in seconds.
+    secs: f64,
+    /// Until the last response, from the end of the warm-up, in seconds.
+    elapsed: f64,
+}
+
+impl Timing {
+    fn of(plan: &RunPlan, totals: &[WorkerTotals], duration_ns: u64) -> Timing {
+        let stopped_ns = stopped_ns(totals, duration_ns);
+        let recorded_ns = stopped_ns.saturating_sub(plan.warmup_ns).max(1);
+        // Rates count over the whole time it took: a schedule whose requests waited in
+        // the backlog and completed during the drain did not achieve its rate.
+        // Until the last response: timeouts at the end do not stretch it.
+        let last_done_ns = totals.iter().map(|t| t.last_done_ns).max().unwrap_or(0);
+        let elapsed = last_done_ns
+            .max(stopped_ns)
+            .saturating_sub(plan.warmup_ns)
+            .max(1) as f64
+            / 1e9;
+        Timing {
+            stopped_ns,
+            recorded_ns,
+            secs: recorded_ns as f64 / 1e9,
+            elapsed,
+        }
+    }
+}
+
+/// The validity gate's verdict: dispatch lag, and the busiest worker's share while the
+/// schedule ran (the drain is mostly sleeping), judged only on windows long enough to
+/// mean something.
+fn judge(
+    plan: &RunPlan,
+    c: &Collected,
+    rate_rps: f64,
+    recorded_ns: u64,
+) -> crate::metrics::Verdict {
+    let busiest = c
+        .totals
+        .iter()
+        .map(|t| (t.core, t.busy_at_stop))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|_| recorded_ns >= BUSY_WINDOW_MIN_NS);
+    // A closed loop has no timetable to fall behind: the gate does not apply.
+    Gate {
+        max_lag_ns: if plan.closed_loop {
+            u64::MAX
+        } else {
+            plan.max_lag_ns
+        },
+    }
+    .judge(
+        &c.total.dispatch_lag,
+        busiest.filter(|_| rate_rps.is_finite() && !plan.closed_loop),
+    )
+}
+
+/// The `udp` key: datagrams sent, received, lost, and the send rate (over the recorded
+/// time for a blast, over the whole run otherwise).
+fn udp_report(
+    plan: &RunPlan,
+    ctr: &Counters,
+    totals: &[WorkerTotals],
+    secs: f64,
+    elapsed: f64,
+) -> Option<UdpReport> {
+    let blast = plan.transport == Transport::UdpBlast;
+    (plan.transport != Transport::Tcp && plan.frames.is_none()).then(|| {
         let failed = ctr.errors_of(ErrorKind::Io);
         let sent = if blast {
             ctr.sent.saturating_sub(failed)
@@ -383,20 +514,18 @@ pub fn build(
             },
             sent_pps: sent as f64 / if blast { secs } else { elapsed },
             sent_bps: ctr.bytes_sent as f64 * 8.0 / if blast { secs } else { elapsed },
-            gso: c
-                .totals
-                .iter()
-                .any(|t| t.ring_features.contains(&"udp_gso")),
+            gso: totals.iter().any(|t| t.ring_features.contains(&"udp_gso")),
         }
-    });
-    let mut replies = crate::engine::recorder::ReplyTally::new();
-    for t in &c.totals {
-        replies.add(&t.replies);
-    }
-    if let Some(d) = diagnose_error_replies(ctr, &replies, &plan.error_status) {
-        diagnosis.push(d);
-    }
-    let http = (plan.requests.entries.iter())
+    })
+}
+
+/// The `http` key: status classes and codes, for runs with an HTTP framer.
+fn http_report(
+    plan: &RunPlan,
+    ctr: &Counters,
+    replies: &crate::engine::recorder::ReplyTally,
+) -> Option<HttpReport> {
+    (plan.requests.entries.iter())
         .any(|e| e.framing == crate::proto::Framing::Http1)
         .then(|| HttpReport {
             status_classes: ["other", "1xx", "2xx", "3xx", "4xx", "5xx"]
@@ -417,16 +546,19 @@ pub fn build(
                 })
                 .collect(),
             error_status: plan.error_status.spec(),
-        });
-    let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
-    let mix = plan.requests.is_mix.then(|| {
+        })
+}
+
+/// The `mix` key: each entry's counts and latency, summed over the workers.
+fn mix_report(plan: &RunPlan, totals: &[WorkerTotals]) -> Option<Vec<MixEntryReport>> {
+    plan.requests.is_mix.then(|| {
         plan.requests
             .entries
             .iter()
             .enumerate()
             .map(|(i, e)| {
                 let mut sum = crate::engine::recorder::EntryTotals::new();
-                for t in &c.totals {
+                for t in totals {
                     if let Some(x) = t.entries.get(i) {
                         sum.add(x);
                     }
@@ -442,15 +574,14 @@ pub fn build(
                 }
             })
             .collect()
-    });
-    let achieved_rps = if blast {
-        udp.as_ref().map_or(0.0, |u| u.sent_pps)
-    } else {
-        ctr.completed as f64 / elapsed
-    };
-    let features = {
-        let mut f = setup.features.clone();
-        for t in &c.totals {
+    })
+}
+
+/// The setup's io_uring features, then those any worker's ring added, once each.
+fn ring_features(setup: &[&'static str], totals: &[WorkerTotals]) -> Vec<&'static str> {
+    {
+        let mut f = setup.to_vec();
+        for t in totals {
             for x in &t.ring_features {
                 if !f.contains(x) {
                     f.push(x);
@@ -458,126 +589,122 @@ pub fn build(
             }
         }
         f
-    };
-    Report {
-        schema_version: SCHEMA_VERSION,
-        valid: verdict.valid,
-        invalid_reasons: verdict.reasons,
-        target: target.to_string(),
-        protocol: match plan.transport {
-            Transport::Tcp => "tcp",
-            Transport::Udp => "udp",
-            Transport::UdpBlast => "udp-blast",
-        },
-        seed: plan.seed,
-        framer: if plan.requests.mixed_framing() {
-            "mixed".to_string()
-        } else {
-            plan.framing.to_string()
-        },
-        config: Config {
-            cores: plan.cores.clone(),
-            connections: plan.connections,
-            pipeline: plan.pipeline,
-            payload_bytes: plan.requests.max_len(),
-            duration_ns,
-            warmup_ns: plan.warmup_ns,
-            timeout_ns: plan.timeout_ns,
-            max_lag_ns: plan.max_lag_ns,
-            control_core: plan.control_core,
-            resolution_ns: plan.precision.resolution_ns,
-            spin: plan.precision.spin.to_string(),
-        },
-        duration_s: secs,
-        elapsed_s: elapsed,
-        rate: Rate {
-            intended_rps: rate_rps,
-            achieved_rps,
-            sent_rps: ctr.sent as f64 / if blast { secs } else { elapsed },
-        },
-        requests: Requests {
-            dispatched: ctr.dispatched,
-            sent: ctr.sent,
-            completed: ctr.completed,
-            errors: ctr.request_errors(),
-            timeouts: ctr.errors_of(ErrorKind::Timeout),
-            cut_off: ctr.cut_off,
-        },
-        error_replies: ctr.errors_of(ErrorKind::ErrorReply),
-        error_replies_by_kind: {
-            let mut m: std::collections::BTreeMap<String, u64> =
-                replies.names.iter().cloned().collect();
-            if replies.other_names > 0 {
-                m.insert("(other)".into(), replies.other_names);
+    }
+}
+
+fn protocol(transport: Transport) -> &'static str {
+    match transport {
+        Transport::Tcp => "tcp",
+        Transport::Udp => "udp",
+        Transport::UdpBlast => "udp-blast",
+    }
+}
+
+fn config(plan: &RunPlan, duration_ns: u64) -> Config {
+    Config {
+        cores: plan.cores.clone(),
+        connections: plan.connections,
+        pipeline: plan.pipeline,
+        payload_bytes: plan.requests.max_len(),
+        duration_ns,
+        warmup_ns: plan.warmup_ns,
+        timeout_ns: plan.timeout_ns,
+        max_lag_ns: plan.max_lag_ns,
+        control_core: plan.control_core,
+        resolution_ns: plan.precision.resolution_ns,
+        spin: plan.precision.spin.to_string(),
+    }
+}
+
+/// Error replies by name, the names beyond the tally's bound as `(other)`.
+fn error_replies_by_kind(
+    replies: &crate::engine::recorder::ReplyTally,
+) -> std::collections::BTreeMap<String, u64> {
+    {
+        let mut m: std::collections::BTreeMap<String, u64> =
+            replies.names.iter().cloned().collect();
+        if replies.other_names > 0 {
+            m.insert("(other)".into(), replies.other_names);
+        }
+        m
+    }
+}
+
+fn connections(plan: &RunPlan, ctr: &Counters, setup: &Setup, total: &Histograms) -> Connections {
+    Connections {
+        requested: plan.connections,
+        established: setup.established,
+        opened: ctr.connections_opened,
+        failed: ctr.connections_failed,
+        failed_by_errno: (setup.errno_names.iter().cloned())
+            .zip(ctr.failed_errno)
+            .filter(|&(_, n)| n > 0)
+            .collect(),
+        closed_by_target: ctr.closed_by_target,
+        reconnects: ctr.reconnects,
+        reconnect_delay_ns: Percentiles::of(&total.reconnect_delay),
+        establish_all_ns: setup.establish_ns,
+        rings_per_core: plan.rings_per_core,
+        wall: setup.wall.clone().filter(|_| ctr.connections_failed > 0),
+    }
+}
+
+fn memory(plan: &RunPlan, setup: &Setup) -> Memory {
+    Memory {
+        // A connection per request holds none at the start: per connection slot.
+        user_bytes_per_connection: setup.rss_growth as f64
+            / if plan.per_request {
+                plan.connections as u64
+            } else {
+                setup.established.max(1)
+            } as f64,
+        rss_growth_bytes: setup.rss_growth,
+    }
+}
+
+/// The load model: frames, closed loop, hold, a connection per request, or persistent.
+fn mode(plan: &RunPlan) -> &'static str {
+    if plan.frames.is_some() {
+        "frames"
+    } else if plan.closed_loop {
+        "closed_loop"
+    } else if plan.hold {
+        "hold"
+    } else if plan.per_request {
+        "per_request"
+    } else {
+        "persistent"
+    }
+}
+
+/// The pacing self-check against the intended arrivals.
+fn pacing(
+    plan: &RunPlan,
+    total: &Histograms,
+    dispatched: u64,
+    workers: usize,
+    recorded_ns: u64,
+) -> Option<crate::metrics::pacing_check::Pacing> {
+    crate::metrics::pacing_check::judge(
+        &total.pacing,
+        crate::engine::GAP_SCALE,
+        &total.dispatch_lag,
+        match plan.arrivals {
+            crate::schedule::ArrivalKind::Constant => {
+                crate::metrics::pacing_check::Intended::Constant
             }
-            m
+            crate::schedule::ArrivalKind::Poisson => {
+                crate::metrics::pacing_check::Intended::Poisson
+            }
         },
-        error_latency_ns: Percentiles::of(&c.total.error_latency),
-        bytes: Bytes {
-            sent: ctr.bytes_sent,
-            received: ctr.bytes_received,
-        },
-        errors_by_kind: Report::errors_map(ctr),
-        connections: Connections {
-            requested: plan.connections,
-            established: setup.established,
-            opened: ctr.connections_opened,
-            failed: ctr.connections_failed,
-            failed_by_errno: (setup.errno_names.iter().cloned())
-                .zip(ctr.failed_errno)
-                .filter(|&(_, n)| n > 0)
-                .collect(),
-            closed_by_target: ctr.closed_by_target,
-            reconnects: ctr.reconnects,
-            reconnect_delay_ns: Percentiles::of(&c.total.reconnect_delay),
-            establish_all_ns: setup.establish_ns,
-            rings_per_core: plan.rings_per_core,
-            wall: setup.wall.clone().filter(|_| ctr.connections_failed > 0),
-        },
-        connect_time_ns: Percentiles::of(&c.total.connect),
-        host,
-        memory: Memory {
-            // A connection per request holds none at the start: per connection slot.
-            user_bytes_per_connection: setup.rss_growth as f64
-                / if plan.per_request {
-                    plan.connections as u64
-                } else {
-                    setup.established.max(1)
-                } as f64,
-            rss_growth_bytes: setup.rss_growth,
-        },
-        mode: if plan.frames.is_some() {
-            "frames"
-        } else if plan.closed_loop {
-            "closed_loop"
-        } else if plan.hold {
-            "hold"
-        } else if plan.per_request {
-            "per_request"
-        } else {
-            "persistent"
-        },
-        latency_ns: latency,
-        service_time_ns: service,
-        dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
-        rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
-        pacing: crate::metrics::pacing::judge(
-            &c.total.pacing,
-            crate::engine::GAP_SCALE,
-            &c.total.dispatch_lag,
-            match plan.arrivals {
-                crate::schedule::ArrivalKind::Constant => {
-                    crate::metrics::pacing::Intended::Constant
-                }
-                crate::schedule::ArrivalKind::Poisson => crate::metrics::pacing::Intended::Poisson,
-            },
-            // A worker's mean intended gap, from what the workers dispatched.
-            recorded_ns as f64 * c.totals.len() as f64 / ctr.dispatched.max(1) as f64,
-        ),
-        poisson_fit: crate::metrics::gate::ks_exponential(
-            &c.total.pacing,
-            crate::engine::GAP_SCALE,
-        )
+        // A worker's mean intended gap, from what the workers dispatched.
+        recorded_ns as f64 * workers as f64 / dispatched.max(1) as f64,
+    )
+}
+
+/// The Kolmogorov-Smirnov fit of the gaps to Poisson arrivals, for Poisson runs.
+fn poisson_fit(plan: &RunPlan, total: &Histograms) -> Option<crate::report::PoissonFit> {
+    crate::metrics::gate::ks_exponential(&total.pacing, crate::engine::GAP_SCALE)
         .filter(|_| plan.arrivals == crate::schedule::ArrivalKind::Poisson)
         .map(|(d, n)| {
             let critical = crate::metrics::gate::ks_critical_1pct(n);
@@ -587,26 +714,7 @@ pub fn build(
                 ks_critical_1pct: critical,
                 rejected: d > critical,
             }
-        }),
-        arrivals: plan.arrivals.to_string(),
-        connection_wait_ns: wait,
-        workers,
-        io_uring_features: features,
-        threads: Vec::new(),
-        worker_error: None,
-        diagnosis,
-        interrupted,
-        intervals_resolution,
-        intervals,
-        udp,
-        http,
-        mix,
-        first_protocol_error,
-        fleet: None,
-        machine: super::Machine::this(&plan.cores),
-        histograms: c.total,
-        frames: None,
-    }
+        })
 }
 
 /// When most replies were errors: the top code or reply and its share.

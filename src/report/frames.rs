@@ -7,7 +7,7 @@ use super::hdr;
 use crate::engine::pacing::{BusyCpu, busy_cpu_ns};
 use crate::engine::recorder::{FrameCounters, FrameTotals, WorkerTotals};
 use crate::metrics::Histograms;
-use crate::plan::RunPlan;
+use crate::run_plan::RunPlan;
 use crate::units::fmt_ns;
 use serde::Serialize;
 use std::fmt::Write;

@@ -10,7 +10,7 @@
 //! legend beside the plot names both (file name first).
 //!
 //! [`render`] is a pure function from the runs read back by [`super::input`] to the
-//! page's text; the command in `app` does the reading and the writing.
+//! page's text; the command in `cmd` does the reading and the writing.
 
 use super::Percentiles;
 use super::input::RunInput;

@@ -2,15 +2,13 @@
 //! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
 //! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
 pub mod assemble;
-pub mod compare;
 pub mod export;
-pub mod fleet;
+pub mod fleet_report;
 pub mod frames;
 pub mod hdr;
 pub mod html;
 pub mod input;
 pub mod json;
-pub mod merge;
 pub mod output;
 pub mod progress;
 pub mod series;
@@ -392,9 +390,9 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poisson_fit: Option<PoissonFit>,
     /// The pacing self-check at the run's pacing resolution (TCP runs with a
-    /// timetable): see [`crate::metrics::pacing`].
+    /// timetable): see [`crate::metrics::pacing_check`].
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pacing: Option<crate::metrics::pacing::Pacing>,
+    pub pacing: Option<crate::metrics::pacing_check::Pacing>,
     pub connection_wait_ns: Percentiles,
     pub workers: Vec<WorkerReport>,
     pub io_uring_features: Vec<&'static str>,
@@ -427,7 +425,7 @@ pub struct Report {
     pub first_protocol_error: Option<String>,
     /// Which shard of which run, the common start and the clock (`--shard`,
     /// `--start-at`, `--run-id`); present for every run (a whole run is shard 0/1).
-    pub fleet: Option<fleet::FleetReport>,
+    pub fleet: Option<fleet_report::FleetReport>,
     /// The machine and the command that produced this report.
     pub machine: Machine,
     /// The run's merged histograms (ns), encoded: see [`hdr::Embedded`].

@@ -14,7 +14,7 @@
 
 use super::Percentiles;
 use super::text;
-use crate::plan::Progress;
+use crate::run_plan::Progress;
 use crate::units::{fmt_ns, fmt_rate};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;

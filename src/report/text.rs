@@ -14,6 +14,35 @@ pub fn render(r: &Report) -> String {
 pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     let mut s = String::new();
     let w = &mut s;
+    write_invalid_banner(w, r);
+    write_header(w, r);
+    write_rate(w, r);
+    let _ = writeln!(w);
+    write_latency(w, r);
+    let _ = writeln!(w);
+    write_health(w, r);
+    let _ = writeln!(w);
+    write_requests(w, r);
+    write_connections(w, r);
+    write_workers(w, r);
+    write_host(w, r);
+    write_udp(w, r);
+    write_http(w, r);
+    write_mix(w, r);
+    write_notes(w, r);
+    if let Some(v) = verdict {
+        w.push_str(v);
+    }
+    if r.valid {
+        let _ = writeln!(w, "run: VALID");
+    } else {
+        let _ = writeln!(w, "run: INVALID (exit code 3)");
+    }
+    s
+}
+
+/// The banner of an invalid run: the generator, not the target, was the limit.
+fn write_invalid_banner(w: &mut String, r: &Report) {
     if !r.valid {
         let _ = writeln!(w, "{}", "=".repeat(78));
         let _ = writeln!(
@@ -25,6 +54,11 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         }
         let _ = writeln!(w, "{}", "=".repeat(78));
     }
+}
+
+/// The first line (protocol, target, framer, seed, cores, connections, pipeline,
+/// payload) and a shard's fleet line.
+fn write_header(w: &mut String, r: &Report) {
     let _ = writeln!(
         w,
         "blaster: {} {} framer={} seed={} cores={} connections={} pipeline={} payload={}B{}",
@@ -42,6 +76,11 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     if let Some(f) = r.fleet.as_ref().filter(|f| f.reads_wall_clock()) {
         let _ = writeln!(w, "fleet: {}", f.text_line());
     }
+}
+
+/// The rate: closed loop, a timetable (its shape, arrivals, pacing checks and the
+/// achieved rate) or `max`.
+fn write_rate(w: &mut String, r: &Report) {
     if r.mode == "closed_loop" {
         let _ = writeln!(
             w,
@@ -57,37 +96,7 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         } else if r.arrivals != "constant" {
             let _ = writeln!(w, "arrivals: {}", r.arrivals);
         }
-        if let Some(p) = &r.poisson_fit {
-            let _ = writeln!(
-                w,
-                "pacing vs Poisson: KS D = {:.4} over {} gaps (1% critical {:.4}): {}",
-                p.ks_d,
-                p.gaps,
-                p.ks_critical_1pct,
-                if p.rejected {
-                    "the sends did NOT follow the intended process"
-                } else {
-                    "consistent with the intended process"
-                }
-            );
-        }
-        if let Some(p) = &r.pacing {
-            let _ = writeln!(
-                w,
-                "pacing: {} at resolution {} ({:.2} of a worker's mean gap {}): D = {:.4} over {} \
-                 gaps (critical {:.4}; plain KS D = {:.4}, critical {:.4})",
-                if p.passed() { "PASS" } else { "FAIL" },
-                fmt_ns(p.resolution_ns),
-                p.resolution_gaps,
-                fmt_ns(p.mean_gap_ns as u64),
-                p.statistic,
-                p.gaps,
-                p.critical,
-                p.raw_statistic,
-                p.raw_critical,
-            );
-            let _ = writeln!(w, "  {}", p.reason);
-        }
+        write_pacing(w, r);
         let _ = writeln!(
             w,
             "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
@@ -106,7 +115,45 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             r.duration_s,
         );
     }
-    let _ = writeln!(w);
+}
+
+/// The pacing checks of a run on a timetable: the Poisson fit and the pacing verdict.
+fn write_pacing(w: &mut String, r: &Report) {
+    if let Some(p) = &r.poisson_fit {
+        let _ = writeln!(
+            w,
+            "pacing vs Poisson: KS D = {:.4} over {} gaps (1% critical {:.4}): {}",
+            p.ks_d,
+            p.gaps,
+            p.ks_critical_1pct,
+            if p.rejected {
+                "the sends did NOT follow the intended process"
+            } else {
+                "consistent with the intended process"
+            }
+        );
+    }
+    if let Some(p) = &r.pacing {
+        let _ = writeln!(
+            w,
+            "pacing: {} at resolution {} ({:.2} of a worker's mean gap {}): D = {:.4} over {} \
+             gaps (critical {:.4}; plain KS D = {:.4}, critical {:.4})",
+            if p.passed() { "PASS" } else { "FAIL" },
+            fmt_ns(p.resolution_ns),
+            p.resolution_gaps,
+            fmt_ns(p.mean_gap_ns as u64),
+            p.statistic,
+            p.gaps,
+            p.critical,
+            p.raw_statistic,
+            p.raw_critical,
+        );
+        let _ = writeln!(w, "  {}", p.reason);
+    }
+}
+
+/// The latency table (latency and service time), or the frame figures of a frames run.
+fn write_latency(w: &mut String, r: &Report) {
     if let Some(f) = &r.frames {
         // Frames are never answered: no latency table; the frame figures instead.
         super::frames::render(f, w);
@@ -147,7 +194,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
              service time counts from the actual send, as closed-loop tools such as wrk report it."
         );
     }
-    let _ = writeln!(w);
+}
+
+/// The generator's health: dispatch lag against its gate, and the connection wait.
+fn write_health(w: &mut String, r: &Report) {
     if let Some(lag) = &r.dispatch_lag_ns {
         let _ = writeln!(
             w,
@@ -171,7 +221,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         fmt_ns(r.connection_wait_ns.p99),
         fmt_ns(r.connection_wait_ns.max)
     );
-    let _ = writeln!(w);
+}
+
+/// The requests' fate, error replies, errors by kind and the bytes moved.
+fn write_requests(w: &mut String, r: &Report) {
     let q = &r.requests;
     let _ = writeln!(
         w,
@@ -209,7 +262,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         "bytes: {} sent, {} received",
         r.bytes.sent, r.bytes.received
     );
-    write_connections(w, r);
+}
+
+/// One line per worker: its core, CPU, busy share, CPU per request, backlog peak.
+fn write_workers(w: &mut String, r: &Report) {
     for (i, wk) in r.workers.iter().enumerate() {
         let _ = writeln!(
             w,
@@ -226,6 +282,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             wk.backlog_peak
         );
     }
+}
+
+/// The host: core load, steal, the interface's traffic and link, drops.
+fn write_host(w: &mut String, r: &Report) {
     let h = &r.host;
     let link = match (h.link_speed_bps, h.link_utilization_max) {
         (Some(l), Some(u)) => format!("{:.0}% of its {:.0} Mbit/s link", u * 100.0, l as f64 / 1e6),
@@ -244,6 +304,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         h.rx_bps_max / 1e6,
         h.drops
     );
+}
+
+/// UDP: sent, received, lost, duplicates, reordered, late, foreign, joined.
+fn write_udp(w: &mut String, r: &Report) {
     if let Some(u) = &r.udp {
         let _ = writeln!(
             w,
@@ -269,6 +333,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             );
         }
     }
+}
+
+/// HTTP status classes and codes.
+fn write_http(w: &mut String, r: &Report) {
     if let Some(h) = &r.http {
         let classes: Vec<String> = h
             .status_classes
@@ -286,6 +354,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             h.error_status
         );
     }
+}
+
+/// The mix table: one row per entry.
+fn write_mix(w: &mut String, r: &Report) {
     if let Some(mix) = &r.mix {
         let _ = writeln!(
             w,
@@ -306,6 +378,10 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
             );
         }
     }
+}
+
+/// The first protocol error, io_uring features, threads outside the cores, diagnosis notes.
+fn write_notes(w: &mut String, r: &Report) {
     if let Some(bad) = &r.first_protocol_error {
         let _ = writeln!(w, "first protocol error: {bad}");
     }
@@ -326,15 +402,6 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     for d in &r.diagnosis {
         let _ = writeln!(w, "note: {d}");
     }
-    if let Some(v) = verdict {
-        w.push_str(v);
-    }
-    if r.valid {
-        let _ = writeln!(w, "run: VALID");
-    } else {
-        let _ = writeln!(w, "run: INVALID (exit code 3)");
-    }
-    s
 }
 
 /// The once-a-second line on stderr.

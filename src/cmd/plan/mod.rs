@@ -20,14 +20,14 @@
 //! (`--cost-ns-per-msg`) or measured: a baseline's busy CPU per request (`--from`), or
 //! a frames run's client CPU per frame sent or received (`--from-frames`).
 
-pub mod fleet;
+pub mod fleet_plan;
 
 use crate::cli::PlanArgs;
 use crate::limits::{
     PLAN_GENERATORS_MAX, PLAN_NIC_GBPS_MIN, PLAN_SYSCALLS_PER_CORE_MIN, PLAN_USERS_MAX,
     PLAN_WATERMARK_MIN,
 };
-use crate::plan::PlanError;
+use crate::run_plan::PlanError;
 use serde::Serialize;
 
 /// Bytes of memory per connection behind [`crate::limits::CONNS_PER_MACHINE_DEFAULT`].
@@ -127,7 +127,7 @@ pub struct PlanReport {
     pub with_100gbps_nic: ClusterPlan,
     /// The sized cluster as commands: shards, per-shard command lines, Kubernetes and
     /// Ansible values.
-    pub fleet: fleet::FleetPlan,
+    pub fleet: fleet_plan::FleetPlan,
     pub notes: Vec<String>,
 }
 
@@ -327,7 +327,7 @@ pub fn plan_report(i: &PlanInput) -> Result<PlanReport, PlanError> {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "plan",
         input: i.clone(),
-        fleet: fleet::fleet_plan(i, &plan),
+        fleet: fleet_plan::fleet_plan(i, &plan),
         plan,
         with_100gbps_nic,
         notes,
@@ -454,7 +454,7 @@ pub fn render(r: &PlanReport) -> String {
         w.coordinators,
         w.machines
     ));
-    s.push_str(&fleet::render(&r.fleet));
+    s.push_str(&fleet_plan::render(&r.fleet));
     for n in &r.notes {
         s.push_str(&format!("note: {n}\n"));
     }

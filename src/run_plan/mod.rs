@@ -4,6 +4,7 @@
 
 mod build;
 mod facts;
+pub mod fleet;
 mod frames;
 mod parse;
 mod sink;
@@ -18,10 +19,10 @@ use crate::engine::Transport;
 use crate::engine::backoff::Backoff;
 use crate::engine::socket::SockOpts;
 use crate::engine::worker_plan::FramePlan;
-use crate::fleet::Fleet;
 use crate::limits::FD_MARGIN;
 use crate::proto::Framing;
 use crate::request::RequestSet;
+use crate::run_plan::fleet::Fleet;
 use crate::schedule::{ArrivalKind, RateShape};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

@@ -75,7 +75,7 @@ pub enum PreflightError {
 
 /// The memory and cores checks of [`checks`] for `plan` on this machine: the first
 /// FAIL as an error carrying its line.
-pub fn check_host(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
+pub fn check_host(plan: &crate::run_plan::RunPlan) -> Result<(), PreflightError> {
     frames_memory(plan)?;
     let needs = checks::Needs::of(plan);
     let found = checks::run_time(&needs, &checks::Host::this_machine());
@@ -88,7 +88,7 @@ pub fn check_host(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
 /// A frames plan's receive accounting (allocated whole at start, connections x room
 /// size sequence windows) against the `MemAvailable` the plan gathered: a plan that
 /// cannot fit is refused before anything connects, instead of aborting on allocation.
-pub fn frames_memory(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
+pub fn frames_memory(plan: &crate::run_plan::RunPlan) -> Result<(), PreflightError> {
     let (Some(f), Some(available)) = (&plan.frames, plan.mem_available) else {
         return Ok(());
     };
@@ -115,9 +115,9 @@ pub use crate::limits::{RING_FILES_MIN, RINGS_PER_CORE_MAX};
 /// budget of every (source, destination) pair, and the descriptor limit, raised to the
 /// hard one. Sockets live in each ring's file table (capped at RLIMIT_NOFILE per ring,
 /// not per process), so a plan beyond the limit runs with several rings per core: the
-/// plan's [`RingLayout`](crate::plan::RingLayout), computed from the same limits when
+/// plan's [`RingLayout`](crate::run_plan::RingLayout), computed from the same limits when
 /// it was built; a layout that does not fit is refused here.
-pub fn check_plan(plan: &crate::plan::RunPlan) -> Result<(), PreflightError> {
+pub fn check_plan(plan: &crate::run_plan::RunPlan) -> Result<(), PreflightError> {
     let conns = plan.connections as u64;
     if plan.transport != crate::engine::Transport::Tcp {
         ensure_fds(conns, FD_MARGIN)?;
@@ -232,7 +232,7 @@ mod tests {
         connections: &str,
         room: &str,
         mem_available: Option<u64>,
-    ) -> crate::plan::RunPlan {
+    ) -> crate::run_plan::RunPlan {
         use clap::Parser;
         let argv = [
             "blaster",
@@ -252,12 +252,12 @@ mod tests {
         else {
             unreachable!()
         };
-        let facts = crate::plan::HostFacts {
+        let facts = crate::run_plan::HostFacts {
             mem_available,
-            ..crate::plan::HostFacts::with_cores(&[0, 1])
+            ..crate::run_plan::HostFacts::with_cores(&[0, 1])
                 .resolving("127.0.0.1:9", "127.0.0.1:9".parse().unwrap())
         };
-        crate::plan::RunPlan::build(&a, &facts).unwrap()
+        crate::run_plan::RunPlan::build(&a, &facts).unwrap()
     }
 
     #[test]

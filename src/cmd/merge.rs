@@ -1,7 +1,7 @@
 //! `blaster merge`: the shards of one run (`--shard i/N`) back into one report.
 //!
 //! - Files must be blaster run reports of this schema, read and checked whole by
-//!   [`super::input`] (bounded reading, every histogram decoded within its bounds,
+//!   [`crate::report::input`] (bounded reading, every histogram decoded within its bounds,
 //!   counters non-negative and consistent with the histograms), of the same run (run
 //!   id), the same plan (fingerprint, target, shard count), each shard at most once:
 //!   anything else is refused with one line naming the file and the reason.
@@ -16,8 +16,10 @@
 //!   shards are named (`2 of 8 missing: 3, 6`) and make it incomplete, never silently
 //!   smaller.
 
-use super::input::{CheckedRun, InputError, MAIN_HISTOGRAMS as HISTOGRAMS, parse_run, read_run};
-use super::{Percentiles, hdr};
+use crate::report::input::{
+    CheckedRun, InputError, MAIN_HISTOGRAMS as HISTOGRAMS, parse_run, read_run,
+};
+use crate::report::{Percentiles, hdr};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -73,7 +75,7 @@ pub fn merge_texts(files: &[(String, String)]) -> Result<Merged, MergeError> {
     merge_runs(runs)
 }
 
-/// Merges runs read and checked by [`super::input`].
+/// Merges runs read and checked by [`crate::report::input`].
 fn merge_runs(runs: Vec<(String, CheckedRun)>) -> Result<Merged, MergeError> {
     let mut shards: Vec<Shard> = Vec::with_capacity(runs.len());
     for (path, run) in runs {

@@ -42,11 +42,11 @@
 //! the knee is taken on deviation p99 against the count.
 
 use crate::cli::{RunArgs, SearchArgs};
+use crate::cmd::run::{RunError, execute};
 use crate::limits::DURATION_NS_MAX;
-use crate::plan::{HostFacts, PlanError, ROOM_SIZE_DEFAULT, RunPlan};
 use crate::report::Report;
 use crate::report::progress::Live;
-use crate::run::{RunError, execute};
+use crate::run_plan::{HostFacts, PlanError, ROOM_SIZE_DEFAULT, RunPlan};
 use crate::slo::{Observed, Slo, Verdict};
 use crate::units::{fmt_ns, fmt_rate};
 use serde::Serialize;
@@ -143,7 +143,7 @@ fn parse_precision(s: &str) -> Result<f64, PlanError> {
     Ok(r)
 }
 
-/// Validates the search's own flags (the run flags are validated by [`plan`], which
+/// Validates the search's own flags (the run flags are validated by [`crate::run_plan`], which
 /// builds the steps' plan from the [`run_args`] built from them).
 pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
     let spec = a
@@ -192,7 +192,7 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         }
         m => m,
     };
-    let step = crate::plan::parse_duration("step-duration", &a.step_duration)?.as_nanos();
+    let step = crate::run_plan::parse_duration("step-duration", &a.step_duration)?.as_nanos();
     if step < STEP_NS_MIN as u128 || step > DURATION_NS_MAX as u128 {
         return Err(err(
             "step-duration",
@@ -225,7 +225,7 @@ struct RunDefaults {
 }
 
 /// The `run` arguments of every step: the search's run flags, `run`'s defaults for
-/// the rest. No `--rate`: [`plan`] sets the start rate, each step its own.
+/// the rest. No `--rate`: [`crate::run_plan`] sets the start rate, each step its own.
 pub fn run_args(a: &SearchArgs) -> Result<RunArgs, PlanError> {
     use clap::Parser;
     let mut r = RunDefaults::try_parse_from(std::iter::empty::<String>())
@@ -828,7 +828,7 @@ pub fn run(
         let step = step_plan(plan, r, facts, cfg, value)?;
         if step.connections != plan.connections {
             // A larger table than the first step's: the limits it needs, again.
-            crate::preflight::check_plan(&step)?;
+            crate::cmd::preflight::check_plan(&step)?;
         }
         let report = execute(
             &step,
@@ -883,6 +883,15 @@ pub fn render(r: &SearchReport) -> String {
     }
     let mut s = String::new();
     let w = &mut s;
+    write_header(w, r);
+    write_steps(w, r);
+    write_conclusions(w, r);
+    write_stopped_by(w, r);
+    s
+}
+
+/// The first line: target, SLO, the steps' start and growth, precision, the plan.
+fn write_header(w: &mut String, r: &SearchReport) {
     let c = &r.config;
     let growth = match (c.factor, c.step_rps) {
         (Some(f), _) => format!("x{f}"),
@@ -903,6 +912,10 @@ pub fn render(r: &SearchReport) -> String {
         c.pipeline,
         c.payload_bytes
     );
+}
+
+/// One row per step, in order of intended rate.
+fn write_steps(w: &mut String, r: &SearchReport) {
     let _ = writeln!(
         w,
         "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>6} {:>5}  slo",
@@ -937,6 +950,10 @@ pub fn render(r: &SearchReport) -> String {
         );
     }
     let _ = writeln!(w, "(busy: CPU share of the busiest generator worker core)");
+}
+
+/// The max safe throughput with its in-flight count, and the knee.
+fn write_conclusions(w: &mut String, r: &SearchReport) {
     match (r.max_safe_throughput_rps, r.max_safe_intended_rps) {
         (Some(a), Some(i)) => {
             let _ = writeln!(
@@ -976,6 +993,10 @@ pub fn render(r: &SearchReport) -> String {
             );
         }
     }
+}
+
+/// What stopped the search, and whether Ctrl-C cut it short.
+fn write_stopped_by(w: &mut String, r: &SearchReport) {
     let bad = r.first_bad_rps.map(fmt_rate).unwrap_or_default();
     let _ = match r.stopped_by {
         StoppedBy::Target if r.max_safe_throughput_rps.is_none() => writeln!(
@@ -1019,7 +1040,6 @@ pub fn render(r: &SearchReport) -> String {
             "interrupted: the conclusions cover the steps measured before Ctrl-C"
         );
     }
-    s
 }
 
 mod axis;

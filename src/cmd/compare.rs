@@ -12,7 +12,7 @@
 //!   (the sign says which way is worse; `rate=X%` means the same).
 //!
 //! Pure: parsing, loading from a parsed JSON value, comparing and rendering; the command
-//! in `app` reads the files and maps the outcome to the exit code.
+//! in `cmd` reads the files and maps the outcome to the exit code.
 
 use crate::report::SCHEMA_VERSION;
 use crate::report::input::CheckedRun;

@@ -1,15 +1,25 @@
-//! The command-line application: parse, plan, run, report. `main` only maps the
-//! [`Outcome`] or [`AppError`] to an exit code.
+//! The commands: parse the command line, then run one subcommand (`run`, `sink`,
+//! `preflight`, `plan`, `search`, `report`, `compare`, `merge`). `main` only maps the
+//! [`Outcome`] or [`AppError`] to an exit code. The top layer: everything here may use
+//! every other module; nothing outside `cmd` uses it.
+
+pub mod baseline;
+pub mod compare;
+pub mod merge;
+pub mod plan;
+pub mod preflight;
+pub mod run;
+pub mod search;
 
 use crate::cli::{
     Cli, Command, CompareArgs, PlanArgs, ReportArgs, RunArgs, SearchArgs, SinkArgs,
     with_default_subcommand,
 };
+use crate::cmd::run::{RunError, execute};
 use crate::outcome::{Outcome, exit};
-use crate::plan::{HostFacts, PlanError, RunPlan, sink_config, usable_cores};
 use crate::report::export::{self, Outputs};
 use crate::report::{json, text};
-use crate::run::{RunError, execute};
+use crate::run_plan::{HostFacts, PlanError, RunPlan, sink_config, usable_cores};
 use crate::slo::{Observed, Slo, Verdict};
 use clap::Parser;
 use std::sync::Arc;
@@ -32,7 +42,7 @@ pub enum AppError {
     Render(#[from] crate::report::html::RenderError),
     /// Shard files that do not belong together, or are not run reports.
     #[error(transparent)]
-    Merge(#[from] crate::report::merge::MergeError),
+    Merge(#[from] crate::cmd::merge::MergeError),
     /// `--metrics-listen`'s address could not be bound (in use, not local).
     #[error(transparent)]
     Listen(#[from] export::metrics_server::ListenError),
@@ -131,7 +141,8 @@ fn distinct_outputs(outputs: &[(&str, Option<&std::path::Path>)]) -> Result<(), 
 
 /// `blaster merge SHARD.json...`: adds the shards' histograms into one run report.
 fn merge_command(a: &crate::cli::MergeArgs) -> Result<Outcome, AppError> {
-    use crate::report::{html, input, json, merge, output};
+    use crate::cmd::merge;
+    use crate::report::{html, input, json, output};
     // Outputs are claimed first, so a bad path fails before any work.
     distinct_outputs(&[("json", a.json.as_deref()), ("html", a.html.as_deref())])?;
     let slo = a
@@ -324,27 +335,27 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     let json_out = json::claim(plan.json.as_deref())?;
     let json_stdout = json::is_stdout(plan.json.as_deref()) || exporters.stdout_taken;
     // Memory and cores before anything connects (descriptors and ports: check_plan).
-    crate::preflight::check_host(&plan).map_err(RunError::from)?;
+    crate::cmd::preflight::check_host(&plan).map_err(RunError::from)?;
     let Some(target) = plan.target else {
         // Generator and in-process sink both hold the connections.
-        crate::preflight::ensure_fds(plan.connections as u64 * 2, crate::limits::FD_MARGIN)
+        crate::cmd::preflight::ensure_fds(plan.connections as u64 * 2, crate::limits::FD_MARGIN)
             .map_err(RunError::from)?;
-        let b = crate::baseline::run(&plan, stop, &facts.usable_cores)?;
-        emit_text(&crate::baseline::render(&b), json_stdout);
+        let b = crate::cmd::baseline::run(&plan, stop, &facts.usable_cores)?;
+        emit_text(&crate::cmd::baseline::render(&b), json_stdout);
         if let Some(d) = json_out {
             d.write(&b)?;
         }
         // No step the generator kept up with: as an invalid run, exit 3.
-        let none = matches!(b.verdict, crate::baseline::Verdict::NoValidStep { .. });
+        let none = matches!(b.verdict, crate::cmd::baseline::Verdict::NoValidStep { .. });
         return Ok(if none && !b.interrupted {
             Outcome::Invalid
         } else {
             Outcome::Ok
         });
     };
-    crate::preflight::check_plan(&plan).map_err(RunError::from)?;
+    crate::cmd::preflight::check_plan(&plan).map_err(RunError::from)?;
     let rate = plan.rate_rps.expect("plan requires --rate with --target");
-    if let Some(w) = crate::run::time_wait_warning(&plan, rate) {
+    if let Some(w) = crate::cmd::run::time_wait_warning(&plan, rate) {
         crate::errln!("blaster: warning: {w}");
     }
     let report = execute(
@@ -392,30 +403,31 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
 
 /// `blaster search`: steps the rate against --target until --slo breaks.
 fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
-    let cfg = crate::search::config_from_args(a)?;
-    let run_args = crate::search::run_args(a)?;
+    let cfg = crate::cmd::search::config_from_args(a)?;
+    let run_args = crate::cmd::search::run_args(a)?;
     let facts = HostFacts::gather(&run_args);
-    let plan = crate::search::plan(&run_args, &facts, &cfg)?;
+    let plan = crate::cmd::search::plan(&run_args, &facts, &cfg)?;
     let target = plan
         .target
         .ok_or_else(|| AppError::Usage("--target: is required".into()))?;
     // Claimed before anything connects: an unwritable path fails now.
     let json_out = json::claim(a.json.as_deref())?;
-    crate::preflight::check_host(&plan).map_err(RunError::from)?;
-    crate::preflight::check_plan(&plan).map_err(RunError::from)?;
+    crate::cmd::preflight::check_host(&plan).map_err(RunError::from)?;
+    crate::cmd::preflight::check_plan(&plan).map_err(RunError::from)?;
     let json_stdout = json::is_stdout(a.json.as_deref());
     let json_file = json::rewritable(a.json.as_deref());
-    let report = crate::search::run(&plan, (&run_args, &facts), target, &cfg, stop, |partial| {
-        // Rewritten after every step, so an aborted search still leaves its steps.
-        match json_file {
-            Some(p) => json::write(p, partial).map_err(|e| RunError::Output {
-                path: e.path,
-                source: e.source,
-            }),
-            None => Ok(()),
-        }
-    })?;
-    emit_text(&crate::search::render(&report), json_stdout);
+    let report =
+        crate::cmd::search::run(&plan, (&run_args, &facts), target, &cfg, stop, |partial| {
+            // Rewritten after every step, so an aborted search still leaves its steps.
+            match json_file {
+                Some(p) => json::write(p, partial).map_err(|e| RunError::Output {
+                    path: e.path,
+                    source: e.source,
+                }),
+                None => Ok(()),
+            }
+        })?;
+    emit_text(&crate::cmd::search::render(&report), json_stdout);
     if let Some(d) = json_out {
         d.write(&report)?;
     }
@@ -425,7 +437,7 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
 /// `blaster compare BASE NEW`: the table, and exit 4 when a --max-regression limit is
 /// crossed.
 fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
-    use crate::report::compare::{DEFAULT_PERCENTILES, Metric, RunFigures, compare, parse_limits};
+    use crate::cmd::compare::{DEFAULT_PERCENTILES, Metric, RunFigures, compare, parse_limits};
     let limits = a
         .max_regression
         .as_deref()
@@ -465,7 +477,7 @@ fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
         &limits,
     );
     emit_text(
-        &crate::report::compare::render(&c),
+        &crate::cmd::compare::render(&c),
         json::is_stdout(a.json.as_deref()),
     );
     if let Some(d) = json_out {
@@ -560,7 +572,7 @@ fn output_error(p: &std::path::Path, source: std::io::Error) -> AppError {
 /// `blaster preflight`: the checks that decide whether the plan can run on this
 /// machine, one line each (or the JSON array with `--json`); nothing is connected.
 fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
-    use crate::preflight::checks::{Host, Needs, Status, run_all};
+    use crate::cmd::preflight::checks::{Host, Needs, Status, run_all};
     let plan = validate_run(a)?.plan;
     let json_out = json::claim(plan.json.as_deref())?;
     let checks = run_all(&Needs::of(&plan), &Host::this_machine());
@@ -578,20 +590,22 @@ fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
     if failed.is_empty() {
         return Ok(Outcome::Ok);
     }
-    Err(RunError::from(crate::preflight::PreflightError::Failed {
-        count: failed.len(),
-        names: failed.join(", "),
-    })
-    .into())
+    Err(
+        RunError::from(crate::cmd::preflight::PreflightError::Failed {
+            count: failed.len(),
+            names: failed.join(", "),
+        })
+        .into(),
+    )
 }
 
 /// `blaster plan`: sizes a generator cluster; nothing is sent.
 fn plan_command(a: &PlanArgs) -> Result<Outcome, AppError> {
-    let input = crate::capacity::input_from_args(a)?;
-    let report = crate::capacity::plan_report(&input)?;
+    let input = crate::cmd::plan::input_from_args(a)?;
+    let report = crate::cmd::plan::plan_report(&input)?;
     let json_out = json::claim(a.json.as_deref())?;
     emit_text(
-        &crate::capacity::render(&report),
+        &crate::cmd::plan::render(&report),
         json::is_stdout(a.json.as_deref()),
     );
     if let Some(d) = json_out {
@@ -616,11 +630,11 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
     let json_out = json::claim(a.json.as_deref())?;
     // Ordinary descriptors (UDP, or TCP without direct descriptors) count against
     // RLIMIT_NOFILE: raise it as far as the plan needs, or as far as it goes.
-    crate::preflight::ensure_fds(
+    crate::cmd::preflight::ensure_fds(
         (cfg.max_connections_per_core * cfg.cores.len()) as u64,
         crate::limits::FD_MARGIN,
     )
-    .or_else(|_| crate::preflight::ensure_fds(0, crate::limits::FD_MARGIN))
+    .or_else(|_| crate::cmd::preflight::ensure_fds(0, crate::limits::FD_MARGIN))
     .map_err(RunError::from)?;
     let rss_before_start = crate::metrics::host::rss_bytes().unwrap_or(0);
     let sink = crate::sink::start(&cfg).map_err(RunError::from)?;

@@ -12,13 +12,13 @@
 //! the limit), "this host's, not the generator's" (a shared core), or no valid step and
 //! why.
 
+use crate::cmd::run::{RunError, execute};
 use crate::diagnosis::Diagnosis;
 use crate::metrics::host::{HostSampler, OTHER_LOAD_WARN, STEAL_WARN};
-use crate::plan::RunPlan;
 use crate::proto::Framing;
 use crate::report::Report;
 use crate::report::progress::Live;
-use crate::run::{RunError, execute};
+use crate::run_plan::RunPlan;
 use crate::sink::{self, SinkConfig, SinkMode};
 use crate::units::{fmt_ns, fmt_rate, list_cores};
 use serde::Serialize;

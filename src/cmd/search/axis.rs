@@ -2,7 +2,7 @@
 
 use super::{Step, err};
 use crate::limits::{CONNECTIONS_MAX, RATE_RPS_MAX};
-use crate::plan::{PlanError, check_rate};
+use crate::run_plan::{PlanError, check_rate};
 
 /// What the steps climb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,13 +12,13 @@ use crate::engine::{Channels, Control, Ready, Transport, run_worker};
 use crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX;
 use crate::metrics::host::{HostSampler, iface_for, rss_bytes};
 use crate::metrics::{Counters, Histograms, Snapshot};
-use crate::plan::RunPlan;
 use crate::report::assemble::{self, Collected, IntervalShape, Load, Row, Setup, link_bps};
 use crate::report::export::{IntervalView, Outputs};
-use crate::report::fleet::FleetReport;
+use crate::report::fleet_report::FleetReport;
 use crate::report::hdr::Encoded4;
 use crate::report::progress::{Display, Live, Second, TICK};
 use crate::report::{Percentiles, Report};
+use crate::run_plan::RunPlan;
 use crate::wallclock::ClockSync;
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -44,9 +44,9 @@ pub enum RunError {
     /// A search step's plan could not be built (e.g. a connection count the climb
     /// reached exceeds a limit the first step's did not).
     #[error("search step: {0}")]
-    Step(#[from] crate::plan::PlanError),
+    Step(#[from] crate::run_plan::PlanError),
     #[error(transparent)]
-    Preflight(#[from] crate::preflight::PreflightError),
+    Preflight(#[from] crate::cmd::preflight::PreflightError),
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
     #[error("cannot write {path}: {source}")]
@@ -134,10 +134,11 @@ pub fn execute(
         establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
         rss_growth: rss_bytes().unwrap_or(0).saturating_sub(rss_before),
         first_errno,
-        wall: first_errno.and_then(|e| crate::preflight::walls::wall_hint(e, &wall_context(plan))),
+        wall: first_errno
+            .and_then(|e| crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan))),
         errno_names: CONNECT_ERRNOS
             .iter()
-            .map(|&e| crate::preflight::walls::errno_name(e))
+            .map(|&e| crate::cmd::preflight::walls::errno_name(e))
             .chain(std::iter::once("other".to_string()))
             .collect(),
         time_wait: time_wait_warning(plan, rate_rps),
@@ -160,7 +161,7 @@ pub fn execute(
             addr: target,
             reason: errno.map_or("no connection could be opened".to_string(), |e| {
                 let text = crate::engine::socket::errno_text(e);
-                match crate::preflight::walls::wall_hint(e, &wall_context(plan)) {
+                match crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan)) {
                     Some(hint) => format!("{text}; {hint}"),
                     None => text,
                 }
@@ -296,9 +297,9 @@ pub fn time_wait_warning(plan: &RunPlan, rate_rps: f64) -> Option<Diagnosis> {
 }
 
 /// The numbers a failed connection's wall message needs.
-fn wall_context(plan: &RunPlan) -> crate::preflight::walls::WallContext {
+fn wall_context(plan: &RunPlan) -> crate::cmd::preflight::walls::WallContext {
+    use crate::cmd::preflight::walls;
     use crate::ports;
-    use crate::preflight::walls;
     let root = std::path::Path::new("/");
     let (soft, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .unwrap_or((0, 0));

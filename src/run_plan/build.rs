@@ -1,0 +1,744 @@
+//! The run's arguments -> a [`RunPlan`]: every cross-flag check, in the order the
+//! user meets them.
+
+use super::fleet::Fleet;
+use super::frames::*;
+use super::parse::*;
+use super::*;
+use crate::cli::RunArgs;
+use crate::engine::Transport;
+use crate::engine::backoff::Backoff;
+use crate::engine::pacing::{Precision, Spin};
+use crate::engine::socket::SockOpts;
+use crate::limits::*;
+use crate::proto::Framing;
+use crate::request::{RequestSet, Template};
+use crate::schedule::{ArrivalKind, RateShape, RateSpec, parse_rate_spec_in};
+use std::sync::Arc;
+
+impl RunPlan {
+    /// The plan of `a` on the machine `facts` describes: a pure function of the two
+    /// (no file, socket, clock or terminal is touched here; see [`HostFacts`]).
+    pub fn build(a: &RunArgs, facts: &HostFacts) -> Result<RunPlan, PlanError> {
+        Self::build_with(a, facts, None)
+    }
+
+    /// [`RunPlan::build`] at the constant rate `rate_rps` in place of `--rate` (a
+    /// search's first step; each later step is [`RunPlan::with_rate`]).
+    pub fn build_at_rate(
+        a: &RunArgs,
+        facts: &HostFacts,
+        rate_rps: f64,
+    ) -> Result<RunPlan, PlanError> {
+        Self::build_with(a, facts, Some(rate_rps))
+    }
+
+    fn build_with(
+        a: &RunArgs,
+        facts: &HostFacts,
+        rate_given: Option<f64>,
+    ) -> Result<RunPlan, PlanError> {
+        let usable = &facts.usable_cores[..];
+        let (fleet, targets) = fleet_and_targets(a, facts)?;
+        let target = targets.first().copied();
+        let sources = source_ips(a, &targets)?;
+        let connect_rate = connect_rate(a)?;
+        let heartbeat_ns = a
+            .heartbeat
+            .as_deref()
+            .map(|h| duration_ns("heartbeat", h, DURATION_NS_MAX))
+            .transpose()?;
+        // A rate given by the caller (a search's step) counts as `--rate`.
+        let has_rate = a.rate.is_some() || rate_given.is_some();
+        check_connection_modes(a, has_rate)?;
+        let backoff = backoff(a)?;
+        let sockopts = sockopts(a)?;
+        let cores = parse_cores("cores", a.cores.as_deref().unwrap_or("0"), usable)?;
+        check_counts(a, cores.len())?;
+        let transport = transport(a, &targets)?;
+        let (duration, warmup) = duration_and_warmup(a)?;
+        let frames = frame_plan(a)?;
+        check_warmup(a, warmup, frames.is_some(), target.is_some(), transport)?;
+        if let Some(f) = &frames {
+            check_frames(a, f, has_rate, &fleet, target.is_some(), cores.len())?;
+        }
+        let arrivals: ArrivalKind = a.arrivals.parse().map_err(|m| err("arrivals", m))?;
+        check_concurrency(a, target.is_some(), transport)?;
+        let spec = rate_spec(a, facts, rate_given, duration)?;
+        let rated = RateInputs {
+            heartbeat_ns,
+            frames: frames.as_ref(),
+            transport,
+            has_target: target.is_some(),
+            duration_ns: duration,
+        };
+        let (rate_rps, shape) = rate(a, spec, &rated)?;
+        let requests = requests(a, facts)?;
+        let checked = check_requests(a, &requests, transport, target.is_some())?;
+        let mut plan = RunPlan {
+            frames,
+            fleet,
+            target,
+            shape,
+            arrivals,
+            closed_loop: a.concurrency.is_some(),
+            link_speed_bps: a
+                .link_speed
+                .as_deref()
+                .map(|s| crate::units::parse_link_speed(s).map_err(|m| err("link-speed", m)))
+                .transpose()?,
+            targets,
+            sources,
+            sockopts,
+            connect_rate,
+            hold: a.hold,
+            heartbeat_ns,
+            backoff,
+            per_request: a.connect_per_request,
+            rings_per_core: 1,
+            ring_layout: None,
+            port_range: facts.port_range,
+            mem_available: facts.mem_available,
+            control_core: control_core(a.control_core, &cores, usable)?,
+            cores,
+            connections: a.concurrency.unwrap_or(a.connections),
+            rate_rps,
+            transport,
+            max_response: checked.max_response,
+            seed: a.seed,
+            precision: precision(a)?,
+            duration_ns: duration,
+            warmup_ns: warmup,
+            pipeline: a.pipeline,
+            payload: checked.payload.into(),
+            requests: Arc::new(requests),
+            framing: checked.framing,
+            error_status: a.error_status.parse().map_err(|m| err("error-status", m))?,
+            timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
+            max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
+            json: a.json.clone(),
+            progress: super::Progress::from_flags(a.progress, a.quiet),
+            step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,
+            start_rate_rps: check_rate("start-rate", a.start_rate)?,
+        };
+        let rate_text = match (rate_given, &plan.shape) {
+            (Some(_), Some(s)) => s.spec().to_string(),
+            _ => a.rate.clone().unwrap_or_default(),
+        };
+        let text = plan.fleet_text(&rate_text);
+        plan.fleet.seal(&text);
+        plan.take_shard_share()?;
+        plan.lay_out_rings(facts);
+        Ok(plan)
+    }
+
+    /// The ring layout of a run against a target over TCP (the baseline and UDP use
+    /// one ring per core); the preflight refuses a layout that does not fit.
+    fn lay_out_rings(&mut self, facts: &HostFacts) {
+        if self.target.is_some()
+            && self.transport == Transport::Tcp
+            && let Some(fds) = facts.fds
+        {
+            let layout = RingLayout::of(self.connections as u64, self.cores.len(), fds);
+            self.ring_layout = Some(layout);
+            self.rings_per_core = layout.rings as usize;
+        }
+    }
+
+    /// What every shard of a run must agree on, rendered canonically for the run's
+    /// fingerprint: the target, the global timetable (rate, arrivals, seed, duration,
+    /// and for Poisson the worker count, whose streams make up the sequence), the
+    /// requests, and the totals the shards split.
+    pub(super) fn fleet_text(&self, rate_spec: &str) -> String {
+        let lanes = match self.arrivals {
+            ArrivalKind::Poisson => self.cores.len(),
+            ArrivalKind::Constant => 0,
+        };
+        format!(
+            "targets={:?} rate={rate_spec} arrivals={} lanes={lanes} seed={} duration={} \
+             connections={} pipeline={} transport={:?} requests={:?} shards={}",
+            self.targets,
+            self.arrivals,
+            self.seed,
+            self.duration_ns,
+            self.connections,
+            self.pipeline,
+            self.transport,
+            self.requests,
+            self.fleet.shard.count(),
+        )
+    }
+
+    /// Cuts the plan's totals down to this shard's part: connections (and so pipeline
+    /// slots) and `--connect-rate`. The request timetable is cut per worker
+    /// (`schedule::shard`).
+    pub(super) fn take_shard_share(&mut self) -> Result<(), PlanError> {
+        let shard = self.fleet.shard;
+        if shard.is_whole() {
+            return Ok(());
+        }
+        let total = self.connections;
+        self.connections = shard.split_count(total);
+        if self.connections < self.cores.len() {
+            return Err(err(
+                "shard",
+                format!(
+                    "shard {shard} gets {} of the {total} --connections, fewer than its {} \
+                     worker cores: raise --connections to at least {}",
+                    self.connections,
+                    self.cores.len(),
+                    self.cores.len() * shard.count() as usize
+                ),
+            ));
+        }
+        self.connect_rate = self.connect_rate.map(|r| r / f64::from(shard.count()));
+        Ok(())
+    }
+}
+
+/// `--shard`, `--start-at` and `--run-id` as one [`Fleet`], and the resolved targets.
+fn fleet_and_targets(
+    a: &RunArgs,
+    facts: &HostFacts,
+) -> Result<(Fleet, Vec<SocketAddr>), PlanError> {
+    let fleet = Fleet::parse(
+        a.shard.as_deref(),
+        a.start_at.as_deref(),
+        a.run_id.as_deref(),
+        facts.now_unix_ns,
+    )
+    .map_err(|(flag, m)| err(flag, m))?;
+    if !fleet.shard.is_whole() && a.target.is_empty() {
+        return Err(err(
+            "shard",
+            "needs --target (the loopback baseline runs on one machine)",
+        ));
+    }
+    let targets = a
+        .target
+        .iter()
+        .map(|t| facts.target(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((fleet, targets))
+}
+
+/// `--source-ip`: the addresses to connect from, of the targets' IP version.
+fn source_ips(a: &RunArgs, targets: &[SocketAddr]) -> Result<Vec<IpAddr>, PlanError> {
+    let Some(spec) = &a.source_ip else {
+        return Ok(Vec::new());
+    };
+    if targets.is_empty() {
+        return Err(err("source-ip", "needs --target"));
+    }
+    let ips = crate::ports::parse_source_ips(spec).map_err(|m| err("source-ip", m))?;
+    if let Some(bad) = targets.iter().find(|t| t.is_ipv4() != ips[0].is_ipv4()) {
+        return Err(err(
+            "source-ip",
+            format!("{} and target {bad} are of different IP versions", ips[0]),
+        ));
+    }
+    Ok(ips)
+}
+
+/// `--connect-rate`: positive and finite when given.
+fn connect_rate(a: &RunArgs) -> Result<Option<f64>, PlanError> {
+    match a.connect_rate {
+        Some(r) if !(r > 0.0 && r.is_finite()) => Err(err(
+            "connect-rate",
+            format!("must be a positive number of connections per second, got {r}"),
+        )),
+        r => Ok(r),
+    }
+}
+
+/// `--hold` and `--connect-per-request` against the flags they exclude.
+fn check_connection_modes(a: &RunArgs, has_rate: bool) -> Result<(), PlanError> {
+    if a.hold && has_rate {
+        return Err(err(
+            "hold",
+            "sends no requests of its own: drop --rate (use --heartbeat for traffic)",
+        ));
+    }
+    if a.hold && a.connect_per_request {
+        return Err(err(
+            "hold",
+            "keeps connections open: drop --connect-per-request",
+        ));
+    }
+    if a.connect_per_request && a.pipeline != 1 {
+        return Err(err(
+            "connect-per-request",
+            "one request per connection: --pipeline must be 1",
+        ));
+    }
+    Ok(())
+}
+
+/// `--reconnect-backoff`, or none with `--no-reconnect`.
+fn backoff(a: &RunArgs) -> Result<Option<Backoff>, PlanError> {
+    if a.no_reconnect {
+        return Ok(None);
+    }
+    Ok(Some(match &a.reconnect_backoff {
+        Some(spec) => spec
+            .parse::<Backoff>()
+            .map_err(|e| err("reconnect-backoff", e.to_string()))?,
+        None => Backoff::default(),
+    }))
+}
+
+/// `--sockbuf`, `--keepalive` and `--linger0`.
+fn sockopts(a: &RunArgs) -> Result<SockOpts, PlanError> {
+    Ok(SockOpts {
+        sockbuf: a
+            .sockbuf
+            .as_deref()
+            .map(|v| parse_size("sockbuf", v))
+            .transpose()?,
+        keepalive: a.keepalive.as_deref().map(parse_keepalive).transpose()?,
+        linger0: a.linger0,
+    })
+}
+
+/// `--connections` (at least one per worker core) and `--pipeline` within bounds.
+fn check_counts(a: &RunArgs, cores: usize) -> Result<(), PlanError> {
+    if a.connections == 0 || a.connections > CONNECTIONS_MAX {
+        return Err(err(
+            "connections",
+            format!(
+                "must be between 1 and {CONNECTIONS_MAX}, got {}",
+                a.connections
+            ),
+        ));
+    }
+    if a.connections < cores {
+        return Err(err(
+            "connections",
+            format!(
+                "must be at least one per worker core ({cores}), got {}",
+                a.connections
+            ),
+        ));
+    }
+    if a.pipeline == 0 || a.pipeline > PIPELINE_MAX {
+        return Err(err(
+            "pipeline",
+            format!("must be between 1 and {PIPELINE_MAX}, got {}", a.pipeline),
+        ));
+    }
+    Ok(())
+}
+
+/// `--proto` and `--no-response`, and the flags only TCP or a target allows.
+fn transport(a: &RunArgs, targets: &[SocketAddr]) -> Result<Transport, PlanError> {
+    let transport = match (a.work.proto.as_str(), a.no_response) {
+        ("tcp", false) => Transport::Tcp,
+        ("tcp", true) => return Err(err("no-response", "needs --proto udp")),
+        ("udp", false) => Transport::Udp,
+        ("udp", true) => Transport::UdpBlast,
+        (p, _) => return Err(err("proto", format!("expected tcp or udp, got {p:?}"))),
+    };
+    let tcp = transport == Transport::Tcp;
+    if !tcp && (a.http.is_some() || a.mix.is_some() || a.framing.is_some()) {
+        return Err(err(
+            "proto",
+            "udp matches responses by sequence: --http, --mix and --framing are TCP-only",
+        ));
+    }
+    if !tcp && (a.hold || a.connect_per_request || a.source_ip.is_some() || targets.len() > 1) {
+        return Err(err(
+            "proto",
+            "--hold, --connect-per-request, --source-ip and several --target are TCP-only",
+        ));
+    }
+    if targets.is_empty() && (a.hold || a.connect_per_request || a.connect_rate.is_some()) {
+        return Err(err(
+            "target",
+            "--hold, --connect-per-request and --connect-rate need --target",
+        ));
+    }
+    if !tcp && targets.is_empty() {
+        return Err(err("proto", "udp needs --target (the baseline is TCP)"));
+    }
+    Ok(transport)
+}
+
+/// `--duration` and `--warmup` (shorter than the duration), in ns.
+fn duration_and_warmup(a: &RunArgs) -> Result<(u64, u64), PlanError> {
+    let duration = duration_ns("duration", &a.duration, DURATION_NS_MAX)?;
+    let warmup = if a.warmup.trim() == "0" {
+        0
+    } else {
+        duration_ns("warmup", &a.warmup, DURATION_NS_MAX)?
+    };
+    if warmup >= duration {
+        return Err(err(
+            "warmup",
+            format!(
+                "must be shorter than --duration ({}), got {:?}",
+                a.duration, a.warmup
+            ),
+        ));
+    }
+    Ok((duration, warmup))
+}
+
+/// A warm-up needs TCP requests on a timetable against a target.
+fn check_warmup(
+    a: &RunArgs,
+    warmup: u64,
+    frames: bool,
+    has_target: bool,
+    transport: Transport,
+) -> Result<(), PlanError> {
+    if warmup > 0
+        && (frames
+            || a.hold
+            || a.concurrency.is_some()
+            || !has_target
+            || transport != Transport::Tcp)
+    {
+        return Err(err(
+            "warmup",
+            "needs TCP requests on a timetable against --target: not with --proto udp, --workload frames, --hold, --concurrency or the loopback baseline",
+        ));
+    }
+    Ok(())
+}
+
+/// `--workload frames` against the flags it excludes, the target and the shard, and
+/// at least one room per worker core.
+fn check_frames(
+    a: &RunArgs,
+    f: &FramePlan,
+    has_rate: bool,
+    fleet: &Fleet,
+    has_target: bool,
+    cores: usize,
+) -> Result<(), PlanError> {
+    let conflicting = has_rate
+        || a.hold
+        || a.connect_per_request
+        || a.concurrency.is_some()
+        || a.no_response
+        || a.http.is_some()
+        || a.mix.is_some()
+        || a.framing.is_some();
+    if conflicting {
+        return Err(err(
+            "workload",
+            "frames sends one frame per connection per --tick: drop --rate, --hold, --connect-per-request, --concurrency, --no-response, --http, --mix and --framing",
+        ));
+    }
+    if !has_target {
+        return Err(err(
+            "workload",
+            "frames needs --target (a broadcast server, e.g. blaster sink --mode broadcast)",
+        ));
+    }
+    if !fleet.shard.is_whole() {
+        return Err(err("shard", "--workload frames runs on one machine"));
+    }
+    let rooms = f.grid.rooms() as usize;
+    if rooms < cores {
+        return Err(err(
+            "room-size",
+            format!(
+                "{} connections in rooms of {} make {rooms} rooms, fewer than the {cores} worker cores (a room's members share a worker)",
+                a.connections, f.grid.room_size,
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `--concurrency` (the closed loop): over TCP against a target, within bounds.
+fn check_concurrency(a: &RunArgs, has_target: bool, transport: Transport) -> Result<(), PlanError> {
+    let Some(n) = a.concurrency else {
+        return Ok(());
+    };
+    if !has_target || transport != Transport::Tcp || a.hold || a.connect_per_request {
+        return Err(err(
+            "concurrency",
+            "closed loop needs --target over TCP, without --hold or --connect-per-request",
+        ));
+    }
+    if n == 0 || n > CONNECTIONS_MAX {
+        return Err(err(
+            "concurrency",
+            format!("must be between 1 and {CONNECTIONS_MAX}, got {n}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The rate asked for: `rate_given` (a constant) in place of `--rate`, else `--rate`'s
+/// spec (a rate file read through `facts`), else none.
+fn rate_spec(
+    a: &RunArgs,
+    facts: &HostFacts,
+    rate_given: Option<f64>,
+    duration: u64,
+) -> Result<Option<RateSpec>, PlanError> {
+    Ok(match (rate_given, a.rate.as_deref()) {
+        (Some(r), _) => Some(RateSpec::Shaped(
+            RateShape::constant(r).map_err(|m| err("rate", m))?,
+        )),
+        (None, Some(r)) => Some(
+            parse_rate_spec_in(r, duration, a.seed, &|p| {
+                facts.text(std::path::Path::new(p)).map(str::to_string)
+            })
+            .map_err(|m| err("rate", m))?,
+        ),
+        (None, None) => None,
+    })
+}
+
+/// What the run's mean rate depends on beyond the rate spec.
+struct RateInputs<'p> {
+    heartbeat_ns: Option<u64>,
+    frames: Option<&'p FramePlan>,
+    transport: Transport,
+    has_target: bool,
+    duration_ns: u64,
+}
+
+/// The run's mean rate and its shape: from the spec, or from `--hold`'s heartbeats,
+/// the closed loop (0) or the frames' ticks; `None` for the loopback baseline.
+fn rate(
+    a: &RunArgs,
+    spec: Option<RateSpec>,
+    r: &RateInputs,
+) -> Result<(Option<f64>, Option<RateShape>), PlanError> {
+    Ok(match spec {
+        None if a.hold => match r.heartbeat_ns {
+            // One heartbeat per connection per period, spread evenly.
+            Some(h) => {
+                let rps = check_rate("heartbeat", a.connections as f64 * 1e9 / h as f64)?;
+                let shape = RateShape::constant(rps).map_err(|m| err("heartbeat", m))?;
+                (Some(rps), Some(shape))
+            }
+            None => (Some(0.0), None),
+        },
+        None if a.concurrency.is_some() => (Some(0.0), None),
+        // Frames: one per connection per tick.
+        None if r.frames.is_some() => {
+            let f = r.frames.expect("checked");
+            let rps = check_rate(
+                "tick",
+                f.grid.connections as f64 * 1e9 / f.grid.tick_ns as f64,
+            )?;
+            let shape = RateShape::constant(rps).map_err(|m| err("tick", m))?;
+            (Some(rps), Some(shape))
+        }
+        Some(RateSpec::Max) if r.transport == Transport::UdpBlast => (Some(f64::INFINITY), None),
+        Some(RateSpec::Max) => {
+            return Err(err("rate", "max is only for --proto udp --no-response"));
+        }
+        Some(RateSpec::Shaped(s)) => {
+            check_rate("rate", s.peak_rps())?;
+            let mean = s
+                .constant_rps()
+                .unwrap_or_else(|| s.mean_rps(r.duration_ns));
+            (Some(mean), Some(s))
+        }
+        None if r.has_target => {
+            return Err(err(
+                "rate",
+                "is required with --target (requests per second)",
+            ));
+        }
+        None => (None, None),
+    })
+}
+
+/// What the run sends: `--http` (with `-H` and a body), `--mix`, or one payload.
+fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
+    let host = a.target.first().cloned().unwrap_or_default();
+    for h in &a.headers {
+        crate::request::http::check_header(h).map_err(|m| err("header", m))?;
+    }
+    let http_of = |spec: &str, body: Option<&[u8]>| {
+        crate::request::http::request(spec, &a.headers, body, &host)
+    };
+    if let Some(spec) = &a.http {
+        let body = match (&a.body, &a.body_file) {
+            (Some(b), _) => Some(unescape("body", b)?),
+            (None, Some(f)) => Some(
+                facts
+                    .file(f)
+                    .map_err(|e| err("body-file", format!("cannot read {}: {e}", f.display())))?
+                    .to_vec(),
+            ),
+            _ => None,
+        };
+        let framing = framing_or(a, "http1")?;
+        let t = http_of(spec, body.as_deref()).map_err(|m| err("http", m))?;
+        Ok(RequestSet::single(t, framing))
+    } else if let Some(f) = &a.mix {
+        let text = facts
+            .text(f)
+            .map_err(|e| err("mix", format!("cannot read {}: {e}", f.display())))?;
+        let entries = crate::request::mix::parse(
+            text,
+            |s| unescape("mix", s).map_err(|e| e.message),
+            |s| http_of(s, None),
+        )
+        .map_err(|m| err("mix", format!("{}: {m}", f.display())))?;
+        Ok(RequestSet::new(entries, true))
+    } else {
+        payload_request(a, facts)
+    }
+}
+
+/// `--framing`, or `default` when not given.
+fn framing_or(a: &RunArgs, default: &str) -> Result<Framing, PlanError> {
+    a.framing
+        .as_deref()
+        .unwrap_or(default)
+        .parse()
+        .map_err(|m| err("framing", m))
+}
+
+/// One payload: `--heartbeat-payload`, `--payload` (placeholders allowed),
+/// `--payload-file` (byte for byte) or `--payload-size` bytes of `x`.
+fn payload_request(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
+    let (flag, bytes) = if let Some(p) = &a.heartbeat_payload {
+        ("heartbeat-payload", unescape("heartbeat-payload", p)?)
+    } else if let Some(p) = &a.payload {
+        ("payload", unescape("payload", p)?)
+    } else if let Some(f) = &a.payload_file {
+        (
+            "payload-file",
+            facts
+                .file(f)
+                .map_err(|e| err("payload-file", format!("cannot read {}: {e}", f.display())))?
+                .to_vec(),
+        )
+    } else {
+        ("payload-size", vec![b'x'; a.payload_size.unwrap_or(64)])
+    };
+    if bytes.is_empty() || bytes.len() > PAYLOAD_BYTES_MAX {
+        return Err(err(
+            flag,
+            format!(
+                "the payload must be between 1 and {PAYLOAD_BYTES_MAX} bytes, got {}",
+                bytes.len()
+            ),
+        ));
+    }
+    // A payload from a file is sent byte for byte; text may hold placeholders.
+    let t = if flag == "payload" {
+        Template::parse(&bytes).map_err(|m| err("payload", m))?
+    } else {
+        Template::literal(&bytes)
+    };
+    Ok(RequestSet::single(t, framing_or(a, "echo")?))
+}
+
+/// The requests' checked outputs: the static payload (empty when the requests render
+/// per request), the framing, and `--max-response`.
+struct CheckedRequests {
+    payload: Vec<u8>,
+    framing: Framing,
+    max_response: usize,
+}
+
+/// The requests against the size bounds, the framing and the transport.
+fn check_requests(
+    a: &RunArgs,
+    requests: &RequestSet,
+    transport: Transport,
+    has_target: bool,
+) -> Result<CheckedRequests, PlanError> {
+    if requests.max_len() > PAYLOAD_BYTES_MAX {
+        return Err(err(
+            "payload",
+            format!("a request may render to at most {PAYLOAD_BYTES_MAX} bytes"),
+        ));
+    }
+    let framing = requests.framing();
+    if requests.entries.iter().any(|e| e.framing == Framing::Echo)
+        && requests.static_bytes().is_none()
+    {
+        return Err(err(
+            "framing",
+            "echo needs one request of fixed bytes: with placeholders or a mix, use fixed:N or a protocol framer",
+        ));
+    }
+    let payload: Vec<u8> = requests
+        .static_bytes()
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default();
+    if transport != Transport::Tcp && payload.is_empty() {
+        return Err(err(
+            "proto",
+            "udp sends one static payload: placeholders, --http and --mix are TCP-only",
+        ));
+    }
+    let max_response = parse_size("max-response", &a.max_response)?;
+    for e in &requests.entries {
+        if let Framing::Fixed(n) = e.framing
+            && n > max_response
+        {
+            return Err(err(
+                "max-response",
+                format!("fixed:{n} responses exceed --max-response {max_response}"),
+            ));
+        }
+    }
+    if !has_target && !matches!(framing, Framing::Echo | Framing::Fixed(_)) {
+        return Err(err(
+            "framing",
+            "the loopback baseline (no --target) uses echo or fixed:N",
+        ));
+    }
+    if transport != Transport::Tcp && payload.len() + crate::proto::udp_header::HEADER_LEN > 65_000
+    {
+        return Err(err(
+            "payload",
+            "a UDP payload must fit one datagram (at most 64976 bytes)",
+        ));
+    }
+    Ok(CheckedRequests {
+        payload,
+        framing,
+        max_response,
+    })
+}
+
+/// `--spin` (auto, 0, or a duration of at most [`SPIN_NS_MAX`]) and `--resolution`
+/// (0, or at most [`RESOLUTION_NS_MAX`]).
+fn precision(a: &RunArgs) -> Result<Precision, PlanError> {
+    let spin = match a.spin.trim() {
+        "auto" => Spin::Auto,
+        "0" => Spin::Fixed(0),
+        text => {
+            let d = parse_duration("spin", text)?.as_nanos();
+            if d > SPIN_NS_MAX as u128 {
+                return Err(err(
+                    "spin",
+                    format!("must be auto or at most 1s, got {text:?}"),
+                ));
+            }
+            Spin::Fixed(d as u64)
+        }
+    };
+    let resolution_ns = match a.resolution.trim() {
+        "0" => 0,
+        text => {
+            let d = parse_duration("resolution", text)?.as_nanos();
+            if d > RESOLUTION_NS_MAX as u128 {
+                return Err(err(
+                    "resolution",
+                    format!("must be at most 100ms, got {text:?}"),
+                ));
+            }
+            d as u64
+        }
+    };
+    Ok(Precision {
+        resolution_ns,
+        spin,
+    })
+}
