@@ -45,6 +45,12 @@ pub const BACKLOG_REQUESTS_MAX: usize = 8 << 20;
 pub const RING_ENTRIES_MAX: u32 = 4096;
 /// Completions drained per loop iteration before they are handled.
 pub const CQE_BATCH_MAX: usize = 1024;
+/// Resident bytes of the TCP worker's table per held connection (its `Conn` and its
+/// entries in the watch list and ready queue; request slots and backlog room are
+/// resident only once used): with a worker's fixed ~3.5 MB (one histogram set, the
+/// ring) spread over 18,000 connections a ring (the 20,000-descriptor limit), this
+/// keeps `bench/connections.sh` under 400 B per connection (issue 22).
+pub const HELD_CONNECTION_BYTES_MAX: usize = 168;
 /// Receive buffer per connection (holds several pipelined responses).
 pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
 /// Default of `--spin`: the worker sleeps until this long before the next due send and

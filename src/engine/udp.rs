@@ -113,6 +113,10 @@ impl Engine for UdpWorker<'_> {
     fn quiesce(&mut self) {
         UdpWorker::quiesce(self);
     }
+
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
 }
 
 struct UdpWorker<'p> {

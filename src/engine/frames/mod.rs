@@ -135,6 +135,10 @@ impl Engine for FrameWorker<'_> {
     fn quiesce(&mut self) {
         FrameWorker::quiesce(self);
     }
+
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
 }
 
 /// Buffers the kernel may still read or write are never freed under it (see

@@ -103,6 +103,10 @@ impl Engine for Worker<'_> {
     fn quiesce(&mut self) {
         Worker::quiesce(self);
     }
+
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
 }
 
 struct Worker<'p> {
