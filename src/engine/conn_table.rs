@@ -53,13 +53,19 @@ pub struct Conn {
     /// Requests covered by the send operation in the ring (0 = no send in flight).
     pub sending: u32,
     /// Bytes of the in-flight send already accepted by the kernel (partial sends).
-    pub send_done: usize,
-    pub send_len: usize,
+    /// (u32: a connection's staging region is far below 4 GiB; the narrow fields keep
+    /// a held connection small, see `a_held_connection_costs_at_most_its_bound`.)
+    pub send_done: u32,
+    pub send_len: u32,
     pub recv_armed: bool,
     /// A send operation of this connection is in the ring.
     pub send_armed: bool,
     /// Bytes kept at the start of the receive buffer for the framer (partial frame).
-    pub recv_keep: usize,
+    pub recv_keep: u32,
+    /// Operations of this connection in the ring (any generation): its receive and
+    /// staging regions are re-armed, and a closed connection reopened, only once the
+    /// operations that point into them have completed (`Closing` until then).
+    pub ops: u8,
     /// Index in `slots` of the oldest in-flight request, relative to the connection.
     pub head: u32,
     pub in_ready_queue: bool,
@@ -189,6 +195,7 @@ impl ConnTable {
                 recv_armed: false,
                 send_armed: false,
                 recv_keep: 0,
+                ops: 0,
                 head: 0,
                 in_ready_queue: false,
                 in_flush_queue: false,
