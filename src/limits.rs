@@ -50,7 +50,7 @@ pub const CQE_BATCH_MAX: usize = 1024;
 /// resident only once used): with a worker's fixed ~3.5 MB (one histogram set, the
 /// ring) spread over 18,000 connections a ring (the 20,000-descriptor limit), this
 /// keeps `bench/connections.sh` under 400 B per connection (issue 22).
-pub const HELD_CONNECTION_BYTES_MAX: usize = 168;
+pub const HELD_CONNECTION_BYTES_MAX: usize = 160;
 /// Receive buffer per connection (holds several pipelined responses).
 pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
 /// Default of `--spin`: the worker sleeps until this long before the next due send and
