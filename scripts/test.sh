@@ -9,7 +9,9 @@
 #      without permission for network namespaces, prints a `SKIP name: reason` line),
 #      and fails when more than 3 were, naming them;
 #   4. checks formatting and clippy -D warnings;
-#   5. runs the fuzz smoke when bench/fuzz.sh exists.
+#   5. runs the unit tests of the kernel-shared buffer type (src/engine/iobuf.rs)
+#      under Miri, adding the nightly miri component when it is missing;
+#   6. runs the fuzz smoke when bench/fuzz.sh exists.
 # Every step runs even when an earlier one failed; the summary names the failed steps
 # and the exit status is 0 only when all passed.
 #
@@ -120,7 +122,26 @@ fi
 step fmt cargo fmt --check
 step clippy cargo clippy --release --all-targets -- -D warnings
 
-# --- 5. fuzz smoke (HOOK: the fuzz helper owns bench/fuzz.sh and its smoke mode) -----
+# --- 5. Miri: the I/O buffer type's aliasing rules ---------------------------------
+# The iobuf tests make no syscall (no io_uring), so Miri can run them: a pointer lent
+# to the "kernel" must survive the worker's use of other regions. About a minute the
+# first time (Miri builds the dependencies), seconds after; bounded at 20 minutes.
+miri_ready() {
+    cargo +nightly miri --version >/dev/null 2>&1 && return 0
+    command -v rustup >/dev/null || return 1
+    if ! cargo +nightly --version >/dev/null 2>&1; then
+        rustup toolchain install nightly --profile minimal -c miri -c rust-src || return 1
+    fi
+    rustup component add --toolchain nightly miri rust-src || return 1
+}
+if miri_ready; then
+    step miri timeout 1200 cargo +nightly miri test --lib iobuf
+else
+    failed+=(miri)
+    echo "== miri: FAILED (no nightly toolchain with the miri component, and rustup could not add it)"
+fi
+
+# --- 6. fuzz smoke (HOOK: the fuzz helper owns bench/fuzz.sh and its smoke mode) -----
 # CPU for about two and a half minutes: under BLASTER_TEST_LOCK too, one target per hold.
 if [ -x bench/fuzz.sh ]; then
     step fuzz-smoke env FUZZ_LOCK="${BLASTER_TEST_LOCK:-}" bench/fuzz.sh smoke

@@ -64,6 +64,12 @@ pub const PUSH_ROUNDS_MAX: u32 = 64;
 /// full channel means at least 6 counted in `workers[].histogram_allocations`, and the
 /// wait itself shows in dispatch lag.
 pub const SNAPSHOTS_QUEUED_PER_WORKER: usize = 8;
+/// Resident bytes of the TCP worker's table per held connection (its `Conn` and its
+/// entries in the watch list and ready queue; request slots and backlog room are
+/// resident only once used): with a worker's fixed ~3.5 MB (one histogram set, the
+/// ring) spread over 18,000 connections a ring (the 20,000-descriptor limit), this
+/// keeps `bench/connections.sh` under 400 B per connection (issue 22).
+pub const HELD_CONNECTION_BYTES_MAX: usize = 160;
 /// Receive buffer per connection (holds several pipelined responses).
 pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
 /// Default of `--spin`: the worker sleeps until this long before the next due send and

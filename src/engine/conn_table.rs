@@ -53,13 +53,19 @@ pub struct Conn {
     /// Requests covered by the send operation in the ring (0 = no send in flight).
     pub sending: u32,
     /// Bytes of the in-flight send already accepted by the kernel (partial sends).
-    pub send_done: usize,
-    pub send_len: usize,
+    /// (u32: a connection's staging region is far below 4 GiB; the narrow fields keep
+    /// a held connection small, see `a_held_connection_costs_at_most_its_bound`.)
+    pub send_done: u32,
+    pub send_len: u32,
     pub recv_armed: bool,
     /// A send operation of this connection is in the ring.
     pub send_armed: bool,
     /// Bytes kept at the start of the receive buffer for the framer (partial frame).
-    pub recv_keep: usize,
+    pub recv_keep: u32,
+    /// Operations of this connection in the ring (any generation): its receive and
+    /// staging regions are re-armed, and a closed connection reopened, only once the
+    /// operations that point into them have completed (`Closing` until then).
+    pub ops: u8,
     /// Index in `slots` of the oldest in-flight request, relative to the connection.
     pub head: u32,
     pub in_ready_queue: bool,
@@ -89,18 +95,25 @@ fn wrap<I: Copy + PartialOrd + std::ops::Sub<Output = I>>(i: I, cap: I) -> I {
     if i >= cap { i - cap } else { i }
 }
 
-/// A fixed-capacity FIFO ring, allocated once and never grown.
+/// A fixed-capacity FIFO ring, allocated once and never grown. Its storage is
+/// reserved up front but filled only as positions are first used (`Vec::push` within
+/// the capacity, which never reallocates), so the pages of a deep queue that never
+/// fills (the backlog is sized for every connection's pipeline) stay untouched and cost
+/// no resident memory.
 #[derive(Debug)]
 pub struct Fifo<T> {
-    buf: Box<[T]>,
+    buf: Vec<T>,
+    cap: usize,
     head: usize,
     len: usize,
 }
 
 impl<T: Copy + Default> Fifo<T> {
     pub fn with_capacity(cap: usize) -> Self {
+        let cap = cap.max(1);
         Fifo {
-            buf: vec![T::default(); cap.max(1)].into_boxed_slice(),
+            buf: Vec::with_capacity(cap),
+            cap,
             head: 0,
             len: 0,
         }
@@ -109,11 +122,18 @@ impl<T: Copy + Default> Fifo<T> {
     #[inline]
     #[must_use]
     pub fn push(&mut self, v: T) -> bool {
-        if self.len == self.buf.len() {
+        if self.len == self.cap {
             return false;
         }
-        let i = wrap(self.head + self.len, self.buf.len());
-        self.buf[i] = v;
+        let i = wrap(self.head + self.len, self.cap);
+        // Positions are first used in order (the write position only advances), so a
+        // position not yet stored is the next one: push it, within the capacity.
+        if i < self.buf.len() {
+            self.buf[i] = v;
+        } else {
+            debug_assert_eq!(i, self.buf.len());
+            self.buf.push(v);
+        }
         self.len += 1;
         true
     }
@@ -124,7 +144,7 @@ impl<T: Copy + Default> Fifo<T> {
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
         let v = self.front()?;
-        self.head = wrap(self.head + 1, self.buf.len());
+        self.head = wrap(self.head + 1, self.cap);
         self.len -= 1;
         Some(v)
     }
@@ -141,6 +161,17 @@ impl<T: Copy + Default> Fifo<T> {
 pub type IndexQueue = Fifo<u32>;
 /// Requests waiting for a free connection slot (`sent` not yet set).
 pub type Backlog = Fifo<Req>;
+
+/// `n` default requests in zeroed memory: the allocator hands out fresh pages already
+/// zero, so a connection's slots become resident only when it first carries a request
+/// (held connections without traffic cost none), where `vec![Req::default(); n]` would
+/// write every slot at start.
+fn zeroed_reqs(n: usize) -> Box<[Req]> {
+    let slots = Box::<[Req]>::new_zeroed_slice(n);
+    // SAFETY: `Req` is integers only (no padding invariants, no niches), so the
+    // all-zero bit pattern is a valid `Req`, and it is `Req::default()`.
+    unsafe { slots.assume_init() }
+}
 
 /// Connections plus their request slots (connections x pipeline).
 pub struct ConnTable {
@@ -164,6 +195,7 @@ impl ConnTable {
                 recv_armed: false,
                 send_armed: false,
                 recv_keep: 0,
+                ops: 0,
                 head: 0,
                 in_ready_queue: false,
                 in_flush_queue: false,
@@ -179,7 +211,7 @@ impl ConnTable {
             .collect();
         ConnTable {
             conns,
-            slots: vec![Req::default(); connections * pipeline].into_boxed_slice(),
+            slots: zeroed_reqs(connections * pipeline),
             pipeline: pipeline as u32,
         }
     }
@@ -321,6 +353,47 @@ mod tests {
             // Fill to exactly the requested depth from a wrapped head.
             while f.push(0) {}
             assert_eq!(f.len(), cap, "a requested depth still fits");
+        }
+    }
+
+    /// Issue 22: the memory a held connection costs is the connection slot plus the
+    /// entries of the queues it sits in (the watch list, the ready queue); its request
+    /// slots and the backlog's room for its pipeline become resident only when used.
+    /// The sum stays within the bound, so a field that grows the table cannot pass
+    /// silently (`bench/connections.sh` measures the whole, docs/figures.md).
+    #[test]
+    fn a_held_connection_costs_at_most_its_bound() {
+        let held = std::mem::size_of::<Conn>() + 2 * std::mem::size_of::<u32>();
+        eprintln!(
+            "Conn {} B, Req {} B, AnyFramer {} B: {held} B per held connection",
+            std::mem::size_of::<Conn>(),
+            std::mem::size_of::<Req>(),
+            std::mem::size_of::<AnyFramer>()
+        );
+        assert!(
+            held <= crate::limits::HELD_CONNECTION_BYTES_MAX,
+            "{held} B per held connection"
+        );
+        assert!(std::mem::size_of::<Req>() <= 40);
+    }
+
+    /// Untouched capacity is not written: a backlog sized for 1,000,000 requests
+    /// stores only what was pushed (the rest stays unreserved pages), and a request
+    /// table starts as default requests.
+    #[test]
+    fn queues_and_slots_start_untouched_and_default() {
+        let mut b = Backlog::with_capacity(1_000_000);
+        assert_eq!(b.buf.len(), 0);
+        assert!(b.buf.capacity() >= 1_000_000);
+        assert!(b.push(Req::default()));
+        assert_eq!(b.buf.len(), 1);
+        let t = ConnTable::new(3, 4, Framing::Echo.framer(8, 1 << 20));
+        assert_eq!(t.slots.len(), 12);
+        for r in t.slots.iter() {
+            assert_eq!(
+                (r.intended_ns, r.dispatched, r.sent, r.seq, r.entry),
+                (0, 0, 0, 0, 0)
+            );
         }
     }
 

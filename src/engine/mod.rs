@@ -7,6 +7,7 @@
 //! - [`backoff`]: reconnect delays, exponential with jitter (gRPC's defaults).
 //! - [`token`]: what `user_data` carries (connection index, operation, generation).
 //! - [`ring`]: ring setup with feature probing and fallback; push with a full-SQ path.
+//! - [`iobuf`]: memory shared with the kernel, lent out one region at a time.
 //! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
 //! - [`run_loop`]: the one worker loop; each workload brings its hooks.
@@ -19,6 +20,7 @@ pub mod buf_ring;
 pub mod conn_table;
 pub mod driver;
 pub mod frames;
+pub mod iobuf;
 pub mod pacing;
 pub mod recorder;
 pub mod ring;

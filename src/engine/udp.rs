@@ -22,6 +22,7 @@
 
 use super::conn_table::{Fifo, IndexQueue};
 use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
+use super::iobuf::IoBuf;
 use super::pacing::Pacer;
 use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
@@ -114,6 +115,10 @@ impl Engine for UdpWorker<'_> {
     fn quiesce(&mut self) {
         UdpWorker::quiesce(self);
     }
+
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
 }
 
 struct UdpWorker<'p> {
@@ -124,12 +129,12 @@ struct UdpWorker<'p> {
     window: Box<[Slot]>,
     /// Slots per flow: a power of two, so a sequence's slot is a mask, not a division.
     window_len: usize,
-    send_bufs: Box<[u8]>,
+    send_bufs: IoBuf,
     send_buf_len: usize,
     free_bufs: Fifo<u32>,
     /// Per send buffer: flow index and how many datagrams it carries.
     buf_use: Box<[(u32, u32)]>,
-    recv_bufs: Box<[u8]>,
+    recv_bufs: IoBuf,
     backlog: Fifo<(Nanos, Ticks)>,
     dgram_len: usize,
     /// Datagrams per send (GSO segments; 1 without GSO).
@@ -236,10 +241,11 @@ impl<'p> UdpWorker<'p> {
             SEND_BUFFERS_RR
         };
         let send_buf_len = dgram_len * batch;
-        let mut send_bufs = vec![0u8; buffers * send_buf_len].into_boxed_slice();
+        let mut send_bufs = vec![0u8; buffers * send_buf_len];
         for d in send_bufs.chunks_mut(dgram_len) {
             d[HEADER_LEN..].copy_from_slice(&plan.payload);
         }
+        let send_bufs = IoBuf::from_vec(send_bufs);
         let mut free_bufs = Fifo::with_capacity(buffers);
         for b in 0..buffers as u32 {
             let _ = free_bufs.push(b);
@@ -280,15 +286,11 @@ impl<'p> UdpWorker<'p> {
             send_buf_len,
             free_bufs,
             buf_use: vec![(0, 0); buffers].into_boxed_slice(),
-            recv_bufs: vec![
-                0u8;
-                if blast {
-                    0
-                } else {
-                    plan.connections * RECV_BYTES
-                }
-            ]
-            .into_boxed_slice(),
+            recv_bufs: IoBuf::zeroed(if blast {
+                0
+            } else {
+                plan.connections * RECV_BYTES
+            }),
             backlog: Fifo::with_capacity(plan.backlog_capacity),
             dgram_len,
             batch,
@@ -353,12 +355,14 @@ impl<'p> UdpWorker<'p> {
             op: Op::Recv,
             generation: 0,
         };
-        let buf = &mut self.recv_bufs[f * RECV_BYTES..(f + 1) * RECV_BYTES];
-        let entry = opcode::Recv::new(types::Fd(flow.fd), buf.as_mut_ptr(), RECV_BYTES as u32)
+        let buf = self
+            .recv_bufs
+            .kernel_ptr(f * RECV_BYTES..(f + 1) * RECV_BYTES);
+        let entry = opcode::Recv::new(types::Fd(flow.fd), buf, RECV_BYTES as u32)
             .build()
             .user_data(token.encode());
         // SAFETY: the receive writes into flow `f`'s region of `recv_bufs` (bounds
-        // checked by the slice above), owned by the worker, never reallocated, and
+        // checked by `kernel_ptr`), owned by the worker, never reallocated, and
         // outliving the operation (leaked if the worker is dropped before it completes).
         unsafe { self.push(&entry) };
     }
@@ -388,7 +392,10 @@ impl<'p> UdpWorker<'p> {
                 seq,
                 intended_ns,
             }
-            .write(&mut self.send_bufs[base + i * self.dgram_len..]);
+            .write(
+                self.send_bufs
+                    .region_mut(base + i * self.dgram_len..base + (i + 1) * self.dgram_len),
+            );
             if !self.blast {
                 let slot = &mut self.window[self.slot_of(f, seq)];
                 *slot = Slot {
@@ -414,8 +421,9 @@ impl<'p> UdpWorker<'p> {
             op: Op::Send,
             generation: 0,
         };
-        let buf = &self.send_bufs[base..base + n * self.dgram_len];
-        let entry = opcode::Send::new(types::Fd(self.flows[f].fd), buf.as_ptr(), buf.len() as u32)
+        let len = n * self.dgram_len;
+        let buf = self.send_bufs.kernel_ptr(base..base + len);
+        let entry = opcode::Send::new(types::Fd(self.flows[f].fd), buf, len as u32)
             .build()
             .user_data(token.encode());
         // SAFETY: the send reads buffer `b` of `send_bufs`, owned by the worker and
@@ -583,8 +591,9 @@ impl<'p> UdpWorker<'p> {
         self.flows[f].recv_armed = false;
         if res > 0 {
             self.out.counters.bytes_received += res as u64;
-            let buf =
-                &self.recv_bufs[f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES)];
+            let buf = self
+                .recv_bufs
+                .region(f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES));
             if buf.len() >= 2 * self.dgram_len {
                 self.out.counters.joined += udp_header::joined(buf, self.dgram_len);
             }
@@ -847,8 +856,8 @@ impl Hooks for UdpWorker<'_> {
 impl Drop for UdpWorker<'_> {
     fn drop(&mut self) {
         if self.ops_in_ring > 0 {
-            std::mem::forget(std::mem::take(&mut self.send_bufs));
-            std::mem::forget(std::mem::take(&mut self.recv_bufs));
+            self.send_bufs.leak();
+            self.recv_bufs.leak();
         }
     }
 }

@@ -26,6 +26,7 @@ pub use timetable::{FrameCursor, FrameGrid};
 
 use super::conn_table::IndexQueue;
 use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
+use super::iobuf::IoBuf;
 use super::pacing::Pacer;
 use super::recorder::{FrameTotals, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
@@ -100,11 +101,11 @@ struct FrameWorker<'p> {
     down: Option<DownBook>,
     /// Per connection [`SEND_FRAMES`] frames (TCP: each after its length prefix),
     /// prefixes and padding written once at start; only headers are written per frame.
-    send_buf: Box<[u8]>,
+    send_buf: IoBuf,
     send_stride: usize,
     /// Bytes of one frame on the wire (prefix included over TCP).
     wire_len: usize,
-    recv_buf: Box<[u8]>,
+    recv_buf: IoBuf,
     recv_stride: usize,
     addr: Box<SockAddr>,
     clock: Clock,
@@ -148,6 +149,10 @@ impl Engine for FrameWorker<'_> {
     fn quiesce(&mut self) {
         FrameWorker::quiesce(self);
     }
+
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
 }
 
 /// Buffers the kernel may still read or write are never freed under it (see
@@ -155,8 +160,8 @@ impl Engine for FrameWorker<'_> {
 impl Drop for FrameWorker<'_> {
     fn drop(&mut self) {
         if self.ops_in_ring > 0 {
-            std::mem::forget(std::mem::take(&mut self.send_buf));
-            std::mem::forget(std::mem::take(&mut self.recv_buf));
+            self.send_buf.leak();
+            self.recv_buf.leak();
             std::mem::forget(std::mem::replace(
                 &mut self.addr,
                 Box::new(socket::sock_addr(&self.plan.target)),
@@ -176,7 +181,7 @@ impl<'p> FrameWorker<'p> {
         let n = plan.connections;
         let wire_len = fp.frame_size + if udp { 0 } else { LEN_PREFIX_BYTES };
         let send_stride = wire_len * if udp { 1 } else { SEND_FRAMES };
-        let mut send_buf = vec![0u8; n * send_stride].into_boxed_slice();
+        let mut send_buf = vec![0u8; n * send_stride];
         if !udp {
             for f in send_buf.chunks_mut(wire_len) {
                 frame::encode_len(fp.frame_size, f);
@@ -223,10 +228,10 @@ impl<'p> FrameWorker<'p> {
             down: fp
                 .down_size
                 .map(|_| DownBook::new(fp.grid, first, n, fp.budget_ns, plan.duration_ns)),
-            send_buf,
+            send_buf: IoBuf::from_vec(send_buf),
             send_stride,
             wire_len,
-            recv_buf: vec![0u8; n * recv_stride].into_boxed_slice(),
+            recv_buf: IoBuf::zeroed(n * recv_stride),
             recv_stride,
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
@@ -393,12 +398,14 @@ impl<'p> FrameWorker<'p> {
         let conn = &self.conns[c as usize];
         let keep = conn.recv_keep as usize;
         let base = c as usize * self.recv_stride;
-        let buf = &mut self.recv_buf[base + keep..base + self.recv_stride];
-        let entry = opcode::Recv::new(types::Fd(conn.fd), buf.as_mut_ptr(), buf.len() as u32)
+        let buf = self
+            .recv_buf
+            .kernel_ptr(base + keep..base + self.recv_stride);
+        let entry = opcode::Recv::new(types::Fd(conn.fd), buf, (self.recv_stride - keep) as u32)
             .build()
             .user_data(self.token(c, Op::Recv));
         // SAFETY: the receive writes into connection `c`'s region of `recv_buf`
-        // (bounds checked by the slice above); see `push`.
+        // (bounds checked by `kernel_ptr`); see `push`.
         unsafe { self.push(c, &entry) };
     }
 
@@ -488,7 +495,7 @@ impl<'p> FrameWorker<'p> {
                 seq: k,
                 intended_ns: g.intended_ns(gj, k),
             }
-            .encode(&mut self.send_buf[at..at + HEADER_BYTES]);
+            .encode(self.send_buf.region_mut(at..at + HEADER_BYTES));
         }
         conn.pend_k += count as u64;
         conn.pend -= count as u32;
@@ -503,8 +510,9 @@ impl<'p> FrameWorker<'p> {
     fn push_send(&mut self, c: u32) {
         let conn = &self.conns[c as usize];
         let base = c as usize * self.send_stride;
-        let buf = &self.send_buf[base + conn.send_off as usize..base + conn.send_len as usize];
-        let entry = opcode::Send::new(types::Fd(conn.fd), buf.as_ptr(), buf.len() as u32)
+        let (off, end) = (conn.send_off as usize, conn.send_len as usize);
+        let buf = self.send_buf.kernel_ptr(base + off..base + end);
+        let entry = opcode::Send::new(types::Fd(conn.fd), buf, (end - off) as u32)
             .build()
             .user_data(self.token(c, Op::Send));
         // SAFETY: the send reads connection `c`'s region of `send_buf`, which is not
@@ -585,7 +593,7 @@ impl<'p> FrameWorker<'p> {
         let base = c as usize * self.recv_stride;
         let keep = self.conns[c as usize].recv_keep as usize;
         let end = keep + res as usize;
-        let bytes = &self.recv_buf[base..base + end];
+        let bytes = self.recv_buf.region(base..base + end);
         let (book, hist, counters) = (&mut self.book, &mut self.out.hist, &mut self.out.counters);
         let down = &mut self.down;
         if self.udp {

@@ -33,7 +33,18 @@ impl Worker<'_> {
             }
         };
         match pushed {
-            Ok(()) => self.ops_in_ring += entries.len() as u64,
+            Ok(()) => {
+                self.ops_in_ring += entries.len() as u64;
+                for e in entries {
+                    if let Some(t) = Token::decode(e.get_user_data()) {
+                        let conn = &mut self.table.conns[t.conn as usize];
+                        conn.ops = conn
+                            .ops
+                            .checked_add(1)
+                            .expect("a few operations a connection");
+                    }
+                }
+            }
             Err(e) => self.ring_failed(&e),
         }
     }
@@ -56,7 +67,7 @@ impl Worker<'_> {
     pub(super) fn arm_recv(&mut self, c: u32) {
         let len = self.plan.recv_buffer_bytes;
         let conn = &mut self.table.conns[c as usize];
-        let keep = conn.recv_keep;
+        let keep = conn.recv_keep as usize;
         conn.recv_armed = true;
         let token = Token {
             conn: c,
@@ -72,18 +83,20 @@ impl Worker<'_> {
                 .build())
             .user_data(token.encode())
         } else {
-            let start = c as usize * len + keep;
-            // `start..start + len - keep` lies inside this connection's region of
-            // `recv_buf`, which outlives the operation.
-            let ptr = self.recv_buf[start..].as_mut_ptr();
+            // The rest of this connection's region of `recv_buf`, after the kept bytes.
+            let region = c as usize * len..(c as usize + 1) * len;
+            let ptr = self.recv_buf.kernel_ptr(region.start + keep..region.end);
             let n = (len - keep) as u32;
             on_socket!(self, c, conn.fd, |t| opcode::Recv::new(t, ptr, n).build())
                 .user_data(token.encode())
         };
         // SAFETY: a multishot receive writes into the buffer ring's memory, a single
-        // receive into this connection's region of `recv_buf` (bounds checked by the
-        // slice above); both are owned by the worker, never reallocated, and outlive
-        // the operation (leaked if the worker is dropped before it completes).
+        // receive into this connection's region of `recv_buf` (bounds checked by
+        // `kernel_ptr`), which no other operation is using: a single-shot receive is
+        // armed only after the previous one completed (`recv_armed`), and a reopened
+        // connection only once its old operations have (`ops`). Both are owned by the
+        // worker, never reallocated, and outlive the operation (leaked if the worker is
+        // dropped before it completes).
         unsafe { self.push(&[entry]) };
     }
 
@@ -94,20 +107,23 @@ impl Worker<'_> {
             op: Op::Send,
             generation: conn.generation,
         };
-        let rest = if self.render {
+        let (done, end) = (conn.send_done as usize, conn.send_len as usize);
+        let ptr = if self.render {
             let base = c as usize * self.staging_len;
-            &self.staging[base + conn.send_done..base + conn.send_len]
+            self.staging.kernel_ptr(base + done..base + end)
         } else {
-            &self.send_buf[conn.send_done..conn.send_len]
+            self.send_buf.kernel_ptr(done..end)
         };
-        let (ptr, n) = (rest.as_ptr(), rest.len() as u32);
+        let n = (end - done) as u32;
         let entry = on_socket!(self, c, conn.fd, |t| opcode::Send::new(t, ptr, n).build())
             .user_data(token.encode());
         self.table.conns[c as usize].send_armed = true;
-        // SAFETY: the send reads `rest`, a slice of `staging` or `send_buf`, owned by
-        // the worker and never reallocated; this connection's part of it is not
+        // SAFETY: the send reads `n` bytes of this connection's region of `staging`
+        // (or of `send_buf`, never written after start), bounds checked by
+        // `kernel_ptr`, owned by the worker and never reallocated; the region is not
         // written again until the send completes (`sending` > 0 keeps `flush_sends`
-        // away), and it outlives the operation (leaked if the worker is dropped first).
+        // away, and a closed connection reopens only once `ops` is 0), and it outlives
+        // the operation (leaked if the worker is dropped first).
         unsafe { self.push(&[entry]) };
     }
 
@@ -132,7 +148,11 @@ impl Worker<'_> {
             let Some(token) = Token::decode(data) else {
                 continue;
             };
-            let conn = &self.table.conns[token.conn as usize];
+            let finished = !io_uring::cqueue::more(flags);
+            let conn = &mut self.table.conns[token.conn as usize];
+            if finished {
+                conn.ops -= 1;
+            }
             if conn.generation != token.generation {
                 // A completion for a connection since closed; its buffer goes back.
                 if let (Some(bid), Some(br)) =
@@ -140,13 +160,16 @@ impl Worker<'_> {
                 {
                     br.recycle(bid);
                 }
-                continue;
+            } else {
+                match token.op {
+                    Op::Connect => self.on_connect(token.conn, res),
+                    Op::Send => self.on_send(token.conn, res),
+                    Op::Recv => self.on_recv(token.conn, res, flags, now_t),
+                    Op::Close => {}
+                }
             }
-            match token.op {
-                Op::Connect => self.on_connect(token.conn, res),
-                Op::Send => self.on_send(token.conn, res),
-                Op::Recv => self.on_recv(token.conn, res, flags, now_t),
-                Op::Close => self.on_close(token.conn),
+            if finished {
+                self.finish_close(token.conn);
             }
         }
         if n > 0
@@ -169,7 +192,7 @@ impl Worker<'_> {
         }
         self.out.counters.bytes_sent += res as u64;
         let conn = &mut self.table.conns[c as usize];
-        conn.send_done += res as usize;
+        conn.send_done += res as u32;
         if conn.send_done < conn.send_len {
             self.push_send(c); // partial send: re-arm from the offset
             return;
@@ -225,12 +248,15 @@ impl Worker<'_> {
                     // worker's stream, so {rand} is the same whichever worker or shard
                     // sends it (a fresh stream, not the one that chose the entry).
                     let mut rng = request_rng(self.plan.seed ^ RENDER_STREAM, req.seq);
-                    len += template.render(&ctx, &mut rng, &mut self.staging[base + len..]);
+                    // Only this connection's region: other connections' sends may be
+                    // reading theirs.
+                    let region = base + len..base + self.staging_len;
+                    len += template.render(&ctx, &mut rng, self.staging.region_mut(region));
                 } else {
                     len += payload_len;
                 }
             }
-            self.table.conns[c as usize].send_len = len;
+            self.table.conns[c as usize].send_len = len as u32;
             self.push_send(c);
         }
     }

@@ -337,10 +337,27 @@ impl Worker<'_> {
             // no memory.
             unsafe { self.push(&entries[..n]) };
         } else {
+            // Cancel what still points into the connection's regions (a receive on a
+            // kernel without provided-buffer rings writes into its own region; closing
+            // the descriptor would not end it: the ring holds the socket), then close.
+            // The connection stays `Closing` until they have completed.
+            let mut n = 0;
+            let mut cancels = [opcode::Nop::new().build(), opcode::Nop::new().build()];
+            for t in pending.into_iter().flatten() {
+                cancels[n] = opcode::AsyncCancel2::new(types::CancelBuilder::user_data(t.encode()))
+                    .build()
+                    .user_data(0);
+                n += 1;
+            }
+            if n > 0 {
+                conn.state = ConnState::Closing { reopen_at_ns };
+                // SAFETY: cancels by user_data point into no memory.
+                unsafe { self.push(&cancels[..n]) };
+            }
             if fd >= 0 {
                 socket::close(fd);
             }
-            if self.workload.per_request() {
+            if n == 0 && self.workload.per_request() {
                 self.mark_ready(c);
             }
         }
@@ -349,9 +366,15 @@ impl Worker<'_> {
         self.watch(c);
     }
 
-    /// The ring has closed connection `c`'s socket: its slot may be reused.
-    pub(super) fn on_close(&mut self, c: u32) {
+    /// A closing connection whose last operation has completed (its socket closed,
+    /// its receive and send done or cancelled) is closed: its file-table slot and its
+    /// regions may be used again, by a reopen or (connection per request) the next
+    /// request.
+    pub(super) fn finish_close(&mut self, c: u32) {
         let conn = &mut self.table.conns[c as usize];
+        if conn.ops > 0 {
+            return;
+        }
         if let ConnState::Closing { reopen_at_ns } = conn.state {
             conn.state = ConnState::Closed { reopen_at_ns };
             if self.workload.per_request() {

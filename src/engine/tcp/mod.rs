@@ -50,6 +50,7 @@ mod workload;
 use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnTable, IndexQueue};
 use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
+use super::iobuf::IoBuf;
 use super::recorder::{EntryTotals, Histograms, ReplyTally, Snapshot};
 use super::ring::Ring;
 use super::run_loop::LoopState;
@@ -104,6 +105,10 @@ impl Engine for Worker<'_> {
     fn quiesce(&mut self) {
         Worker::quiesce(self);
     }
+
+    fn outbox(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
 }
 
 struct Worker<'p> {
@@ -118,13 +123,15 @@ struct Worker<'p> {
     /// pending connect, a reopen instant, a close in the ring; see `needs_scan`).
     active_q: IndexQueue,
     backlog: Backlog,
-    recv_buf: Box<[u8]>,
+    /// Per connection, `recv_buffer_bytes`: single-shot receives write into it, and
+    /// a response's unfinished tail is kept there.
+    recv_buf: IoBuf,
     /// The payload repeated `pipeline` times: a send of k requests is its first k copies.
     /// Empty when requests are rendered (`staging` instead).
-    send_buf: Box<[u8]>,
+    send_buf: IoBuf,
     /// Rendered requests: per connection, room for `pipeline` requests of the longest
     /// rendering; a send covers the unsent requests rendered back to back.
-    staging: Box<[u8]>,
+    staging: IoBuf,
     /// Bytes of `staging` per connection.
     staging_len: usize,
     /// Requests are rendered per request (templates or a mix).
@@ -208,9 +215,9 @@ impl Drop for Worker<'_> {
             );
         }
         std::mem::forget(self.buf_ring.take());
-        std::mem::forget(std::mem::take(&mut self.recv_buf));
-        std::mem::forget(std::mem::take(&mut self.send_buf));
-        std::mem::forget(std::mem::take(&mut self.staging));
+        self.recv_buf.leak();
+        self.send_buf.leak();
+        self.staging.leak();
         std::mem::forget(std::mem::take(&mut self.addrs));
     }
 }
@@ -256,9 +263,9 @@ impl<'p> Worker<'p> {
         let framer = entry_framers[0].clone();
         let render = plan.requests.static_bytes().is_none();
         let send_buf = if render {
-            Box::default()
+            IoBuf::default()
         } else {
-            plan.payload.repeat(plan.pipeline).into_boxed_slice()
+            IoBuf::from_vec(plan.payload.repeat(plan.pipeline))
         };
         let staging_len = if render {
             plan.requests.max_len() * plan.pipeline
@@ -274,9 +281,9 @@ impl<'p> Worker<'p> {
             active_q: IndexQueue::with_capacity(plan.connections),
             flush_q: IndexQueue::with_capacity(plan.connections),
             backlog: Backlog::with_capacity(plan.backlog_capacity),
-            recv_buf: vec![0u8; plan.connections * plan.recv_buffer_bytes].into_boxed_slice(),
+            recv_buf: IoBuf::zeroed(plan.connections * plan.recv_buffer_bytes),
             send_buf,
-            staging: vec![0u8; staging_len * plan.connections].into_boxed_slice(),
+            staging: IoBuf::zeroed(staging_len * plan.connections),
             staging_len,
             render,
             entry_framers,

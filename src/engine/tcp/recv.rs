@@ -76,9 +76,10 @@ impl Worker<'_> {
                     let mut off = 0;
                     let mut open = true;
                     while open && off < total {
-                        let keep = self.table.conns[c as usize].recv_keep;
+                        let keep = self.table.conns[c as usize].recv_keep as usize;
                         let n = (len - keep).min(total - off);
-                        self.recv_buf[base + keep..base + keep + n]
+                        self.recv_buf
+                            .region_mut(base + keep..base + keep + n)
                             .copy_from_slice(&data[off..off + n]);
                         off += n;
                         open = self.parse_received(c, n, now_t);
@@ -115,8 +116,10 @@ impl Worker<'_> {
             return false;
         }
         let base = c as usize * len;
-        self.recv_buf[base..base + tail.len()].copy_from_slice(tail);
-        self.table.conns[c as usize].recv_keep = tail.len();
+        self.recv_buf
+            .region_mut(base..base + tail.len())
+            .copy_from_slice(tail);
+        self.table.conns[c as usize].recv_keep = tail.len() as u32;
         true
     }
 
@@ -126,12 +129,12 @@ impl Worker<'_> {
     pub(super) fn parse_received(&mut self, c: u32, n: usize, now_t: Ticks) -> bool {
         let len = self.plan.recv_buffer_bytes;
         let base = c as usize * len;
-        let end = self.table.conns[c as usize].recv_keep + n;
+        let end = self.table.conns[c as usize].recv_keep as usize + n;
         // Lent out while framing, so the bytes and the worker can be borrowed at once;
         // held in ManuallyDrop so that a panic while lent leaks it (other connections'
         // receives may be writing into it) instead of freeing it.
         let buf = std::mem::ManuallyDrop::new(std::mem::take(&mut self.recv_buf));
-        let parsed = self.parse(c, &buf[base..base + end], now_t);
+        let parsed = self.parse(c, buf.region(base..base + end), now_t);
         self.recv_buf = std::mem::ManuallyDrop::into_inner(buf);
         let Some(pos) = parsed else {
             return false;
@@ -142,7 +145,7 @@ impl Worker<'_> {
             self.protocol_error(
                 c,
                 "response larger than the receive buffer",
-                &buf[base + pos..base + end],
+                buf.region(base + pos..base + end),
             );
             self.recv_buf = std::mem::ManuallyDrop::into_inner(buf);
             return false;
@@ -150,7 +153,7 @@ impl Worker<'_> {
         if keep > 0 && pos > 0 {
             self.recv_buf.copy_within(base + pos..base + end, base);
         }
-        self.table.conns[c as usize].recv_keep = keep;
+        self.table.conns[c as usize].recv_keep = keep as u32;
         true
     }
 

@@ -317,3 +317,66 @@ fn the_scan_visits_only_watched_connections_when_some_are_closed_for_good() {
         }
     }
 }
+
+/// Reaps completions (waiting up to 10 ms each time) until `done` holds, for at most
+/// 2 s.
+fn reap_until(w: &mut Worker<'_>, done: impl Fn(&Worker<'_>) -> bool) -> bool {
+    let end = std::time::Instant::now() + Duration::from_secs(2);
+    while !done(w) && std::time::Instant::now() < end {
+        w.submit_and_wait(10 * MS);
+        w.reap();
+    }
+    done(w)
+}
+
+/// Issue 22: on a kernel without provided-buffer rings (before 5.19) a receive is
+/// single-shot, into the connection's own region, and the socket is a descriptor.
+/// Closing the descriptor does not end a receive in the ring (the ring holds the
+/// socket), so the connection used to reopen at once and arm a second receive into
+/// the region the first could still fill. Now the close cancels it, and the
+/// connection stays `Closing` (not reopened by the scan) until every operation that
+/// points into its region has completed.
+#[test]
+fn a_closed_connection_reopens_only_after_its_single_shot_receive_left_the_ring() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut p = plan(1);
+    p.target = listener.local_addr().unwrap();
+    p.targets = vec![p.target].into();
+    let (mut w, mock) = worker(&p);
+    // The pre-5.19 path: descriptors, single-shot receives.
+    w.fixed_files = false;
+    w.multishot = false;
+    w.open(0);
+    assert!(reap_until(&mut w, |w| w.table.conns[0].state == ConnState::Ready));
+    let (_peer, _) = listener.accept().unwrap();
+    let conn = &w.table.conns[0];
+    assert!(conn.fd >= 0 && conn.recv_armed);
+    assert_eq!(conn.ops, 1, "its receive, in the ring");
+    w.close_conn(0, None, super::Reopen::Now);
+    assert_eq!(
+        w.table.conns[0].state,
+        ConnState::Closing { reopen_at_ns: 0 },
+        "its receive is still in the ring"
+    );
+    mock.increment(Duration::from_millis(1));
+    w.scan(w.clock.now_ns());
+    assert_eq!(
+        w.table.conns[0].state,
+        ConnState::Closing { reopen_at_ns: 0 },
+        "not reopened while the old receive may write into its region"
+    );
+    assert!(reap_until(&mut w, |w| w.table.conns[0].ops == 0));
+    assert_eq!(
+        w.table.conns[0].state,
+        ConnState::Closed { reopen_at_ns: 0 }
+    );
+    assert_eq!(
+        w.ops_in_ring, 0,
+        "the receive and its cancel both completed"
+    );
+    // Now it reopens.
+    w.scan(w.clock.now_ns());
+    assert_eq!(w.table.conns[0].state, ConnState::Connecting);
+    assert!(reap_until(&mut w, |w| w.table.conns[0].state == ConnState::Ready));
+    w.quiesce();
+}
