@@ -85,6 +85,10 @@ pub const SLEEP_CPU_NS: u64 = 10_000;
 /// The timer lateness `--spin auto` assumes before it has measured any: wake-ups from
 /// the ring's timeouts arrive 60-70 us late on the project's VM, less on bare metal.
 pub const TIMER_LATE_NS_INITIAL: u64 = 50_000;
+/// A `--resolution` finer than this is finer than any timer wake-up gives (they end
+/// tens of microseconds late on a quiet host): `--spin auto` then spins before each
+/// send instead of sleeping.
+pub const FINE_RESOLUTION_NS: u64 = 100_000;
 /// Default `--resolution`: timer wake-ups for due sends at least this far apart, so
 /// dispatch lag p99 stays within 1 ms (wrk2's resolution) with the timer's lateness
 /// on top.
