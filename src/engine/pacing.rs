@@ -531,7 +531,7 @@ mod tests {
     fn a_resolution_finer_than_the_timer_spins_twice_its_lateness() {
         let p = auto(10_000);
         let late = p.timer_late_ns();
-        assert!(10_000 < FINE_RESOLUTION_NS);
+        const { assert!(10_000 < FINE_RESOLUTION_NS) };
         let w = p.wake(false, false, Some(10_000_000));
         assert_eq!(w.at, 10_000_000 - 2 * late);
         assert_eq!(p.step(w.at, w), Step::Spin);
