@@ -83,7 +83,7 @@ PLAN_GIVEN=0
 # blaster run's flags that change nothing this script checks: accepted (with their value)
 # so the same words go to both. tests/preflight_script.rs holds this list to
 # `blaster run --help`.
-RUN_VALUE_FLAGS=" --reconnect-backoff --keepalive --arrivals --max-response --spin --seed \
+RUN_VALUE_FLAGS=" --reconnect-backoff --keepalive --arrivals --max-response --spin --resolution --seed \
 --pipeline --payload-size --payload --payload-file --framing --http -H --header --body \
 --body-file --mix --timeout --max-lag --workload --tick --frame-size --room-size \
 --frame-budget --down-size --connect-rate --heartbeat --heartbeat-payload --link-speed \

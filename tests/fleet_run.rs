@@ -191,13 +191,13 @@ fn three_shards() -> Result<(), Miss> {
         m.keys().copied().collect::<Vec<_>>(),
         (0..9000).collect::<Vec<_>>()
     );
-    for (&seq, &(rel, _)) in &m {
+    // The instants carry each shard's reading of the wall clock at its start (a
+    // vCPU held at that moment shifts a whole shard): timing, like the skews below.
+    let off = m.iter().find_map(|(&seq, &(rel, _))| {
         let want = (seq as f64 * 1e9 / 3000.0).round() as i64;
-        assert!(
-            (rel - want).abs() < 200_000,
-            "seq {seq}: intended {rel} ns, want {want}"
-        );
-    }
+        ((rel - want).abs() >= 200_000)
+            .then(|| format!("seq {seq}: intended {rel} ns, want {want}"))
+    });
     // Within 20 ms: a shard that ignored --start-at would start up to 2.5 s off. Not
     // 1 ms: a CI run here saw 7.9 ms with the hypervisor holding the vCPU at the
     // instant; the skews of a quiet host are in docs/figures.md (175-230 us).
@@ -206,6 +206,7 @@ fn three_shards() -> Result<(), Miss> {
         .iter()
         .find(|r| saw_other_load(r))
         .unwrap_or(&reports[0]);
+    ensure_run(host, off.is_none(), || off.clone().unwrap_or_default())?;
     ensure_run(host, skews.iter().all(|&s| s < 20_000_000), || {
         format!("start skews {skews:?} ns")
     })?;
