@@ -142,6 +142,26 @@ struct FrameTrace {
     join: Option<String>,
 }
 
+/// One frame fuzz target's whole body for adapter `kind`: the first parameter bytes
+/// choose the join (odd) or the decoder alone, the socket's role (only for a protocol
+/// with two sockets per connection, `resp`), the frame size and the chunking seed;
+/// the rest is the server's bytes, through [`drive_frames`].
+pub fn fuzz_frame_proto(kind: blaster::proto::frame_proto::FrameProtoKind, data: &[u8]) {
+    use blaster::proto::frame_proto::{FrameSpec, Role, TOPIC_DEFAULT, WS_PATH_DEFAULT};
+    let mut input = Input::new(data);
+    let join = input.byte() & 1 == 1;
+    let role = match kind.sockets_per_connection() {
+        1 => Role::Both,
+        _ if input.byte() & 2 == 0 => Role::Subscriber,
+        _ => Role::Publisher,
+    };
+    let size = [32, 100, 300][input.byte() as usize % 3];
+    let seed = input.byte();
+    let spec = FrameSpec::new(kind, TOPIC_DEFAULT, WS_PATH_DEFAULT, "h:1", size)
+        .expect("a valid spec");
+    drive_frames(&spec, role, join, input.rest(), seed);
+}
+
 /// Feeds `stream` to a frame adapter's downlink decoder (or, with `join`, to its join
 /// exchange over `rooms`) in chunks drawn from `seed` and whole, checking the contract
 /// on every call, and compares the two. The decoder contract: `consumed` within the
