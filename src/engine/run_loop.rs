@@ -79,6 +79,33 @@ pub trait Hooks {
     fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals;
 }
 
+/// The five accessors of [`Hooks`], for a worker whose fields are named `plan`,
+/// `clock`, `ring`, `out` and `ls` (every workload's are).
+macro_rules! loop_parts {
+    () => {
+        fn plan(&self) -> &$crate::engine::worker_plan::WorkerPlan {
+            self.plan
+        }
+
+        fn clock(&self) -> &$crate::clock::Clock {
+            &self.clock
+        }
+
+        fn ring(&mut self) -> &mut $crate::engine::ring::Ring {
+            &mut self.ring
+        }
+
+        fn out(&mut self) -> &mut $crate::engine::driver::Outbox {
+            &mut self.out
+        }
+
+        fn state(&mut self) -> &mut $crate::engine::run_loop::LoopState {
+            &mut self.ls
+        }
+    };
+}
+pub(crate) use loop_parts;
+
 /// Runs workload `w` from the start instant until its drain ends, and sends its
 /// totals with the last snapshot.
 pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {

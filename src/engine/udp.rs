@@ -26,7 +26,7 @@ use super::iobuf::IoBuf;
 use super::pacing::Pacer;
 use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
-use super::run_loop::{Hooks, LoopState};
+use super::run_loop::{Hooks, LoopState, loop_parts};
 use super::token::{Op, Token};
 use super::worker_plan::{Transport, WorkerPlan, timetable};
 use crate::clock::{Clock, Nanos, Ticks};
@@ -735,25 +735,7 @@ impl<'p> UdpWorker<'p> {
 }
 
 impl Hooks for UdpWorker<'_> {
-    fn plan(&self) -> &WorkerPlan {
-        self.plan
-    }
-
-    fn clock(&self) -> &Clock {
-        &self.clock
-    }
-
-    fn ring(&mut self) -> &mut Ring {
-        &mut self.ring
-    }
-
-    fn out(&mut self) -> &mut Outbox {
-        &mut self.out
-    }
-
-    fn state(&mut self) -> &mut LoopState {
-        &mut self.ls
-    }
+    loop_parts!();
 
     fn on_start(&mut self) {
         if !self.blast {

@@ -30,7 +30,7 @@ use super::iobuf::IoBuf;
 use super::pacing::Pacer;
 use super::recorder::{FrameTotals, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
-use super::run_loop::{Hooks, LoopState};
+use super::run_loop::{Hooks, LoopState, loop_parts};
 use super::socket;
 use super::token::{Op, Token, next_generation};
 use super::worker_plan::{FramePlan, Transport, WorkerPlan};
@@ -710,25 +710,7 @@ impl<'p> FrameWorker<'p> {
 }
 
 impl Hooks for FrameWorker<'_> {
-    fn plan(&self) -> &WorkerPlan {
-        self.plan
-    }
-
-    fn clock(&self) -> &Clock {
-        &self.clock
-    }
-
-    fn ring(&mut self) -> &mut Ring {
-        &mut self.ring
-    }
-
-    fn out(&mut self) -> &mut Outbox {
-        &mut self.out
-    }
-
-    fn state(&mut self) -> &mut LoopState {
-        &mut self.ls
-    }
+    loop_parts!();
 
     fn on_start(&mut self) {
         self.running = true;

@@ -3,36 +3,15 @@
 //! interval boundary -> sends.
 
 use super::Worker;
-use crate::clock::{Clock, Nanos, Ticks};
+use crate::clock::{Nanos, Ticks};
 use crate::engine::conn_table::ConnState;
-use crate::engine::driver::Outbox;
 use crate::engine::pacing::Pacer;
 use crate::engine::recorder::WorkerTotals;
-use crate::engine::ring::Ring;
-use crate::engine::run_loop::{Hooks, LoopState};
-use crate::engine::worker_plan::WorkerPlan;
+use crate::engine::run_loop::{Hooks, loop_parts};
 use crate::limits::DRAIN_NS_MAX;
 
 impl Hooks for Worker<'_> {
-    fn plan(&self) -> &WorkerPlan {
-        self.plan
-    }
-
-    fn clock(&self) -> &Clock {
-        &self.clock
-    }
-
-    fn ring(&mut self) -> &mut Ring {
-        &mut self.ring
-    }
-
-    fn out(&mut self) -> &mut Outbox {
-        &mut self.out
-    }
-
-    fn state(&mut self) -> &mut LoopState {
-        &mut self.ls
-    }
+    loop_parts!();
 
     fn on_start(&mut self) {
         self.running = true;
