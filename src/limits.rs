@@ -78,9 +78,10 @@ pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
 /// a spinning vCPU stays scheduled, so 2 ms keeps dispatch lag p99 in microseconds
 /// at any rate above 500 requests/s, at the price of a busy worker core.
 pub const SPIN_NS: u64 = 2_000_000;
-/// CPU one sleep in the ring costs against spinning (arming the timeout, the context
-/// switch, on a VM the exit for the timer): `--spin auto` spins only waits shorter
-/// than this. About 10 us on this project's 2-vCPU VM (docs/figures.md, pacing).
+/// CPU one sleep in the ring is taken to cost against spinning (arming the timeout,
+/// the context switch, on a VM the exit for the timer): `--spin auto` spins only waits
+/// shorter than this. An order of magnitude, not a measurement: no bench here times
+/// one sleep; `bench/pacing.sh` measures what the whole policy costs per request.
 pub const SLEEP_CPU_NS: u64 = 10_000;
 /// The timer lateness `--spin auto` assumes before it has measured any: wake-ups from
 /// the ring's timeouts arrive 60-70 us late on the project's VM, less on bare metal.
@@ -89,9 +90,9 @@ pub const TIMER_LATE_NS_INITIAL: u64 = 50_000;
 /// tens of microseconds late on a quiet host): `--spin auto` then spins before each
 /// send instead of sleeping.
 pub const FINE_RESOLUTION_NS: u64 = 100_000;
-/// Default `--resolution`: timer wake-ups for due sends at least this far apart, so
-/// dispatch lag p99 stays within 1 ms (wrk2's resolution) with the timer's lateness
-/// on top.
+/// Default `--resolution`: timer wake-ups for due sends at least this far apart. Aimed
+/// at a dispatch lag p99 within 1 ms (wrk2's resolution) with the timer's lateness on
+/// top; not shown here yet (`bench/pacing.sh` ran on a host whose steal set the lag).
 pub const RESOLUTION_NS: u64 = 500_000;
 /// Coarsest `--resolution`: dispatch lag up to this much is the price asked for.
 pub const RESOLUTION_NS_MAX: u64 = 100_000_000;

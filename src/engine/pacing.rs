@@ -538,6 +538,26 @@ mod tests {
         assert_eq!(p.step(w.at - 5_000, w), Step::Sleep(w.at));
     }
 
+    /// A timer later than the resolution (a busy host) never flips `--spin auto` into
+    /// spinning before each send: whether to spin is the setting's, not the measure's.
+    #[test]
+    fn a_late_timer_does_not_turn_auto_into_spinning() {
+        let mut p = auto(500_000);
+        for i in 0..200 {
+            let t = i * 2_000_000;
+            p.sleep(t, t + 500_000);
+            p.begin(t + 500_000 + 800_000); // 800 us late
+        }
+        assert!(p.timer_late_ns() > 500_000, "{}", p.timer_late_ns());
+        let w = p.wake(false, false, Some(1_000_000_000));
+        assert_eq!(w.at, 1_000_000_000 - p.timer_late_ns() * 3 / 4);
+        // 100 us before the send: sleep (late), do not spin 100 us.
+        assert_eq!(
+            p.step(1_000_000_000 - 100_000, w),
+            Step::Sleep(w.at.max(999_901_000))
+        );
+    }
+
     #[test]
     fn the_timer_lateness_is_measured_from_sleeps_that_ran_out() {
         let mut p = auto(500_000);
