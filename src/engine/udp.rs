@@ -749,12 +749,11 @@ impl Hooks for UdpWorker<'_> {
         now >= self.plan.duration_ns && (self.schedule.is_none() || self.next_k >= self.total_k)
     }
 
-    fn on_stop(&mut self, now: Nanos, interrupted: bool, pace: &Pacer) -> u64 {
+    fn on_stop(&mut self, now: Nanos, _interrupted: bool, pace: &Pacer) -> u64 {
         if self.at_end(now) && !self.blast {
             // Requests due before the end are still answered or time out.
             return self.plan.timeout_ns + pace.scan_every;
         }
-        let _ = interrupted;
         while self.backlog.pop().is_some() {
             self.out.counters.cut_off += 1;
         }
