@@ -462,7 +462,7 @@ fn a_frames_run_exposes_its_counters_retention_and_deviation_histogram() {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let (_dir, json) = tmp_json();
-    let child = spawn_piped(
+    let mut child = spawn_piped(
         Command::new(bin())
             .arg("run")
             .args(frames_args(&sink.addr, "3s"))
@@ -478,7 +478,11 @@ fn a_frames_run_exposes_its_counters_retention_and_deviation_histogram() {
     // Scrape until the final state is served (that scrape ends the linger).
     let deadline = Instant::now() + Duration::from_secs(30);
     let text = loop {
-        assert!(Instant::now() < deadline, "the run never finished");
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("the run never finished: {:?}\n{}", out.status, stderr(&out));
+        }
         if let Some((200, body)) = http_get(port, "/metrics")
             && body.contains("blaster_frame_deviation_seconds_count")
             && sample(&body, "blaster_run_finished") == 1.0

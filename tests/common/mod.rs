@@ -20,8 +20,33 @@ pub fn load_lock() -> MutexGuard<'static, ()> {
     LOAD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody uses right now (TCP and UDP), below the kernel's ephemeral
+/// range: a port the kernel hands out (`bind` to port 0) may be taken as the source
+/// port of another test's `connect` before the process it is meant for binds it, which
+/// then fails (CI once lost a `--metrics-listen` test to that). Ports below the range
+/// are only ever taken by an explicit bind; each call starts its search at a different
+/// place (process id, a counter), so parallel tests do not pick the same one.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    const FIRST: u32 = 10_000;
+    let span = low.saturating_sub(FIRST).max(1);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let start = std::process::id()
+        .wrapping_mul(7919)
+        .wrapping_add(call.wrapping_mul(104_729));
+    for k in 0..span.min(4096) {
+        let port = (FIRST + (start.wrapping_add(k.wrapping_mul(37))) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok()
+        {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
