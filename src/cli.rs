@@ -283,6 +283,24 @@ pub struct WorkloadArgs {
     /// (at least 32 + 24 x --room-size).
     #[arg(long)]
     pub down_size: Option<usize>,
+
+    /// Frames: the server's protocol. `blaster` (the built-in sink's broadcast mode),
+    /// `nats` (nats-server: SUB and PUB per room subject), `mqtt` (3.1.1 at QoS 0,
+    /// e.g. mosquitto), `ws` (WebSocket binary messages to a broadcast server at
+    /// --ws-path) or `resp` (Redis pub/sub). Each connection joins its room first
+    /// (timed as the join phase); see docs/frames.md. Default: blaster.
+    #[arg(long)]
+    pub frame_proto: Option<String>,
+
+    /// Frames with --frame-proto nats, mqtt or resp: the subject, topic or channel of
+    /// a room, with `{room}` for the room number. Default: `room.{room}`.
+    #[arg(long)]
+    pub frame_topic: Option<String>,
+
+    /// Frames with --frame-proto ws: the request path of a room's WebSocket, with
+    /// `{room}` for the room number. Default: `/room/{room}`.
+    #[arg(long)]
+    pub ws_path: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -50,6 +50,18 @@ impl Clock {
         }
     }
 
+    /// Nanoseconds from `a` to `b` (0 when `b` is not after `a`), whatever the start
+    /// instant: for spans that may cross the run's start (a join begun in the connect
+    /// phase).
+    #[inline]
+    pub fn between_ns(&self, a: Ticks, b: Ticks) -> Nanos {
+        if b <= a {
+            0
+        } else {
+            self.inner.delta_as_nanos(a, b)
+        }
+    }
+
     /// Nanoseconds since the start instant, now.
     #[inline]
     pub fn now_ns(&self) -> Nanos {

@@ -145,7 +145,7 @@ pub fn execute(
     };
     // A connection per request opens nothing before the schedule starts.
     // A frames ramp (--connect-rate) opens its connections during the run.
-    let ramp = plan.frames.is_some_and(|f| f.grid.join_gap_ns > 0);
+    let ramp = plan.frames.as_ref().is_some_and(|f| f.grid.join_gap_ns > 0);
     if fatal.is_some() || (established == 0 && !plan.per_request && !ramp) || readies.len() < n {
         for c in &controls {
             let _ = c.send(Control::Abort);
@@ -157,15 +157,19 @@ pub fn execute(
             return Err(RunError::Worker(f));
         }
         let errno = setup.first_errno;
+        let join_error = readies.iter().find_map(|r| r.join_error.clone());
         return Err(RunError::Connect {
             addr: target,
-            reason: errno.map_or("no connection could be opened".to_string(), |e| {
-                let text = crate::engine::socket::errno_text(e);
-                match crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan)) {
-                    Some(hint) => format!("{text}; {hint}"),
-                    None => text,
-                }
-            }),
+            reason: match join_error {
+                Some(j) if errno.is_none() => j,
+                _ => errno.map_or("no connection could be opened".to_string(), |e| {
+                    let text = crate::engine::socket::errno_text(e);
+                    match crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan)) {
+                        Some(hint) => format!("{text}; {hint}"),
+                        None => text,
+                    }
+                }),
+            },
             failed: plan.connections - established,
             connections: plan.connections,
         });
@@ -456,7 +460,7 @@ fn complete(
         errors: p.counters.request_errors(),
         latency: Percentiles::of(&p.histograms.latency),
         lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
-        frames: shape.plan.frames.map(|_| {
+        frames: shape.plan.frames.as_ref().map(|_| {
             (
                 p.counters.frames,
                 Percentiles::of(&p.histograms.frame_deviation).p99,

@@ -24,6 +24,8 @@ pub struct Ready {
     /// A setup failure that stops this worker (ring, pinning is not one).
     pub fatal: Option<String>,
     pub features: Vec<&'static str>,
+    /// Frames with `--frame-proto`: why the first failed join failed.
+    pub join_error: Option<String>,
 }
 
 /// What stops a worker in the middle of its run. The worker ends its run at once, sends
@@ -217,7 +219,7 @@ impl Outbox {
     /// The warm-up ended: forgets what was recorded so far (histograms, counters, the
     /// pacer's usage) without sending it. Resets in place: no allocation.
     pub fn discard_warmup(&mut self, pace: &mut Pacer) {
-        self.hist.reset();
+        self.hist.reset_warmup();
         self.counters = Counters::default();
         let _ = pace.take_usage();
     }
@@ -254,6 +256,7 @@ pub fn setup_failed(ready_tx: &Sender<Ready>, plan: &WorkerPlan, what: &str, e: 
         establish_ns: 0,
         fatal: Some(format!("worker {}: {what} failed: {e}", plan.index)),
         features: Vec::new(),
+        join_error: None,
     });
 }
 

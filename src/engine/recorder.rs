@@ -32,6 +32,9 @@ pub struct Histograms {
     pub frame_jitter: Histogram<u64>,
     /// Frames: intended send instant -> the last receiver of the room got the frame.
     pub frame_fanout: Histogram<u64>,
+    /// Frames: a connection's join, from its connect submitted to the server's last
+    /// answer of the join exchange (`--frame-proto`; the connect alone for blaster).
+    pub frame_join: Histogram<u64>,
     /// done - intended of replies that parsed but report failure (HTTP 5xx, RESP
     /// `-ERR`, memcached `SERVER_ERROR`, ...): kept apart from `latency`, so a target
     /// that fails fast cannot make the headline look better.
@@ -56,6 +59,7 @@ impl Histograms {
             frame_deviation: histogram(),
             frame_jitter: histogram(),
             frame_fanout: histogram(),
+            frame_join: histogram(),
             error_latency: histogram(),
         }
     }
@@ -73,7 +77,19 @@ impl Histograms {
         }
     }
 
-    fn parts(&self) -> [&Histogram<u64>; 11] {
+    /// The warm-up's reset: everything but the joins (`frame_join`), which are the
+    /// control plane's figures, one per connection, mostly taken before the schedule.
+    /// In place, no allocation.
+    pub fn reset_warmup(&mut self) {
+        let join: *const Histogram<u64> = &self.frame_join;
+        for h in self.parts_mut() {
+            if !std::ptr::eq(&*h, join) {
+                h.reset();
+            }
+        }
+    }
+
+    fn parts(&self) -> [&Histogram<u64>; 12] {
         [
             &self.latency,
             &self.service,
@@ -85,11 +101,12 @@ impl Histograms {
             &self.frame_deviation,
             &self.frame_jitter,
             &self.frame_fanout,
+            &self.frame_join,
             &self.error_latency,
         ]
     }
 
-    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 11] {
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 12] {
         [
             &mut self.latency,
             &mut self.service,
@@ -101,6 +118,7 @@ impl Histograms {
             &mut self.frame_deviation,
             &mut self.frame_jitter,
             &mut self.frame_fanout,
+            &mut self.frame_join,
             &mut self.error_latency,
         ]
     }
@@ -548,6 +566,36 @@ pub struct FrameTotals {
     /// `--aggregate`: how far the expected arrival moved earlier after measuring
     /// started (ns).
     pub shift_ns: u64,
+    /// `--frame-proto`: joins that failed, by kind.
+    pub join_failures: JoinFailures,
+    /// The first failed join's reason (the server's words where it gave some).
+    pub first_join_error: Option<String>,
+}
+
+/// Failed joins of `--frame-proto` adapters, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JoinFailures {
+    /// The server said no (an error reply, a refusing return code or status).
+    pub refused: u64,
+    /// The server's answer was not the protocol.
+    pub protocol: u64,
+    /// The server closed the connection before the join completed.
+    pub closed: u64,
+    /// No answer within the connect phase's timeout.
+    pub timeout: u64,
+}
+
+impl JoinFailures {
+    pub fn add(&mut self, o: &JoinFailures) {
+        self.refused += o.refused;
+        self.protocol += o.protocol;
+        self.closed += o.closed;
+        self.timeout += o.timeout;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.refused + self.protocol + self.closed + self.timeout
+    }
 }
 
 /// One `--mix` entry's figures over the whole run.

@@ -104,6 +104,7 @@ impl Engine for UdpWorker<'_> {
             establish_ns: 0,
             fatal: None,
             features: self.features.clone(),
+            join_error: None,
         }
     }
 

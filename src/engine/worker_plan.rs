@@ -84,8 +84,10 @@ pub struct WorkerPlan {
 }
 
 /// `--workload frames`, as every worker sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FramePlan {
+    /// The server's protocol (`--frame-proto`) and what its messages name.
+    pub spec: crate::proto::frame_proto::FrameSpec,
     pub grid: super::frames::FrameGrid,
     pub frame_size: usize,
     /// Arrival deviation beyond this is late (`--frame-budget`, default one tick).

@@ -5,7 +5,7 @@
 use super::Percentiles;
 use super::hdr;
 use crate::engine::pacing::{BusyCpu, busy_cpu_ns};
-use crate::engine::recorder::{FrameCounters, FrameTotals, WorkerTotals};
+use crate::engine::recorder::{FrameCounters, FrameTotals, JoinFailures, WorkerTotals};
 use crate::metrics::Histograms;
 use crate::run_plan::RunPlan;
 use crate::units::fmt_ns;
@@ -14,6 +14,10 @@ use std::fmt::Write;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FramesReport {
+    /// `--frame-proto`: the server's protocol (`blaster` for the built-in sink).
+    pub proto: String,
+    /// The join phase (the control plane), apart from the frames.
+    pub join: JoinReport,
     pub tick_ns: u64,
     pub frame_bytes: usize,
     pub room_size: u64,
@@ -81,6 +85,20 @@ pub struct FramesReport {
     pub aggregate: Option<AggregateFigures>,
 }
 
+/// The joins of a frames run: each connection's connect and its adapter's exchange
+/// (handshake, subscribe, acknowledgement), from the connect submitted to the join
+/// complete; reconnects join again.
+#[derive(Debug, Clone, Serialize)]
+pub struct JoinReport {
+    /// Joins completed (samples of `ns`).
+    pub joined: u64,
+    pub ns: Percentiles,
+    /// Joins that failed, by kind.
+    pub failed: JoinFailures,
+    /// The first failed join's reason, with the server's words where it gave some.
+    pub first_error: Option<String>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct AggregateFigures {
     /// Bytes of each downlink frame (`--down-size`).
@@ -112,6 +130,8 @@ pub struct FrameHistograms {
     pub deviation: String,
     pub jitter: String,
     pub fanout: String,
+    /// The joins (`join.ns`).
+    pub join: String,
 }
 
 /// One interval's frame figures (`intervals[].frames`).
@@ -194,7 +214,7 @@ pub fn build(
     totals: &[WorkerTotals],
     schedule_ns: u64,
 ) -> Option<FramesReport> {
-    let fp = plan.frames?;
+    let fp = plan.frames.as_ref()?;
     let mut t = FrameTotals::default();
     let busy = busy_cpu(totals);
     for w in totals {
@@ -210,6 +230,10 @@ pub fn build(
             t.reconnects += f.reconnects;
             t.outside += f.outside;
             t.shift_ns = t.shift_ns.max(f.shift_ns);
+            t.join_failures.add(&f.join_failures);
+            if t.first_join_error.is_none() {
+                t.first_join_error.clone_from(&f.first_join_error);
+            }
         }
     }
     let mut retention: Vec<f64> = t
@@ -235,6 +259,13 @@ pub fn build(
     let schedule = schedule_ns.max(1);
     let secs = schedule as f64 / 1e9;
     Some(FramesReport {
+        proto: fp.spec.kind.to_string(),
+        join: JoinReport {
+            joined: total.frame_join.len(),
+            ns: Percentiles::of(&total.frame_join),
+            failed: t.join_failures,
+            first_error: t.first_join_error.clone(),
+        },
         tick_ns: fp.grid.tick_ns,
         frame_bytes: fp.frame_size,
         room_size: fp.grid.room_size,
@@ -289,6 +320,7 @@ pub fn build(
             deviation: hdr::encode(&total.frame_deviation),
             jitter: hdr::encode(&total.frame_jitter),
             fanout: hdr::encode(&total.frame_fanout),
+            join: hdr::encode(&total.frame_join),
         },
         aggregate: fp.down_size.map(|down_bytes| AggregateFigures {
             down_bytes,
@@ -315,6 +347,7 @@ pub fn render(f: &FramesReport, w: &mut String) {
             ""
         }
     );
+    render_join(f, w);
     if let Some(a) = &f.aggregate {
         let _ = writeln!(
             w,
@@ -385,6 +418,36 @@ pub fn render(f: &FramesReport, w: &mut String) {
              not all be taken off their CPU time)"
         }
     );
+}
+
+/// The join line of the text report: the protocol, the joins' times, the failures.
+fn render_join(f: &FramesReport, w: &mut String) {
+    let j = &f.join;
+    let _ = write!(
+        w,
+        "  join ({}): {} joined, p50 {}  p99 {}  max {}",
+        f.proto,
+        j.joined,
+        fmt_ns(j.ns.p50),
+        fmt_ns(j.ns.p99),
+        fmt_ns(j.ns.max)
+    );
+    let x = &j.failed;
+    if x.total() > 0 {
+        let _ = write!(
+            w,
+            "; {} failed (refused {}, protocol {}, closed {}, timeout {})",
+            x.total(),
+            x.refused,
+            x.protocol,
+            x.closed,
+            x.timeout
+        );
+    }
+    let _ = writeln!(w);
+    if let Some(e) = &j.first_error {
+        let _ = writeln!(w, "  first failed join: {e}");
+    }
 }
 
 #[cfg(test)]

@@ -423,7 +423,7 @@ fn check_histograms(v: &Value) -> Result<[Histogram<u64>; 4], Bad> {
         }
     }
     if let Some(fh) = v["frames"].get("histograms") {
-        for key in ["deviation", "jitter", "fanout"] {
+        for key in ["deviation", "jitter", "fanout", "join"] {
             if let Some(x) = fh.get(key) {
                 decode(x, &format!("frames.histograms.{key}"))?;
             }

@@ -6,6 +6,9 @@ use crate::cli::RunArgs;
 use crate::engine::frames::FrameGrid;
 use crate::engine::worker_plan::FramePlan;
 use crate::limits::*;
+use crate::proto::frame_proto::{
+    Echo, FrameProtoKind, FrameSpec, SpecError, TOPIC_DEFAULT, WS_PATH_DEFAULT,
+};
 
 /// `--room-size` when not given.
 pub const ROOM_SIZE_DEFAULT: usize = 10;
@@ -18,7 +21,10 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         || a.work.frame_size.is_some()
         || a.work.room_size.is_some()
         || a.work.frame_budget.is_some()
-        || a.work.echo_to_sender;
+        || a.work.echo_to_sender
+        || a.work.frame_proto.is_some()
+        || a.work.frame_topic.is_some()
+        || a.work.ws_path.is_some();
     match a.work.workload.as_str() {
         "requests" => {
             if a.work.aggregate {
@@ -30,7 +36,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             if frame_flags {
                 return Err(err(
                     "workload",
-                    "--tick, --frame-size, --room-size, --frame-budget and --echo-to-sender need --workload frames",
+                    "--tick, --frame-size, --room-size, --frame-budget, --echo-to-sender, --frame-proto, \
+                     --frame-topic and --ws-path need --workload frames",
                 ));
             }
             return Ok(None);
@@ -89,18 +96,107 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             (1e9 / r).round().max(1.0) as u64
         }
     };
+    let spec = frame_spec(a, frame_size)?;
+    let joined_at_start = spec.kind != FrameProtoKind::Blaster;
+    let echo = match spec.kind.echo() {
+        Echo::Always => true,
+        Echo::Never | Echo::ServerDefined => a.work.echo_to_sender,
+    };
     Ok(Some(FramePlan {
+        spec,
         grid: FrameGrid {
             tick_ns,
             connections: a.connections as u64,
             room_size: room_size as u64,
             join_gap_ns,
+            joined_at_start,
         },
         frame_size,
         budget_ns,
-        echo: a.work.echo_to_sender,
+        echo,
         down_size,
     }))
+}
+
+/// `--frame-proto`, `--frame-topic`, `--ws-path`: the adapter every connection speaks,
+/// and what it cannot be combined with.
+fn frame_spec(a: &RunArgs, frame_size: usize) -> Result<FrameSpec, PlanError> {
+    let kind: FrameProtoKind = match a.work.frame_proto.as_deref() {
+        None => FrameProtoKind::Blaster,
+        Some(p) => p.parse().map_err(spec_err)?,
+    };
+    let topical = matches!(
+        kind,
+        FrameProtoKind::Nats | FrameProtoKind::Mqtt | FrameProtoKind::Resp
+    );
+    if a.work.frame_topic.is_some() && !topical {
+        return Err(err("frame-topic", "needs --frame-proto nats, mqtt or resp"));
+    }
+    if a.work.ws_path.is_some() && kind != FrameProtoKind::Ws {
+        return Err(err("ws-path", "needs --frame-proto ws"));
+    }
+    if kind != FrameProtoKind::Blaster {
+        if a.work.proto != "tcp" {
+            return Err(err(
+                "frame-proto",
+                format!(
+                    "{kind} runs over TCP; --proto {} carries only blaster frames",
+                    a.work.proto
+                ),
+            ));
+        }
+        if a.work.aggregate {
+            return Err(err(
+                "aggregate",
+                format!("is the built-in sink's mode; --frame-proto {kind} relays each frame"),
+            ));
+        }
+        if a.connect_rate.is_some() {
+            return Err(err(
+                "connect-rate",
+                format!(
+                    "a ramp joins members during the run, which the accounting plans only for \
+                     --frame-proto blaster (the sink learns a member from its first frame); \
+                     {kind} members join before the run starts"
+                ),
+            ));
+        }
+        if a.work.echo_to_sender && kind.echo() != Echo::ServerDefined {
+            return Err(err(
+                "echo-to-sender",
+                format!(
+                    "{kind} decides echo by its own rule (docs/frames.md): {}",
+                    if kind.echo() == Echo::Always {
+                        "it always delivers a sender's frames back, and blaster expects them"
+                    } else {
+                        "blaster asks the server not to echo"
+                    }
+                ),
+            ));
+        }
+    }
+    let host = a.load.target.first().map_or("localhost", String::as_str);
+    FrameSpec::new(
+        kind,
+        a.work.frame_topic.as_deref().unwrap_or(TOPIC_DEFAULT),
+        a.work.ws_path.as_deref().unwrap_or(WS_PATH_DEFAULT),
+        host,
+        frame_size,
+    )
+    .map_err(spec_err)
+}
+
+/// A [`SpecError`] (which names its flag) as the plan's usage error.
+fn spec_err(e: SpecError) -> PlanError {
+    let text = e.to_string();
+    let (flag, message) = text.split_once(": ").unwrap_or(("--frame-proto", &text));
+    let flag = match flag {
+        "--frame-topic" => "frame-topic",
+        "--ws-path" => "ws-path",
+        "--frame-size" => "frame-size",
+        _ => "frame-proto",
+    };
+    err(flag, message)
 }
 
 /// `--aggregate --down-size B`: the downlink frame's size, checked as the sink checks

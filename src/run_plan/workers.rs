@@ -116,7 +116,7 @@ impl RunPlan {
                     } else {
                         self.precision
                     },
-                    frames: self.frames,
+                    frames: self.frames.clone(),
                 }
             })
             .collect()

@@ -4,6 +4,8 @@
 //! measure each other).
 #![allow(dead_code)]
 
+pub mod servers;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

@@ -482,6 +482,7 @@ mod tests {
                 connections,
                 room_size: room,
                 join_gap_ns: 0,
+                joined_at_start: false,
             };
             let b = FrameBook::new(grid, 0, count, false, TICK, 10 * TICK);
             assert_eq!(
@@ -516,6 +517,7 @@ mod tests {
             connections: 3,
             room_size: 3,
             join_gap_ns: 0,
+            joined_at_start: false,
         };
         let d = 10 * TICK;
         let mut b = FrameBook::new(grid, 0, 3, false, TICK, d);
@@ -586,6 +588,7 @@ mod tests {
             connections: 2,
             room_size: 2,
             join_gap_ns: 0,
+            joined_at_start: false,
         };
         let mut b = FrameBook::new(grid, 0, 2, false, TICK, 201 * TICK);
         let mut h = Histograms::new();
@@ -606,6 +609,7 @@ mod tests {
             connections: 2,
             room_size: 2,
             join_gap_ns: 0,
+            joined_at_start: false,
         };
         let mut b = FrameBook::new(grid, 0, 2, true, 5_000_000, 2 * TICK);
         let mut h = Histograms::new();
@@ -631,6 +635,7 @@ mod tests {
             connections: 3,
             room_size: 3,
             join_gap_ns: 0,
+            joined_at_start: false,
         };
         let mut b = FrameBook::new(grid, 0, 3, false, TICK, 10 * TICK).aggregated();
         let mut h = Histograms::new();

@@ -253,6 +253,7 @@ mod tests {
             connections: 4,
             room_size: 2,
             join_gap_ns: 0,
+            joined_at_start: false,
         }
     }
 

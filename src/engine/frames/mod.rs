@@ -35,9 +35,13 @@ use super::socket;
 use super::token::{Op, Token, next_generation};
 use super::worker_plan::{FramePlan, Transport, WorkerPlan};
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::engine::recorder::FrameCounters;
+use crate::engine::recorder::{FrameCounters, JoinFailures};
 use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
-use crate::proto::frame::{self, Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
+use crate::proto::frame::{Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
+use crate::proto::frame_proto::{
+    CONTROL_BYTES_MAX, Control, Down, FrameProto, FrameProtoKind, Join, JoinError, JoinFailure,
+    Role,
+};
 use accounting::FrameBook;
 use crossbeam_channel::{Receiver, Sender};
 use downlink::DownBook;
@@ -52,6 +56,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub const SEND_FRAMES: usize = 4;
 /// Smallest receive region per connection.
 const RECV_BYTES_MIN: usize = 2048;
+/// Smallest receive region of a connection speaking a server's protocol: the join's
+/// answers (a NATS `INFO` line, an HTTP 101 response) must fit whole.
+const RECV_BYTES_MIN_JOIN: usize = 8192;
+/// Room for a protocol's envelope around each relayed payload in the receive region
+/// (a NATS `MSG` line, a Redis array header, a WebSocket frame header).
+const ENVELOPE_BYTES: usize = 512;
+/// Control answers (pongs) a connection can queue without allocating.
+const CTL_QUEUED: usize = 4;
 /// Connects pending at once in the connect phase.
 const CONNECTS_IN_FLIGHT: usize = 256;
 /// Delay before reopening a connection the target closed, when `--no-reconnect` is
@@ -87,10 +99,38 @@ struct Conn {
     attempts: u32,
     /// On the reopen watch list.
     watched: bool,
+    /// Connected, its join exchange under way (`--frame-proto`): not up yet.
+    joining: bool,
+    /// The send in the kernel carries join or control bytes (`Ctl::busy`), not frames.
+    ctl_sending: bool,
+    /// Frames in the send in the kernel.
+    send_frames: u32,
+    /// When its connect was submitted (the join is timed from it).
+    open_t: Ticks,
+}
+
+/// A connection's join and control bytes (the join exchange, pongs): those in the
+/// kernel (`busy`, untouched until their send completes) and those waiting (`next`).
+/// Joins may allocate (once per connection); pongs fit the capacity reserved at start.
+#[derive(Debug, Default)]
+struct Ctl {
+    busy: Vec<u8>,
+    next: Vec<u8>,
 }
 
 struct FrameWorker<'p> {
     plan: &'p WorkerPlan,
+    /// `--frame-proto`: each connection's adapter (TCP; its join state and any partial
+    /// downlink message).
+    codecs: Box<[FrameProto<'p>]>,
+    /// Per connection, join and control bytes to send.
+    ctl: Box<[Ctl]>,
+    /// The adapter has a join exchange (every `--frame-proto` but blaster).
+    joins: bool,
+    /// Connections connected and joining (the connect phase waits for them).
+    joining: usize,
+    join_failures: JoinFailures,
+    first_join_error: Option<String>,
     fp: FramePlan,
     udp: bool,
     ring: Ring,
@@ -162,6 +202,7 @@ impl Drop for FrameWorker<'_> {
         if self.ops_in_ring > 0 {
             self.send_buf.leak();
             self.recv_buf.leak();
+            std::mem::forget(std::mem::take(&mut self.ctl));
             std::mem::forget(std::mem::replace(
                 &mut self.addr,
                 Box::new(socket::sock_addr(&self.plan.target)),
@@ -176,34 +217,57 @@ impl<'p> FrameWorker<'p> {
         snap_tx: Sender<Snapshot>,
         recycle_rx: Receiver<Histograms>,
     ) -> std::io::Result<Self> {
-        let fp = plan.frames.expect("a frames worker has a frame plan");
+        let fp = plan
+            .frames
+            .clone()
+            .expect("a frames worker has a frame plan");
         let udp = plan.transport != Transport::Tcp;
         let n = plan.connections;
+        let spec = &plan.frames.as_ref().expect("checked above").spec;
+        let joins = spec.kind != FrameProtoKind::Blaster;
+        let first = plan.conn_offset as u64;
+        let codecs: Box<[FrameProto<'p>]> = (0..n as u64)
+            .map(|c| FrameProto::new(spec, Role::Both, first + c, plan.seed ^ (first + c)))
+            .collect();
         let wire_len = fp.frame_size + if udp { 0 } else { LEN_PREFIX_BYTES };
-        let send_stride = wire_len * if udp { 1 } else { SEND_FRAMES };
-        let mut send_buf = vec![0u8; n * send_stride];
-        if !udp {
-            for f in send_buf.chunks_mut(wire_len) {
-                frame::encode_len(fp.frame_size, f);
-            }
-        }
+        // TCP: up to SEND_FRAMES messages of the adapter per send (their envelopes
+        // written per send); UDP: one bare frame per datagram.
+        let send_stride = if udp {
+            wire_len
+        } else {
+            codecs[0].uplink_bytes_max(SEND_FRAMES)
+        };
+        let send_buf = vec![0u8; n * send_stride];
         // What arrives: relayed frames, or downlink frames of --down-size.
         let in_len = fp.down_size.unwrap_or(fp.frame_size);
         let recv_stride = if udp {
             in_len.max(RECV_BYTES_MIN)
+        } else if joins {
+            (2 * (in_len + ENVELOPE_BYTES)).max(RECV_BYTES_MIN_JOIN)
         } else {
             (2 * (in_len + LEN_PREFIX_BYTES)).max(RECV_BYTES_MIN)
         };
+        let ctl = (0..if joins { n } else { 0 })
+            .map(|_| Ctl {
+                busy: Vec::with_capacity(CTL_QUEUED * CONTROL_BYTES_MAX),
+                next: Vec::with_capacity(CTL_QUEUED * CONTROL_BYTES_MAX),
+            })
+            .collect();
         let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
         ring.confine_io_workers(plan.core);
         arm_fault_hook(&mut ring);
         let mut features = ring.features.clone();
         features.push(if udp { "frames_udp" } else { "frames_tcp" });
-        let first = plan.conn_offset as u64;
         let ramp = fp.grid.join_gap_ns > 0;
         Ok(FrameWorker {
             plan,
-            fp,
+            codecs,
+            ctl,
+            joins,
+            joining: 0,
+            join_failures: JoinFailures::default(),
+            first_join_error: None,
+            fp: fp.clone(),
             udp,
             ring,
             conns: vec![
@@ -294,7 +358,16 @@ impl<'p> FrameWorker<'p> {
         conn.generation = next_generation(conn.generation);
         conn.recv_keep = 0;
         conn.sending = false;
+        conn.ctl_sending = false;
         conn.pend = 0;
+        conn.open_t = self.clock.ticks();
+        if let Some(ctl) = self.ctl.get_mut(c as usize) {
+            // Reopened only once its operations completed: nothing of these is in
+            // the kernel.
+            ctl.busy.clear();
+            ctl.next.clear();
+        }
+        self.codecs[c as usize].reset();
         if conn.opened_before {
             self.reconnects += 1;
         }
@@ -361,32 +434,123 @@ impl<'p> FrameWorker<'p> {
         .max(if attempt == 0 { 0 } else { REOPEN_NS })
     }
 
+    /// Connection `c`'s socket is connected: it joins its room (`--frame-proto`), or
+    /// is up at once (blaster frames: the sink learns the room from the first frame).
     fn connected(&mut self, c: u32) {
-        let now = if self.running { self.clock.now_ns() } else { 0 };
         let conn = &mut self.conns[c as usize];
         debug_assert!(!conn.up);
-        conn.up = true;
         conn.connecting = false;
+        self.out.counters.connections_opened += 1;
+        if self.joins {
+            conn.joining = true;
+            self.joining += 1;
+            let (room, _) = self.room_member(c);
+            let ctl = &mut self.ctl[c as usize];
+            self.codecs[c as usize].join_start(&[room], &mut ctl.next);
+            self.flush_ctl(c);
+        } else {
+            self.joined(c, self.clock.ticks());
+        }
+        self.arm_recv(c);
+    }
+
+    /// Connection `c` joined its room at `now_t`: it is up, its frames go out from its
+    /// next due tick, and its join time (from the connect submitted) is recorded.
+    fn joined(&mut self, c: u32, now_t: Ticks) {
+        let now = if self.running {
+            self.clock.ns(now_t)
+        } else {
+            0
+        };
+        let conn = &mut self.conns[c as usize];
+        if conn.joining {
+            conn.joining = false;
+            self.joining -= 1;
+        }
+        conn.up = true;
         conn.attempts = 0;
         self.down_count -= 1;
         conn.up_since = now;
-        self.out.counters.connections_opened += 1;
-        self.arm_recv(c);
+        let took = self.clock.between_ns(conn.open_t, now_t);
+        self.out.hist.frame_join.saturating_record(took.max(1));
+    }
+
+    /// (room, member) of local connection `c`.
+    fn room_member(&self, c: u32) -> (u32, u16) {
+        let (room, member) = self
+            .fp
+            .grid
+            .room_member(self.plan.conn_offset as u64 + u64::from(c));
+        (room as u32, member as u16)
+    }
+
+    /// Connection `c`'s join failed: counted by kind (the first reason kept), closed,
+    /// reopened after the backoff.
+    fn join_failed(&mut self, c: u32, kind: Option<JoinFailure>, reason: String, now: Nanos) {
+        let f = &mut self.join_failures;
+        match kind {
+            Some(JoinFailure::Refused) => f.refused += 1,
+            Some(JoinFailure::Protocol) => f.protocol += 1,
+            Some(JoinFailure::Closed) => f.closed += 1,
+            None => f.timeout += 1,
+        }
+        self.first_join_error.get_or_insert(reason);
+        let conn = &mut self.conns[c as usize];
+        if conn.joining {
+            conn.joining = false;
+            self.joining -= 1;
+        }
+        self.drop_conn(c, now);
+    }
+
+    /// Sends connection `c`'s waiting join or control bytes unless a send is in the
+    /// kernel (they go first once it completes, before any frame).
+    fn flush_ctl(&mut self, c: u32) {
+        let conn = &self.conns[c as usize];
+        let Some(ctl) = self.ctl.get_mut(c as usize) else {
+            return;
+        };
+        if conn.sending || ctl.next.is_empty() || conn.fd < 0 {
+            return;
+        }
+        debug_assert!(ctl.busy.is_empty());
+        std::mem::swap(&mut ctl.busy, &mut ctl.next);
+        let entry = opcode::Send::new(types::Fd(conn.fd), ctl.busy.as_ptr(), ctl.busy.len() as u32)
+            .build()
+            .user_data(self.token(c, Op::Send));
+        let conn = &mut self.conns[c as usize];
+        conn.sending = true;
+        conn.ctl_sending = true;
+        // SAFETY: the send reads `ctl[c].busy`, which is neither written nor dropped
+        // until the send completes (`on_send` clears it; a reopen waits for `ops` to
+        // reach 0; `Drop for FrameWorker` leaks `ctl` with operations in the ring).
+        unsafe { self.push(c, &entry) };
     }
 
     /// Connection `c` went down (the target closed or reset it, or sent what is not a
     /// frame): counted, closed, reopened after the backoff.
     fn disconnect(&mut self, c: u32, now: Nanos) {
         let conn = &mut self.conns[c as usize];
+        if conn.joining {
+            let e = JoinError::closed(self.fp.spec.kind);
+            return self.join_failed(c, Some(e.kind), e.to_string(), now);
+        }
         if !conn.up {
             return;
         }
         conn.up = false;
         self.down_count += 1;
         conn.uptime += now.saturating_sub(conn.up_since);
-        conn.generation = next_generation(conn.generation);
         self.out.counters.frames.disconnects += 1;
         self.out.counters.closed_by_target += 1;
+        self.drop_conn(c, now);
+    }
+
+    /// Closes connection `c`'s socket (its operations in the ring complete and are
+    /// ignored: a new generation) and schedules its reopen after the backoff.
+    fn drop_conn(&mut self, c: u32, now: Nanos) {
+        let conn = &mut self.conns[c as usize];
+        conn.generation = next_generation(conn.generation);
         socket::close(conn.fd);
         conn.fd = -1;
         let delay = self.reopen_delay(c);
@@ -422,7 +586,7 @@ impl<'p> FrameWorker<'p> {
                 next += 1;
             }
             let now = self.clock.now_ns();
-            if (next == n && self.connecting == 0)
+            if (next == n && self.connecting == 0 && self.joining == 0)
                 || stop.load(Ordering::Relaxed)
                 || now > started + self.plan.timeout_ns.max(1_000_000_000)
                 || self.ls.fatal.is_some()
@@ -434,6 +598,18 @@ impl<'p> FrameWorker<'p> {
             }
             self.reap();
         }
+        // Joins the server never finished within the connect phase fail as timeouts.
+        let now = self.clock.now_ns();
+        for c in 0..n as u32 {
+            if self.conns[c as usize].joining {
+                let reason = format!(
+                    "{} join timeout: no answer within {}",
+                    self.fp.spec.kind,
+                    crate::units::fmt_ns(self.plan.timeout_ns.max(1_000_000_000))
+                );
+                self.join_failed(c, None, reason, now);
+            }
+        }
         let established = self.conns.iter().filter(|c| c.up).count();
         Ready {
             worker: self.plan.index,
@@ -443,6 +619,7 @@ impl<'p> FrameWorker<'p> {
             establish_ns: self.clock.now_ns() - started,
             fatal: self.ls.fatal.as_ref().map(|e| e.to_string()),
             features: self.features.clone(),
+            join_error: self.first_join_error.clone(),
         }
     }
 
@@ -479,29 +656,35 @@ impl<'p> FrameWorker<'p> {
     fn send_pending(&mut self, c: u32) {
         let g = self.fp.grid;
         let gj = self.plan.conn_offset as u64 + u64::from(c);
-        let (room, member) = g.room_member(gj);
+        let (room, member) = self.room_member(c);
         let conn = &mut self.conns[c as usize];
         let count = (conn.pend as usize).min(if self.udp { 1 } else { SEND_FRAMES });
         let base = c as usize * self.send_stride;
-        let prefix = if self.udp { 0 } else { LEN_PREFIX_BYTES };
-        for i in 0..count as u64 {
-            let k = conn.pend_k + i;
-            let at = base + i as usize * self.wire_len + prefix;
-            FrameHeader {
-                room: room as u32,
-                member: member as u16,
+        let mut stamps = [FrameHeader::default(); SEND_FRAMES];
+        for (i, st) in stamps[..count].iter_mut().enumerate() {
+            let k = conn.pend_k + i as u64;
+            *st = FrameHeader {
+                room,
+                member,
                 flags: 0,
                 entries: 0,
                 seq: k,
                 intended_ns: g.intended_ns(gj, k),
-            }
-            .encode(self.send_buf.region_mut(at..at + HEADER_BYTES));
+            };
         }
+        let len = if self.udp {
+            stamps[0].encode(self.send_buf.region_mut(base..base + HEADER_BYTES));
+            self.wire_len
+        } else {
+            let region = self.send_buf.region_mut(base..base + self.send_stride);
+            self.codecs[c as usize].encode_uplink(&stamps[..count], region)
+        };
         conn.pend_k += count as u64;
         conn.pend -= count as u32;
         conn.sending = true;
         conn.send_off = 0;
-        conn.send_len = (count * self.wire_len) as u32;
+        conn.send_len = len as u32;
+        conn.send_frames = count as u32;
         self.out.counters.sent += count as u64;
         self.out.counters.frames.sent += count as u64;
         self.push_send(c);
@@ -553,6 +736,9 @@ impl<'p> FrameWorker<'p> {
     }
 
     fn on_send(&mut self, c: u32, res: i32, now: Nanos) {
+        if self.conns[c as usize].ctl_sending {
+            return self.on_ctl_send(c, res, now);
+        }
         if res < 0 {
             if self.udp {
                 // ECONNREFUSED (an ICMP unreachable) and the like: the frame is lost,
@@ -572,12 +758,40 @@ impl<'p> FrameWorker<'p> {
             }
             conn.sending = false;
             // Frames count as done once wholly on the wire (the achieved rate).
-            let frames = (conn.send_len as usize / self.wire_len) as u64;
-            self.out.counters.completed += frames;
+            self.out.counters.completed += u64::from(conn.send_frames);
         }
-        if self.conns[c as usize].pend > 0 && self.conns[c as usize].up {
+        self.send_next(c);
+    }
+
+    /// Connection `c` has no send in the kernel: join or control bytes first, then
+    /// the frames waiting.
+    fn send_next(&mut self, c: u32) {
+        if self.ctl.get(c as usize).is_some_and(|x| !x.next.is_empty()) {
+            self.flush_ctl(c);
+        } else if self.conns[c as usize].pend > 0 && self.conns[c as usize].up {
             self.send_pending(c);
         }
+    }
+
+    /// A send of join or control bytes completed (a short write sends the rest).
+    fn on_ctl_send(&mut self, c: u32, res: i32, now: Nanos) {
+        if res < 0 {
+            return self.disconnect(c, now);
+        }
+        self.out.counters.bytes_sent += res as u64;
+        let conn = &mut self.conns[c as usize];
+        let ctl = &mut self.ctl[c as usize];
+        ctl.busy.drain(..res as usize);
+        conn.sending = false;
+        conn.ctl_sending = false;
+        if !ctl.busy.is_empty() {
+            // The rest goes before anything queued since.
+            let mut rest = std::mem::take(&mut ctl.busy);
+            rest.extend_from_slice(&ctl.next);
+            ctl.next.clear();
+            ctl.busy = std::mem::replace(&mut ctl.next, rest);
+        }
+        self.send_next(c);
     }
 
     fn on_recv(&mut self, c: u32, res: i32, now: Nanos) {
@@ -593,52 +807,177 @@ impl<'p> FrameWorker<'p> {
         let base = c as usize * self.recv_stride;
         let keep = self.conns[c as usize].recv_keep as usize;
         let end = keep + res as usize;
-        let bytes = self.recv_buf.region(base..base + end);
-        let (book, hist, counters) = (&mut self.book, &mut self.out.hist, &mut self.out.counters);
-        let down = &mut self.down;
         if self.udp {
+            let bytes = self.recv_buf.region(base..base + end);
+            let counters = &mut self.out.counters.frames;
             deliver(
-                book,
-                down.as_mut(),
+                &mut self.book,
+                self.down.as_mut(),
                 c,
                 bytes,
                 now,
-                hist,
-                &mut counters.frames,
+                &mut self.out.hist,
+                counters,
             );
             self.arm_recv(c);
             return;
         }
         let mut pos = 0;
-        let bad = loop {
-            match frame::next_tcp_frame(&bytes[pos..]) {
-                Ok(Some((s, e))) => {
-                    let f = &bytes[pos + s..pos + e];
-                    deliver(book, down.as_mut(), c, f, now, hist, &mut counters.frames);
-                    pos += e;
+        if self.conns[c as usize].joining {
+            match self.feed_join(c, base, end) {
+                Some(consumed) => pos = consumed,
+                None => return, // failed (closed), or pending (receive armed again)
+            }
+        }
+        match self.decode_stream(c, base + pos, base + end, now) {
+            Ok(used) => pos += used,
+            Err(reason) => {
+                // Not the protocol: the connection is out of step; reopen it.
+                if self.first_bad.is_none() {
+                    let rest = self.recv_buf.region(base + pos..base + end);
+                    self.first_bad = Some(format!(
+                        "{reason}: \"{}\"",
+                        crate::proto::escape_prefix(rest, 64)
+                    ));
                 }
-                Ok(None) => break None,
-                Err(e) => break Some(e),
+                self.out.counters.frames.foreign += 1;
+                self.disconnect(c, now);
+                return;
             }
-        };
-        if let Some(e) = bad {
-            // Not a frame stream: the connection is out of step; reopen it.
-            if self.first_bad.is_none() {
-                self.first_bad = Some(format!(
-                    "{e}: \"{}\"",
-                    crate::proto::escape_prefix(&bytes[pos..], 64)
-                ));
-            }
+        }
+        if !self.conns[c as usize].up {
+            return; // closed by a control message (a WebSocket close)
+        }
+        let tail = end - pos;
+        if tail == self.recv_stride {
+            self.first_bad.get_or_insert_with(|| {
+                format!(
+                    "a message larger than the receive region ({} bytes)",
+                    self.recv_stride
+                )
+            });
             self.out.counters.frames.foreign += 1;
             self.disconnect(c, now);
             return;
         }
-        let tail = end - pos;
         if pos > 0 && tail > 0 {
             self.recv_buf.copy_within(base + pos..base + end, base);
         }
         self.conns[c as usize].recv_keep = tail as u32;
+        self.flush_ctl(c);
         self.arm_recv(c);
+    }
+
+    /// Feeds the bytes at `recv_buf[base..end]` to connection `c`'s join: `Some(n)`
+    /// once joined (the bytes after `n` are downlink bytes); `None` while pending (the
+    /// rest kept, the receive armed again) or failed (the connection closed).
+    fn feed_join(&mut self, c: u32, base: usize, end: usize) -> Option<usize> {
+        let (room, _) = self.room_member(c);
+        let bytes = self.recv_buf.region(base..base + end);
+        let out = &mut self.ctl[c as usize].next;
+        match self.codecs[c as usize].join_feed(&[room], bytes, out) {
+            Join::Joined { consumed } => {
+                self.flush_ctl(c);
+                self.joined(c, self.clock.ticks());
+                Some(consumed)
+            }
+            Join::Pending { consumed } => {
+                let tail = end - consumed;
+                if tail == self.recv_stride {
+                    let e = JoinError {
+                        proto: self.fp.spec.kind,
+                        kind: JoinFailure::Protocol,
+                        reason: format!(
+                            "an answer longer than the receive region ({} bytes)",
+                            self.recv_stride
+                        ),
+                    };
+                    self.join_failed(c, Some(e.kind), e.to_string(), self.clock.now_ns());
+                    return None;
+                }
+                if consumed > 0 && tail > 0 {
+                    self.recv_buf.copy_within(base + consumed..base + end, base);
+                }
+                self.conns[c as usize].recv_keep = tail as u32;
+                self.flush_ctl(c);
+                self.arm_recv(c);
+                None
+            }
+            Join::Failed(e) => {
+                self.join_failed(c, Some(e.kind), e.to_string(), self.clock.now_ns());
+                None
+            }
+        }
+    }
+
+    /// Decodes the downlink bytes at `recv_buf[from..to]` of connection `c`: frames
+    /// delivered to the accounting, pings answered (queued in `ctl`), a close closes.
+    /// Returns the bytes consumed (the rest is a partial message), or why the bytes
+    /// are not the protocol.
+    fn decode_stream(
+        &mut self,
+        c: u32,
+        from: usize,
+        to: usize,
+        now: Nanos,
+    ) -> Result<usize, &'static str> {
+        let mut pos = from;
+        while pos < to {
+            let input = self.recv_buf.region_mut(pos..to);
+            let (book, hist) = (&mut self.book, &mut self.out.hist);
+            let counters = &mut self.out.counters.frames;
+            match self.codecs[c as usize].decode(input) {
+                Down::Message { consumed, payload } => {
+                    deliver(
+                        book,
+                        self.down.as_mut(),
+                        c,
+                        &input[payload],
+                        now,
+                        hist,
+                        counters,
+                    );
+                    pos += consumed;
+                }
+                Down::Control { consumed, control } => {
+                    match control {
+                        Control::Ping { payload } => {
+                            let mut pong = [0u8; CONTROL_BYTES_MAX];
+                            let n = self.codecs[c as usize].encode_pong(&input[payload], &mut pong);
+                            self.ctl[c as usize].next.extend_from_slice(&pong[..n]);
+                        }
+                        Control::Error { text } => {
+                            self.first_bad.get_or_insert_with(|| {
+                                format!(
+                                    "{} server error: {}",
+                                    self.fp.spec.kind,
+                                    crate::proto::escape_prefix(&input[text], 200)
+                                )
+                            });
+                        }
+                        Control::Close { code } => {
+                            self.first_bad.get_or_insert_with(|| {
+                                format!(
+                                    "{} server closed the connection (close code {})",
+                                    self.fp.spec.kind,
+                                    code.map_or("none".into(), |c| c.to_string())
+                                )
+                            });
+                            self.disconnect(c, now);
+                            return Ok(pos + consumed - from);
+                        }
+                        Control::Pong | Control::Ack { .. } => {}
+                    }
+                    pos += consumed;
+                }
+                Down::Incomplete { consumed } => {
+                    pos += consumed;
+                    break;
+                }
+                Down::Invalid { reason } => return Err(reason),
+            }
+        }
+        Ok(pos - from)
     }
 
     /// `--connect-rate`: opens the connections whose join has come; returns when the
@@ -831,6 +1170,8 @@ impl Hooks for FrameWorker<'_> {
                 reconnects: self.reconnects,
                 outside,
                 shift_ns,
+                join_failures: self.join_failures,
+                first_join_error: self.first_join_error.take(),
             }),
             replies: Default::default(),
         }
@@ -875,11 +1216,20 @@ mod tests {
         let mut p = WorkerPlan::for_tests(connections);
         p.transport = Transport::Udp;
         p.frames = Some(FramePlan {
+            spec: crate::proto::frame_proto::FrameSpec::new(
+                FrameProtoKind::Blaster,
+                crate::proto::frame_proto::TOPIC_DEFAULT,
+                crate::proto::frame_proto::WS_PATH_DEFAULT,
+                "localhost",
+                64,
+            )
+            .unwrap(),
             grid: FrameGrid {
                 tick_ns: 20_000_000,
                 connections: connections as u64,
                 room_size: 10,
                 join_gap_ns: 0,
+                joined_at_start: false,
             },
             frame_size: 64,
             budget_ns: 20_000_000,

@@ -20,6 +20,11 @@ pub struct FrameGrid {
     /// `--connect-rate`: connection j joins (opens) at `j * join_gap_ns`; 0: every
     /// connection is open before the start and sends from frame 0.
     pub join_gap_ns: u64,
+    /// Every member joined its room before the schedule started (`--frame-proto`
+    /// other than blaster: the join is a subscription in the connect phase), so each
+    /// receives every room mate's frames from frame 0. Without it a member joins at
+    /// its first frame (the built-in sink learns members from their frames).
+    pub joined_at_start: bool,
 }
 
 impl FrameGrid {
@@ -95,7 +100,7 @@ impl FrameGrid {
     #[inline]
     pub fn first_expected(&self, s: u64, r: u64) -> u64 {
         let start = self.start_k(s);
-        if s == r {
+        if s == r || self.joined_at_start {
             return start;
         }
         let joined = self.joined_ns(r);
@@ -114,6 +119,9 @@ impl FrameGrid {
     pub fn joined_before(&self, room: u64, t: Nanos) -> u64 {
         let base = room * self.room_size;
         let members = self.members(room);
+        if self.joined_at_start {
+            return members;
+        }
         // The usual case, every frame after the room's last join: all of them, from one
         // join instant rather than a search (31-33 ns per frame received, a seventh of
         // the worker's user space, in a bench/frames.sh PROFILE=2000 profile).
@@ -138,7 +146,7 @@ impl FrameGrid {
     pub fn receivers(&self, s: u64, k: u64, echo: bool) -> u64 {
         let t = self.intended_ns(s, k);
         let before = self.joined_before(s / self.room_size, t);
-        let self_counted = u64::from(self.joined_ns(s) < t);
+        let self_counted = u64::from(self.joined_at_start || self.joined_ns(s) < t);
         before - self_counted + u64::from(echo)
     }
 
@@ -251,6 +259,7 @@ mod tests {
         connections: 200,
         room_size: 10,
         join_gap_ns: 0,
+        joined_at_start: false,
     };
 
     #[test]
@@ -317,6 +326,24 @@ mod tests {
     }
 
     #[test]
+    fn members_joined_at_start_expect_every_room_mate_from_frame_0() {
+        let g = FrameGrid {
+            joined_at_start: true,
+            ..GRID
+        };
+        // Connection 0 sends frame 0 at instant 0: its room mates expect it.
+        for (s, r) in [(0, 1), (1, 0), (9, 0), (0, 9)] {
+            assert_eq!(g.first_expected(s, r), 0, "{s} -> {r}");
+        }
+        assert_eq!(g.receivers(0, 0, false), g.room_size - 1);
+        assert_eq!(g.receivers(0, 0, true), g.room_size);
+        assert_eq!(g.joined_before(1, 0), g.room_size);
+        // The built-in sink's members join at their first frame instead.
+        assert_eq!(GRID.receivers(0, 0, false), 0);
+        assert_eq!(GRID.first_expected(0, 1), 1);
+    }
+
+    #[test]
     fn joined_before_counts_the_members_joined_before_the_instant() {
         for join_gap_ns in [0, 3_000_000, 70_000_000] {
             let g = FrameGrid {
@@ -324,6 +351,7 @@ mod tests {
                 connections: 23,
                 room_size: 5,
                 join_gap_ns,
+                joined_at_start: false,
             };
             for room in 0..g.rooms() {
                 let base = room * g.room_size;
@@ -345,6 +373,7 @@ mod tests {
         // from frame j + 1 (connection 0 from frame 1).
         let g = FrameGrid {
             join_gap_ns: 20_000_000,
+            joined_at_start: false,
             ..GRID
         };
         assert_eq!((g.start_k(0), g.start_k(3)), (1, 4));

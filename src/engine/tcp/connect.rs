@@ -111,6 +111,7 @@ impl Worker<'_> {
             establish_ns,
             fatal,
             features: self.ring.features.clone(),
+            join_error: None,
         }
     }
 }

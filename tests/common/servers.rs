@@ -1,0 +1,137 @@
+//! Real servers for the frame tests, each started on a free loopback port with its
+//! configuration in a temporary directory and killed on drop: nats-server, mosquitto,
+//! redis-server and a Python `websockets` broadcast server
+//! (tests/fixtures/ws/broadcast.py). A server binary that is missing fails the test
+//! and names the package (scripts/test.sh installs them).
+
+use super::free_port;
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server process, killed on drop; its configuration directory removed after it.
+pub struct Server {
+    pub child: Child,
+    _dir: Option<tempfile::TempDir>,
+}
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn require(bin: &str, package: &str) -> String {
+    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"] {
+        let p = format!("{dir}/{bin}");
+        if Path::new(&p).exists() {
+            return p;
+        }
+    }
+    panic!("{bin} not found: install the Debian package {package} (scripts/test.sh does)");
+}
+
+pub fn wait_tcp(port: u16, server: &mut Server) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!("server for port {port} exited: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn spawn(cmd: &mut Command, dir: Option<tempfile::TempDir>, port: u16) -> Server {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start server");
+    let mut s = Server { child, _dir: dir };
+    wait_tcp(port, &mut s);
+    s
+}
+
+pub fn nats() -> (Server, u16) {
+    let bin = require("nats-server", "nats-server");
+    let port = free_port();
+    let s = spawn(
+        Command::new(bin).args(["-a", "127.0.0.1", "-p", &port.to_string()]),
+        None,
+        port,
+    );
+    (s, port)
+}
+
+/// mosquitto with extra configuration lines (`user root`: it reads its files from a
+/// private temporary directory, which the `mosquitto` user could not).
+pub fn mosquitto(extra: &str) -> (Server, u16) {
+    let bin = require("mosquitto", "mosquitto");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = dir.path().join("mosquitto.conf");
+    let text = format!(
+        "listener {port} 127.0.0.1\nuser root\npersistence false\nlog_dest none\n{}\n",
+        extra
+    );
+    std::fs::write(&conf, text).unwrap();
+    let s = spawn(Command::new(bin).arg("-c").arg(&conf), Some(dir), port);
+    (s, port)
+}
+
+pub fn redis(extra: &[&str]) -> (Server, u16) {
+    let bin = require("redis-server", "redis-server");
+    let port = free_port();
+    let s = spawn(
+        Command::new(bin).args(extra).args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]),
+        None,
+        port,
+    );
+    (s, port)
+}
+
+/// A Python with the `websockets` module: Debian's python3-websockets installs it
+/// for /usr/bin/python3, which a python3 earlier on PATH (pyenv) may not see.
+pub fn python_with_websockets() -> String {
+    for py in ["/usr/bin/python3", "python3"] {
+        let ok = Command::new(py)
+            .args(["-c", "import websockets"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return py.to_string();
+        }
+    }
+    panic!("no python3 with the websockets module: install the Debian package python3-websockets");
+}
+
+pub fn ws_server() -> (Server, u16) {
+    let py = python_with_websockets();
+    let port = free_port();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ws/broadcast.py"
+    );
+    let s = spawn(
+        Command::new(py).arg(script).arg(port.to_string()),
+        None,
+        port,
+    );
+    (s, port)
+}
