@@ -541,6 +541,75 @@ fn frame_workload_bounds_are_usage_errors() {
     );
 }
 
+/// Issue 23: `--frame-proto` and its templates, each one line and exit 2.
+#[test]
+fn frame_proto_bad_inputs_are_usage_errors() {
+    let base = [
+        "run",
+        "--target",
+        T,
+        "--workload",
+        "frames",
+        "--connections",
+        "20",
+    ];
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["--frame-proto", "amqp"],
+            "--frame-proto: expected blaster, nats, mqtt, ws or resp, got \"amqp\"",
+        ),
+        (
+            &["--frame-proto", "nats", "--frame-topic", "room.all"],
+            "--frame-topic: must contain {room}, got \"room.all\"",
+        ),
+        (
+            &["--frame-proto", "mqtt", "--frame-topic", "r/{room}/#"],
+            "--frame-topic: spaces, control characters and the MQTT wildcards",
+        ),
+        (
+            &["--frame-proto", "ws", "--ws-path", "/lobby"],
+            "--ws-path: must contain {room}, got \"/lobby\"",
+        ),
+        (
+            &["--frame-proto", "nats", "--ws-path", "/r/{room}"],
+            "--ws-path: needs --frame-proto ws",
+        ),
+        (
+            &["--frame-topic", "r.{room}"],
+            "--frame-topic: needs --frame-proto nats, mqtt or resp",
+        ),
+        (
+            &["--frame-proto", "nats", "--proto", "udp"],
+            "--frame-proto: nats runs over TCP",
+        ),
+        (
+            &["--frame-proto", "mqtt", "--echo-to-sender"],
+            "--echo-to-sender: mqtt decides echo by its own rule",
+        ),
+        (
+            &["--frame-proto", "nats", "--connect-rate", "100"],
+            "--connect-rate: a ramp joins members during the run",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let a: Vec<&str> = base.iter().chain(extra).copied().collect();
+        expect(&a, 2, needle);
+    }
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--frame-proto",
+            "nats",
+        ],
+        2,
+        "--workload: --tick, --frame-size, --room-size, --frame-budget, --echo-to-sender, --frame-proto",
+    );
+}
+
 /// Issue 21: a frames plan whose receive accounting cannot fit this machine's memory is
 /// refused before anything connects, with the bytes it needs and the bytes available,
 /// exit 1 (a host limit, as the descriptor check); it used to abort on allocation.

@@ -235,13 +235,13 @@ fn refused(kind: FrameProtoKind, topic: &str, ws_path: &str, role: Role, port: u
 
 #[test]
 fn nats_relays_stamped_frames_without_echo() {
-    let (_s, port) = nats();
+    let (_s, port) = nats(&[]);
     relay_check(FrameProtoKind::Nats, port);
 }
 
 #[test]
 fn nats_bad_subject_is_refused_with_the_servers_reason() {
-    let (_s, port) = nats();
+    let (_s, port) = nats(&[]);
     let e = refused(
         FrameProtoKind::Nats,
         "bad..{room}",

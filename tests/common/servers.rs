@@ -58,11 +58,14 @@ pub fn spawn(cmd: &mut Command, dir: Option<tempfile::TempDir>, port: u16) -> Se
     s
 }
 
-pub fn nats() -> (Server, u16) {
+/// nats-server with extra arguments (`--user u --pass p`: joins without them fail).
+pub fn nats(extra: &[&str]) -> (Server, u16) {
     let bin = require("nats-server", "nats-server");
     let port = free_port();
     let s = spawn(
-        Command::new(bin).args(["-a", "127.0.0.1", "-p", &port.to_string()]),
+        Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(extra),
         None,
         port,
     );
@@ -122,6 +125,12 @@ pub fn python_with_websockets() -> String {
 }
 
 pub fn ws_server() -> (Server, u16) {
+    ws_server_pinging(20.0)
+}
+
+/// The broadcast server pinging every client each `ping_s` seconds and closing one
+/// that has not answered within as long.
+pub fn ws_server_pinging(ping_s: f64) -> (Server, u16) {
     let py = python_with_websockets();
     let port = free_port();
     let script = concat!(
@@ -129,7 +138,10 @@ pub fn ws_server() -> (Server, u16) {
         "/tests/fixtures/ws/broadcast.py"
     );
     let s = spawn(
-        Command::new(py).arg(script).arg(port.to_string()),
+        Command::new(py)
+            .arg(script)
+            .arg(port.to_string())
+            .arg(ping_s.to_string()),
         None,
         port,
     );
