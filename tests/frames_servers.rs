@@ -1,5 +1,5 @@
 //! `--workload frames --frame-proto` against real servers (issue 23): nats-server,
-//! mosquitto and a Python `websockets` broadcast server, started by the tests on
+//! mosquitto, redis-server and a Python `websockets` broadcast server, started on
 //! loopback (tests/common/servers.rs). Every planned frame is accounted for, exactly:
 //! each member joins before the schedule (one `join` sample per connection), sends
 //! one frame per tick, and receives every room mate's frames (its own too where the
@@ -7,7 +7,7 @@
 //! words; a server stopped for 300 ms shows as late frames of those ticks; a server
 //! killed mid-run shows as disconnects in a complete report.
 mod common;
-use common::servers::{Server, mosquitto, nats, ws_server, ws_server_pinging};
+use common::servers::{Server, mosquitto, nats, redis, ws_server, ws_server_pinging};
 use common::*;
 use std::process::Command;
 use std::time::Duration;
@@ -64,6 +64,17 @@ fn frames_run(
 /// make one (`echo`: the sender too), nothing lost, foreign or outside the plan, and
 /// one join per connection.
 fn assert_exact(proto: &str, out: &std::process::Output, v: &serde_json::Value, echo: bool) {
+    assert_exact_sockets(proto, out, v, echo, 1)
+}
+
+/// [`assert_exact`] with `sockets` sockets per connection, each joining once.
+fn assert_exact_sockets(
+    proto: &str,
+    out: &std::process::Output,
+    v: &serde_json::Value,
+    echo: bool,
+    sockets: u64,
+) {
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(out));
     let fr = &v["frames"];
     let n = |k: &str| {
@@ -84,7 +95,7 @@ fn assert_exact(proto: &str, out: &std::process::Output, v: &serde_json::Value, 
     );
     assert_eq!((n("duplicates"), n("stale")), (0, 0), "{proto}");
     let j = &fr["join"];
-    assert_eq!(j["joined"], CONNECTIONS, "{proto}: {j}");
+    assert_eq!(j["joined"], CONNECTIONS * sockets, "{proto}: {j}");
     assert!(j["ns"]["p50"].as_u64().unwrap() > 0, "{proto}: {j}");
     for kind in ["refused", "protocol", "closed", "timeout"] {
         assert_eq!(j["failed"][kind], 0, "{proto} {kind}: {j}");
@@ -120,6 +131,17 @@ fn websocket_rooms_carry_every_planned_frame() {
     let (_s, port) = ws_server();
     let (out, v) = frames_run("ws", port, "2s", &CALM);
     assert_exact("ws", &out, &v, false);
+}
+
+/// Redis pub/sub: each connection is a subscriber socket and a publisher socket (a
+/// subscribed connection cannot publish), both joining; Redis delivers a publisher's
+/// messages to its own member's subscriber too.
+#[test]
+fn redis_pubsub_rooms_carry_every_planned_frame_and_the_senders_own() {
+    let _g = load_lock();
+    let (_s, port) = redis(&[]);
+    let (out, v) = frames_run("resp", port, "2s", &CALM);
+    assert_exact_sockets("resp", &out, &v, true, 2);
 }
 
 /// A WebSocket server that pings every 100 ms and closes a client whose pong is

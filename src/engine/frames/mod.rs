@@ -120,6 +120,12 @@ struct Ctl {
 
 struct FrameWorker<'p> {
     plan: &'p WorkerPlan,
+    /// This worker's connections (members); the socket table below holds one socket
+    /// per connection, or two (`pairs`).
+    members: usize,
+    /// `--frame-proto resp`: socket i (< members) subscribes for member i, socket
+    /// members + i publishes its frames.
+    pairs: bool,
     /// `--frame-proto`: each connection's adapter (TCP; its join state and any partial
     /// downlink message).
     codecs: Box<[FrameProto<'p>]>,
@@ -222,12 +228,24 @@ impl<'p> FrameWorker<'p> {
             .clone()
             .expect("a frames worker has a frame plan");
         let udp = plan.transport != Transport::Tcp;
-        let n = plan.connections;
+        let members = plan.connections;
         let spec = &plan.frames.as_ref().expect("checked above").spec;
         let joins = spec.kind != FrameProtoKind::Blaster;
         let first = plan.conn_offset as u64;
-        let codecs: Box<[FrameProto<'p>]> = (0..n as u64)
-            .map(|c| FrameProto::new(spec, Role::Both, first + c, plan.seed ^ (first + c)))
+        // Sockets: one per connection, or a pair (`resp`: subscriber i, publisher
+        // members + i).
+        let pairs = spec.kind.sockets_per_connection() == 2;
+        let n = members * spec.kind.sockets_per_connection();
+        let codecs: Box<[FrameProto<'p>]> = (0..n)
+            .map(|i| {
+                let role = match (pairs, i < members) {
+                    (false, _) => Role::Both,
+                    (true, true) => Role::Subscriber,
+                    (true, false) => Role::Publisher,
+                };
+                let id = first * 2 + i as u64;
+                FrameProto::new(spec, role, id, plan.seed ^ id)
+            })
             .collect();
         let wire_len = fp.frame_size + if udp { 0 } else { LEN_PREFIX_BYTES };
         // TCP: up to SEND_FRAMES messages of the adapter per send (their envelopes
@@ -261,6 +279,8 @@ impl<'p> FrameWorker<'p> {
         let ramp = fp.grid.join_gap_ns > 0;
         Ok(FrameWorker {
             plan,
+            members,
+            pairs,
             codecs,
             ctl,
             joins,
@@ -280,9 +300,16 @@ impl<'p> FrameWorker<'p> {
                 n
             ]
             .into_boxed_slice(),
-            cursor: FrameCursor::new(fp.grid, first, n as u64, plan.duration_ns),
+            cursor: FrameCursor::new(fp.grid, first, members as u64, plan.duration_ns),
             book: {
-                let b = FrameBook::new(fp.grid, first, n, fp.echo, fp.budget_ns, plan.duration_ns);
+                let b = FrameBook::new(
+                    fp.grid,
+                    first,
+                    members,
+                    fp.echo,
+                    fp.budget_ns,
+                    plan.duration_ns,
+                );
                 if fp.down_size.is_some() {
                     b.aggregated()
                 } else {
@@ -291,7 +318,7 @@ impl<'p> FrameWorker<'p> {
             },
             down: fp
                 .down_size
-                .map(|_| DownBook::new(fp.grid, first, n, fp.budget_ns, plan.duration_ns)),
+                .map(|_| DownBook::new(fp.grid, first, members, fp.budget_ns, plan.duration_ns)),
             send_buf: IoBuf::from_vec(send_buf),
             send_stride,
             wire_len,
@@ -315,7 +342,7 @@ impl<'p> FrameWorker<'p> {
             first_errno: None,
             first_bad: None,
             rng: fastrand::Rng::with_seed(plan.seed ^ plan.index as u64),
-            next_join: if ramp { 0 } else { n },
+            next_join: if ramp { 0 } else { members },
             ramp,
         })
     }
@@ -480,8 +507,33 @@ impl<'p> FrameWorker<'p> {
         let (room, member) = self
             .fp
             .grid
-            .room_member(self.plan.conn_offset as u64 + u64::from(c));
+            .room_member(self.plan.conn_offset as u64 + u64::from(self.member(c)));
         (room as u32, member as u16)
+    }
+
+    /// The connection (member) socket `i` serves.
+    #[inline]
+    fn member(&self, i: u32) -> u32 {
+        if self.pairs {
+            i % self.members as u32
+        } else {
+            i
+        }
+    }
+
+    /// The socket that sends member `c`'s frames.
+    #[inline]
+    fn sender(&self, c: u32) -> u32 {
+        if self.pairs {
+            c + self.members as u32
+        } else {
+            c
+        }
+    }
+
+    /// Whether member `c`'s sockets are all up.
+    fn member_up(&self, c: u32) -> bool {
+        self.conns[c as usize].up && self.conns[self.sender(c) as usize].up
     }
 
     /// Connection `c`'s join failed: counted by kind (the first reason kept), closed,
@@ -610,11 +662,17 @@ impl<'p> FrameWorker<'p> {
                 self.join_failed(c, None, reason, now);
             }
         }
-        let established = self.conns.iter().filter(|c| c.up).count();
+        let established = (0..self.members as u32)
+            .filter(|&c| self.member_up(c))
+            .count();
         Ready {
             worker: self.plan.index,
             established,
-            failed: if self.ramp { 0 } else { n - established },
+            failed: if self.ramp {
+                0
+            } else {
+                self.members - established
+            },
             first_errno: self.first_errno,
             establish_ns: self.clock.now_ns() - started,
             fatal: self.ls.fatal.as_ref().map(|e| e.to_string()),
@@ -632,20 +690,21 @@ impl<'p> FrameWorker<'p> {
             self.out.counters.dispatched += 1;
             self.out.counters.note_dispatch(intended, now);
             self.out.hist.dispatch_lag.saturating_record(now - intended);
-            if !self.conns[c as usize].up {
+            let s = self.sender(c);
+            if !self.conns[s as usize].up {
                 self.out.counters.frames.not_sent += 1;
                 continue;
             }
             if let Some(d) = self.down.as_mut() {
                 d.joined(c, now); // the server learns the member from its first frame
             }
-            let conn = &mut self.conns[c as usize];
+            let conn = &mut self.conns[s as usize];
             if conn.pend == 0 {
                 conn.pend_k = k;
             }
             conn.pend += 1;
             if !conn.sending {
-                self.send_pending(c);
+                self.send_pending(s);
             }
         }
         n
@@ -655,7 +714,7 @@ impl<'p> FrameWorker<'p> {
     /// UDP: one datagram).
     fn send_pending(&mut self, c: u32) {
         let g = self.fp.grid;
-        let gj = self.plan.conn_offset as u64 + u64::from(c);
+        let gj = self.plan.conn_offset as u64 + u64::from(self.member(c));
         let (room, member) = self.room_member(c);
         let conn = &mut self.conns[c as usize];
         let count = (conn.pend as usize).min(if self.udp { 1 } else { SEND_FRAMES });
@@ -921,6 +980,7 @@ impl<'p> FrameWorker<'p> {
         to: usize,
         now: Nanos,
     ) -> Result<usize, &'static str> {
+        let m = self.member(c);
         let mut pos = from;
         while pos < to {
             let input = self.recv_buf.region_mut(pos..to);
@@ -931,7 +991,7 @@ impl<'p> FrameWorker<'p> {
                     deliver(
                         book,
                         self.down.as_mut(),
-                        c,
+                        m,
                         &input[payload],
                         now,
                         hist,
@@ -984,7 +1044,7 @@ impl<'p> FrameWorker<'p> {
     /// next one joins (`None`: all have).
     fn open_joins(&mut self, now: Nanos) -> Option<Nanos> {
         let first = self.plan.conn_offset as u64;
-        while self.next_join < self.conns.len() {
+        while self.next_join < self.members {
             let at = self.fp.grid.join_ns(first + self.next_join as u64);
             if at > now {
                 return Some(at);
@@ -999,7 +1059,10 @@ impl<'p> FrameWorker<'p> {
 
     /// The connections up now (the per-interval `connections_active`).
     fn set_active(&mut self) {
-        self.out.counters.frames.connections_active = (self.conns.len() - self.down_count) as u64;
+        // With socket pairs: sockets up / 2 (a member with one socket down counts half).
+        let sockets = self.conns.len() / self.members.max(1);
+        self.out.counters.frames.connections_active =
+            ((self.conns.len() - self.down_count) / sockets.max(1)) as u64;
     }
 
     /// Reopens connections whose backoff is over: only those on the watch list
@@ -1133,7 +1196,7 @@ impl Hooks for FrameWorker<'_> {
         self.out.counters.frames.lost += book.lost_at_end;
         let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(stopped);
         let first = self.plan.conn_offset as u64;
-        let n = self.conns.len() as u64;
+        let n = self.members as u64;
         let grid = self.fp.grid;
         let planned = (first..first + n)
             .map(|j| grid.planned(j, self.plan.duration_ns))
@@ -1163,7 +1226,11 @@ impl Hooks for FrameWorker<'_> {
                 per_receiver: book.per_receiver,
                 fanout_expected: book.fanout_expected,
                 fanout_complete: book.fanout_complete,
-                uptime_ns: self.conns.iter().map(|c| c.uptime).collect(),
+                // A member's residency is its receiving socket's.
+                uptime_ns: self.conns[..self.members]
+                    .iter()
+                    .map(|c| c.uptime)
+                    .collect(),
                 span_ns: (first..first + n)
                     .map(|j| stopped.saturating_sub(grid.joined_ns(j)))
                     .collect(),
