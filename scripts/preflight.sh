@@ -88,7 +88,8 @@ RUN_VALUE_FLAGS=" --reconnect-backoff --keepalive --arrivals --max-response --sp
 --body-file --mix --timeout --max-lag --workload --tick --frame-size --room-size \
 --frame-budget --down-size --connect-rate --heartbeat --heartbeat-payload --link-speed \
 --duration --hdr-log --percentiles --csv --metrics-listen --metrics-linger --slo \
---start-at --run-id --step-duration --start-rate --warmup --error-status "
+--start-at --run-id --step-duration --start-rate --warmup --error-status --frame-proto \
+--frame-topic --ws-path "
 RUN_SWITCHES=" --linger0 --no-reconnect --echo-to-sender --aggregate --hold --no-response \
 --progress --quiet "
 
