@@ -4,6 +4,9 @@
 # p99 within one tick and the run valid; client CPU per frame received against the
 # issue's 300 ns budget. Not a timed test; run under `flock /work/bench.lock`.
 # Usage: bench/frames.sh [CONNECTIONS...]   (release build; DUR seconds each, default 10)
+# SERVER=nats: against nats-server on core 1 instead (`--frame-proto nats`), with the
+# server's CPU (user + system, from /proc) beside each step: server_cpu is its share of
+# one core over the run, server_ns/msg its CPU per message it delivered.
 # PROFILE=N: also run N connections under `perf record -e cpu-clock` and split the
 # client's CPU per frame received into user space (blaster's own work: decoding,
 # accounting, histogram recording, encoding, the ring) and the kernel's parts.
@@ -11,24 +14,38 @@ DUR=${DUR:-10}
 source "$(dirname "$0")/lib.sh"
 CONNS=${*:-1000 2000 4000 8000}
 PORT=$(free_port)
-taskset -c 1 "$B" sink --listen 127.0.0.1:$PORT --cores 1 --mode broadcast --room-size 10 >/dev/null 2>&1 &
-PIDS+=($!)
+PROTO=()
+if [ "${SERVER:-}" = nats ]; then
+  need nats-server nats-server
+  taskset -c 1 nats-server -a 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
+  PROTO=(--frame-proto nats)
+else
+  taskset -c 1 "$B" sink --listen 127.0.0.1:$PORT --cores 1 --mode broadcast --room-size 10 >/dev/null 2>&1 &
+fi
+SERVER_PID=$!
+PIDS+=($SERVER_PID)
 sleep 0.5
 header
 frames_run() { # N JSON [WRAPPER...]
     local n=$1 json=$2; shift 2
     "$@" "$B" run --target 127.0.0.1:$PORT --cores 0 --workload frames --tick 33ms \
         --frame-size 50 --connections "$n" --room-size 10 --duration ${DUR}s --quiet \
-        --json "$json" >/dev/null 2>&1 || true
+        "${PROTO[@]}" --json "$json" >/dev/null 2>&1 || true
 }
-printf "%-8s %-10s %-10s %-12s %-10s %-9s %-8s %-13s %-11s %s\n" conns up_fps down_fps dev_p99_ms lag_p99_ms retention valid ns/frame_recv ns/frame cpu_basis
+# The server's CPU so far, in clock ticks (user + system).
+server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
+printf "%-8s %-10s %-10s %-12s %-10s %-9s %-8s %-13s %-11s %-12s %-10s %s\n" conns up_fps down_fps dev_p99_ms lag_p99_ms retention valid ns/frame_recv ns/frame cpu_basis server_cpu server_ns/msg
 for n in $CONNS; do
+  t0=$(server_ticks); w0=$(date +%s.%N)
   frames_run "$n" "$OUT/f.json"
-  python3 - "$OUT/f.json" "$n" <<'PY'
+  t1=$(server_ticks); w1=$(date +%s.%N)
+  python3 - "$OUT/f.json" "$n" "$((t1 - t0))" "$(getconf CLK_TCK)" "$w0" "$w1" <<'PY'
 import json,sys
 v=json.load(open(sys.argv[1])); f=v["frames"]
 lag=(v.get('dispatch_lag_ns') or {}).get('p99',0)/1e6
-print(f"{sys.argv[2]:<8} {f['up_fps']:<10.0f} {f['down_fps']:<10.0f} {f['deviation_ns']['p99']/1e6:<12.2f} {lag:<10.2f} {f['retention']:<9.5f} {str(v['valid']):<8} {f['cpu_ns_per_frame_received']:<13.0f} {f['cpu_ns_per_frame']:<11.0f} {f['cpu_basis']}")
+cpu=int(sys.argv[3])/int(sys.argv[4]); wall=float(sys.argv[6])-float(sys.argv[5])
+msgs=f['received']+f['sent']
+print(f"{sys.argv[2]:<8} {f['up_fps']:<10.0f} {f['down_fps']:<10.0f} {f['deviation_ns']['p99']/1e6:<12.2f} {lag:<10.2f} {f['retention']:<9.5f} {str(v['valid']):<8} {f['cpu_ns_per_frame_received']:<13.0f} {f['cpu_ns_per_frame']:<11.0f} {f['cpu_basis']:<12} {cpu/wall:<10.2f} {cpu/max(msgs,1)*1e9:.0f}")
 PY
 done
 if [ -n "${PROFILE:-}" ]; then
