@@ -297,6 +297,14 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub frame_topic: Option<String>,
 
+    /// Frames: members 0..K of each room send a frame per tick, the others only
+    /// listen (a live room: thousands of listeners, a few speakers); the receive
+    /// accounting grows with receivers x senders, not members squared. Needs a
+    /// --frame-proto whose members join by subscribing (nats, mqtt, ws, resp).
+    /// Default: every member sends.
+    #[arg(long)]
+    pub senders_per_room: Option<usize>,
+
     /// Frames with --frame-proto ws: the request path of a room's WebSocket, with
     /// `{room}` for the room number. Default: `/room/{room}`.
     #[arg(long)]

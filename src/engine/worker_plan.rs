@@ -103,7 +103,10 @@ impl FramePlan {
     /// Bytes the receive accounting of this plan's connections allocates at start,
     /// over all workers ([`FrameBook::bytes_for`](super::frames::accounting::FrameBook::bytes_for)).
     pub fn accounting_bytes(&self) -> u64 {
-        super::frames::accounting::FrameBook::bytes_for(self.grid.connections, self.grid.room_size)
+        super::frames::accounting::FrameBook::bytes_for(
+            self.grid.connections,
+            self.grid.senders_per_room(),
+        )
     }
 }
 

@@ -4,6 +4,7 @@ use super::parse::*;
 use super::*;
 use crate::cli::RunArgs;
 use crate::engine::frames::FrameGrid;
+use crate::engine::frames::timetable::SENDERS_ALL;
 use crate::engine::worker_plan::FramePlan;
 use crate::limits::*;
 use crate::proto::frame_proto::{
@@ -24,7 +25,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         || a.work.echo_to_sender
         || a.work.frame_proto.is_some()
         || a.work.frame_topic.is_some()
-        || a.work.ws_path.is_some();
+        || a.work.ws_path.is_some()
+        || a.work.senders_per_room.is_some();
     match a.work.workload.as_str() {
         "requests" => {
             if a.work.aggregate {
@@ -37,7 +39,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
                 return Err(err(
                     "workload",
                     "--tick, --frame-size, --room-size, --frame-budget, --echo-to-sender, --frame-proto, \
-                     --frame-topic and --ws-path need --workload frames",
+                     --frame-topic, --ws-path and --senders-per-room need --workload frames",
                 ));
             }
             return Ok(None);
@@ -98,6 +100,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
     };
     let spec = frame_spec(a, frame_size)?;
     let joined_at_start = spec.kind != FrameProtoKind::Blaster;
+    let senders = senders_per_room(a, room_size, spec.kind)?;
     let echo = match spec.kind.echo() {
         Echo::Always => true,
         Echo::Never | Echo::ServerDefined => a.work.echo_to_sender,
@@ -110,12 +113,35 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             room_size: room_size as u64,
             join_gap_ns,
             joined_at_start,
+            senders,
         },
         frame_size,
         budget_ns,
         echo,
         down_size,
     }))
+}
+
+/// `--senders-per-room K`: members 0..K of each room send; [`SENDERS_ALL`] without it.
+fn senders_per_room(a: &RunArgs, room_size: usize, kind: FrameProtoKind) -> Result<u64, PlanError> {
+    let Some(k) = a.work.senders_per_room else {
+        return Ok(SENDERS_ALL);
+    };
+    if !(1..=room_size).contains(&k) {
+        return Err(err(
+            "senders-per-room",
+            format!("must be between 1 and --room-size ({room_size}), got {k}"),
+        ));
+    }
+    if kind == FrameProtoKind::Blaster && k < room_size {
+        return Err(err(
+            "senders-per-room",
+            "listeners need a server they join by subscribing (--frame-proto nats, mqtt, ws \
+             or resp): the built-in sink learns a member from its first frame, and a \
+             listener sends none",
+        ));
+    }
+    Ok(k as u64)
 }
 
 /// `--frame-proto`, `--frame-topic`, `--ws-path`: the adapter every connection speaks,

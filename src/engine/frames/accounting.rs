@@ -170,7 +170,8 @@ impl FrameBook {
         duration_ns: Nanos,
     ) -> FrameBook {
         assert_eq!(first % grid.room_size, 0, "a worker owns whole rooms");
-        let r_size = grid.room_size as usize;
+        // A window per (receiver, sender): K senders per room, or the whole room.
+        let r_size = grid.senders_per_room() as usize;
         let mut windows = vec![SeqWindow::default(); count * r_size].into_boxed_slice();
         // Frames sent before the receiver joined (frame 0 of a lower member; under a
         // ramp, everything before it) are not expected: its window starts at the first
@@ -203,9 +204,9 @@ impl FrameBook {
     /// Linear in the receivers, so a plan's workers together need
     /// `bytes_for(connections, room_size)` whatever its split; saturates rather than
     /// wraps (a plan that large is refused either way).
-    pub fn bytes_for(receivers: u64, room_size: u64) -> u64 {
+    pub fn bytes_for(receivers: u64, senders_per_room: u64) -> u64 {
         let window = std::mem::size_of::<SeqWindow>() as u64;
-        let per_receiver = room_size
+        let per_receiver = senders_per_room
             .saturating_mul(window)
             .saturating_add(std::mem::size_of::<u64>() as u64)
             .saturating_add(FAN_SLOTS as u64 * std::mem::size_of::<FanSlot>() as u64);
@@ -302,7 +303,7 @@ impl FrameBook {
         if e.seq == g.start_k(gs) {
             return true;
         }
-        let w = r as usize * g.room_size as usize + member as usize;
+        let w = r as usize * g.senders_per_room() as usize + member as usize;
         if let (Seen::New { .. }, _) = self.windows[w].arrive(e.seq, at, g.tick_ns) {
             let receivers = g.receivers(gs, e.seq, self.echo);
             self.fan_arrival(gs, e.seq, e.intended_ns, at, receivers, hist, n);
@@ -351,7 +352,7 @@ impl FrameBook {
             n.before_join += 1;
             return;
         }
-        let w = r as usize * g.room_size as usize + member as usize;
+        let w = r as usize * g.senders_per_room() as usize + member as usize;
         let (seen, lost) = self.windows[w].arrive(h.seq, at, g.tick_ns);
         n.lost += lost;
         self.lost_so_far += lost;
@@ -386,7 +387,7 @@ impl FrameBook {
             let room = gr / g.room_size;
             let members = g.members(room);
             let mut expected = 0;
-            for m in 0..members {
+            for m in 0..members.min(g.senders) {
                 let gs = room * g.room_size + m;
                 if gs != gr || self.echo {
                     expected += self.expected_from(gs, gr);
@@ -399,7 +400,11 @@ impl FrameBook {
             // As a source: its frames that have at least one receiver.
             // (receivers never decrease with k: count up to the first frame with any.)
             let start = g.start_k(gr);
-            let end = start + g.planned(gr, self.duration_ns);
+            let planned = g.planned(gr, self.duration_ns);
+            if planned == 0 {
+                continue; // a listener
+            }
+            let end = start + planned;
             // Aggregated: a member's first frame has no fan-out (see `carried`).
             let mut k = start + u64::from(self.aggregate);
             while k < end && g.receivers(gr, k, self.echo) == 0 {
@@ -416,6 +421,7 @@ impl FrameBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::frames::timetable::SENDERS_ALL;
 
     const TICK: u64 = 20_000_000;
 
@@ -483,6 +489,7 @@ mod tests {
                 room_size: room,
                 join_gap_ns: 0,
                 joined_at_start: false,
+                senders: SENDERS_ALL,
             };
             let b = FrameBook::new(grid, 0, count, false, TICK, 10 * TICK);
             assert_eq!(
@@ -518,6 +525,7 @@ mod tests {
             room_size: 3,
             join_gap_ns: 0,
             joined_at_start: false,
+            senders: SENDERS_ALL,
         };
         let d = 10 * TICK;
         let mut b = FrameBook::new(grid, 0, 3, false, TICK, d);
@@ -580,6 +588,43 @@ mod tests {
     }
 
     #[test]
+    fn listeners_get_the_senders_frames_and_windows_grow_with_senders_only() {
+        // A room of 6 joined at start, members 0 and 1 speak, 2..6 listen; 5 ticks.
+        let grid = FrameGrid {
+            tick_ns: TICK,
+            connections: 6,
+            room_size: 6,
+            join_gap_ns: 0,
+            joined_at_start: true,
+            senders: 2,
+        };
+        let d = 5 * TICK;
+        let mut b = FrameBook::new(grid, 0, 6, false, TICK, d);
+        assert_eq!(b.table_bytes(), FrameBook::bytes_for(6, 2));
+        // A room of 20,000 listeners and 2 speakers: tens of MiB, not gigabytes.
+        assert!(FrameBook::bytes_for(20_000, 2) < 64 << 20);
+        assert!(FrameBook::bytes_for(20_000, 20_000) > 8 << 30);
+        let (mut h, mut n) = (Histograms::new(), FrameCounters::default());
+        for seq in 0..5 {
+            for src in 0..2u16 {
+                let f = frame(0, src, seq, &grid);
+                for r in (0..6u32).filter(|&r| r != u32::from(src)) {
+                    b.arrive(r, &f, f.intended_ns + 1_000, &mut h, &mut n);
+                }
+            }
+        }
+        // A listener's "frame" is not on the timetable: foreign.
+        b.arrive(0, &frame(0, 4, 1, &grid), 0, &mut h, &mut n);
+        assert_eq!(n.foreign, 1);
+        let t = b.totals();
+        // 2 senders x 5 frames, each to the 5 others.
+        assert_eq!((t.expected, t.received, t.lost_at_end), (50, 50, 0));
+        assert_eq!(t.per_receiver[0], (5, 5));
+        assert_eq!(t.per_receiver[4], (10, 10));
+        assert_eq!((t.fanout_expected, t.fanout_complete), (10, 10));
+    }
+
+    #[test]
     fn the_unexpected_frame_0_never_counts_as_a_gap() {
         // Member 1 never expects frame 0 of member 0; 200 frames 1.. arrive and move
         // the window well past 0: nothing is lost, in the interval or at the end.
@@ -589,6 +634,7 @@ mod tests {
             room_size: 2,
             join_gap_ns: 0,
             joined_at_start: false,
+            senders: SENDERS_ALL,
         };
         let mut b = FrameBook::new(grid, 0, 2, false, TICK, 201 * TICK);
         let mut h = Histograms::new();
@@ -610,6 +656,7 @@ mod tests {
             room_size: 2,
             join_gap_ns: 0,
             joined_at_start: false,
+            senders: SENDERS_ALL,
         };
         let mut b = FrameBook::new(grid, 0, 2, true, 5_000_000, 2 * TICK);
         let mut h = Histograms::new();
@@ -636,6 +683,7 @@ mod tests {
             room_size: 3,
             join_gap_ns: 0,
             joined_at_start: false,
+            senders: SENDERS_ALL,
         };
         let mut b = FrameBook::new(grid, 0, 3, false, TICK, 10 * TICK).aggregated();
         let mut h = Histograms::new();

@@ -244,6 +244,7 @@ impl DownBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::frames::timetable::SENDERS_ALL;
 
     const TICK: u64 = 20_000_000;
 
@@ -254,6 +255,7 @@ mod tests {
             room_size: 2,
             join_gap_ns: 0,
             joined_at_start: false,
+            senders: SENDERS_ALL,
         }
     }
 

@@ -1277,6 +1277,7 @@ fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::frames::timetable::SENDERS_ALL;
     use crate::engine::worker_plan::FramePlan;
 
     fn worker_plan(connections: usize) -> WorkerPlan {
@@ -1297,6 +1298,7 @@ mod tests {
                 room_size: 10,
                 join_gap_ns: 0,
                 joined_at_start: false,
+                senders: SENDERS_ALL,
             },
             frame_size: 64,
             budget_ns: 20_000_000,

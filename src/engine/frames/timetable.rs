@@ -25,7 +25,13 @@ pub struct FrameGrid {
     /// receives every room mate's frames from frame 0. Without it a member joins at
     /// its first frame (the built-in sink learns members from their frames).
     pub joined_at_start: bool,
+    /// `--senders-per-room K`: members 0..K of each room send, the rest only listen
+    /// ([`SENDERS_ALL`]: every member sends).
+    pub senders: u64,
 }
+
+/// [`FrameGrid::senders`] when every member sends.
+pub const SENDERS_ALL: u64 = u64::MAX;
 
 impl FrameGrid {
     /// The planned send instant of frame `k` of connection `j` (ns since the start).
@@ -86,13 +92,28 @@ impl FrameGrid {
     /// Frames connection `j` is planned to send before `duration_ns`: the k from
     /// `start_k(j)` with `intended_ns(j, k) < duration_ns`.
     pub fn planned(&self, j: u64, duration_ns: Nanos) -> u64 {
+        if !self.is_sender(j) {
+            return 0;
+        }
         self.end_k(j, duration_ns).saturating_sub(self.start_k(j))
+    }
+
+    /// Whether connection `j` sends (a listener under `--senders-per-room` does not).
+    #[inline]
+    pub fn is_sender(&self, j: u64) -> bool {
+        j % self.room_size < self.senders
+    }
+
+    /// Members of each room that send: K, or the whole room.
+    #[inline]
+    pub fn senders_per_room(&self) -> u64 {
+        self.senders.min(self.room_size)
     }
 
     /// Whether frame `k` of `j` is on the timetable (from its start, before the end).
     #[inline]
     pub fn is_planned(&self, j: u64, k: u64, duration_ns: Nanos) -> bool {
-        k >= self.start_k(j) && self.intended_ns(j, k) < duration_ns
+        self.is_sender(j) && k >= self.start_k(j) && self.intended_ns(j, k) < duration_ns
     }
 
     /// The first frame of source `s` receiver `r` expects: its own from its start
@@ -199,15 +220,25 @@ impl FrameCursor {
     }
 
     fn due_of_cursor(&mut self) -> Nanos {
-        if self.count == 0 {
+        if self.count == 0 || self.grid.senders == 0 {
             return Nanos::MAX;
         }
-        // Under a ramp, frames before a connection's start are not on the timetable.
-        while self.k < self.grid.start_k(self.first + self.c) {
-            if self.grid.intended_ns(self.first + self.c, self.k) >= self.duration_ns {
-                return Nanos::MAX;
+        loop {
+            let j = self.first + self.c;
+            if !self.grid.is_sender(j) {
+                // A listener sends nothing (a worker owns whole rooms, each with a
+                // sender, so this ends within a room).
+                self.step();
+            } else if self.k < self.grid.start_k(j) {
+                // Under a ramp, frames before a connection's start are not on the
+                // timetable.
+                if self.grid.intended_ns(j, self.k) >= self.duration_ns {
+                    return Nanos::MAX;
+                }
+                self.step();
+            } else {
+                break;
             }
-            self.step();
         }
         let due = self.grid.intended_ns(self.first + self.c, self.k);
         if due >= self.duration_ns {
@@ -260,6 +291,7 @@ mod tests {
         room_size: 10,
         join_gap_ns: 0,
         joined_at_start: false,
+        senders: SENDERS_ALL,
     };
 
     #[test]
@@ -326,9 +358,32 @@ mod tests {
     }
 
     #[test]
+    fn listeners_plan_nothing_and_the_cursor_visits_only_senders() {
+        let g = FrameGrid { senders: 2, ..GRID };
+        let d = 3 * g.tick_ns;
+        assert_eq!(
+            (g.planned(1, d), g.planned(2, d), g.planned(12, d)),
+            (3, 0, 0)
+        );
+        assert!(g.is_planned(11, 0, d) && !g.is_planned(19, 0, d));
+        let mut cur = FrameCursor::new(g, 0, 200, d);
+        let mut got = Vec::new();
+        while let Some((c, k, at)) = cur.pop_due(d) {
+            got.push((c, k, at));
+        }
+        // 20 rooms x 2 senders x 3 ticks, in due order, members 0 and 1 only.
+        assert_eq!(got.len(), 20 * 2 * 3);
+        assert!(got.iter().all(|&(c, _, _)| c % 10 < 2));
+        assert!(got.windows(2).all(|w| w[0].2 <= w[1].2));
+        assert_eq!(g.senders_per_room(), 2);
+        assert_eq!(GRID.senders_per_room(), 10);
+    }
+
+    #[test]
     fn members_joined_at_start_expect_every_room_mate_from_frame_0() {
         let g = FrameGrid {
             joined_at_start: true,
+            senders: SENDERS_ALL,
             ..GRID
         };
         // Connection 0 sends frame 0 at instant 0: its room mates expect it.
@@ -352,6 +407,7 @@ mod tests {
                 room_size: 5,
                 join_gap_ns,
                 joined_at_start: false,
+                senders: SENDERS_ALL,
             };
             for room in 0..g.rooms() {
                 let base = room * g.room_size;
@@ -374,6 +430,7 @@ mod tests {
         let g = FrameGrid {
             join_gap_ns: 20_000_000,
             joined_at_start: false,
+            senders: SENDERS_ALL,
             ..GRID
         };
         assert_eq!((g.start_k(0), g.start_k(3)), (1, 4));
