@@ -631,7 +631,8 @@ fn a_stalling_aggregate_server_loses_whole_ticks_at_every_member() {
 /// `--hdr-log` of a frames run: the frame histograms per interval, tagged
 /// `frames.deviation`, `frames.jitter` and `frames.fanout`, read back by the
 /// hdrhistogram crate's own log reader; each tag's interval counts add up to the
-/// run's totals (and the request tags are still there).
+/// run's totals; the dispatch lag is there, the request tags that a frames run never
+/// fills (latency, service time, connection wait) are not.
 #[test]
 fn the_hdr_log_carries_the_frame_histograms_per_interval() {
     use hdrhistogram::serialization::Deserializer;
@@ -671,15 +672,7 @@ fn the_hdr_log_carries_the_frame_histograms_per_interval() {
     let tags: Vec<&str> = count.keys().map(String::as_str).collect();
     assert_eq!(
         tags,
-        [
-            "frames.deviation",
-            "frames.fanout",
-            "frames.jitter",
-            "lag",
-            "latency",
-            "service",
-            "wait"
-        ]
+        ["frames.deviation", "frames.fanout", "frames.jitter", "lag",]
     );
     let intervals = v["intervals"].as_array().unwrap().len();
     for (tag, key) in [
@@ -825,4 +818,89 @@ fn slo_terms_of_the_other_workload_are_usage_errors() {
             "{err}"
         );
     }
+}
+
+/// Issue 23, part 5: every output of a frames run shows frames, none a request
+/// latency of 0 ns. The live line (frames up and down, deviation p99, retention,
+/// late), the text report (no request framer header, no requests line), the CSV's
+/// frame columns (latency empty), and the HTML page's frames sections from the JSON.
+#[test]
+fn every_output_of_a_frames_run_shows_frames_not_request_latency() {
+    let _l = load_lock();
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (json, csv, html) = (p("f.json"), p("f.csv"), p("f.html"));
+    let mut args = vec!["run", "--cores", "0"];
+    // Not --quiet: the live line is what is checked (stderr is not a terminal).
+    args.extend(
+        frames_args_with(&sink.addr, "50", "2s")
+            .into_iter()
+            .filter(|a| *a != "--quiet"),
+    );
+    args.extend(["--json", &json, "--csv", &csv]);
+    let out = run(&args, Duration::from_secs(60));
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let (live, text) = (
+        stderr(&out),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+    );
+    let lines: Vec<&str> = live.lines().filter(|l| l.starts_with('[')).collect();
+    assert!(!lines.is_empty(), "no live line: {live}");
+    for l in &lines {
+        for want in ["frames up", "/s down", "deviation p99", "retention", "late"] {
+            assert!(l.contains(want), "{want:?} not in the live line {l:?}");
+        }
+        assert!(!l.contains("latency"), "{l}");
+    }
+    // The text report: the workload, not a request framer, pipeline and payload.
+    let head = text.lines().find(|l| l.starts_with("blaster: ")).unwrap();
+    assert!(head.contains("workload=frames"), "{head}");
+    for bad in ["framer=", "payload=", "pipeline="] {
+        assert!(!head.contains(bad), "{head}");
+    }
+    for bad in ["\nrequests: ", "connection wait", "per request"] {
+        assert!(!text.contains(bad), "{bad:?} in\n{text}");
+    }
+    assert!(text.contains("rate: frames sent"), "{text}");
+    // The CSV: frame columns filled, latency columns empty.
+    let v = read_json(&json.clone().into());
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut rows = csv.lines().map(|l| l.split(',').collect::<Vec<_>>());
+    let head = rows.next().unwrap();
+    let col = |name: &str| head.iter().position(|c| *c == name).unwrap();
+    let rows: Vec<Vec<&str>> = rows.collect();
+    assert_eq!(rows.len(), v["intervals"].as_array().unwrap().len());
+    let sum = |name: &str| -> f64 {
+        rows.iter()
+            .map(|r| r[col(name)].parse::<f64>().unwrap())
+            .sum()
+    };
+    assert!(
+        rows.iter().all(|r| r[col("latency_p99_ns")].is_empty()),
+        "{csv}"
+    );
+    assert!(sum("frames_down_fps") > 0.0, "{csv}");
+    assert_eq!(sum("frames_late"), f(&v["frames"], "late"), "{csv}");
+    // The JSON's intervals carry the counts behind the rates.
+    let received: u64 = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| f(&i["frames"], "received") as u64)
+        .sum();
+    assert_eq!(received, f(&v["frames"], "received") as u64);
+    // The page: frames sections and table, no request latency section.
+    let o = run(&["report", &json, "--html", &html], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for want in [
+        "<h2>Frame arrival deviation over time</h2>",
+        "<h2>Retention and late frames per interval</h2>",
+        "<h2>Frame percentile spectra</h2>",
+        "frames run",
+    ] {
+        assert!(page.contains(want), "the page lacks {want:?}");
+    }
+    assert!(!page.contains("Latency percentiles over time"));
 }

@@ -500,16 +500,36 @@ fn a_frames_run_exposes_its_counters_retention_and_deviation_histogram() {
         ("blaster_frames_received_total", "received"),
         ("blaster_frames_lost_total", "lost"),
         ("blaster_frames_late_total", "late"),
+        ("blaster_frames_not_sent_total", "not_sent"),
+        ("blaster_frames_duplicates_total", "duplicates"),
+        ("blaster_frames_reordered_total", "reordered"),
+        ("blaster_frames_stale_total", "stale"),
+        ("blaster_frames_foreign_total", "foreign"),
+        ("blaster_frames_disconnects_total", "residency.disconnects"),
         (
             "blaster_frame_deviation_seconds_count",
             "deviation_ns.count",
         ),
+        ("blaster_frame_jitter_seconds_count", "jitter_ns.count"),
+        ("blaster_frame_fanout_seconds_count", "fanout_ns.count"),
     ] {
         assert_eq!(sample(&text, metric), f(fr, key), "{metric} against {key}");
     }
     assert!(f(fr, "received") > 100_000.0, "{fr}");
     let retention = sample(&text, "blaster_frames_retention_ratio");
     assert!((retention - f(fr, "retention")).abs() < 1e-9, "{retention}");
+    // The last interval's gauges are its JSON row's.
+    let last = &v["intervals"].as_array().unwrap().last().unwrap()["frames"];
+    for (metric, key) in [
+        ("blaster_frames_up_per_second", "up_fps"),
+        ("blaster_frames_down_per_second", "down_fps"),
+        ("blaster_frames_connections_active", "connections_active"),
+    ] {
+        assert!(
+            (sample(&text, metric) - f(last, key)).abs() < 1e-6,
+            "{metric} against {last}"
+        );
+    }
     // The JSON's deviation p99 lies in the ladder bucket where histogram_quantile finds
     // the 99th percentile of the exposed buckets.
     let count = sample(&text, "blaster_frame_deviation_seconds_count");

@@ -518,7 +518,8 @@ fn open_exporters(
         outputs.push(Box::new(e));
     }
     if let Some(p) = &a.csv {
-        let e = export::csv::Csv::create(p).map_err(|e| output_error(p, e))?;
+        let e =
+            export::csv::Csv::create(p, plan.frames.is_some()).map_err(|e| output_error(p, e))?;
         outputs.push(Box::new(e));
     }
     // Last, so its linger after the run comes once the files are in place.

@@ -429,6 +429,10 @@ fn collect(
                 latency: &row.latency,
                 errors: row.errors,
                 lag_p99_ns: row.lag_p99,
+                frames: row
+                    .frames
+                    .as_ref()
+                    .map(|(c, dev)| crate::report::frames::FrameInterval::of(c, dev, 1.0)),
             });
             c.series.push(row, &p.histograms);
         }
@@ -463,7 +467,7 @@ fn complete(
         frames: shape.plan.frames.as_ref().map(|_| {
             (
                 p.counters.frames,
-                Percentiles::of(&p.histograms.frame_deviation).p99,
+                Percentiles::of(&p.histograms.frame_deviation),
             )
         }),
         load,

@@ -88,8 +88,8 @@ pub struct Row {
     pub errors: u64,
     pub latency: Percentiles,
     pub lag_p99: u64,
-    /// Frames: the interval's frame counts and arrival-deviation p99.
-    pub frames: Option<(crate::engine::recorder::FrameCounters, u64)>,
+    /// Frames: the interval's frame counts and arrival-deviation percentiles.
+    pub frames: Option<(crate::engine::recorder::FrameCounters, Percentiles)>,
     pub load: Load,
     /// The interval's histograms, encoded for the JSON (the first
     /// [`crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX`] seconds, then every merged entry).
@@ -136,11 +136,9 @@ impl IntervalShape<'_> {
                 .link_bps
                 .map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
             drops: row.load.drops,
-            frames: row.frames.map(|(c, p99)| {
-                let mut f = super::frames::FrameInterval::of(&c, len_s);
-                f.deviation_p99_ns = p99;
-                f
-            }),
+            frames: row
+                .frames
+                .map(|(c, dev)| super::frames::FrameInterval::of(&c, &dev, len_s)),
             histograms: row.histograms.clone(),
         }
     }

@@ -145,19 +145,58 @@ pub struct FrameInterval {
     /// Connections up at the interval's end (rises over a `--connect-rate` ramp).
     #[serde(default)]
     pub connections_active: u64,
+    /// Frames put on the wire and planned frames received (first arrivals) in the
+    /// interval: the counts behind `up_fps` and `down_fps`.
+    #[serde(default)]
+    pub sent: u64,
+    #[serde(default)]
+    pub received: u64,
+    /// received / (received + lost) in the interval, 1 with neither. A gap is counted
+    /// lost when 128 newer frames from its source have arrived (or at the end), so the
+    /// loss of a stall shows in the interval where it was counted.
+    #[serde(default = "one")]
+    pub retention: f64,
+    /// The interval's arrival deviation beside `deviation_p99_ns`.
+    #[serde(default)]
+    pub deviation_p50_ns: u64,
+    #[serde(default)]
+    pub deviation_p999_ns: u64,
+    #[serde(default)]
+    pub deviation_max_ns: u64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl FrameInterval {
-    /// The interval's rates and counts (the deviation p99 is set by the caller).
-    pub fn of(c: &FrameCounters, len_s: f64) -> FrameInterval {
+    /// The interval's rates, counts and deviation percentiles.
+    pub fn of(c: &FrameCounters, deviation: &Percentiles, len_s: f64) -> FrameInterval {
         FrameInterval {
             up_fps: c.sent as f64 / len_s,
             down_fps: c.received as f64 / len_s,
-            deviation_p99_ns: 0,
+            deviation_p99_ns: deviation.p99,
             late: c.late,
             lost: c.lost,
             connections_active: c.connections_active,
+            sent: c.sent,
+            received: c.received,
+            retention: retention_of(c.received, c.lost),
+            deviation_p50_ns: deviation.p50,
+            deviation_p999_ns: deviation.p999,
+            deviation_max_ns: deviation.max,
         }
+    }
+}
+
+/// received / (received + lost), 1 when nothing was counted either way (nothing was
+/// due, or every gap is still inside its receive window).
+pub fn retention_of(received: u64, lost: u64) -> f64 {
+    let counted = received + lost;
+    if counted == 0 {
+        1.0
+    } else {
+        received as f64 / counted as f64
     }
 }
 

@@ -2,15 +2,20 @@
 //! charts, drawn with plotters' SVG backend and inlined, so the page opens with no
 //! network (no scripts, fonts, stylesheets or images from anywhere).
 //!
-//! Charts: latency percentiles over time; intended vs achieved rate; the percentile
-//! spectrum of latency and of service time on a "nines" axis (x = -log10(1 - q), so
-//! 90%, 99%, 99.9% are evenly spaced: the tail gets the room it deserves); dispatch lag
+//! Charts of request runs: latency percentiles over time; intended vs achieved rate;
+//! the percentile spectrum of latency and of service time on a "nines" axis (x =
+//! -log10(1 - q), so 90%, 99%, 99.9% are evenly spaced: the tail gets the room it
+//! deserves), drawn from the full histograms the report embeds. Frames runs have their
+//! own sections instead ([`frames`]: deviation over time, frames per second, retention
+//! and late frames, deviation and fan-out spectra, join time). Every run: dispatch lag
 //! over time against the `--max-lag` gate; errors over time; generator core load. Each
 //! run has its own colour; within a chart, line styles tell the series apart and a
 //! legend beside the plot names both (file name first).
 //!
 //! [`render`] is a pure function from the runs read back by [`super::input`] to the
 //! page's text; the command in `cmd` does the reading and the writing.
+
+mod frames;
 
 use super::Percentiles;
 use super::input::RunInput;
@@ -95,6 +100,16 @@ pub fn spectrum_of_summary(p: &Percentiles) -> Spectrum {
     }
 }
 
+/// The spectrum of an embedded histogram (`encoded`), or of its percentile summary
+/// when it does not decode (a report read through [`super::input`] always does: it was
+/// checked whole).
+pub fn spectrum_or_summary(encoded: &str, summary: &Percentiles) -> Spectrum {
+    match super::hdr::decode(encoded) {
+        Ok(h) => spectrum_of(&h),
+        Err(_) => spectrum_of_summary(summary),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("drawing the {chart} chart failed: {reason}")]
 pub struct RenderError {
@@ -132,18 +147,8 @@ pub fn render(runs: &[RunView]) -> Result<String, RenderError> {
         esc(&names.join(" vs "))
     );
     page.push_str(&runs_table(runs));
-    let spectra: Vec<(Spectrum, Spectrum)> = runs
-        .iter()
-        .map(|r| {
-            // TODO(export): decode the embedded histograms once the run JSON carries
-            // them; until then the spectrum comes from the percentile summary.
-            (
-                spectrum_of_summary(&r.run.latency_ns),
-                spectrum_of_summary(&r.run.service_time_ns),
-            )
-        })
-        .collect();
-    for section in sections(runs, &spectra) {
+    page.push_str(&frames::table(runs));
+    for section in sections(runs) {
         let _ = write!(
             page,
             "<section><h2>{}</h2><p>{}</p><div class=\"row\">",
@@ -195,6 +200,14 @@ fn runs_table(runs: &[RunView]) -> String {
         let lag = run
             .dispatch_lag_ns
             .map_or("closed loop".to_string(), |p| fmt_ns(p.p99));
+        // A frames run is never answered: no latency (its own table follows).
+        let ns = |v: u64| {
+            if run.frames.is_some() {
+                "&ndash;".to_string()
+            } else {
+                fmt_ns(v)
+            }
+        };
         let _ = writeln!(
             t,
             "<tr><td class=\"l\"><span class=\"sw\" style=\"background:{}\"></span>{}</td>\
@@ -207,11 +220,11 @@ fn runs_table(runs: &[RunView]) -> String {
             run.duration_s,
             fmt_rate(run.rate.intended_rps),
             fmt_rate(run.rate.achieved_rps),
-            fmt_ns(run.latency_ns.p50),
-            fmt_ns(run.latency_ns.p99),
-            fmt_ns(run.latency_ns.p999),
-            fmt_ns(run.latency_ns.max),
-            fmt_ns(run.service_time_ns.p99),
+            ns(run.latency_ns.p50),
+            ns(run.latency_ns.p99),
+            ns(run.latency_ns.p999),
+            ns(run.latency_ns.max),
+            ns(run.service_time_ns.p99),
             lag,
         );
     }
@@ -243,6 +256,9 @@ enum YAxis {
     SmallPercent,
     /// Plain count per second.
     PerSecond,
+    /// A share near 1 (frame retention), drawn as percent on a scale from a little
+    /// below the lowest value to 100%, so a loss of 0.1% is visible.
+    Retention,
 }
 
 struct Line {
@@ -286,12 +302,29 @@ fn series(
     }
 }
 
-fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> {
-    let colour = |i: usize| PALETTE[i];
-    let each = |f: &dyn Fn(usize, &RunView) -> Vec<Line>| -> Vec<Line> {
-        runs.iter().enumerate().flat_map(|(i, r)| f(i, r)).collect()
-    };
-    let time_chart = |title: &str, y_desc, y, lines| Chart {
+/// Runs drawn in a section, each with its colour (its place among all the runs).
+type Picked<'r, 'a> = [(RGBColor, &'r RunView<'a>)];
+
+/// The runs `keep` selects, with their colours.
+fn pick<'r, 'a>(
+    runs: &'r [RunView<'a>],
+    keep: fn(&RunView) -> bool,
+) -> Vec<(RGBColor, &'r RunView<'a>)> {
+    runs.iter()
+        .enumerate()
+        .filter(|(_, r)| keep(r))
+        .map(|(i, r)| (PALETTE[i], r))
+        .collect()
+}
+
+/// Every picked run's lines.
+fn lines_of(runs: &Picked, f: impl Fn(RGBColor, &RunView) -> Vec<Line>) -> Vec<Line> {
+    runs.iter().flat_map(|(c, r)| f(*c, r)).collect()
+}
+
+/// A wide chart over the run's seconds.
+fn time_chart(title: &str, y_desc: &'static str, y: YAxis, lines: Vec<Line>) -> Chart {
+    Chart {
         title: title.to_string(),
         y_desc,
         x: XAxis::Seconds,
@@ -299,63 +332,17 @@ fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> 
         size: WIDE,
         lines,
         gates: Vec::new(),
-    };
-    let mut out = Vec::new();
+    }
+}
 
-    out.push(Section {
-        heading: "Latency percentiles over time",
-        note: "Latency counts from the intended send time (the schedule), so a stalled \
-               target cannot hide; p50 dashed, p99 solid, one point per second, log scale."
-            .into(),
-        charts: vec![time_chart(
-            "latency per second",
-            "latency (log scale)",
-            YAxis::Nanos,
-            each(&|i, r| {
-                vec![
-                    series(format!("{} p99", r.label), colour(i), false, r.run, |s| {
-                        s.latency_p99_ns as f64
-                    }),
-                    series(format!("{} p50", r.label), colour(i), true, r.run, |s| {
-                        s.latency_p50_ns as f64
-                    }),
-                ]
-            }),
-        )],
-    });
-
-    out.push(Section {
-        heading: "Intended vs achieved rate",
-        note: "Intended (the timetable) dashed, achieved (responses completed) solid. A gap \
-               means the target or the generator did not keep up."
-            .into(),
-        charts: vec![time_chart(
-            "rate per second",
-            "requests per second",
-            YAxis::Rate,
-            each(&|i, r| {
-                vec![
-                    series(
-                        format!("{} achieved", r.label),
-                        colour(i),
-                        false,
-                        r.run,
-                        |s| s.achieved_rps,
-                    ),
-                    series(
-                        format!("{} intended", r.label),
-                        colour(i),
-                        true,
-                        r.run,
-                        |s| s.intended_rps,
-                    ),
-                ]
-            }),
-        )],
-    });
-
-    let full = spectra.iter().all(|(l, s)| l.full && s.full);
-    let spectrum_chart = |title: &str, pick: fn(&(Spectrum, Spectrum)) -> &Spectrum| Chart {
+/// A half-width percentile spectrum, one line per run (circles where it comes from
+/// the printed percentiles only).
+fn spectrum_chart<'s>(
+    title: &str,
+    runs: &Picked,
+    spectra: impl Iterator<Item = &'s Spectrum>,
+) -> Chart {
+    Chart {
         title: title.to_string(),
         y_desc: "value at percentile (log scale)",
         x: XAxis::Nines,
@@ -364,68 +351,156 @@ fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> 
         lines: runs
             .iter()
             .zip(spectra)
-            .enumerate()
-            .map(|(i, (r, s))| {
-                let s = pick(s);
-                Line {
-                    label: r.label.clone(),
-                    colour: colour(i),
-                    dashed: false,
-                    marks: !s.full,
-                    points: s.points.iter().map(|&(x, v)| (x, v as f64)).collect(),
-                }
+            .map(|((c, r), s)| Line {
+                label: r.label.clone(),
+                colour: *c,
+                dashed: false,
+                marks: !s.full,
+                points: s.points.iter().map(|&(x, v)| (x, v as f64)).collect(),
             })
             .collect(),
         gates: Vec::new(),
-    };
-    out.push(Section {
+    }
+}
+
+/// Red reference lines at `values` (deduplicated), labelled `what VALUE`.
+fn gates_at(mut values: Vec<u64>, what: &str) -> Vec<(f64, String)> {
+    values.sort_unstable();
+    values.dedup();
+    values
+        .into_iter()
+        .map(|g| (g as f64, format!("{what} {}", fmt_ns(g))))
+        .collect()
+}
+
+/// The page's sections: the request runs' latency, rate and spectra, the frames runs'
+/// own ([`frames::sections`]), then what every run has (dispatch lag, errors, load).
+fn sections(runs: &[RunView]) -> Vec<Section> {
+    let requests = pick(runs, |r| r.run.frames.is_none());
+    let framed = pick(runs, |r| r.run.frames.is_some());
+    let all = pick(runs, |_| true);
+    let mut out = Vec::new();
+    if !requests.is_empty() {
+        out.push(latency_section(&requests));
+        out.push(rate_section(&requests));
+        out.push(spectrum_section(&requests));
+    }
+    if !framed.is_empty() {
+        out.extend(frames::sections(&framed));
+    }
+    out.push(lag_section(&all));
+    out.push(errors_section(&all));
+    out.push(load_section(&all));
+    out
+}
+
+fn latency_section(runs: &Picked) -> Section {
+    Section {
+        heading: "Latency percentiles over time",
+        note: "Latency counts from the intended send time (the schedule), so a stalled \
+               target cannot hide; p50 dashed, p99 solid, one point per second, log scale."
+            .into(),
+        charts: vec![time_chart(
+            "latency per second",
+            "latency (log scale)",
+            YAxis::Nanos,
+            lines_of(runs, |c, r| {
+                vec![
+                    series(format!("{} p99", r.label), c, false, r.run, |s| {
+                        s.latency_p99_ns as f64
+                    }),
+                    series(format!("{} p50", r.label), c, true, r.run, |s| {
+                        s.latency_p50_ns as f64
+                    }),
+                ]
+            }),
+        )],
+    }
+}
+
+fn rate_section(runs: &Picked) -> Section {
+    Section {
+        heading: "Intended vs achieved rate",
+        note: "Intended (the timetable) dashed, achieved (responses completed) solid. A gap \
+               means the target or the generator did not keep up."
+            .into(),
+        charts: vec![time_chart(
+            "rate per second",
+            "requests per second",
+            YAxis::Rate,
+            lines_of(runs, |c, r| {
+                vec![
+                    series(format!("{} achieved", r.label), c, false, r.run, |s| {
+                        s.achieved_rps
+                    }),
+                    series(format!("{} intended", r.label), c, true, r.run, |s| {
+                        s.intended_rps
+                    }),
+                ]
+            }),
+        )],
+    }
+}
+
+/// Latency and service time on the nines axis, from the histograms the report embeds.
+fn spectrum_section(runs: &Picked) -> Section {
+    let spectra: Vec<(Spectrum, Spectrum)> = runs
+        .iter()
+        .map(|(_, r)| {
+            let h = &r.run.histograms.main;
+            (
+                spectrum_or_summary(&h.latency, &r.run.latency_ns),
+                spectrum_or_summary(&h.service_time, &r.run.service_time_ns),
+            )
+        })
+        .collect();
+    let full = spectra.iter().all(|(l, s)| l.full && s.full);
+    Section {
         heading: "Percentile spectrum",
         note: format!(
             "Whole-run percentiles; each step right is one more nine (90%, 99%, 99.9%, ...), \
              ending at the max. Latency counts from the intended send time, service time from \
              the actual send (what closed-loop tools report). {}",
-            if full {
-                "Drawn from the full histograms."
-            } else {
-                "Drawn from the report's printed percentiles (p50, p90, p99, p99.9, p99.99, \
-                 max; the circles): between them the line is interpolated."
-            }
+            spectrum_source(full)
         ),
         charts: vec![
-            spectrum_chart("latency", |s| &s.0),
-            spectrum_chart("service time", |s| &s.1),
+            spectrum_chart("latency", runs, spectra.iter().map(|s| &s.0)),
+            spectrum_chart("service time", runs, spectra.iter().map(|s| &s.1)),
         ],
-    });
+    }
+}
 
+/// Where a spectrum section's lines come from.
+fn spectrum_source(full: bool) -> &'static str {
+    if full {
+        "Drawn from the full histograms the report embeds."
+    } else {
+        "Drawn from the report's printed percentiles (p50, p90, p99, p99.9, p99.99, max; \
+         the circles): between them the line is interpolated."
+    }
+}
+
+fn lag_section(runs: &Picked) -> Section {
+    let timed: Vec<_> = runs
+        .iter()
+        .copied()
+        .filter(|(_, r)| r.run.dispatch_lag_ns.is_some())
+        .collect();
     let mut lag = time_chart(
         "dispatch lag p99 per second",
         "dispatch lag p99 (log scale)",
         YAxis::Nanos,
-        each(&|i, r| {
-            if r.run.dispatch_lag_ns.is_none() {
-                return Vec::new();
-            }
-            vec![series(
-                format!("{} p99", r.label),
-                colour(i),
-                false,
-                r.run,
-                |s| s.dispatch_lag_p99_ns as f64,
-            )]
+        lines_of(&timed, |c, r| {
+            vec![series(format!("{} p99", r.label), c, false, r.run, |s| {
+                s.dispatch_lag_p99_ns as f64
+            })]
         }),
     );
-    let mut gates: Vec<u64> = runs
-        .iter()
-        .filter(|r| r.run.dispatch_lag_ns.is_some())
-        .map(|r| r.run.config.max_lag_ns)
-        .collect();
-    gates.sort_unstable();
-    gates.dedup();
-    lag.gates = gates
-        .into_iter()
-        .map(|g| (g as f64, format!("gate {}", fmt_ns(g))))
-        .collect();
-    out.push(Section {
+    lag.gates = gates_at(
+        timed.iter().map(|(_, r)| r.run.config.max_lag_ns).collect(),
+        "gate",
+    );
+    Section {
         heading: "Dispatch lag over time",
         note: "How late the generator handled each request against its timetable: its own \
                health. A run whose dispatch lag p99 crosses the gate (--max-lag, red) is \
@@ -433,24 +508,56 @@ fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> 
                have no timetable and no line."
             .into(),
         charts: vec![lag],
-    });
+    }
+}
 
-    out.push(Section {
+fn errors_section(runs: &Picked) -> Section {
+    Section {
         heading: "Errors over time",
         note: "Failed requests (timeouts, resets, protocol errors, ...) per second.".into(),
         charts: vec![time_chart(
             "errors per second",
             "errors per second",
             YAxis::PerSecond,
-            each(&|i, r| {
-                vec![series(r.label.clone(), colour(i), false, r.run, |s| {
+            lines_of(runs, |c, r| {
+                vec![series(r.label.clone(), c, false, r.run, |s| {
                     s.errors as f64 / s.duration_s.max(1e-9)
                 })]
             }),
         )],
-    });
+    }
+}
 
-    out.push(Section {
+fn load_section(runs: &Picked) -> Section {
+    let core = time_chart(
+        "busiest generator core",
+        "busy share of the core",
+        YAxis::Percent,
+        lines_of(runs, |c, r| {
+            vec![
+                series(format!("{} core", r.label), c, false, r.run, |s| {
+                    s.core_load
+                }),
+                series(format!("{} workers", r.label), c, true, r.run, |s| {
+                    s.worker_busy
+                }),
+            ]
+        }),
+    );
+    let steal = Chart {
+        gates: vec![(STEAL_WARN, format!("warning {:.0}%", STEAL_WARN * 100.0))],
+        ..time_chart(
+            "hypervisor steal",
+            "share of the core stolen",
+            YAxis::SmallPercent,
+            lines_of(runs, |c, r| {
+                vec![series(format!("{} steal", r.label), c, false, r.run, |s| {
+                    s.steal
+                })]
+            }),
+        )
+    };
+    Section {
         heading: "Generator core load",
         note: "The busiest generator core per /proc/stat less the workers' spinning (solid), \
                and as the workers measure themselves from the TSC (dashed). Near 100% the \
@@ -458,46 +565,8 @@ fn sections(runs: &[RunView], spectra: &[(Spectrum, Spectrum)]) -> Vec<Section> 
                took to run something else (steal, on a VM); above 2% in a second the report \
                warns, and those pauses are in the lag and the latency."
             .into(),
-        charts: vec![
-            time_chart(
-                "busiest generator core",
-                "busy share of the core",
-                YAxis::Percent,
-                each(&|i, r| {
-                    vec![
-                        series(format!("{} core", r.label), colour(i), false, r.run, |s| {
-                            s.core_load
-                        }),
-                        series(
-                            format!("{} workers", r.label),
-                            colour(i),
-                            true,
-                            r.run,
-                            |s| s.worker_busy,
-                        ),
-                    ]
-                }),
-            ),
-            Chart {
-                gates: vec![(STEAL_WARN, format!("warning {:.0}%", STEAL_WARN * 100.0))],
-                ..time_chart(
-                    "hypervisor steal",
-                    "share of the core stolen",
-                    YAxis::SmallPercent,
-                    each(&|i, r| {
-                        vec![series(
-                            format!("{} steal", r.label),
-                            colour(i),
-                            false,
-                            r.run,
-                            |s| s.steal,
-                        )]
-                    }),
-                )
-            },
-        ],
-    });
-    out
+        charts: vec![core, steal],
+    }
 }
 
 /// Tick label of a nanosecond value, three significant figures at most.
@@ -544,6 +613,7 @@ fn y_label(y: YAxis, v: f64) -> String {
         YAxis::Rate => fmt_rate(v),
         YAxis::Percent => format!("{:.0}%", v * 100.0),
         YAxis::SmallPercent => format!("{:.1}%", v * 100.0),
+        YAxis::Retention => format!("{:.2}%", v * 100.0),
         YAxis::PerSecond => {
             if v.fract().abs() < 1e-9 {
                 format!("{v:.0}")
@@ -598,6 +668,11 @@ fn draw(c: &Chart) -> Result<String, RenderError> {
             }
             YAxis::Percent => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(1.0), 0.0),
             YAxis::SmallPercent => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(0.05), 0.0),
+            YAxis::Retention => {
+                let lo = values().fold(1.0_f64, f64::min).min(0.99);
+                let pad = (1.0 - lo) * 0.1;
+                plot_on(&plot, c, x_range, (lo - pad).max(0.0)..1.0 + pad, 0.0)
+            }
             _ => plot_on(&plot, c, x_range, 0.0..(y_max * 1.1).max(1.0), 0.0),
         }
         .map_err(fail)?;
@@ -718,6 +793,44 @@ fn draw_legend(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request run's spectrum is drawn from the histograms the report embeds (many
+    /// points, no circles), the page says so, and a frames section is not drawn.
+    #[test]
+    fn a_request_runs_spectrum_comes_from_its_histograms() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&frames::tests::frames_report(false)).unwrap();
+        v.as_object_mut().unwrap().remove("frames");
+        v["mode"] = "persistent".into();
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        for k in 1..=1_500u64 {
+            h.record(k * 1_000).unwrap();
+        }
+        for (key, summary) in [
+            ("latency", "latency_ns"),
+            ("service_time", "service_time_ns"),
+        ] {
+            v["histograms"][key] = crate::report::hdr::encode(&h).into();
+            v[summary] = serde_json::to_value(Percentiles::of(&h)).unwrap();
+        }
+        let run = crate::report::input::parse_run("r.json", v.to_string())
+            .unwrap()
+            .input;
+        let html = render(&[RunView {
+            label: "r.json".into(),
+            run: &run,
+        }])
+        .unwrap();
+        let spectrum = &html[html.find("<h2>Percentile spectrum</h2>").unwrap()..];
+        let spectrum = &spectrum[..spectrum.find("</section>").unwrap()];
+        assert!(spectrum.contains("Drawn from the full histograms"));
+        assert!(
+            !spectrum.contains("<circle"),
+            "circles: drawn from six points"
+        );
+        assert!(!html.contains("Frame arrival deviation"));
+        assert!(html.contains("<h2>Latency percentiles over time</h2>"));
+    }
 
     #[test]
     fn nines_axis_labels() {

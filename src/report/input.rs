@@ -47,6 +47,47 @@ pub struct RunInput {
     pub requests: RequestsInput,
     /// The run's merged histograms, encoded (see [`super::hdr`]).
     pub histograms: HistogramsInput,
+    /// `--workload frames`: the `frames` key's figures the renderers draw.
+    #[serde(default)]
+    pub frames: Option<FramesInput>,
+}
+
+/// The `frames` key as the HTML page reads it (docs/frames.md has every figure).
+#[derive(Debug, Clone, Deserialize)]
+pub struct FramesInput {
+    pub tick_ns: u64,
+    pub budget_ns: u64,
+    pub room_size: u64,
+    pub rooms: u64,
+    pub up_fps: f64,
+    pub down_fps: f64,
+    pub retention: f64,
+    pub lost: u64,
+    pub late: u64,
+    pub deviation_ns: Percentiles,
+    pub fanout_ns: Percentiles,
+    /// The join phase (connect, and a frame protocol adapter's handshake and
+    /// subscribe), per connection; absent from older reports.
+    #[serde(default)]
+    pub join: Option<JoinInput>,
+    pub histograms: FrameHistogramsInput,
+}
+
+/// `frames.join`: the joins' percentiles.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JoinInput {
+    pub ns: Percentiles,
+}
+
+/// `frames.histograms`, encoded as [`super::hdr::ENCODING`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct FrameHistogramsInput {
+    pub deviation: String,
+    pub jitter: String,
+    pub fanout: String,
+    /// The join time (`frames.join.ns`), when the report has a join phase.
+    #[serde(default)]
+    pub join: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -424,7 +465,8 @@ fn check_histograms(v: &Value) -> Result<[Histogram<u64>; 4], Bad> {
     }
     if let Some(fh) = v["frames"].get("histograms") {
         for key in ["deviation", "jitter", "fanout", "join"] {
-            if let Some(x) = fh.get(key) {
+            // `join` is null in a report without a join phase.
+            if let Some(x) = fh.get(key).filter(|x| !x.is_null()) {
                 decode(x, &format!("frames.histograms.{key}"))?;
             }
         }

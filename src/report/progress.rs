@@ -13,6 +13,7 @@
 //! report lands on a clean screen.
 
 use super::Percentiles;
+use super::frames::FrameInterval;
 use super::text;
 use crate::run_plan::Progress;
 use crate::units::{fmt_ns, fmt_rate};
@@ -71,6 +72,9 @@ pub struct Second<'a> {
     pub latency: &'a Percentiles,
     pub errors: u64,
     pub lag_p99_ns: u64,
+    /// `--workload frames`: the second's frame figures, shown instead of the rate and
+    /// latency (frames are never answered, so there is no latency to show).
+    pub frames: Option<FrameInterval>,
 }
 
 /// The live display of one run, from its start to its end.
@@ -144,17 +148,7 @@ impl Display {
     pub fn second(&self, s: &Second) {
         match &self.kind {
             Kind::Off => {}
-            Kind::Lines => crate::errln!(
-                "{}",
-                text::live_line(
-                    s.index,
-                    s.achieved_rps,
-                    s.intended_rps,
-                    s.latency,
-                    s.errors,
-                    s.lag_p99_ns
-                )
-            ),
+            Kind::Lines => crate::errln!("{}", line_text(s)),
             Kind::Bar(bar) => {
                 bar.set_message(figures_text(s, self.lag_gate_ns));
                 self.tick();
@@ -206,11 +200,39 @@ pub fn clock_text(elapsed_ns: u64, duration_ns: u64) -> String {
     )
 }
 
+/// The plain live line of second `s`: a frames run's or a request run's.
+pub fn line_text(s: &Second) -> String {
+    match &s.frames {
+        Some(f) => text::frames_live_line(s.index, f, s.lag_p99_ns),
+        None => text::live_line(
+            s.index,
+            s.achieved_rps,
+            s.intended_rps,
+            s.latency,
+            s.errors,
+            s.lag_p99_ns,
+        ),
+    }
+}
+
 /// The last second's figures on the bar: `rate 9.9k/s of 10.0k/s | p99 1.23 ms |
-/// errors 0`; the dispatch lag p99 only when it is past the validity gate
-/// (`lag_gate_ns`: then the generator is the one struggling, and the bar says so
-/// before the report does).
+/// errors 0` (a frames run: `frames up 5000/s down 45.0k/s | deviation p99 8.31 ms |
+/// retention 100.000% | late 0`); the dispatch lag p99 only when it is past the
+/// validity gate (`lag_gate_ns`: then the generator is the one struggling, and the bar
+/// says so before the report does).
 pub fn figures_text(s: &Second, lag_gate_ns: u64) -> String {
+    let mut t = match &s.frames {
+        Some(f) => text::frames_figures(f),
+        None => request_figures(s),
+    };
+    if s.lag_p99_ns > lag_gate_ns {
+        t.push_str(&format!(" | lag p99 {}", fmt_ns(s.lag_p99_ns)));
+    }
+    t
+}
+
+/// A request run's figures on the bar.
+fn request_figures(s: &Second) -> String {
     let intended = if !s.intended_rps.is_finite() {
         "of max".to_string() // `--rate max`: a UDP blast as fast as it sends
     } else if s.intended_rps > 0.0 {
@@ -218,16 +240,12 @@ pub fn figures_text(s: &Second, lag_gate_ns: u64) -> String {
     } else {
         "(closed loop)".to_string() // --concurrency: no timetable, no intended rate
     };
-    let mut t = format!(
+    format!(
         "rate {}/s {intended} | p99 {} | errors {}",
         fmt_rate(s.achieved_rps),
         fmt_ns(s.latency.p99),
         s.errors
-    );
-    if s.lag_p99_ns > lag_gate_ns {
-        t.push_str(&format!(" | lag p99 {}", fmt_ns(s.lag_p99_ns)));
-    }
-    t
+    )
 }
 
 /// Columns the bar leaves free at the right edge of the terminal.
@@ -315,6 +333,7 @@ mod tests {
             latency: &lat,
             errors: 2,
             lag_p99_ns: 40_000,
+            frames: None,
         };
         assert_eq!(
             figures_text(&s, 1_000_000),
@@ -328,6 +347,43 @@ mod tests {
         );
         s.intended_rps = f64::INFINITY;
         assert!(figures_text(&s, 5_000_000).starts_with("rate 9900/s of max | p99"));
+    }
+
+    /// A frames second shows frames up and down, the deviation p99, the retention and
+    /// the late frames, never the request latency (0 ns in a frames run).
+    #[test]
+    fn a_frames_second_shows_frames_not_latency() {
+        let lat = Percentiles::default();
+        let f = FrameInterval {
+            up_fps: 5_000.0,
+            down_fps: 44_550.0,
+            deviation_p99_ns: 8_310_000,
+            late: 7,
+            received: 44_550,
+            lost: 450,
+            retention: 0.99,
+            ..FrameInterval::default()
+        };
+        let s = Second {
+            index: 0,
+            achieved_rps: 5_000.0,
+            intended_rps: 5_000.0,
+            latency: &lat,
+            errors: 0,
+            lag_p99_ns: 3_000_000,
+            frames: Some(f),
+        };
+        assert_eq!(
+            figures_text(&s, 1_000_000),
+            "frames up 5000/s down 44.5k/s | deviation p99 8.31 ms | retention 99.000% \
+             | late 7 | lag p99 3.00 ms"
+        );
+        assert_eq!(
+            line_text(&s),
+            "[   1s] frames up     5000/s down    44.5k/s | deviation p99   8.31 ms | \
+             retention 99.000% | late 7 | lost 450 | lag p99 3.00 ms"
+        );
+        assert!(!line_text(&s).contains("latency"));
     }
 
     #[test]

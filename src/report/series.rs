@@ -133,8 +133,8 @@ impl Series {
         if let Some(acc) = self.acc.as_mut() {
             row.latency = Percentiles::of(&acc.latency);
             row.lag_p99 = Percentiles::of(&acc.dispatch_lag).p99;
-            if let Some((_, p99)) = row.frames.as_mut() {
-                *p99 = Percentiles::of(&acc.frame_deviation).p99;
+            if let Some((_, dev)) = row.frames.as_mut() {
+                *dev = Percentiles::of(&acc.frame_deviation);
             }
             row.histograms = Some(Encoded4::of(acc));
             acc.reset();

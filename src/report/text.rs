@@ -1,5 +1,6 @@
 //! The text report and the live line.
 
+use super::frames::FrameInterval;
 use super::{Percentiles, Report};
 use crate::units::{fmt_ns, fmt_rate};
 use std::fmt::Write;
@@ -57,19 +58,30 @@ fn write_invalid_banner(w: &mut String, r: &Report) {
 }
 
 /// The first line (protocol, target, framer, seed, cores, connections, pipeline,
-/// payload) and a shard's fleet line.
+/// payload; a frames run: the workload instead of the request framer, pipeline and
+/// payload, which it does not use) and a shard's fleet line.
 fn write_header(w: &mut String, r: &Report) {
-    let _ = writeln!(
-        w,
-        "blaster: {} {} framer={} seed={} cores={} connections={} pipeline={} payload={}B{}",
-        r.protocol,
-        r.target,
+    let requests = format!(
+        "framer={} seed={} cores={} connections={} pipeline={} payload={}B",
         r.framer,
         r.seed,
         crate::units::list_cores(&r.config.cores),
         r.config.connections,
         r.config.pipeline,
         r.config.payload_bytes,
+    );
+    let frames = format!(
+        "workload=frames seed={} cores={} connections={}",
+        r.seed,
+        crate::units::list_cores(&r.config.cores),
+        r.config.connections,
+    );
+    let _ = writeln!(
+        w,
+        "blaster: {} {} {}{}",
+        r.protocol,
+        r.target,
+        if r.frames.is_some() { frames } else { requests },
         if r.interrupted { " (interrupted)" } else { "" }
     );
     // A shard, or a run with a common start: say which and how it started.
@@ -97,6 +109,20 @@ fn write_rate(w: &mut String, r: &Report) {
             let _ = writeln!(w, "arrivals: {}", r.arrivals);
         }
         write_pacing(w, r);
+        if r.frames.is_some() {
+            // Frames are never answered: what was achieved is the frames put wholly on
+            // the wire (the frames block below has what arrived).
+            let _ = writeln!(
+                w,
+                "rate: frames sent {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled)",
+                fmt_rate(r.rate.achieved_rps),
+                fmt_rate(r.rate.intended_rps),
+                100.0 * r.rate.achieved_rps / r.rate.intended_rps.max(1e-9),
+                r.elapsed_s,
+                r.duration_s,
+            );
+            return;
+        }
         let _ = writeln!(
             w,
             "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
@@ -215,6 +241,9 @@ fn write_health(w: &mut String, r: &Report) {
             fmt_ns(late)
         );
     }
+    if r.frames.is_some() {
+        return; // a frame never waits for a free connection: each has its own
+    }
     let _ = writeln!(
         w,
         "connection wait  p99 {:>10}  max {:>10}   (due request waiting for a free connection)",
@@ -226,11 +255,14 @@ fn write_health(w: &mut String, r: &Report) {
 /// The requests' fate, error replies, errors by kind and the bytes moved.
 fn write_requests(w: &mut String, r: &Report) {
     let q = &r.requests;
-    let _ = writeln!(
-        w,
-        "requests: {} due, {} sent, {} completed, {} errors ({} timeouts), {} cut off by the end",
-        q.dispatched, q.sent, q.completed, q.errors, q.timeouts, q.cut_off
-    );
+    // A frames run's `requests` count frames, which its own block shows.
+    if r.frames.is_none() {
+        let _ = writeln!(
+            w,
+            "requests: {} due, {} sent, {} completed, {} errors ({} timeouts), {} cut off by the end",
+            q.dispatched, q.sent, q.completed, q.errors, q.timeouts, q.cut_off
+        );
+    }
     if r.error_replies > 0 {
         let kinds: Vec<String> = (r.error_replies_by_kind.iter())
             .map(|(k, v)| format!("{k}={v}"))
@@ -264,12 +296,18 @@ fn write_requests(w: &mut String, r: &Report) {
     );
 }
 
-/// One line per worker: its core, CPU, busy share, CPU per request, backlog peak.
+/// One line per worker: its core, CPU, busy share, CPU per request (a frames run: per
+/// frame sent, what its `requests.completed` counts), backlog peak.
 fn write_workers(w: &mut String, r: &Report) {
+    let per = if r.frames.is_some() {
+        "frame sent"
+    } else {
+        "request"
+    };
     for (i, wk) in r.workers.iter().enumerate() {
         let _ = writeln!(
             w,
-            "worker {i} (core {}): cpu {:.2} s, busy {:.0}%, {:.0} ns busy CPU per request{}, backlog peak {}",
+            "worker {i} (core {}): cpu {:.2} s, busy {:.0}%, {:.0} ns busy CPU per {per}{}, backlog peak {}",
             wk.core.map_or("-".to_string(), |c| c.to_string()),
             wk.cpu_ns as f64 / 1e9,
             wk.busy_ratio * 100.0,
@@ -422,6 +460,36 @@ pub fn live_line(
         fmt_ns(latency.p99),
         errors,
         fmt_ns(lag_p99)
+    )
+}
+
+/// The once-a-second line of a frames run: frames up and down, the arrival deviation
+/// p99, the retention and the late and lost frames (as counted in the second), the
+/// dispatch lag p99.
+pub fn frames_live_line(second: u64, f: &FrameInterval, lag_p99: u64) -> String {
+    format!(
+        "[{:>4}s] frames up {:>8}/s down {:>8}/s | deviation p99 {:>9} | retention {:.3}% \
+         | late {} | lost {} | lag p99 {}",
+        second + 1,
+        fmt_rate(f.up_fps),
+        fmt_rate(f.down_fps),
+        fmt_ns(f.deviation_p99_ns),
+        f.retention * 100.0,
+        f.late,
+        f.lost,
+        fmt_ns(lag_p99)
+    )
+}
+
+/// A frames second on the progress bar (narrower than the line).
+pub fn frames_figures(f: &FrameInterval) -> String {
+    format!(
+        "frames up {}/s down {}/s | deviation p99 {} | retention {:.3}% | late {}",
+        fmt_rate(f.up_fps),
+        fmt_rate(f.down_fps),
+        fmt_ns(f.deviation_p99_ns),
+        f.retention * 100.0,
+        f.late
     )
 }
 

@@ -12,8 +12,15 @@
 //! busiest generator core's load (0..1, the JSON's `intervals[].core_load`) and
 //! `link_utilization` max(tx, rx) over the link speed, empty without a link speed
 //! (loopback). Plain RFC 4180: no quoting is ever needed.
+//!
+//! A frames run (`--workload frames`) appends [`FRAME_COLUMNS`] (the JSON's
+//! `intervals[].frames`: frames up and down per second, the retention, late and lost
+//! frames as counted in the interval, the arrival deviation's percentiles and the
+//! connections up) and leaves the latency columns empty: frames are never answered,
+//! so there is no request latency to print (a 0 would read as an instant answer).
 
 use super::{Exporter, IntervalView, OutputFile};
+use crate::report::frames::FrameInterval;
 use crate::report::{Percentiles, Report};
 use std::io;
 use std::path::Path;
@@ -23,42 +30,85 @@ pub const HEADER: &str = "time_s,epoch_s,duration_s,intended_rps,achieved_rps,\
 latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,errors,\
 dispatch_lag_p99_ns,core_load,link_utilization";
 
+/// The columns a frames run appends to [`HEADER`].
+pub const FRAME_COLUMNS: &str = "frames_up_fps,frames_down_fps,frames_retention,frames_late,\
+frames_lost,frames_deviation_p50_ns,frames_deviation_p99_ns,frames_deviation_p999_ns,\
+frames_deviation_max_ns,frames_connections_active";
+
 pub struct Csv {
     out: OutputFile,
     start_epoch_s: f64,
+    /// `--workload frames`: [`FRAME_COLUMNS`] too, and no latency.
+    frames: bool,
 }
 
 impl Csv {
-    pub fn create(path: &Path) -> io::Result<Csv> {
+    pub fn create(path: &Path, frames: bool) -> io::Result<Csv> {
         Ok(Csv {
             out: OutputFile::create(path)?,
             start_epoch_s: 0.0,
+            frames,
         })
     }
 }
 
-/// One row (without the newline).
-pub fn row(iv: &IntervalView, start_epoch_s: f64) -> String {
+/// The header line (without the newline).
+pub fn header(frames: bool) -> String {
+    if frames {
+        format!("{HEADER},{FRAME_COLUMNS}")
+    } else {
+        HEADER.to_string()
+    }
+}
+
+/// One row (without the newline); `frames`: a frames run's.
+pub fn row(iv: &IntervalView, start_epoch_s: f64, frames: bool) -> String {
     let r = iv.row;
-    let lat = Percentiles::of(&iv.histograms.latency);
+    let lat = if frames {
+        ",,,,".to_string() // never answered: no latency
+    } else {
+        let l = Percentiles::of(&iv.histograms.latency);
+        format!("{},{},{},{},{}", l.p50, l.p90, l.p99, l.p999, l.max)
+    };
     let link = r
         .link_utilization
         .map_or(String::new(), |u| format!("{u:.4}"));
-    format!(
-        "{},{:.3},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{:.3},{link}",
+    let mut line = format!(
+        "{},{:.3},{:.3},{:.1},{:.1},{lat},{},{},{:.3},{link}",
         r.second,
         start_epoch_s + r.second as f64,
         r.duration_s,
         r.intended_rps,
         r.achieved_rps,
-        lat.p50,
-        lat.p90,
-        lat.p99,
-        lat.p999,
-        lat.max,
         r.errors,
         r.dispatch_lag_p99_ns,
         r.core_load,
+    );
+    if frames {
+        line.push(',');
+        line.push_str(&frame_cells(r.frames.as_ref()));
+    }
+    line
+}
+
+/// A frames run's cells of [`FRAME_COLUMNS`]; an interval without frame figures (none
+/// is) gets empty cells.
+fn frame_cells(f: Option<&FrameInterval>) -> String {
+    let Some(f) = f else {
+        return ",".repeat(FRAME_COLUMNS.split(',').count() - 1);
+    };
+    format!(
+        "{:.1},{:.1},{:.6},{},{},{},{},{},{},{}",
+        f.up_fps,
+        f.down_fps,
+        f.retention,
+        f.late,
+        f.lost,
+        f.deviation_p50_ns,
+        f.deviation_p99_ns,
+        f.deviation_p999_ns,
+        f.deviation_max_ns,
+        f.connections_active
     )
 }
 
@@ -68,12 +118,12 @@ impl Exporter for Csv {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
-        writeln!(self.out.writer(), "{HEADER}")?;
+        writeln!(self.out.writer(), "{}", header(self.frames))?;
         self.out.flush()
     }
 
     fn interval(&mut self, iv: &IntervalView) -> io::Result<()> {
-        let line = row(iv, self.start_epoch_s);
+        let line = row(iv, self.start_epoch_s, self.frames);
         writeln!(self.out.writer(), "{line}")?;
         self.out.flush()
     }
@@ -84,5 +134,73 @@ impl Exporter for Csv {
 
     fn path(&self) -> &Path {
         self.out.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Counters, Histograms};
+    use crate::report::Interval;
+    use crate::report::hdr::Encoded4;
+
+    fn csv_of(frames: bool, r: &Interval, h: &Histograms) -> (Vec<String>, Vec<String>) {
+        let counters = Counters::default();
+        let encoded = Encoded4::default();
+        let iv = IntervalView {
+            row: r,
+            histograms: h,
+            counters: &counters,
+            encoded: &encoded,
+        };
+        let split = |s: String| s.split(',').map(str::to_string).collect::<Vec<_>>();
+        (
+            split(header(frames)),
+            split(row(&iv, 1_700_000_000.0, frames)),
+        )
+    }
+
+    /// A frames run: the frame columns after the request ones, filled from
+    /// `intervals[].frames`, and no latency (a 0 would read as an instant answer).
+    #[test]
+    fn a_frames_row_has_frame_columns_and_no_latency() {
+        let mut h = Histograms::new();
+        h.latency.record(5).unwrap(); // ignored: a frames run has no latency
+        let row = Interval {
+            second: 2,
+            duration_s: 1.0,
+            frames: Some(FrameInterval {
+                up_fps: 5_000.0,
+                down_fps: 44_550.0,
+                retention: 0.99,
+                late: 7,
+                lost: 450,
+                deviation_p50_ns: 1_500_000,
+                deviation_p99_ns: 8_300_000,
+                deviation_p999_ns: 16_000_000,
+                deviation_max_ns: 19_000_000,
+                connections_active: 100,
+                ..FrameInterval::default()
+            }),
+            ..Interval::default()
+        };
+        let (head, cells) = csv_of(true, &row, &h);
+        assert_eq!(head.len(), cells.len());
+        let at = |name: &str| cells[head.iter().position(|c| c == name).unwrap()].clone();
+        assert_eq!(at("latency_p50_ns"), "");
+        assert_eq!(at("latency_max_ns"), "");
+        assert_eq!(at("frames_up_fps"), "5000.0");
+        assert_eq!(at("frames_down_fps"), "44550.0");
+        assert_eq!(at("frames_retention"), "0.990000");
+        assert_eq!(at("frames_late"), "7");
+        assert_eq!(at("frames_lost"), "450");
+        assert_eq!(at("frames_deviation_p99_ns"), "8300000");
+        assert_eq!(at("frames_deviation_max_ns"), "19000000");
+        assert_eq!(at("frames_connections_active"), "100");
+        // A request run: the header and latency as ever.
+        let (head, cells) = csv_of(false, &row, &h);
+        assert_eq!(head.join(","), HEADER);
+        assert_eq!(head.len(), cells.len());
+        assert_eq!(cells[5], "5");
     }
 }

@@ -17,8 +17,10 @@
 //! per histogram, tagged `latency` (done - intended), `service` (done - sent), `lag`
 //! (dispatched - intended) and `wait` (sent - dispatched), empty ones included, so the
 //! lines of a tag add up to the run's histogram. A frames run (`--workload frames`)
-//! adds `frames.deviation`, `frames.jitter` and `frames.fanout` ([`FRAME_TAGS`]) after
-//! them, with the same rule. A `--mix` run ends with one line per entry, tagged
+//! writes `lag` and then `frames.deviation`, `frames.jitter` and `frames.fanout`
+//! ([`FRAME_TAGS`]), with the same rule; its frames are never answered, so the
+//! request tags `latency`, `service` and `wait` ([`REQUEST_ONLY_TAGS`]), which would
+//! only ever be empty, are left out. A `--mix` run ends with one line per entry, tagged
 //! `mix.NAME` ([`mix_tag`]), spanning the whole run (start 0, length the duration): the
 //! entries' latency histograms are kept per run, not per interval. The max column is the interval's max
 //! divided by [`MAX_VALUE_UNIT_RATIO`] (ns -> ms, the Java writer's default). Payloads
@@ -41,6 +43,8 @@ pub const TAGS: [&str; 4] = ["latency", "service", "lag", "wait"];
 /// A frames run's tags, after [`TAGS`]: arrival deviation, jitter, fan-out completion
 /// (docs/frames.md).
 pub const FRAME_TAGS: [&str; 3] = ["frames.deviation", "frames.jitter", "frames.fanout"];
+/// The tags of [`TAGS`] a frames run does not write: request figures it never has.
+pub const REQUEST_ONLY_TAGS: [&str; 3] = ["latency", "service", "wait"];
 
 pub struct HdrLog {
     out: OutputFile,
@@ -154,6 +158,9 @@ impl Exporter for HdrLog {
         let max =
             |hist: &hdrhistogram::Histogram<u64>| if hist.is_empty() { 0 } else { hist.max() };
         for (tag, (hist, payload)) in TAGS.iter().zip(parts) {
+            if self.frames && REQUEST_ONLY_TAGS.contains(tag) {
+                continue;
+            }
             w.write_all(line(tag, start, len, max(hist), payload).as_bytes())?;
         }
         if self.frames {

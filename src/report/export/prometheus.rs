@@ -16,8 +16,10 @@
 //! 99th percentile. A bound is exact to HdrHistogram's resolution (0.1%).
 //!
 //! A frames run (`--workload frames`) adds its counters (`blaster_frames_*_total`:
-//! sent, received, lost, late), the retention so far and the arrival deviation as a
-//! histogram on the same ladder (docs/metrics.md).
+//! sent, received, lost, late, not sent, duplicates, reordered, stale, foreign,
+//! disconnects), the retention so far, the last interval's frames per second up and
+//! down and connections up, and the arrival deviation, jitter and fan-out completion
+//! as histograms on the same ladder (docs/metrics.md).
 //!
 //! Written by hand rather than with the `prometheus-client` crate: that crate encodes
 //! OpenMetrics from metrics it observes itself, and exposing histograms that are
@@ -25,8 +27,10 @@
 //! code as here; the text format is a few lines, tested below.
 
 use super::IntervalView;
+use crate::engine::recorder::FrameCounters;
 use crate::limits::{HISTOGRAM_NS_MAX, HISTOGRAM_SIGFIG};
 use crate::metrics::{Counters, ErrorKind};
+use crate::report::frames::FrameInterval;
 use hdrhistogram::Histogram;
 use std::fmt::Write;
 
@@ -92,6 +96,10 @@ pub struct Cumulative {
     /// deviation summed here.
     pub frames: bool,
     pub frame_deviation: Histogram<u64>,
+    pub frame_jitter: Histogram<u64>,
+    pub frame_fanout: Histogram<u64>,
+    /// The last completed interval's frame figures (its rates and connections up).
+    pub frame_interval: FrameInterval,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -113,6 +121,9 @@ impl Default for Cumulative {
             finished: false,
             frames: false,
             frame_deviation: histogram(),
+            frame_jitter: histogram(),
+            frame_fanout: histogram(),
+            frame_interval: FrameInterval::default(),
         }
     }
 }
@@ -128,6 +139,11 @@ impl Cumulative {
         let _ = self.dispatch_lag.add(&h.dispatch_lag);
         if self.frames {
             let _ = self.frame_deviation.add(&h.frame_deviation);
+            let _ = self.frame_jitter.add(&h.frame_jitter);
+            let _ = self.frame_fanout.add(&h.frame_fanout);
+            if let Some(f) = &iv.row.frames {
+                self.frame_interval = f.clone();
+            }
         }
         self.counters.add(iv.counters);
         self.intended_rps = iv.row.intended_rps;
@@ -197,6 +213,30 @@ impl Cumulative {
             x.family(name, "counter", help);
             x.sample(name, &[], v);
         }
+        self.render_gauges(&mut x);
+        x.histogram(
+            "blaster_latency_seconds",
+            "Latency: response done minus intended send time (what a user of the target sees).",
+            &self.latency,
+        );
+        x.histogram(
+            "blaster_service_time_seconds",
+            "Service time: response done minus actual send (what closed-loop tools report).",
+            &self.service,
+        );
+        x.histogram(
+            "blaster_dispatch_lag_seconds",
+            "Dispatch lag: handled by the worker loop minus intended send time (the generator's health).",
+            &self.dispatch_lag,
+        );
+        if self.frames {
+            self.render_frames(&mut x);
+        }
+        x.out
+    }
+
+    /// The run's gauges: the last interval's rates and load, and whether it ended.
+    fn render_gauges(&self, x: &mut Exposition) {
         for (name, help, v) in [
             (
                 "blaster_intended_requests_per_second",
@@ -228,76 +268,128 @@ impl Cumulative {
             x.family(name, "gauge", help);
             x.sample(name, &[], Float(v));
         }
-        x.histogram(
-            "blaster_latency_seconds",
-            "Latency: response done minus intended send time (what a user of the target sees).",
-            &self.latency,
-        );
-        x.histogram(
-            "blaster_service_time_seconds",
-            "Service time: response done minus actual send (what closed-loop tools report).",
-            &self.service,
-        );
-        x.histogram(
-            "blaster_dispatch_lag_seconds",
-            "Dispatch lag: handled by the worker loop minus intended send time (the generator's health).",
-            &self.dispatch_lag,
-        );
-        if self.frames {
-            self.render_frames(&mut x);
-        }
-        x.out
     }
 
     /// The frame families (docs/metrics.md, docs/frames.md).
     fn render_frames(&self, x: &mut Exposition) {
-        let f = &self.counters.frames;
-        for (name, help, v) in [
-            (
-                "blaster_frames_sent_total",
-                "Frames put on the wire.",
-                f.sent,
-            ),
-            (
-                "blaster_frames_received_total",
-                "Planned frames received (first arrivals; with --aggregate, downlink frames).",
-                f.received,
-            ),
-            (
-                "blaster_frames_lost_total",
-                "Planned frames counted lost: a gap once 128 newer frames from its source                  arrived at the receiver, the rest when the run ends.",
-                f.lost,
-            ),
-            (
-                "blaster_frames_late_total",
-                "Frames received with an arrival deviation beyond --frame-budget.",
-                f.late,
-            ),
-        ] {
+        for (name, help, v) in frame_counters(&self.counters.frames) {
             x.family(name, "counter", help);
             x.sample(name, &[], v);
         }
-        let counted = f.received + f.lost;
-        x.family(
-            "blaster_frames_retention_ratio",
-            "gauge",
-            "Frames received / (received + lost) over the run so far (1 before any); loss              is counted late (see blaster_frames_lost_total), so it is exact once              blaster_run_finished is 1.",
-        );
-        x.sample(
-            "blaster_frames_retention_ratio",
-            &[],
-            Float(if counted == 0 {
-                1.0
-            } else {
-                f.received as f64 / counted as f64
-            }),
-        );
+        self.render_frame_gauges(x);
+        self.render_frame_histograms(x);
+    }
+
+    fn render_frame_histograms(&self, x: &mut Exposition) {
         x.histogram(
             "blaster_frame_deviation_seconds",
-            "Frame arrival deviation: receive instant minus the frame's intended send              instant (with --aggregate, minus the server tick's expected arrival).",
+            "Frame arrival deviation: receive instant minus the frame's intended send \
+             instant (with --aggregate, minus the server tick's expected arrival).",
             &self.frame_deviation,
         );
+        x.histogram(
+            "blaster_frame_jitter_seconds",
+            "Frame jitter: the inter-arrival of consecutive frames from one source at one \
+             receiver, minus the tick, absolute.",
+            &self.frame_jitter,
+        );
+        x.histogram(
+            "blaster_frame_fanout_seconds",
+            "Frame fan-out completion: intended send instant to the last receiver of the \
+             room; one sample per frame every receiver got.",
+            &self.frame_fanout,
+        );
     }
+
+    /// The frame gauges: the retention so far and the last interval's rates.
+    fn render_frame_gauges(&self, x: &mut Exposition) {
+        let f = &self.counters.frames;
+        let last = &self.frame_interval;
+        for (name, help, v) in [
+            (
+                "blaster_frames_retention_ratio",
+                "Frames received / (received + lost) over the run so far (1 before any); \
+                 loss is counted late (see blaster_frames_lost_total), so it is exact once \
+                 blaster_run_finished is 1.",
+                crate::report::frames::retention_of(f.received, f.lost),
+            ),
+            (
+                "blaster_frames_up_per_second",
+                "Frames sent per second in the last completed interval.",
+                last.up_fps,
+            ),
+            (
+                "blaster_frames_down_per_second",
+                "Planned frames received per second in the last completed interval.",
+                last.down_fps,
+            ),
+            (
+                "blaster_frames_connections_active",
+                "Frame connections up at the end of the last completed interval.",
+                last.connections_active as f64,
+            ),
+        ] {
+            x.family(name, "gauge", help);
+            x.sample(name, &[], Float(v));
+        }
+    }
+}
+
+/// The frame counters: (family, help, value).
+fn frame_counters(f: &FrameCounters) -> [(&'static str, &'static str, u64); 10] {
+    [
+        (
+            "blaster_frames_sent_total",
+            "Frames put on the wire.",
+            f.sent,
+        ),
+        (
+            "blaster_frames_received_total",
+            "Planned frames received (first arrivals; with --aggregate, downlink frames).",
+            f.received,
+        ),
+        (
+            "blaster_frames_lost_total",
+            "Planned frames counted lost: a gap once 128 newer frames from its source \
+                 arrived at the receiver, the rest when the run ends.",
+            f.lost,
+        ),
+        (
+            "blaster_frames_late_total",
+            "Frames received with an arrival deviation beyond --frame-budget.",
+            f.late,
+        ),
+        (
+            "blaster_frames_not_sent_total",
+            "Frames due while their connection was down: never sent.",
+            f.not_sent,
+        ),
+        (
+            "blaster_frames_duplicates_total",
+            "Frames received again after their first arrival.",
+            f.duplicates,
+        ),
+        (
+            "blaster_frames_reordered_total",
+            "Frames that arrived after a newer frame from the same source.",
+            f.reordered,
+        ),
+        (
+            "blaster_frames_stale_total",
+            "Frames older than the receive window (not counted as received).",
+            f.stale,
+        ),
+        (
+            "blaster_frames_foreign_total",
+            "Frames that do not belong to the receiver's room or plan.",
+            f.foreign,
+        ),
+        (
+            "blaster_frames_disconnects_total",
+            "Frame connections that went down during the run.",
+            f.disconnects,
+        ),
+    ]
 }
 
 /// Counts per ladder bucket (not cumulative) and the sum of the values in ns: each
@@ -735,6 +827,56 @@ mod tests {
         assert_eq!(b("0.2"), 891.0);
         assert_eq!(b("+Inf"), 891.0);
         assert_eq!(v("blaster_frame_deviation_seconds_count"), 891.0);
+    }
+
+    /// Every frame counter the report has, the last interval's rates, and jitter and
+    /// fan-out beside the deviation; each help text one clean sentence.
+    #[test]
+    fn a_frames_run_exposes_every_frame_figure() {
+        let hist = crate::metrics::Histograms::new();
+        let mut h = hist.clone();
+        h.frame_jitter.record_n(1_000_000, 40).unwrap();
+        h.frame_fanout.record_n(3_000_000, 5).unwrap();
+        let mut counters = Counters::default();
+        let fc = &mut counters.frames;
+        (fc.not_sent, fc.duplicates, fc.reordered, fc.stale) = (11, 12, 13, 14);
+        (fc.foreign, fc.disconnects) = (15, 2);
+        let row = Interval {
+            frames: Some(FrameInterval {
+                up_fps: 5_000.0,
+                down_fps: 45_000.0,
+                connections_active: 98,
+                ..FrameInterval::default()
+            }),
+            ..Interval::default()
+        };
+        let mut c = Cumulative {
+            frames: true,
+            ..Cumulative::default()
+        };
+        c.add(&IntervalView {
+            row: &row,
+            histograms: &h,
+            counters: &counters,
+            encoded: &crate::report::hdr::Encoded4::of(&hist),
+        });
+        let text = c.render(&labels());
+        let v = |name: &str| value(&text, &format!("{name}{{run_id=\"r1\",shard=\"0/1\"}}"));
+        assert_eq!(v("blaster_frames_not_sent_total"), 11.0);
+        assert_eq!(v("blaster_frames_duplicates_total"), 12.0);
+        assert_eq!(v("blaster_frames_reordered_total"), 13.0);
+        assert_eq!(v("blaster_frames_stale_total"), 14.0);
+        assert_eq!(v("blaster_frames_foreign_total"), 15.0);
+        assert_eq!(v("blaster_frames_disconnects_total"), 2.0);
+        assert_eq!(v("blaster_frames_up_per_second"), 5_000.0);
+        assert_eq!(v("blaster_frames_down_per_second"), 45_000.0);
+        assert_eq!(v("blaster_frames_connections_active"), 98.0);
+        assert_eq!(v("blaster_frame_jitter_seconds_count"), 40.0);
+        assert_eq!(v("blaster_frame_fanout_seconds_count"), 5.0);
+        // A help text broken over source lines keeps no run of blanks.
+        for help in text.lines().filter(|l| l.starts_with("# HELP")) {
+            assert!(!help.contains("  "), "{help}");
+        }
     }
 
     #[test]
