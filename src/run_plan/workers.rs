@@ -117,6 +117,7 @@ impl RunPlan {
                         self.precision
                     },
                     frames: self.frames,
+                    tls: self.tls.clone(),
                 }
             })
             .collect()
