@@ -506,6 +506,20 @@ pub struct SinkArgs {
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub listen: String,
 
+    /// Serve TLS (rustls) on --listen with --cert and --key: a front that terminates
+    /// TLS and relays the plaintext to the sink on a private loopback port (one thread
+    /// per connection: for tests and modest loads). TCP only.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// With --tls: the server's certificate chain, PEM.
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// With --tls: the certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<std::path::PathBuf>,
+
     /// Cores to serve on, one thread per core (SO_REUSEPORT). Default: core 0.
     #[arg(long, default_value = "0")]
     pub cores: String,
