@@ -267,6 +267,12 @@ pub struct TlsArgs {
     /// Only this TLS version: `1.2` or `1.3`. Default: both, 1.3 preferred.
     #[arg(long, value_name = "V")]
     pub tls_version: Option<String>,
+
+    /// The share of new connections (0 to 1) that resume a session with a ticket an
+    /// earlier handshake received; the rest shake hands in full. Default: 0 (every
+    /// handshake full, as `openssl s_time -new`).
+    #[arg(long, value_name = "RATIO")]
+    pub tls_resume: Option<f64>,
 }
 
 impl TlsArgs {
@@ -278,6 +284,7 @@ impl TlsArgs {
             ("tls-insecure", self.tls_insecure),
             ("alpn", self.alpn.is_some()),
             ("tls-version", self.tls_version.is_some()),
+            ("tls-resume", self.tls_resume.is_some()),
         ]
         .into_iter()
         .find_map(|(f, given)| given.then_some(f))

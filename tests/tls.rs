@@ -3,7 +3,8 @@
 //! behind stunnel4 (RESP over TLS), the built-in sink's `--tls` front, the failures
 //! of verification (each its own kind, one line, exit 1) and the bad inputs (exit 2).
 //! Exact counts everywhere: every request sent is answered, and every connection
-//! shook hands once.
+//! shook hands once. nginx logs `$ssl_session_reused` per request (`r` or `.`), the
+//! server's own word on which handshakes resumed.
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -153,7 +154,8 @@ fn nginx_tls(certs: &Certs, cert: &str) -> (Server, u16, tempfile::TempDir) {
     let conf = format!(
         "daemon off; master_process off; worker_processes 1; pid {d}/nginx.pid; \
          error_log {d}/error.log; events {{ worker_connections 1024; }} \
-         http {{ access_log off; keepalive_requests 1000000; \
+         http {{ log_format reuse '$ssl_session_reused'; \
+         access_log {d}/access.log reuse; keepalive_requests 1000000; \
          client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
          uwsgi_temp_path {d}; scgi_temp_path {d}; \
          server {{ listen 127.0.0.1:{port} ssl; ssl_certificate {cert}; \
@@ -502,6 +504,11 @@ fn bad_tls_input_is_one_line_exit_2() {
         (&["--tls-sni", "x"][..], "--tls-sni: needs --tls"),
         (&["--tls-insecure"][..], "--tls-insecure: needs --tls"),
         (&["--alpn", "h2"][..], "--alpn: needs --tls"),
+        (&["--tls-resume", "0.5"][..], "--tls-resume: needs --tls"),
+        (
+            &["--tls", "--tls-insecure", "--tls-resume", "1.5"][..],
+            "--tls-resume: must be between 0 and 1",
+        ),
         (&["--tls", "--proto", "udp"][..], "--tls: is TCP-only"),
         (
             &["--tls", "--tls-insecure", "--tls-version", "1.1"][..],
@@ -526,4 +533,71 @@ fn bad_tls_input_is_one_line_exit_2() {
         &["sink", "--tls", "--udp", "--cert", &cert, "--key", &key],
         "--tls: is TCP-only",
     );
+}
+
+/// `$ssl_session_reused` of every request nginx logged: (resumed, full).
+fn nginx_reuse(dir: &Path) -> (u64, u64) {
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap_or_default();
+    let resumed = log.lines().filter(|l| l.trim() == "r").count() as u64;
+    let full = log.lines().filter(|l| l.trim() == ".").count() as u64;
+    (resumed, full)
+}
+
+/// A connection per request: one handshake sample per request; by default each one
+/// full, with `--tls-resume 0.5` about half resumed, as nginx saw them.
+#[test]
+fn connection_per_request_handshakes_and_resumption() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let ca = certs.path("ca.pem");
+    let args = |resume: &'static str| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--tls",
+            "--tls-ca",
+            &ca,
+            "--http",
+            "GET /",
+            "--rate",
+            "200",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+            "--connect-per-request",
+            "--max-lag",
+            "20ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if !resume.is_empty() {
+            a.extend(["--tls-resume".to_string(), resume.to_string()]);
+        }
+        a
+    };
+    for resume in ["", "0.5"] {
+        let (_s, port, d) = nginx_tls(&certs, "srv.pem");
+        let a = args(resume);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (code, v, err) = run_json(&format!("localhost:{port}"), &a);
+        assert!(matches!(code, Some(0 | 3)), "{err}");
+        let t = &v["tls"];
+        assert_eq!(f(&v, "requests.completed"), 400.0, "{}", v["requests"]);
+        assert_eq!(f(&v, "requests.errors"), 0.0, "{}", v["errors_by_kind"]);
+        assert_eq!(f(t, "tls_handshake_ns.count"), 400.0, "{t}");
+        let (full, resumed) = (f(t, "handshakes_full"), f(t, "handshakes_resumed"));
+        assert_eq!(full + resumed, 400.0, "{t}");
+        let (nginx_resumed, nginx_full) = nginx_reuse(d.path());
+        assert_eq!(
+            (nginx_resumed as f64, nginx_full as f64),
+            (resumed, full),
+            "nginx's $ssl_session_reused against blaster's counts"
+        );
+        if resume.is_empty() {
+            assert_eq!(resumed, 0.0, "{t}");
+        } else {
+            // Binomial(400, 0.5), seeded: 4 standard deviations either side.
+            assert!((160.0..=240.0).contains(&resumed), "{t}");
+        }
+    }
 }

@@ -434,7 +434,14 @@ fn tls_client(
     } else {
         "target"
     };
-    TlsClient::new(&sni, trust, &alpn, version)
+    let resume = t.tls_resume.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&resume) {
+        return Err(err(
+            "tls-resume",
+            format!("must be between 0 and 1, got {resume}"),
+        ));
+    }
+    TlsClient::new(&sni, trust, &alpn, version, resume)
         .map(|c| Some(Arc::new(c)))
         .map_err(|m| err(flag, m))
 }

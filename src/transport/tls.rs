@@ -16,6 +16,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error};
 use std::sync::{Arc, Mutex};
 
+/// Session tickets kept for `--tls-resume` (shared by the workers; rustls's default).
+const SESSIONS_CACHED: usize = 256;
+
 /// `--tls-version`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsVersion {
@@ -46,7 +49,13 @@ pub enum Trust {
 /// The client side of `--tls`, shared by every worker of a run.
 #[derive(Debug)]
 pub struct TlsClient {
+    /// Never resumes (each handshake full).
     pub config: Arc<ClientConfig>,
+    /// Resumes with the tickets its earlier handshakes received (`--tls-resume`);
+    /// `None` when the ratio is 0.
+    pub resuming: Option<Arc<ClientConfig>>,
+    /// `--tls-resume`: the share of new connections that try to resume.
+    pub resume_ratio: f64,
     pub server_name: ServerName<'static>,
     /// `--tls-sni` or the target's host name, as given.
     pub sni: String,
@@ -63,6 +72,7 @@ impl TlsClient {
         trust: Trust,
         alpn: &[String],
         version: Option<TlsVersion>,
+        resume_ratio: f64,
     ) -> Result<TlsClient, String> {
         let server_name = ServerName::try_from(sni.to_string())
             .map_err(|_| format!("{sni:?} is not a host name or IP address"))?;
@@ -91,8 +101,16 @@ impl TlsClient {
                 .with_no_client_auth(),
         };
         config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        config.resumption = rustls::client::Resumption::disabled();
+        let resuming = (resume_ratio > 0.0).then(|| {
+            let mut r = config.clone();
+            r.resumption = rustls::client::Resumption::in_memory_sessions(SESSIONS_CACHED);
+            Arc::new(r)
+        });
         Ok(TlsClient {
             config: Arc::new(config),
+            resuming,
+            resume_ratio,
             server_name,
             sni: sni.to_string(),
             insecure,
@@ -102,8 +120,14 @@ impl TlsClient {
 
     /// A new client session (at connect; never per request). Its buffers are not
     /// limited by rustls: what it may hold is bounded by the pipeline.
-    pub fn session(&self) -> Result<rustls::ClientConnection, Error> {
-        let mut c = rustls::ClientConnection::new(self.config.clone(), self.server_name.clone())?;
+    /// With `resume`, the session offers a ticket an earlier handshake received
+    /// (the first handshakes have none and are full).
+    pub fn session(&self, resume: bool) -> Result<rustls::ClientConnection, Error> {
+        let config = match (&self.resuming, resume) {
+            (Some(r), true) => r.clone(),
+            _ => self.config.clone(),
+        };
+        let mut c = rustls::ClientConnection::new(config, self.server_name.clone())?;
         c.set_buffer_limit(None);
         Ok(c)
     }
@@ -388,9 +412,11 @@ mod tests {
     fn versions_and_names_are_checked() {
         assert_eq!("1.3".parse::<TlsVersion>(), Ok(TlsVersion::V13));
         assert!("1.1".parse::<TlsVersion>().is_err());
-        assert!(TlsClient::new("bad name!", Trust::Insecure, &[], None).is_err());
-        let c = TlsClient::new("localhost", Trust::Insecure, &["h2".into()], None).unwrap();
-        assert!(c.insecure && c.session().is_ok());
+        assert!(TlsClient::new("bad name!", Trust::Insecure, &[], None, 0.0).is_err());
+        let c = TlsClient::new("localhost", Trust::Insecure, &["h2".into()], None, 0.0).unwrap();
+        assert!(c.insecure && c.session(true).is_ok() && c.resuming.is_none());
+        let r = TlsClient::new("localhost", Trust::Insecure, &[], None, 0.5).unwrap();
+        assert!(r.resuming.is_some() && r.session(true).is_ok());
         assert!(parse_certs(b"nothing").is_err());
     }
 }

@@ -33,7 +33,9 @@ impl Worker<'_> {
             .tls
             .as_ref()
             .expect("TLS sessions only with --tls");
-        match tls.session() {
+        // `--tls-resume`: drawn per connection from the worker's seeded stream.
+        let resume = tls.resume_ratio > 0.0 && self.rng.f64() < tls.resume_ratio;
+        match tls.session(resume) {
             Ok(conn) => {
                 self.sessions[c as usize] = Some(Box::new(Session {
                     conn,
