@@ -134,9 +134,13 @@ impl Worker<'_> {
             let Some(s) = self.sessions[c as usize].as_mut() else {
                 return false;
             };
-            if let Err(e) = s.conn.read_tls(&mut data) {
-                self.tls_broken(c, &e.to_string(), data);
-                return false;
+            match s.conn.read_tls(&mut data) {
+                Ok(0) => break, // nothing taken (cannot happen with bytes left; no spin)
+                Ok(_) => {}
+                Err(e) => {
+                    self.tls_broken(c, &e.to_string(), data);
+                    return false;
+                }
             }
             let state = match s.conn.process_new_packets() {
                 Ok(state) => state,
