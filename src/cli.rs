@@ -230,6 +230,65 @@ pub struct LoadArgs {
     /// Default: 1ms.
     #[arg(long, default_value = "1ms")]
     pub max_lag: String,
+
+    /// TLS over every connection (see `TlsArgs`).
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// `--tls` and its options (TCP request/response workloads; see docs/flags.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// Speak TLS (rustls) on every connection: the handshake follows the TCP connect
+    /// and is measured on its own (`tls_handshake_ns`); requests and responses are
+    /// encrypted in user space, io_uring moves the ciphertext.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// The server name sent (SNI) and checked against the certificate. Default: the
+    /// host of the first --target as given.
+    #[arg(long, value_name = "NAME")]
+    pub tls_sni: Option<String>,
+
+    /// Trust the CA certificates of this PEM file instead of the system's store.
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_insecure")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// Accept any certificate for any name (the handshake's signatures are still
+    /// checked). The report says so on its first line.
+    #[arg(long)]
+    pub tls_insecure: bool,
+
+    /// ALPN protocols to offer, comma-separated, e.g. `http/1.1` or `h2,http/1.1`.
+    /// Default: none offered.
+    #[arg(long, value_name = "LIST")]
+    pub alpn: Option<String>,
+
+    /// Only this TLS version: `1.2` or `1.3`. Default: both, 1.3 preferred.
+    #[arg(long, value_name = "V")]
+    pub tls_version: Option<String>,
+
+    /// The share of new connections (0 to 1) that resume a session with a ticket an
+    /// earlier handshake received; the rest shake hands in full. Default: 0 (every
+    /// handshake full, as `openssl s_time -new`).
+    #[arg(long, value_name = "RATIO")]
+    pub tls_resume: Option<f64>,
+}
+
+impl TlsArgs {
+    /// The first `--tls-*` option given (they need `--tls`).
+    pub fn first_option(&self) -> Option<&'static str> {
+        [
+            ("tls-sni", self.tls_sni.is_some()),
+            ("tls-ca", self.tls_ca.is_some()),
+            ("tls-insecure", self.tls_insecure),
+            ("alpn", self.alpn.is_some()),
+            ("tls-version", self.tls_version.is_some()),
+            ("tls-resume", self.tls_resume.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(f, given)| given.then_some(f))
+    }
 }
 
 /// The transport and what the connections carry: flags `run` and `search` share (a
@@ -479,6 +538,20 @@ pub struct SinkArgs {
     /// Address to listen on, HOST:PORT. Default: 127.0.0.1:9000.
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub listen: String,
+
+    /// Serve TLS (rustls) on --listen with --cert and --key: a front that terminates
+    /// TLS and relays the plaintext to the sink on a private loopback port (one thread
+    /// per connection: for tests and modest loads). TCP only.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// With --tls: the server's certificate chain, PEM.
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// With --tls: the certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<std::path::PathBuf>,
 
     /// Cores to serve on, one thread per core (SO_REUSEPORT). Default: core 0.
     #[arg(long, default_value = "0")]

@@ -34,7 +34,7 @@
 //! Imports point one way, each layer using only the layers before it: leaf helpers
 //! ([`units`], [`limits`], [`bounded`], [`outcome`], [`diagnosis`], [`console`],
 //! [`clock`], [`wallclock`], [`threads`], [`ports`]) -> the command line ([`cli`]) ->
-//! [`proto`], [`request`], [`schedule`] -> [`engine`] (with the per-worker recorder,
+//! [`proto`], [`request`], [`schedule`], [`transport`] -> [`engine`] (with the per-worker recorder,
 //! `engine::recorder`, which the loops write) -> [`metrics`] -> [`sink`] ->
 //! [`run_plan`] -> [`report`] -> [`slo`] -> the commands ([`cmd`]: run, preflight,
 //! baseline, search, plan, report, compare, merge, sink). A helper a low layer needs
@@ -58,5 +58,6 @@ pub mod schedule;
 pub mod sink;
 pub mod slo;
 pub mod threads;
+pub mod transport;
 pub mod units;
 pub mod wallclock;

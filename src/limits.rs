@@ -180,6 +180,15 @@ pub const REPORT_FILE_BYTES_MAX: u64 = 256 << 20;
 /// Bytes of a `--mix` file: its 64 entries with requests of up to
 /// [`PAYLOAD_BYTES_MAX`] written raw.
 pub const MIX_FILE_BYTES_MAX: u64 = 64 << 20;
+/// Bytes of a PEM file (`--tls-ca`, the sink's `--cert` and `--key`): a system CA
+/// bundle is about 200 KiB; anything past 1 MiB is not a certificate file.
+pub const PEM_FILE_BYTES_MAX: u64 = 1 << 20;
+/// Ciphertext a TLS connection's send buffer holds per plaintext record: the record
+/// header (5), TLS 1.2's explicit nonce (8) and the AEAD tag (16), rounded up; what
+/// does not fit goes out with the next send.
+pub const TLS_RECORD_OVERHEAD_BYTES: usize = 64;
+/// Smallest TLS send buffer per connection: a ClientHello with its key shares fits.
+pub const TLS_SEND_BUFFER_BYTES_MIN: usize = 2048;
 /// Bytes of a `--rate file:` table: its most rows (2^20, `SHAPE_PIECES_MAX`) of
 /// `time_s,rate` at up to 64 bytes each.
 pub const RATE_FILE_BYTES_MAX: u64 = 64 << 20;

@@ -23,7 +23,7 @@ fails when this list and the tree disagree).
 Imports point one way, each layer using only the layers before it: leaf helpers
 (`units`, `limits`, `bounded`, `outcome`, `diagnosis`, `console`, `clock`,
 `wallclock`, `threads`, `ports`) -> the command line (`cli`) -> `proto`, `request`,
-`schedule` -> `engine` (the per-worker recorder, `engine/recorder.rs`, lives here
+`schedule`, `transport` (TLS) -> `engine` (the per-worker recorder, `engine/recorder.rs`, lives here
 because the worker loops write it; `metrics` re-exports it) -> `metrics` -> `sink` ->
 `run_plan` -> `report` -> `slo` -> the commands (`cmd/`: one module per subcommand,
 `cmd/mod.rs` dispatches).

@@ -22,6 +22,7 @@ use crate::report::{json, text};
 use crate::run_plan::{HostFacts, PlanError, RunPlan, sink_config, usable_cores};
 use crate::slo::{Observed, Slo, Verdict};
 use clap::Parser;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -624,8 +625,53 @@ fn emit_text(s: &str, json_stdout: bool) {
     }
 }
 
+/// `blaster sink --tls --cert FILE --key FILE`: the server configuration, or the
+/// usage error (exit 2) that names the flag.
+fn sink_tls(a: &SinkArgs) -> Result<Option<Arc<rustls::ServerConfig>>, AppError> {
+    let usage = |m: String| AppError::Usage(m);
+    if !a.tls {
+        return match (&a.cert, &a.key) {
+            (Some(_), _) => Err(usage("--cert: needs --tls".into())),
+            (_, Some(_)) => Err(usage("--key: needs --tls".into())),
+            _ => Ok(None),
+        };
+    }
+    if a.udp {
+        return Err(usage(
+            "--tls: is TCP-only (DTLS is not supported): drop --udp".into(),
+        ));
+    }
+    let read = |flag: &str, p: &Option<std::path::PathBuf>| match p {
+        None => Err(usage(format!(
+            "--{flag}: --tls needs --cert FILE and --key FILE"
+        ))),
+        Some(p) => crate::bounded::read(p, crate::limits::PEM_FILE_BYTES_MAX)
+            .map_err(|e| usage(format!("--{flag}: cannot read {}: {e}", p.display()))),
+    };
+    let cert = read("cert", &a.cert)?;
+    let key = read("key", &a.key)?;
+    crate::transport::tls::server_config(&cert, &key)
+        .map(Some)
+        .map_err(usage)
+}
+
 fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
-    let (cfg, duration) = sink_config(a, &usable_cores())?;
+    let tls = sink_tls(a)?;
+    let (mut cfg, duration) = sink_config(a, &usable_cores())?;
+    // With --tls the io_uring sink listens on a private loopback port behind the
+    // TLS front, which takes --listen.
+    let public = cfg.listen;
+    if tls.is_some() {
+        cfg.listen = SocketAddr::new(
+            if public.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            },
+            0,
+        );
+    }
+    let cfg = cfg;
     // Claimed before it starts, so an unwritable path fails first; a regular file is
     // also rewritten every second as the sink runs.
     let json_out = json::claim(a.json.as_deref())?;
@@ -639,6 +685,14 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
     .map_err(RunError::from)?;
     let rss_before_start = crate::metrics::host::rss_bytes().unwrap_or(0);
     let sink = crate::sink::start(&cfg).map_err(RunError::from)?;
+    let front = match tls {
+        Some(config) => Some(
+            crate::sink::tls_front::TlsFront::start(public, sink.local_addr(), config).map_err(
+                |e| RunError::Worker(format!("sink --tls: cannot listen on {public}: {e}")),
+            )?,
+        ),
+        None => None,
+    };
     let rss_started = crate::metrics::host::rss_bytes().unwrap_or(0);
     let rings = match sink.tcp_layout() {
         Some(l) => format!(
@@ -654,10 +708,13 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         ),
         None => String::new(),
     };
+    let shown = match &front {
+        Some(f) => format!("{} (TLS, relayed to {})", f.local_addr(), sink.local_addr()),
+        None => sink.local_addr().to_string(),
+    };
     crate::errln!(
-        "sink: {} on {} (cores {}{rings}), Ctrl-C to stop",
+        "sink: {} on {shown} (cores {}{rings}), Ctrl-C to stop",
         a.mode,
-        sink.local_addr(),
         crate::units::list_cores(&cfg.cores)
     );
     if let Some(why) = sink.tcp_layout().and_then(|l| l.fallback.as_deref()) {
@@ -725,6 +782,13 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
         let open = sink.snapshot().connections_open;
         crate::sink::MemoryFigures::now(rss_before_start, rss_started, open)
     });
+    if let Some(f) = front {
+        let failed = f.failed.load(Ordering::Relaxed);
+        drop(f); // closes the TLS connections before the sink's own
+        if failed > 0 {
+            crate::errln!("sink: {failed} TLS handshakes failed");
+        }
+    }
     let stats = sink.stop();
     if cfg.udp {
         let v = crate::sink::udp_report_json(&stats);

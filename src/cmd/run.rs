@@ -36,6 +36,18 @@ pub enum RunError {
         failed: usize,
         connections: usize,
     },
+    /// Every handshake failed (a certificate that does not verify, say).
+    #[error(
+        "TLS handshake with {server} ({addr}) failed: {kind}: {why} ({failed} of {connections} connections failed)"
+    )]
+    Tls {
+        server: String,
+        addr: SocketAddr,
+        kind: &'static str,
+        why: String,
+        failed: usize,
+        connections: usize,
+    },
     #[error("{0}")]
     Worker(String),
     /// The run tried and nothing succeeded (its report is written all the same).
@@ -155,6 +167,19 @@ pub fn execute(
         }
         if let Some(f) = fatal {
             return Err(RunError::Worker(f));
+        }
+        if let Some((kind, why)) = plan.tls.as_ref().and_then(|t| t.first_failure()) {
+            return Err(RunError::Tls {
+                server: plan
+                    .tls
+                    .as_ref()
+                    .map_or_else(String::new, |t| t.sni.clone()),
+                addr: target,
+                kind: kind.name(),
+                why,
+                failed: plan.connections - established,
+                connections: plan.connections,
+            });
         }
         let errno = setup.first_errno;
         let join_error = readies.iter().find_map(|r| r.join_error.clone());

@@ -4,6 +4,7 @@
 //! values beyond the bound are clamped (saturating), never dropped.
 
 use crate::limits::{HISTOGRAM_NS_MAX, HISTOGRAM_SIGFIG};
+use crate::transport::tls::TlsFailure;
 use hdrhistogram::Histogram;
 
 /// The four per-request durations, in nanoseconds.
@@ -39,6 +40,8 @@ pub struct Histograms {
     /// `-ERR`, memcached `SERVER_ERROR`, ...): kept apart from `latency`, so a target
     /// that fails fast cannot make the headline look better.
     pub error_latency: Histogram<u64>,
+    /// `--tls`: TCP connected -> handshake complete.
+    pub tls_handshake: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -61,6 +64,7 @@ impl Histograms {
             frame_fanout: histogram(),
             frame_join: histogram(),
             error_latency: histogram(),
+            tls_handshake: histogram(),
         }
     }
 
@@ -89,7 +93,7 @@ impl Histograms {
         }
     }
 
-    fn parts(&self) -> [&Histogram<u64>; 12] {
+    fn parts(&self) -> [&Histogram<u64>; 13] {
         [
             &self.latency,
             &self.service,
@@ -103,10 +107,11 @@ impl Histograms {
             &self.frame_fanout,
             &self.frame_join,
             &self.error_latency,
+            &self.tls_handshake,
         ]
     }
 
-    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 12] {
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 13] {
         [
             &mut self.latency,
             &mut self.service,
@@ -120,6 +125,7 @@ impl Histograms {
             &mut self.frame_fanout,
             &mut self.frame_join,
             &mut self.error_latency,
+            &mut self.tls_handshake,
         ]
     }
 }
@@ -187,10 +193,12 @@ pub enum ErrorKind {
     /// error replies, memcached `ERROR`/`CLIENT_ERROR`/`SERVER_ERROR`); its latency is
     /// in `error_latency`.
     ErrorReply,
+    /// A TLS handshake failed (counted by kind in [`TlsCounters`]).
+    TlsHandshake,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Timeout,
         ErrorKind::BacklogOverflow,
         ErrorKind::ClosedByPeer,
@@ -203,6 +211,7 @@ impl ErrorKind {
         ErrorKind::Io,
         ErrorKind::NoConnection,
         ErrorKind::ErrorReply,
+        ErrorKind::TlsHandshake,
     ];
 
     pub fn name(self) -> &'static str {
@@ -219,6 +228,7 @@ impl ErrorKind {
             ErrorKind::Io => "io",
             ErrorKind::NoConnection => "no_connection",
             ErrorKind::ErrorReply => "error_reply",
+            ErrorKind::TlsHandshake => "tls_handshake",
         }
     }
 
@@ -226,7 +236,10 @@ impl ErrorKind {
     pub fn is_request_error(self) -> bool {
         !matches!(
             self,
-            ErrorKind::ConnectRefused | ErrorKind::ConnectFailed | ErrorKind::Unsolicited
+            ErrorKind::ConnectRefused
+                | ErrorKind::ConnectFailed
+                | ErrorKind::Unsolicited
+                | ErrorKind::TlsHandshake
         )
     }
 }
@@ -271,6 +284,33 @@ pub struct Counters {
     pub http_status: [u64; 6],
     /// `--workload frames`.
     pub frames: FrameCounters,
+    /// `--tls`: handshakes.
+    pub tls: TlsCounters,
+}
+
+/// TLS handshakes of one interval of one worker (or merged).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlsCounters {
+    /// Handshakes completed without resuming a session.
+    pub full: u64,
+    /// Handshakes that resumed a session (ticket or session id).
+    pub resumed: u64,
+    /// Failed handshakes by kind (index: [`TlsFailure`] as usize).
+    pub failed: [u64; TlsFailure::ALL.len()],
+}
+
+impl TlsCounters {
+    pub fn add(&mut self, o: &TlsCounters) {
+        self.full += o.full;
+        self.resumed += o.resumed;
+        for (a, b) in self.failed.iter_mut().zip(o.failed) {
+            *a += b;
+        }
+    }
+
+    pub fn failures(&self) -> u64 {
+        self.failed.iter().sum()
+    }
 }
 
 /// Frame counts for one interval of one worker (or merged); see `engine::frames`.
@@ -388,6 +428,7 @@ impl Counters {
         self.late += o.late;
         self.joined += o.joined;
         self.frames.add(&o.frames);
+        self.tls.add(&o.tls);
         for (a, b) in self.http_status.iter_mut().zip(o.http_status) {
             *a += b;
         }

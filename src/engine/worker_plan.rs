@@ -81,6 +81,8 @@ pub struct WorkerPlan {
     pub precision: super::pacing::Precision,
     /// `--workload frames`: the frame run (`None`: request/response).
     pub frames: Option<FramePlan>,
+    /// `--tls`: the client each connection's session comes from.
+    pub tls: Option<Arc<crate::transport::tls::TlsClient>>,
 }
 
 /// `--workload frames`, as every worker sees it.
@@ -190,6 +192,7 @@ impl WorkerPlan {
             interval_ns: 1_000_000_000,
             precision: super::pacing::Precision::fixed(0),
             frames: None,
+            tls: None,
         }
     }
 }

@@ -407,12 +407,30 @@ pub fn build(
         udp,
         http,
         mix,
+        tls: tls_report(plan, ctr, &c.total),
         first_protocol_error,
         fleet: None,
         machine: super::Machine::this(&plan.cores),
         histograms: c.total,
         frames: None,
     }
+}
+
+/// `--tls`: the handshakes of the run.
+fn tls_report(plan: &RunPlan, ctr: &Counters, h: &Histograms) -> Option<super::TlsReport> {
+    let tls = plan.tls.as_ref()?;
+    Some(super::TlsReport {
+        sni: tls.sni.clone(),
+        insecure: tls.insecure,
+        handshakes_full: ctr.tls.full,
+        handshakes_resumed: ctr.tls.resumed,
+        failed_by_kind: crate::transport::tls::TlsFailure::ALL
+            .iter()
+            .map(|k| (k.name(), ctr.tls.failed[*k as usize]))
+            .filter(|(_, n)| *n > 0)
+            .collect(),
+        tls_handshake_ns: Percentiles::of(&h.tls_handshake),
+    })
 }
 
 /// When the schedule stopped, how long was recorded, and how long the run took.

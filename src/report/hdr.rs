@@ -206,6 +206,9 @@ pub struct Embedded {
     pub reconnect_delay: String,
     /// The error replies' latency (`error_latency_ns`).
     pub error_latency: String,
+    /// `--tls`: TCP connected -> handshake complete (absent without handshakes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshake: Option<String>,
 }
 
 impl Embedded {
@@ -217,6 +220,7 @@ impl Embedded {
             connect_time: encode(&h.connect),
             reconnect_delay: encode(&h.reconnect_delay),
             error_latency: encode(&h.error_latency),
+            tls_handshake: (!h.tls_handshake.is_empty()).then(|| encode(&h.tls_handshake)),
         }
     }
 }

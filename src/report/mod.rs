@@ -26,6 +26,24 @@ use std::collections::BTreeMap;
 /// `intervals[].latency_p90_ns` / `latency_p999_ns` / `latency_max_ns`.
 pub const SCHEMA_VERSION: u32 = 3;
 
+/// `--tls`: the server name, the trust, and the handshakes.
+#[derive(Debug, Clone, Serialize)]
+pub struct TlsReport {
+    /// The name sent (SNI) and verified.
+    pub sni: String,
+    /// `--tls-insecure`: the server's certificate was not verified.
+    pub insecure: bool,
+    /// Handshakes completed without resuming a session.
+    pub handshakes_full: u64,
+    /// Handshakes that resumed a session.
+    pub handshakes_resumed: u64,
+    /// Failed handshakes by kind (`unknown_ca`, `name_mismatch`, `expired`,
+    /// `protocol_version`, `alert_*`, ...); zero counts left out.
+    pub failed_by_kind: BTreeMap<&'static str, u64>,
+    /// TCP connected -> handshake complete.
+    pub tls_handshake_ns: Percentiles,
+}
+
 /// Percentiles of one histogram, in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
@@ -421,6 +439,9 @@ pub struct Report {
     /// Per `--mix` entry; the totals above cover all entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mix: Option<Vec<MixEntryReport>>,
+    /// `--tls`: the handshakes (see docs/report.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsReport>,
     /// The first response that did not parse, escaped and truncated.
     pub first_protocol_error: Option<String>,
     /// Which shard of which run, the common start and the clock (`--shard`,

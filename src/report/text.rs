@@ -16,6 +16,12 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     let mut s = String::new();
     let w = &mut s;
     write_invalid_banner(w, r);
+    if r.tls.as_ref().is_some_and(|t| t.insecure) {
+        let _ = writeln!(
+            w,
+            "WARNING: --tls-insecure: the server's certificate was NOT verified (any certificate, any name)"
+        );
+    }
     write_header(w, r);
     write_rate(w, r);
     let _ = writeln!(w);
@@ -40,6 +46,34 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
         let _ = writeln!(w, "run: INVALID (exit code 3)");
     }
     s
+}
+
+/// `--tls`: the handshakes (time, full and resumed, failures by kind).
+fn write_tls(w: &mut String, r: &Report) {
+    let Some(t) = &r.tls else { return };
+    let h = &t.tls_handshake_ns;
+    let failed: Vec<String> = t
+        .failed_by_kind
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    let _ = writeln!(
+        w,
+        "tls handshake ({}): p50 {}  p90 {}  p99 {}  max {}; {} full, {} resumed, {} failed{}",
+        t.sni,
+        fmt_ns(h.p50),
+        fmt_ns(h.p90),
+        fmt_ns(h.p99),
+        fmt_ns(h.max),
+        t.handshakes_full,
+        t.handshakes_resumed,
+        t.failed_by_kind.values().sum::<u64>(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", failed.join(", "))
+        }
+    );
 }
 
 /// The banner of an invalid run: the generator, not the target, was the limit.
@@ -525,6 +559,7 @@ fn write_connections(w: &mut String, r: &Report) {
             fmt_ns(ct.max)
         );
     }
+    write_tls(w, r);
     let rd = &c.reconnect_delay_ns;
     if rd.count > 0 {
         let _ = writeln!(

@@ -75,7 +75,9 @@ impl RunPlan {
         let (rate_rps, shape) = rate(a, spec, &rated)?;
         let requests = requests(a, facts)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
+        let tls = tls_client(a, facts, transport, frames.is_some())?;
         let mut plan = RunPlan {
+            tls,
             frames,
             fleet,
             target,
@@ -361,6 +363,95 @@ fn transport(a: &RunArgs, targets: &[SocketAddr]) -> Result<Transport, PlanError
         return Err(err("proto", "udp needs --target (the baseline is TCP)"));
     }
     Ok(transport)
+}
+
+/// `--tls` and its options: the client configuration every connection's session
+/// comes from (trust from `--tls-ca`, the system store or `--tls-insecure`).
+fn tls_client(
+    a: &RunArgs,
+    facts: &HostFacts,
+    transport: Transport,
+    frames: bool,
+) -> Result<Option<Arc<crate::transport::tls::TlsClient>>, PlanError> {
+    use crate::transport::tls::{TlsClient, Trust, parse_certs};
+    let t = &a.tls;
+    if !t.tls {
+        return match t.first_option() {
+            Some(flag) => Err(err(flag, "needs --tls")),
+            None => Ok(None),
+        };
+    }
+    if transport != Transport::Tcp {
+        return Err(err(
+            "tls",
+            "is TCP-only (DTLS is not supported): drop --proto udp",
+        ));
+    }
+    if frames {
+        return Err(err("tls", "is not supported with --workload frames yet"));
+    }
+    let Some(first) = a.target.first() else {
+        return Err(err(
+            "tls",
+            "needs --target (the baseline's sink speaks plain TCP)",
+        ));
+    };
+    let version = t
+        .tls_version
+        .as_deref()
+        .map(|v| v.parse().map_err(|m: String| err("tls-version", m)))
+        .transpose()?;
+    let trust = if t.tls_insecure {
+        Trust::Insecure
+    } else if let Some(path) = &t.tls_ca {
+        let bytes = facts
+            .file(path)
+            .map_err(|e| err("tls-ca", format!("cannot read {}: {e}", path.display())))?;
+        Trust::Roots(
+            parse_certs(bytes).map_err(|m| err("tls-ca", format!("{}: {m}", path.display())))?,
+        )
+    } else {
+        match &facts.system_roots {
+            Some(Ok(roots)) => Trust::Roots(roots.clone()),
+            Some(Err(m)) => return Err(err("tls", m.clone())),
+            None => return Err(err("tls", "the system's CA certificates were not read")),
+        }
+    };
+    let alpn: Vec<String> = t
+        .alpn
+        .as_deref()
+        .map(|l| l.split(',').map(|p| p.trim().to_string()).collect())
+        .unwrap_or_default();
+    if alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
+        return Err(err("alpn", "each protocol must be 1 to 255 bytes"));
+    }
+    let sni = t
+        .tls_sni
+        .clone()
+        .unwrap_or_else(|| host_of(first).to_string());
+    let flag = if t.tls_sni.is_some() {
+        "tls-sni"
+    } else {
+        "target"
+    };
+    let resume = t.tls_resume.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&resume) {
+        return Err(err(
+            "tls-resume",
+            format!("must be between 0 and 1, got {resume}"),
+        ));
+    }
+    TlsClient::new(&sni, trust, &alpn, version, resume)
+        .map(|c| Some(Arc::new(c)))
+        .map_err(|m| err(flag, m))
+}
+
+/// The host part of a `--target` as given: `HOST:PORT`, `[V6]:PORT`.
+fn host_of(target: &str) -> &str {
+    let host = target.rsplit_once(':').map_or(target, |(h, _)| h);
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
 }
 
 /// `--duration` and `--warmup` (shorter than the duration), in ns.

@@ -15,8 +15,8 @@
 use super::{PlanError, err};
 use crate::cli::RunArgs;
 use crate::limits::{
-    FD_MARGIN, MIX_FILE_BYTES_MAX, PAYLOAD_BYTES_MAX, RATE_FILE_BYTES_MAX, RING_FILES_MIN,
-    RINGS_PER_CORE_MAX,
+    FD_MARGIN, MIX_FILE_BYTES_MAX, PAYLOAD_BYTES_MAX, PEM_FILE_BYTES_MAX, RATE_FILE_BYTES_MAX,
+    RING_FILES_MIN, RINGS_PER_CORE_MAX,
 };
 use crate::ports::PortRange;
 use std::net::SocketAddr;
@@ -50,6 +50,9 @@ pub struct HostFacts {
     /// `MemAvailable` of /proc/meminfo, bytes (`None`: unreadable). What a plan's
     /// start-up allocations are held to (the frames accounting).
     pub mem_available: Option<u64>,
+    /// `--tls` without `--tls-ca` or `--tls-insecure`: the system's trusted roots, or
+    /// why there are none (`None`: not needed).
+    pub system_roots: Option<Result<Vec<rustls::pki_types::CertificateDer<'static>>, String>>,
 }
 
 impl HostFacts {
@@ -73,6 +76,11 @@ impl HostFacts {
             && let Some(f) = &a.payload_file
         {
             paths.push((f.clone(), payload_max));
+        }
+        if a.tls.tls
+            && let Some(f) = &a.tls.tls_ca
+        {
+            paths.push((f.clone(), PEM_FILE_BYTES_MAX));
         }
         if let Some(path) = a.rate.as_deref().and_then(rate_file) {
             paths.push((PathBuf::from(path), RATE_FILE_BYTES_MAX));
@@ -105,6 +113,8 @@ impl HostFacts {
             mem_available: std::fs::read_to_string("/proc/meminfo")
                 .ok()
                 .and_then(|t| parse_mem_available(&t)),
+            system_roots: (a.tls.tls && a.tls.tls_ca.is_none() && !a.tls.tls_insecure)
+                .then(crate::transport::tls::system_roots),
         }
     }
 

@@ -140,6 +140,8 @@ pub struct RunPlan {
     pub fleet: Fleet,
     /// `--workload frames` (`None`: request/response).
     pub frames: Option<FramePlan>,
+    /// `--tls`: the client every connection's session comes from.
+    pub tls: Option<Arc<crate::transport::tls::TlsClient>>,
 }
 
 impl RunPlan {

@@ -117,6 +117,7 @@ impl RunPlan {
                         self.precision
                     },
                     frames: self.frames.clone(),
+                    tls: self.tls.clone(),
                 }
             })
             .collect()

@@ -77,6 +77,7 @@ mod server;
 mod socket;
 mod stall;
 mod stats;
+pub mod tls_front;
 mod token;
 mod udp;
 mod udp_relay;

@@ -82,6 +82,19 @@ impl Worker<'_> {
             on_socket!(self, c, conn.fd, |t| opcode::RecvMulti::new(t, bgid)
                 .build())
             .user_data(token.encode())
+        } else if self.plan.tls.is_some() {
+            // Ciphertext: this connection's region of `tls_in` (decrypted from there).
+            let chunk = super::RECV_CHUNK_BYTES;
+            let ptr = self
+                .tls_in
+                .kernel_ptr(c as usize * chunk..(c as usize + 1) * chunk);
+            on_socket!(self, c, conn.fd, |t| opcode::Recv::new(
+                t,
+                ptr,
+                chunk as u32
+            )
+            .build())
+            .user_data(token.encode())
         } else {
             // The rest of this connection's region of `recv_buf`, after the kept bytes.
             let region = c as usize * len..(c as usize + 1) * len;
@@ -91,7 +104,8 @@ impl Worker<'_> {
                 .user_data(token.encode())
         };
         // SAFETY: a multishot receive writes into the buffer ring's memory, a single
-        // receive into this connection's region of `recv_buf` (bounds checked by
+        // receive into this connection's region of `recv_buf` or, with TLS, of
+        // `tls_in` (bounds checked by
         // `kernel_ptr`), which no other operation is using: a single-shot receive is
         // armed only after the previous one completed (`recv_armed`), and a reopened
         // connection only once its old operations have (`ops`). Both are owned by the
@@ -108,7 +122,10 @@ impl Worker<'_> {
             generation: conn.generation,
         };
         let (done, end) = (conn.send_done as usize, conn.send_len as usize);
-        let ptr = if self.render {
+        let ptr = if self.plan.tls.is_some() {
+            let base = c as usize * self.tls_out_len;
+            self.tls_out.kernel_ptr(base + done..base + end)
+        } else if self.render {
             let base = c as usize * self.staging_len;
             self.staging.kernel_ptr(base + done..base + end)
         } else {
@@ -119,7 +136,8 @@ impl Worker<'_> {
             .user_data(token.encode());
         self.table.conns[c as usize].send_armed = true;
         // SAFETY: the send reads `n` bytes of this connection's region of `staging`
-        // (or of `send_buf`, never written after start), bounds checked by
+        // (or of `send_buf`, never written after start; or, with TLS, of `tls_out`,
+        // which `tls_pump` writes only while no send is armed), bounds checked by
         // `kernel_ptr`, owned by the worker and never reallocated; the region is not
         // written again until the send completes (`sending` > 0 keeps `flush_sends`
         // away, and a closed connection reopens only once `ops` is 0), and it outlives
@@ -197,6 +215,10 @@ impl Worker<'_> {
             self.push_send(c); // partial send: re-arm from the offset
             return;
         }
+        if self.plan.tls.is_some() {
+            self.tls_pump(c); // what rustls has ready beyond the region
+            return;
+        }
         conn.sending = 0;
         if conn.unsent > 0 {
             self.mark_flush(c);
@@ -255,6 +277,10 @@ impl Worker<'_> {
                 } else {
                     len += payload_len;
                 }
+            }
+            if self.plan.tls.is_some() {
+                self.tls_write(c, len);
+                continue;
             }
             self.table.conns[c as usize].send_len = len as u32;
             self.push_send(c);

@@ -203,16 +203,30 @@ impl Worker<'_> {
             self.connect_failed(c, -res);
             return;
         }
-        self.connecting -= 1;
         let now_t = self.clock.ticks();
+        let conn = &self.table.conns[c as usize];
+        let took = self.clock.ns(now_t) - self.clock.ns(conn.connect_started);
+        self.out.hist.connect.saturating_record(took);
+        if self.plan.tls.is_some() {
+            self.start_handshake(c, now_t); // `established` once it completes
+            return;
+        }
+        self.established(c, now_t);
+    }
+
+    /// Connection `c` is open (connected, and with TLS its handshake done) at `now_t`:
+    /// ready for requests.
+    pub(super) fn established(&mut self, c: u32, now_t: crate::clock::Ticks) {
+        self.connecting -= 1;
         let conn = &mut self.table.conns[c as usize];
         conn.attempts = 0;
         conn.state = ConnState::Ready;
-        let took = self.clock.ns(now_t) - self.clock.ns(conn.connect_started);
         let unsent = conn.unsent;
-        self.out.hist.connect.saturating_record(took);
+        let armed = conn.recv_armed;
         self.out.counters.connections_opened += 1;
-        self.arm_recv(c);
+        if !armed {
+            self.arm_recv(c);
+        }
         if unsent > 0 {
             self.mark_flush(c); // connection per request: its request goes out now
         } else {
@@ -271,7 +285,10 @@ impl Worker<'_> {
         // stopped reading).
         let mut pending = [None; 2];
         match conn.state {
-            ConnState::Connecting => pending[0] = Some(Op::Connect),
+            // (A TLS handshake in progress has its receive and sends in the ring.)
+            ConnState::Connecting if !conn.recv_armed && !conn.send_armed => {
+                pending[0] = Some(Op::Connect)
+            }
             _ => {
                 pending[0] = conn.recv_armed.then_some(Op::Recv);
                 pending[1] = conn.send_armed.then_some(Op::Send);
@@ -304,6 +321,10 @@ impl Worker<'_> {
         conn.recv_keep = 0;
         conn.framer.reset();
         conn.at_boundary = true;
+        if let Some(s) = self.sessions.get_mut(c as usize) {
+            *s = None;
+        }
+        let conn = &mut self.table.conns[c as usize];
         if fd == REGISTERED {
             // Cancel the operation still holding the socket (by its user_data: a hash
             // lookup, where cancelling by file would scan every request in the ring),

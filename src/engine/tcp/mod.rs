@@ -45,6 +45,7 @@ mod io;
 mod lifecycle;
 mod recv;
 mod run;
+mod tls;
 mod workload;
 
 use super::buf_ring::BufRing;
@@ -57,7 +58,7 @@ use super::run_loop::LoopState;
 use super::socket;
 use super::worker_plan::WorkerPlan;
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::limits::CQE_BATCH_MAX;
+use crate::limits::{CQE_BATCH_MAX, TLS_RECORD_OVERHEAD_BYTES, TLS_SEND_BUFFER_BYTES_MIN};
 use crate::ports::Placement;
 use crate::proto::AnyFramer;
 use crossbeam_channel::{Receiver, Sender};
@@ -134,6 +135,15 @@ struct Worker<'p> {
     staging: IoBuf,
     /// Bytes of `staging` per connection.
     staging_len: usize,
+    /// `--tls`: each connection's session (None until its TCP connect completes).
+    /// Empty without TLS.
+    sessions: Vec<Option<Box<tls::Session>>>,
+    /// `--tls`: per connection, `tls_out_len` bytes of ciphertext to send.
+    tls_out: IoBuf,
+    tls_out_len: usize,
+    /// `--tls` on kernels without provided-buffer rings: per connection,
+    /// `RECV_CHUNK_BYTES` of ciphertext received by a single-shot receive.
+    tls_in: IoBuf,
     /// Requests are rendered per request (templates or a mix).
     render: bool,
     /// The framer of each request-set entry (cloned into a connection when the next
@@ -218,6 +228,8 @@ impl Drop for Worker<'_> {
         self.recv_buf.leak();
         self.send_buf.leak();
         self.staging.leak();
+        self.tls_out.leak();
+        self.tls_in.leak();
         std::mem::forget(std::mem::take(&mut self.addrs));
     }
 }
@@ -272,7 +284,33 @@ impl<'p> Worker<'p> {
         } else {
             0
         };
+        // Ciphertext of a whole pipeline of the longest requests, record overheads
+        // included; smaller requests need only room for a ClientHello.
+        let plain = if render {
+            staging_len
+        } else {
+            plan.payload.len() * plan.pipeline
+        };
+        let tls_out_len = (plain + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES)
+            .max(TLS_SEND_BUFFER_BYTES_MIN);
+        let tls = plan.tls.is_some();
         Ok(Worker {
+            sessions: if tls {
+                (0..plan.connections).map(|_| None).collect()
+            } else {
+                Vec::new()
+            },
+            tls_out: IoBuf::zeroed(if tls {
+                tls_out_len * plan.connections
+            } else {
+                0
+            }),
+            tls_out_len,
+            tls_in: IoBuf::zeroed(if tls {
+                RECV_CHUNK_BYTES * plan.connections
+            } else {
+                0
+            }),
             plan,
             ring,
             table: ConnTable::new(plan.connections, plan.pipeline, framer),

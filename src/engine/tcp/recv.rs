@@ -37,25 +37,28 @@ impl Worker<'_> {
                 }
                 return;
             }
-            let kind = if res == 0 {
-                // A body that runs until the connection closes ends here.
-                if self.table.conns[c as usize].framer.eof() {
-                    let failed = self.reply_failed(c, &[]);
-                    if self.complete_one(c, now_t, failed) {
-                        self.count_status(c);
-                    }
-                }
-                ErrorKind::ClosedByPeer
+            if self.table.conns[c as usize].state == ConnState::Connecting {
+                // Closed or reset during the TLS handshake.
+                let why = if res == 0 {
+                    "the server closed the connection during the handshake".to_string()
+                } else {
+                    socket::errno_text(-res)
+                };
+                self.tls_failed(c, crate::transport::tls::TlsFailure::Closed, &why);
+                return;
+            }
+            if res == 0 {
+                self.peer_closed(c, now_t);
             } else {
-                socket::io_error_kind(-res)
-            };
-            self.out.counters.closed_by_target += u64::from(res == 0 || res == -libc::ECONNRESET);
-            self.close_conn(c, Some(kind), Reopen::Backoff);
+                self.out.counters.closed_by_target += u64::from(res == -libc::ECONNRESET);
+                self.close_conn(c, Some(socket::io_error_kind(-res)), Reopen::Backoff);
+            }
             return;
         }
         self.out.counters.bytes_received += res as u64;
         let total = res as usize;
         let open = match bid {
+            _ if self.plan.tls.is_some() => self.tls_recv(c, bid, total, now_t),
             // Single-shot receive: the bytes already sit after the kept ones.
             None => self.parse_received(c, total, now_t),
             Some(bid) => {
@@ -98,9 +101,23 @@ impl Worker<'_> {
         if !self.table.conns[c as usize].recv_armed {
             self.arm_recv(c);
         }
-        if self.table.has_free_slot(c) {
+        if self.table.has_free_slot(c) && self.table.conns[c as usize].state == ConnState::Ready {
             self.mark_ready(c);
         }
+    }
+
+    /// The target ended the stream of `c` (EOF, or a TLS close_notify): a body that
+    /// runs until the connection closes ends here; the connection reopens after the
+    /// backoff.
+    pub(super) fn peer_closed(&mut self, c: u32, now_t: Ticks) {
+        if self.table.conns[c as usize].framer.eof() {
+            let failed = self.reply_failed(c, &[]);
+            if self.complete_one(c, now_t, failed) {
+                self.count_status(c);
+            }
+        }
+        self.out.counters.closed_by_target += 1;
+        self.close_conn(c, Some(ErrorKind::ClosedByPeer), Reopen::Backoff);
     }
 
     /// Frames `data` (a provided buffer, nothing kept before it); an unfinished tail

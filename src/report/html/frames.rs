@@ -319,7 +319,7 @@ pub(super) mod tests {
             },
         });
         if join {
-            v["frames"]["join"] = json!({ "ns": p(&join_hist) });
+            v["frames"]["join"] = serde_json::json!({ "ns": p(&join_hist) });
             v["frames"]["histograms"]["join"] = hdr::encode(&join_hist).into();
         }
         v.to_string()

@@ -1,0 +1,422 @@
+//! TLS with rustls: the client configuration a run shares (trust, SNI, ALPN, version),
+//! the server configuration of the sink, and handshake failures sorted into kinds.
+//!
+//! The engine owns the I/O: io_uring moves ciphertext between the socket and pre-sized
+//! per-connection buffers, and rustls turns it into plaintext for the framer (this
+//! kernel has no kTLS). Everything here runs at start-up or on a failure, never per
+//! request.
+//!
+//! The crypto provider is `ring`: it builds with a C compiler alone (aws-lc-rs needs
+//! cmake and Go or prebuilt objects), and its AES-GCM and ChaCha20 are the assembly
+//! BoringSSL uses.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error};
+use std::sync::{Arc, Mutex};
+
+/// Session tickets kept for `--tls-resume` (shared by the workers; rustls's default).
+const SESSIONS_CACHED: usize = 256;
+
+/// `--tls-version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    V12,
+    V13,
+}
+
+impl std::str::FromStr for TlsVersion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "1.2" => Ok(TlsVersion::V12),
+            "1.3" => Ok(TlsVersion::V13),
+            _ => Err(format!("must be 1.2 or 1.3, got {s:?}")),
+        }
+    }
+}
+
+/// Whom the client trusts.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// The certificates of a PEM file (`--tls-ca`) or of the system store.
+    Roots(Vec<CertificateDer<'static>>),
+    /// `--tls-insecure`: any certificate, any name. The report says so.
+    Insecure,
+}
+
+/// The client side of `--tls`, shared by every worker of a run.
+#[derive(Debug)]
+pub struct TlsClient {
+    /// Never resumes (each handshake full).
+    pub config: Arc<ClientConfig>,
+    /// Resumes with the tickets its earlier handshakes received (`--tls-resume`);
+    /// `None` when the ratio is 0.
+    pub resuming: Option<Arc<ClientConfig>>,
+    /// `--tls-resume`: the share of new connections that try to resume.
+    pub resume_ratio: f64,
+    pub server_name: ServerName<'static>,
+    /// `--tls-sni` or the target's host name, as given.
+    pub sni: String,
+    pub insecure: bool,
+    /// The first handshake that failed, and why (for the one line when no connection
+    /// could be established). Written once, on a failure; never on the hot path.
+    first_failure: Mutex<Option<(TlsFailure, String)>>,
+}
+
+impl TlsClient {
+    /// A client trusting `trust`, naming `sni`, offering `alpn`, limited to `version`.
+    pub fn new(
+        sni: &str,
+        trust: Trust,
+        alpn: &[String],
+        version: Option<TlsVersion>,
+        resume_ratio: f64,
+    ) -> Result<TlsClient, String> {
+        let server_name = ServerName::try_from(sni.to_string())
+            .map_err(|_| format!("{sni:?} is not a host name or IP address"))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let versions: &[&rustls::SupportedProtocolVersion] = match version {
+            None => rustls::DEFAULT_VERSIONS,
+            Some(TlsVersion::V12) => &[&rustls::version::TLS12],
+            Some(TlsVersion::V13) => &[&rustls::version::TLS13],
+        };
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(versions)
+            .map_err(|e| e.to_string())?;
+        let insecure = matches!(trust, Trust::Insecure);
+        let mut config = match trust {
+            Trust::Roots(certs) => {
+                let mut roots = rustls::RootCertStore::empty();
+                let (added, _ignored) = roots.add_parsable_certificates(certs);
+                if added == 0 {
+                    return Err("no usable CA certificate".into());
+                }
+                builder.with_root_certificates(roots).with_no_client_auth()
+            }
+            Trust::Insecure => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+                .with_no_client_auth(),
+        };
+        config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+        config.resumption = rustls::client::Resumption::disabled();
+        let resuming = (resume_ratio > 0.0).then(|| {
+            let mut r = config.clone();
+            r.resumption = rustls::client::Resumption::in_memory_sessions(SESSIONS_CACHED);
+            Arc::new(r)
+        });
+        Ok(TlsClient {
+            config: Arc::new(config),
+            resuming,
+            resume_ratio,
+            server_name,
+            sni: sni.to_string(),
+            insecure,
+            first_failure: Mutex::new(None),
+        })
+    }
+
+    /// A new client session (at connect; never per request). Its buffers are not
+    /// limited by rustls: what it may hold is bounded by the pipeline.
+    /// With `resume`, the session offers a ticket an earlier handshake received
+    /// (the first handshakes have none and are full).
+    pub fn session(&self, resume: bool) -> Result<rustls::ClientConnection, Error> {
+        let config = match (&self.resuming, resume) {
+            (Some(r), true) => r.clone(),
+            _ => self.config.clone(),
+        };
+        let mut c = rustls::ClientConnection::new(config, self.server_name.clone())?;
+        c.set_buffer_limit(None);
+        Ok(c)
+    }
+
+    /// Remembers the first failed handshake.
+    #[cold]
+    pub fn note_failure(&self, kind: TlsFailure, why: &str) {
+        if let Ok(mut f) = self.first_failure.lock()
+            && f.is_none()
+        {
+            *f = Some((kind, why.to_string()));
+        }
+    }
+
+    /// The first failed handshake: its kind and rustls's description.
+    pub fn first_failure(&self) -> Option<(TlsFailure, String)> {
+        self.first_failure.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+/// `--tls-insecure`: accepts any certificate for any name, but still checks that the
+/// handshake's signatures are made with the certificate's key (so the session keys
+/// are the server's), as `curl -k` does.
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The certificates of a PEM file's bytes (`--tls-ca`, `--cert`).
+pub fn parse_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("not a PEM certificate file ({e})"))?;
+    if certs.is_empty() {
+        return Err("no certificate in the file".into());
+    }
+    Ok(certs)
+}
+
+/// The system's trusted roots (rustls-native-certs: the distribution's store, which
+/// its administrators keep current, where webpki-roots would freeze Mozilla's list
+/// into the binary). Read once, at start.
+pub fn system_roots() -> Result<Vec<CertificateDer<'static>>, String> {
+    let found = rustls_native_certs::load_native_certs();
+    if found.certs.is_empty() {
+        return Err(match found.errors.first() {
+            Some(e) => format!("no system CA certificates ({e}); give --tls-ca FILE"),
+            None => "no system CA certificates; give --tls-ca FILE".into(),
+        });
+    }
+    Ok(found.certs)
+}
+
+/// The sink's server configuration from PEM bytes of its certificate chain and key.
+pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
+    let certs = parse_certs(cert_pem).map_err(|e| format!("--cert: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| format!("--key: not a PEM private key ({e})"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("--key: does not fit the certificate ({e})"))?;
+    Ok(Arc::new(config))
+}
+
+/// Why a handshake failed, counted per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum TlsFailure {
+    /// The server's certificate chains to no trusted root.
+    UnknownCa,
+    /// The certificate does not name the server (`--tls-sni`).
+    NameMismatch,
+    Expired,
+    NotYetValid,
+    /// Another certificate problem (bad signature, revoked, wrong purpose, ...).
+    BadCertificate,
+    /// No protocol version in common (`--tls-version`).
+    ProtocolVersion,
+    /// No cipher suite, group or signature scheme in common.
+    NoCommonParameters,
+    /// The server sent an alert (each kind below is one alert by name).
+    AlertHandshakeFailure,
+    AlertProtocolVersion,
+    AlertBadCertificate,
+    AlertUnknownCa,
+    AlertUnrecognisedName,
+    AlertNoApplicationProtocol,
+    AlertInternalError,
+    AlertDecodeError,
+    /// Any other alert.
+    AlertOther,
+    /// The server closed the connection during the handshake.
+    Closed,
+    /// Anything else (a malformed message, a peer misbehaving).
+    Other,
+}
+
+impl TlsFailure {
+    pub const ALL: [TlsFailure; 18] = [
+        TlsFailure::UnknownCa,
+        TlsFailure::NameMismatch,
+        TlsFailure::Expired,
+        TlsFailure::NotYetValid,
+        TlsFailure::BadCertificate,
+        TlsFailure::ProtocolVersion,
+        TlsFailure::NoCommonParameters,
+        TlsFailure::AlertHandshakeFailure,
+        TlsFailure::AlertProtocolVersion,
+        TlsFailure::AlertBadCertificate,
+        TlsFailure::AlertUnknownCa,
+        TlsFailure::AlertUnrecognisedName,
+        TlsFailure::AlertNoApplicationProtocol,
+        TlsFailure::AlertInternalError,
+        TlsFailure::AlertDecodeError,
+        TlsFailure::AlertOther,
+        TlsFailure::Closed,
+        TlsFailure::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsFailure::UnknownCa => "unknown_ca",
+            TlsFailure::NameMismatch => "name_mismatch",
+            TlsFailure::Expired => "expired",
+            TlsFailure::NotYetValid => "not_yet_valid",
+            TlsFailure::BadCertificate => "bad_certificate",
+            TlsFailure::ProtocolVersion => "protocol_version",
+            TlsFailure::NoCommonParameters => "no_common_parameters",
+            TlsFailure::AlertHandshakeFailure => "alert_handshake_failure",
+            TlsFailure::AlertProtocolVersion => "alert_protocol_version",
+            TlsFailure::AlertBadCertificate => "alert_bad_certificate",
+            TlsFailure::AlertUnknownCa => "alert_unknown_ca",
+            TlsFailure::AlertUnrecognisedName => "alert_unrecognised_name",
+            TlsFailure::AlertNoApplicationProtocol => "alert_no_application_protocol",
+            TlsFailure::AlertInternalError => "alert_internal_error",
+            TlsFailure::AlertDecodeError => "alert_decode_error",
+            TlsFailure::AlertOther => "alert_other",
+            TlsFailure::Closed => "closed",
+            TlsFailure::Other => "other",
+        }
+    }
+
+    /// A verification failure of the server's certificate (the run's one line names
+    /// it when no connection could be established).
+    pub fn is_verification(self) -> bool {
+        matches!(
+            self,
+            TlsFailure::UnknownCa
+                | TlsFailure::NameMismatch
+                | TlsFailure::Expired
+                | TlsFailure::NotYetValid
+                | TlsFailure::BadCertificate
+        )
+    }
+
+    /// The kind of a rustls error met during the handshake.
+    pub fn of(e: &Error) -> TlsFailure {
+        use rustls::PeerIncompatible as P;
+        match e {
+            Error::InvalidCertificate(c) => match c {
+                CertificateError::UnknownIssuer => TlsFailure::UnknownCa,
+                CertificateError::NotValidForName
+                | CertificateError::NotValidForNameContext { .. } => TlsFailure::NameMismatch,
+                CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                    TlsFailure::Expired
+                }
+                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                    TlsFailure::NotYetValid
+                }
+                _ => TlsFailure::BadCertificate,
+            },
+            Error::PeerIncompatible(
+                P::ServerDoesNotSupportTls12Or13
+                | P::ServerTlsVersionIsDisabledByOurConfig
+                | P::SupportedVersionsExtensionRequired
+                | P::Tls12NotOffered
+                | P::Tls12NotOfferedOrEnabled,
+            ) => TlsFailure::ProtocolVersion,
+            Error::PeerIncompatible(_) => TlsFailure::NoCommonParameters,
+            Error::AlertReceived(a) => match a {
+                AlertDescription::HandshakeFailure => TlsFailure::AlertHandshakeFailure,
+                AlertDescription::ProtocolVersion => TlsFailure::AlertProtocolVersion,
+                AlertDescription::BadCertificate => TlsFailure::AlertBadCertificate,
+                AlertDescription::UnknownCA => TlsFailure::AlertUnknownCa,
+                AlertDescription::UnrecognisedName => TlsFailure::AlertUnrecognisedName,
+                AlertDescription::NoApplicationProtocol => TlsFailure::AlertNoApplicationProtocol,
+                AlertDescription::InternalError => TlsFailure::AlertInternalError,
+                AlertDescription::DecodeError => TlsFailure::AlertDecodeError,
+                _ => TlsFailure::AlertOther,
+            },
+            _ => TlsFailure::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_errors_fall_into_their_kinds() {
+        let cert = |c| TlsFailure::of(&Error::InvalidCertificate(c));
+        assert_eq!(cert(CertificateError::UnknownIssuer), TlsFailure::UnknownCa);
+        assert_eq!(
+            cert(CertificateError::NotValidForName),
+            TlsFailure::NameMismatch
+        );
+        assert_eq!(cert(CertificateError::Expired), TlsFailure::Expired);
+        assert_eq!(
+            cert(CertificateError::BadSignature),
+            TlsFailure::BadCertificate
+        );
+        assert!(cert(CertificateError::Expired).is_verification());
+        assert_eq!(
+            TlsFailure::of(&Error::AlertReceived(AlertDescription::ProtocolVersion)),
+            TlsFailure::AlertProtocolVersion
+        );
+        assert_eq!(
+            TlsFailure::of(&Error::PeerIncompatible(
+                rustls::PeerIncompatible::ServerDoesNotSupportTls12Or13
+            )),
+            TlsFailure::ProtocolVersion
+        );
+        assert!(!TlsFailure::AlertHandshakeFailure.is_verification());
+    }
+
+    #[test]
+    fn kinds_are_listed_once_in_order() {
+        for (i, k) in TlsFailure::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i, "{}", k.name());
+        }
+    }
+
+    #[test]
+    fn versions_and_names_are_checked() {
+        assert_eq!("1.3".parse::<TlsVersion>(), Ok(TlsVersion::V13));
+        assert!("1.1".parse::<TlsVersion>().is_err());
+        assert!(TlsClient::new("bad name!", Trust::Insecure, &[], None, 0.0).is_err());
+        let c = TlsClient::new("localhost", Trust::Insecure, &["h2".into()], None, 0.0).unwrap();
+        assert!(c.insecure && c.session(true).is_ok() && c.resuming.is_none());
+        let r = TlsClient::new("localhost", Trust::Insecure, &[], None, 0.5).unwrap();
+        assert!(r.resuming.is_some() && r.session(true).is_ok());
+        assert!(parse_certs(b"nothing").is_err());
+    }
+}

@@ -1,0 +1,603 @@
+//! `--tls` end to end (issue 24), on loopback with certificates the tests make with the
+//! `openssl` command: nginx over HTTPS (keep-alive, pipelined, TLS 1.2), redis-server
+//! behind stunnel4 (RESP over TLS), the built-in sink's `--tls` front, the failures
+//! of verification (each its own kind, one line, exit 1) and the bad inputs (exit 2).
+//! Exact counts everywhere: every request sent is answered, and every connection
+//! shook hands once. nginx logs `$ssl_session_reused` per request (`r` or `.`), the
+//! server's own word on which handshakes resumed.
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server(Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn require(bin: &str, package: &str) -> String {
+    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"] {
+        let p = format!("{dir}/{bin}");
+        if Path::new(&p).exists() {
+            return p;
+        }
+    }
+    panic!("{bin} not found: install the Debian package {package} (scripts/test.sh does)");
+}
+
+fn wait_tcp(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "server on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn spawn(cmd: &mut Command) -> Server {
+    Server(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server"),
+    )
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let bin = require("openssl", "openssl");
+    let out = Command::new(bin)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Certificates made for one test: a CA (`ca.pem`), a server certificate it signed
+/// for `localhost` and 127.0.0.1 (`srv.pem`, `srv.key`), the same name already
+/// expired (`expired.pem`), and a second CA that signed nothing here (`other-ca.pem`).
+struct Certs {
+    dir: tempfile::TempDir,
+}
+
+impl Certs {
+    fn make() -> Certs {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ];
+        for (name, cn) in [("ca", "blaster test CA"), ("other-ca", "another CA")] {
+            let key = format!("{name}.key");
+            let pem = format!("{name}.pem");
+            let subj = format!("/CN={cn}");
+            openssl(
+                d,
+                &[&["req", "-x509"], &ec[..], &["-keyout", &key, "-out", &pem]]
+                    .concat()
+                    .into_iter()
+                    .chain(["-days", "2", "-subj", &subj])
+                    .collect::<Vec<_>>(),
+            );
+        }
+        openssl(
+            d,
+            &[
+                &["req"],
+                &ec[..],
+                &[
+                    "-keyout",
+                    "srv.key",
+                    "-out",
+                    "srv.csr",
+                    "-subj",
+                    "/CN=localhost",
+                ],
+            ]
+            .concat(),
+        );
+        std::fs::write(
+            d.join("ext.cnf"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        for (out, days) in [("srv.pem", "2"), ("expired.pem", "-1")] {
+            openssl(
+                d,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    "srv.csr",
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-out",
+                    out,
+                    "-days",
+                    days,
+                    "-extfile",
+                    "ext.cnf",
+                ],
+            );
+        }
+        Certs { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+}
+
+/// nginx serving HTTPS with `cert` on a free port: (server, port, its directory).
+fn nginx_tls(certs: &Certs, cert: &str) -> (Server, u16, tempfile::TempDir) {
+    let bin = require("nginx", "nginx-light");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = format!(
+        "daemon off; master_process off; worker_processes 1; pid {d}/nginx.pid; \
+         error_log {d}/error.log; events {{ worker_connections 1024; }} \
+         http {{ log_format reuse '$ssl_session_reused'; \
+         access_log {d}/access.log reuse; keepalive_requests 1000000; \
+         client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
+         uwsgi_temp_path {d}; scgi_temp_path {d}; \
+         server {{ listen 127.0.0.1:{port} ssl; ssl_certificate {cert}; \
+         ssl_certificate_key {key}; ssl_protocols TLSv1.2 TLSv1.3; \
+         location / {{ return 200 \"hello from nginx over TLS\\n\"; }} }} }}",
+        d = dir.path().display(),
+        cert = certs.path(cert),
+        key = certs.path("srv.key"),
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let s = spawn(
+        Command::new(bin)
+            .args(["-c", conf_path.to_str().unwrap(), "-p"])
+            .arg(dir.path()),
+    );
+    wait_tcp(port);
+    (s, port, dir)
+}
+
+/// Runs `blaster run --target TARGET --cores 0 --json F ARGS`: (exit code, report,
+/// stderr).
+fn run_json(target: &str, args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let (_dir, path) = tmp_json();
+    let p = path.to_str().unwrap();
+    let mut all = vec!["run", "--target", target, "--cores", "0", "--json", p];
+    all.extend_from_slice(args);
+    let out = run(&all, Duration::from_secs(60));
+    let err = stderr(&out);
+    let v = if path.exists() {
+        read_json(&path)
+    } else {
+        serde_json::Value::Null
+    };
+    (out.status.code(), v, err)
+}
+
+/// Every request sent was answered, none failed, and each of `connections` shook
+/// hands exactly once (one handshake sample each, none failed).
+fn assert_exact(v: &serde_json::Value, requests: u64, connections: u64) {
+    assert_eq!(f(v, "requests.sent"), requests as f64, "{}", v["requests"]);
+    assert_eq!(
+        f(v, "requests.completed"),
+        requests as f64,
+        "{}",
+        v["requests"]
+    );
+    assert_eq!(f(v, "requests.errors"), 0.0, "{}", v["errors_by_kind"]);
+    assert!(
+        v["first_protocol_error"].is_null(),
+        "{}",
+        v["first_protocol_error"]
+    );
+    let t = &v["tls"];
+    assert_eq!(f(t, "handshakes_full"), connections as f64, "{t}");
+    assert_eq!(f(t, "handshakes_resumed"), 0.0, "{t}");
+    assert_eq!(f(t, "tls_handshake_ns.count"), connections as f64, "{t}");
+    assert!(f(t, "tls_handshake_ns.p50") > 0.0, "{t}");
+    assert_eq!(t["failed_by_kind"], serde_json::json!({}), "{t}");
+    assert_eq!(t["insecure"], false, "{t}");
+}
+
+#[test]
+fn nginx_https_keepalive_and_pipelined_exact_counts() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let (_s, port, _d) = nginx_tls(&certs, "srv.pem");
+    let target = format!("localhost:{port}");
+    let ca = certs.path("ca.pem");
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--tls",
+            "--tls-ca",
+            &ca,
+            "--http",
+            "GET /",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 2000, 4);
+    assert_eq!(v["tls"]["sni"], "localhost");
+    assert_eq!(v["http"]["status_classes"]["2xx"], 2000);
+    // Pipelined 8 deep over TLS 1.2, named by address (the certificate has it).
+    let target = format!("127.0.0.1:{port}");
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--tls",
+            "--tls-ca",
+            &ca,
+            "--tls-version",
+            "1.2",
+            "--http",
+            "GET /",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--pipeline",
+            "8",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 4000, 2);
+    assert_eq!(v["http"]["status_classes"]["2xx"], 4000);
+}
+
+#[test]
+fn redis_behind_stunnel_resp_over_tls_exact_counts() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let redis = require("redis-server", "redis-server");
+    let stunnel = require("stunnel4", "stunnel4");
+    let redis_port = free_port();
+    let _redis = spawn(Command::new(redis).args([
+        "--port",
+        &redis_port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]));
+    wait_tcp(redis_port);
+    let tls_port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("stunnel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "foreground = yes\npid =\n[redis]\naccept = 127.0.0.1:{tls_port}\n\
+             connect = 127.0.0.1:{redis_port}\ncert = {}\nkey = {}\n",
+            certs.path("srv.pem"),
+            certs.path("srv.key")
+        ),
+    )
+    .unwrap();
+    let _stunnel = spawn(Command::new(stunnel).arg(&conf));
+    wait_tcp(tls_port);
+    let (code, v, err) = run_json(
+        &format!("localhost:{tls_port}"),
+        &[
+            "--tls",
+            "--tls-ca",
+            &certs.path("ca.pem"),
+            "--payload",
+            "PING\\r\\n",
+            "--framing",
+            "resp",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 4000, 4);
+}
+
+/// A server whose certificate does not verify: every connection fails its handshake,
+/// and the run ends with one line naming the server and the kind, exit 1.
+fn assert_fails_with(target: &str, args: &[&str], kind: &str, server: &str) {
+    let mut all = vec!["run", "--target", target, "--cores", "0"];
+    all.extend_from_slice(&[
+        "--tls",
+        "--http",
+        "GET /",
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "--connections",
+        "3",
+    ]);
+    all.extend_from_slice(args);
+    let out = run(&all, Duration::from_secs(60));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("blaster: TLS handshake with"), "{err}");
+    assert!(lines[0].contains(&format!(": {kind}: ")), "{kind}: {err}");
+    assert!(lines[0].contains(server), "{server}: {err}");
+    assert!(lines[0].contains("(3 of 3 connections failed)"), "{err}");
+}
+
+#[test]
+fn verification_failures_are_one_line_each_of_its_kind() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let (_s, port, _d) = nginx_tls(&certs, "srv.pem");
+    let target = format!("127.0.0.1:{port}");
+    let ca = certs.path("ca.pem");
+    assert_fails_with(
+        &target,
+        &["--tls-ca", &ca, "--tls-sni", "wrong.example"],
+        "name_mismatch",
+        "wrong.example",
+    );
+    let other = certs.path("other-ca.pem");
+    assert_fails_with(&target, &["--tls-ca", &other], "unknown_ca", "127.0.0.1");
+    let (_e, expired_port, _ed) = nginx_tls(&certs, "expired.pem");
+    assert_fails_with(
+        &format!("localhost:{expired_port}"),
+        &["--tls-ca", &ca],
+        "expired",
+        "localhost",
+    );
+    // The same server trusted: the handshake is what failed above, nothing else.
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--tls",
+            "--tls-ca",
+            &ca,
+            "--http",
+            "GET /",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "3",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 100, 3);
+}
+
+#[test]
+fn run_tls_against_the_sinks_tls_front_exact_counts() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let (cert, key) = (certs.path("srv.pem"), certs.path("srv.key"));
+    let sink = Sink::start(&["--tls", "--cert", &cert, "--key", &key, "--duration", "30s"]);
+    let (code, v, err) = run_json(
+        &sink.addr,
+        &[
+            "--tls",
+            "--tls-ca",
+            &certs.path("ca.pem"),
+            "--payload",
+            "hello over tls",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+            "--pipeline",
+            "2",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 2000, 4);
+    assert_eq!(v["tls"]["sni"], "127.0.0.1");
+    // --tls-insecure accepts the certificate without the CA, and says so loudly.
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--tls",
+            "--tls-insecure",
+            "--payload",
+            "x",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "1",
+        ],
+        Duration::from_secs(60),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    assert!(
+        text.contains("WARNING: --tls-insecure: the server's certificate was NOT verified"),
+        "{text}"
+    );
+    assert!(
+        text.contains("requests: 100 due, 100 sent, 100 completed"),
+        "{text}"
+    );
+    sink.stop();
+}
+
+/// One line, exit 2, naming the flag.
+fn assert_usage(args: &[&str], flag: &str) {
+    let out = run(args, Duration::from_secs(30));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(flag), "{args:?} should name {flag}: {err}");
+}
+
+#[test]
+fn bad_tls_input_is_one_line_exit_2() {
+    let certs = Certs::make();
+    let missing: PathBuf = certs.dir.path().join("missing.pem");
+    let missing = missing.to_str().unwrap();
+    let key = certs.path("srv.key");
+    let cert = certs.path("srv.pem");
+    let run_args = [
+        "run",
+        "--target",
+        "127.0.0.1:9",
+        "--rate",
+        "10",
+        "--duration",
+        "1s",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<String> {
+        run_args
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    for (extra, flag) in [
+        (&["--tls-sni", "x"][..], "--tls-sni: needs --tls"),
+        (&["--tls-insecure"][..], "--tls-insecure: needs --tls"),
+        (&["--alpn", "h2"][..], "--alpn: needs --tls"),
+        (&["--tls-resume", "0.5"][..], "--tls-resume: needs --tls"),
+        (
+            &["--tls", "--tls-insecure", "--tls-resume", "1.5"][..],
+            "--tls-resume: must be between 0 and 1",
+        ),
+        (&["--tls", "--proto", "udp"][..], "--tls: is TCP-only"),
+        (
+            &["--tls", "--tls-insecure", "--tls-version", "1.1"][..],
+            "--tls-version",
+        ),
+    ] {
+        let a = with(extra);
+        assert_usage(&a.iter().map(String::as_str).collect::<Vec<_>>(), flag);
+    }
+    let a = with(&["--tls", "--tls-ca"]);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.push(missing);
+    assert_usage(&a, "--tls-ca: cannot read");
+    assert_usage(&["sink", "--cert", &cert], "--cert: needs --tls");
+    assert_usage(&["sink", "--tls", "--key", &key], "--cert");
+    assert_usage(
+        &["sink", "--tls", "--cert", missing, "--key", &key],
+        "--cert: cannot read",
+    );
+    assert_usage(&["sink", "--tls", "--cert", &cert, "--key", &cert], "--key");
+    assert_usage(
+        &["sink", "--tls", "--udp", "--cert", &cert, "--key", &key],
+        "--tls: is TCP-only",
+    );
+}
+
+/// `$ssl_session_reused` of every request nginx logged: (resumed, full).
+fn nginx_reuse(dir: &Path) -> (u64, u64) {
+    let log = std::fs::read_to_string(dir.join("access.log")).unwrap_or_default();
+    let resumed = log.lines().filter(|l| l.trim() == "r").count() as u64;
+    let full = log.lines().filter(|l| l.trim() == ".").count() as u64;
+    (resumed, full)
+}
+
+/// A connection per request: one handshake sample per request; by default each one
+/// full, with `--tls-resume 0.5` about half resumed, as nginx saw them.
+#[test]
+fn connection_per_request_handshakes_and_resumption() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let ca = certs.path("ca.pem");
+    let args = |resume: &'static str| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--tls",
+            "--tls-ca",
+            &ca,
+            "--http",
+            "GET /",
+            "--rate",
+            "200",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+            "--connect-per-request",
+            "--max-lag",
+            "20ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if !resume.is_empty() {
+            a.extend(["--tls-resume".to_string(), resume.to_string()]);
+        }
+        a
+    };
+    for resume in ["", "0.5"] {
+        let (_s, port, d) = nginx_tls(&certs, "srv.pem");
+        let a = args(resume);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (code, v, err) = run_json(&format!("localhost:{port}"), &a);
+        assert!(matches!(code, Some(0 | 3)), "{err}");
+        let t = &v["tls"];
+        assert_eq!(f(&v, "requests.completed"), 400.0, "{}", v["requests"]);
+        assert_eq!(f(&v, "requests.errors"), 0.0, "{}", v["errors_by_kind"]);
+        assert_eq!(f(t, "tls_handshake_ns.count"), 400.0, "{t}");
+        let (full, resumed) = (f(t, "handshakes_full"), f(t, "handshakes_resumed"));
+        assert_eq!(full + resumed, 400.0, "{t}");
+        let (nginx_resumed, nginx_full) = nginx_reuse(d.path());
+        assert_eq!(
+            (nginx_resumed as f64, nginx_full as f64),
+            (resumed, full),
+            "nginx's $ssl_session_reused against blaster's counts"
+        );
+        if resume.is_empty() {
+            assert_eq!(resumed, 0.0, "{t}");
+        } else {
+            // Binomial(400, 0.5), seeded: 4 standard deviations either side.
+            assert!((160.0..=240.0).contains(&resumed), "{t}");
+        }
+    }
+}
