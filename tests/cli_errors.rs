@@ -610,6 +610,69 @@ fn frame_proto_bad_inputs_are_usage_errors() {
     );
 }
 
+/// Issue 23 part 4: `--senders-per-room` outside 1..=room size, or listeners where
+/// they cannot join before the run (UDP, an aggregating sink, a ramp), or without
+/// frames: one line, exit 2.
+#[test]
+fn senders_per_room_bad_inputs_are_usage_errors() {
+    let base = [
+        "run",
+        "--target",
+        T,
+        "--workload",
+        "frames",
+        "--connections",
+        "20",
+        "--room-size",
+        "10",
+    ];
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--senders-per-room", "0"],
+            "--senders-per-room: must be between 1 and --room-size (10), got 0",
+        ),
+        (
+            &["--senders-per-room", "11"],
+            "--senders-per-room: must be between 1 and --room-size (10), got 11",
+        ),
+        (
+            &["--senders-per-room", "2", "--proto", "udp"],
+            "--senders-per-room: listeners join over TCP",
+        ),
+        (
+            &[
+                "--senders-per-room",
+                "2",
+                "--aggregate",
+                "--down-size",
+                "272",
+            ],
+            "--senders-per-room: --aggregate sends every member a downlink frame",
+        ),
+        (
+            &["--senders-per-room", "2", "--connect-rate", "100"],
+            "--senders-per-room: listeners join before the run starts",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let a: Vec<&str> = base.iter().chain(extra).copied().collect();
+        expect(&a, 2, needle);
+    }
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--senders-per-room",
+            "2",
+        ],
+        2,
+        "--senders-per-room need --workload frames",
+    );
+}
+
 /// Issue 21: a frames plan whose receive accounting cannot fit this machine's memory is
 /// refused before anything connects, with the bytes it needs and the bytes available,
 /// exit 1 (a host limit, as the descriptor check); it used to abort on allocation.

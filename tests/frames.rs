@@ -904,3 +904,81 @@ fn every_output_of_a_frames_run_shows_frames_not_request_latency() {
     }
     assert!(!page.contains("Latency percentiles over time"));
 }
+
+/// Issue 23 part 4: a live room of 2,000 members of which 2 send, against the
+/// built-in sink. Listeners plan nothing and join with a join frame the sink sends
+/// back, so every member hears every frame from frame 0; the accounting keeps a
+/// window per receiver and sender (2,000 x 2), which runs under an address-space
+/// limit that one per receiver and member (2,000 x 2,000 windows, 256 MB) does not.
+#[test]
+fn a_room_of_two_thousand_with_two_senders_runs_within_its_memory() {
+    const MEMBERS: u64 = 2000;
+    const SENDERS: u64 = 2;
+    const TICKS: u64 = 2000 / 50;
+    const AS_BYTES: u64 = 160 << 20;
+    let _l = load_lock();
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "2000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let members = MEMBERS.to_string();
+    let args = [
+        "run",
+        "--target",
+        &sink.addr,
+        "--workload",
+        "frames",
+        "--connections",
+        &members,
+        "--room-size",
+        &members,
+        "--senders-per-room",
+        "2",
+        "--tick",
+        "50ms",
+        "--duration",
+        "2s",
+        "--cores",
+        "0",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    on_a_quiet_host(
+        "a_room_of_two_thousand_with_two_senders_runs_within_its_memory",
+        &RATE_ON_CORES_0_1,
+        || {
+            let out = run_with_memory_limit(&args, AS_BYTES, Duration::from_secs(60));
+            assert!(
+                out.status.code().is_some_and(|c| c == 0 || c == 3),
+                "{:?}: {}",
+                out.status,
+                stderr(&out)
+            );
+            let v = read_json(&json);
+            let fr = &v["frames"];
+            // Deterministic: the plan and the joins.
+            assert_eq!(f(fr, "senders_per_room") as u64, SENDERS, "{fr}");
+            assert_eq!(f(fr, "planned") as u64, SENDERS * TICKS, "{fr}");
+            assert_eq!(f(fr, "join.joined") as u64, MEMBERS, "{fr}");
+            assert_eq!(f(fr, "expected") as u64, SENDERS * TICKS * (MEMBERS - 1));
+            assert!(
+                f(&v, "rate.intended_rps") <= (SENDERS * 20) as f64 + 0.5,
+                "{}",
+                v["rate"]
+            );
+            let exact = [
+                ("sent", f(fr, "sent") as u64, SENDERS * TICKS),
+                (
+                    "received",
+                    f(fr, "received") as u64,
+                    SENDERS * TICKS * (MEMBERS - 1),
+                ),
+                ("lost", f(fr, "lost") as u64, 0),
+                ("foreign", f(fr, "foreign") as u64, 0),
+                ("before_join", f(fr, "before_join") as u64, 0),
+            ];
+            timely(&v, &exact)
+        },
+    );
+    sink.stop();
+}

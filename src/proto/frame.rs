@@ -14,7 +14,7 @@
 //! | 0..4   | magic        | `BLFR`                                                      |
 //! | 4..8   | room         | the sender's room                                           |
 //! | 8..10  | member       | the sender's index in its room (aggregate: the receiver's)   |
-//! | 10..12 | flags        | bit 0: aggregate downlink frame                             |
+//! | 10..12 | flags        | bit 0: aggregate downlink frame; bit 1: join (see below)    |
 //! | 12..16 | entries      | aggregate: [`Entry`] records after the header; else 0       |
 //! | 16..24 | seq          | the tick index (aggregate: the server tick)                 |
 //! | 24..32 | intended_ns  | the planned send instant, on the sender's clock             |
@@ -33,6 +33,10 @@ pub const ENTRY_BYTES: usize = 24;
 pub const MAGIC: [u8; 4] = *b"BLFR";
 /// `flags` bit: an aggregate downlink frame.
 pub const FLAG_AGGREGATE: u16 = 1;
+/// `flags` bit: a join frame. A connection that may never send (a listener under
+/// `--senders-per-room`) opens with one: the sink puts it into the header's room,
+/// relays nothing, and answers with the same frame, the acknowledgement.
+pub const FLAG_JOIN: u16 = 2;
 /// Largest frame accepted (header and padding), so a corrupt length cannot make a
 /// reader wait for gigabytes.
 pub const FRAME_BYTES_MAX: usize = 64 * 1024;

@@ -21,10 +21,13 @@ pub struct FramesReport {
     pub tick_ns: u64,
     pub frame_bytes: usize,
     pub room_size: u64,
+    /// Members of each room that send (`--senders-per-room`; the room size without it):
+    /// the rest only listen.
+    pub senders_per_room: u64,
     pub rooms: u64,
     pub budget_ns: u64,
     pub echo_to_sender: bool,
-    /// Frames planned to be sent: every connection, every tick of the run.
+    /// Frames planned to be sent: every sending connection, every tick of the run.
     pub planned: u64,
     /// Frames put on the wire, and those due while their connection was down.
     pub sent: u64,
@@ -308,6 +311,7 @@ pub fn build(
         tick_ns: fp.grid.tick_ns,
         frame_bytes: fp.frame_size,
         room_size: fp.grid.room_size,
+        senders_per_room: fp.grid.senders_per_room(),
         rooms: fp.grid.rooms(),
         budget_ns: fp.budget_ns,
         echo_to_sender: fp.echo,
@@ -374,10 +378,19 @@ pub fn render(f: &FramesReport, w: &mut String) {
     let pct = |x: f64| format!("{:.3}%", x * 100.0);
     let _ = writeln!(
         w,
-        "frames: tick {} x {} B, rooms of {} ({} rooms), budget {}{}",
+        "frames: tick {} x {} B, rooms of {}{} ({} rooms), budget {}{}",
         fmt_ns(f.tick_ns),
         f.frame_bytes,
         f.room_size,
+        if f.senders_per_room < f.room_size {
+            format!(
+                " ({} senders, {} listeners each)",
+                f.senders_per_room,
+                f.room_size - f.senders_per_room
+            )
+        } else {
+            String::new()
+        },
         f.rooms,
         fmt_ns(f.budget_ns),
         if f.echo_to_sender {

@@ -98,9 +98,12 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             (1e9 / r).round().max(1.0) as u64
         }
     };
-    let spec = frame_spec(a, frame_size)?;
-    let joined_at_start = spec.kind != FrameProtoKind::Blaster;
-    let senders = senders_per_room(a, room_size, spec.kind)?;
+    let mut spec = frame_spec(a, frame_size)?;
+    let senders = senders_per_room(a, room_size)?;
+    // Listeners never send the first frame the built-in sink learns a member from:
+    // every connection joins with a join frame instead.
+    spec.join_frames = (senders as usize) < room_size;
+    let joined_at_start = spec.joins();
     let echo = match spec.kind.echo() {
         Echo::Always => true,
         Echo::Never | Echo::ServerDefined => a.work.echo_to_sender,
@@ -123,7 +126,9 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
 }
 
 /// `--senders-per-room K`: members 0..K of each room send; [`SENDERS_ALL`] without it.
-fn senders_per_room(a: &RunArgs, room_size: usize, kind: FrameProtoKind) -> Result<u64, PlanError> {
+/// Listeners join before the run (a subscription, or blaster's join frame), so they
+/// need TCP, relayed frames and no ramp.
+fn senders_per_room(a: &RunArgs, room_size: usize) -> Result<u64, PlanError> {
     let Some(k) = a.work.senders_per_room else {
         return Ok(SENDERS_ALL);
     };
@@ -133,13 +138,19 @@ fn senders_per_room(a: &RunArgs, room_size: usize, kind: FrameProtoKind) -> Resu
             format!("must be between 1 and --room-size ({room_size}), got {k}"),
         ));
     }
-    if kind == FrameProtoKind::Blaster && k < room_size {
-        return Err(err(
-            "senders-per-room",
-            "listeners need a server they join by subscribing (--frame-proto nats, mqtt, ws \
-             or resp): the built-in sink learns a member from its first frame, and a \
-             listener sends none",
-        ));
+    if k < room_size {
+        let refused = if a.work.proto != "tcp" {
+            Some("listeners join over TCP; --proto udp has no join")
+        } else if a.work.aggregate {
+            Some("--aggregate sends every member a downlink frame; it has no listeners")
+        } else if a.connect_rate.is_some() {
+            Some("listeners join before the run starts; --connect-rate ramps joins during it")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Err(err("senders-per-room", why));
+        }
     }
     Ok(k as u64)
 }

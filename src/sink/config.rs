@@ -23,9 +23,12 @@ pub const UDP_FIXED_REPLY_BYTES_MAX: usize = super::udp::UDP_REPLY_BYTES_MAX;
 pub const UDP_FIXED_REPLY_BYTES_MIN: usize = crate::proto::udp_header::HEADER_LEN;
 /// [`SinkConfig::default`]'s connection table size per core.
 pub const DEFAULT_CONNECTIONS_PER_CORE: usize = 1024;
-/// Largest broadcast room: relaying one frame costs a copy per member, and an
-/// aggregate downlink frame holds one entry per member.
-pub const ROOM_SIZE_MAX: usize = 1024;
+/// Largest broadcast room: the frame header's member index is 16 bits. Rooms of
+/// thousands are live rooms of a few speakers and many listeners
+/// (`--senders-per-room`); relaying one frame costs a queue append per member, and
+/// an aggregate room is bounded further by its downlink frame, which holds one
+/// entry per member.
+pub const ROOM_SIZE_MAX: usize = u16::MAX as usize;
 /// Shortest and longest aggregate server tick (as the generator's `--tick`).
 pub const TICK_MIN: Duration = Duration::from_millis(1);
 pub const TICK_MAX: Duration = Duration::from_secs(10);

@@ -39,8 +39,7 @@ use crate::engine::recorder::{FrameCounters, JoinFailures};
 use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
 use crate::proto::frame::{Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
 use crate::proto::frame_proto::{
-    CONTROL_BYTES_MAX, Control, Down, FrameProto, FrameProtoKind, Join, JoinError, JoinFailure,
-    Role,
+    CONTROL_BYTES_MAX, Control, Down, FrameProto, Join, JoinError, JoinFailure, Role,
 };
 use accounting::FrameBook;
 use crossbeam_channel::{Receiver, Sender};
@@ -230,7 +229,7 @@ impl<'p> FrameWorker<'p> {
         let udp = plan.transport != Transport::Tcp;
         let members = plan.connections;
         let spec = &plan.frames.as_ref().expect("checked above").spec;
-        let joins = spec.kind != FrameProtoKind::Blaster;
+        let joins = spec.joins();
         let first = plan.conn_offset as u64;
         // Sockets: one per connection, or a pair (`resp`: subscriber i, publisher
         // members + i).
@@ -1285,7 +1284,7 @@ mod tests {
         p.transport = Transport::Udp;
         p.frames = Some(FramePlan {
             spec: crate::proto::frame_proto::FrameSpec::new(
-                FrameProtoKind::Blaster,
+                crate::proto::frame_proto::FrameProtoKind::Blaster,
                 crate::proto::frame_proto::TOPIC_DEFAULT,
                 crate::proto::frame_proto::WS_PATH_DEFAULT,
                 "localhost",

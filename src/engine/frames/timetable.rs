@@ -110,6 +110,14 @@ impl FrameGrid {
         self.senders.min(self.room_size)
     }
 
+    /// Connections of the run that send: K per room (fewer in a short last room).
+    pub fn senders_total(&self) -> u64 {
+        let k = self.senders_per_room();
+        let full = self.connections / self.room_size;
+        let rest = self.connections % self.room_size;
+        full * k + rest.min(k)
+    }
+
     /// Whether frame `k` of `j` is on the timetable (from its start, before the end).
     #[inline]
     pub fn is_planned(&self, j: u64, k: u64, duration_ns: Nanos) -> bool {
@@ -355,6 +363,21 @@ mod tests {
         assert_eq!(cur.pop_due(999_999), None);
         assert_eq!(cur.pop_due(1_000_000), Some((0, 0, 1_000_000)));
         assert_eq!(cur.next_due(), Some(1_100_000));
+    }
+
+    #[test]
+    fn senders_total_counts_k_per_room_and_a_short_last_room() {
+        // Rooms of 4.
+        let grid = |connections, senders| FrameGrid {
+            connections,
+            senders,
+            room_size: 4,
+            ..GRID
+        };
+        assert_eq!(grid(10, SENDERS_ALL).senders_total(), 10);
+        assert_eq!(grid(10, 2).senders_total(), 2 + 2 + 2);
+        assert_eq!(grid(9, 2).senders_total(), 2 + 2 + 1);
+        assert_eq!(grid(6, 2).senders_total(), 2 + 2);
     }
 
     #[test]

@@ -191,6 +191,11 @@ pub struct FrameSpec {
     pub keepalive_s: u16,
     /// Bytes of each frame payload: the stamp and zero padding.
     pub frame_size: usize,
+    /// `blaster` only: each connection joins with a join frame the sink acknowledges
+    /// ([`crate::proto::frame::FLAG_JOIN`]), for rooms with listeners, which never
+    /// send the first frame the sink would learn them from. The other protocols
+    /// always join.
+    pub join_frames: bool,
 }
 
 /// Default subject/topic/channel template (dots separate NATS tokens; fine in MQTT
@@ -202,6 +207,11 @@ pub const WS_PATH_DEFAULT: &str = "/room/{room}";
 pub const KEEPALIVE_S_DEFAULT: u16 = 60;
 
 impl FrameSpec {
+    /// Whether connections join before they are up (see [`FrameSpec::join_frames`]).
+    pub fn joins(&self) -> bool {
+        self.kind != FrameProtoKind::Blaster || self.join_frames
+    }
+
     /// A validated spec: the templates must name `{room}`, the frame size hold a stamp.
     pub fn new(
         kind: FrameProtoKind,
@@ -220,6 +230,7 @@ impl FrameSpec {
             host: host.to_string(),
             keepalive_s: KEEPALIVE_S_DEFAULT,
             frame_size,
+            join_frames: false,
         })
     }
 }

@@ -10,7 +10,9 @@
 //! Rooms: a connection joins the room of its first frame's header, as that header's
 //! member (`rooms.rs`); a full room (or a full room table) refuses it, and the
 //! connection is closed. Later frames are relayed to the room it joined, whatever
-//! their header says. It leaves its room when it is torn down.
+//! their header says. It leaves its room when it is torn down. A join frame
+//! (`FLAG_JOIN`: a listener that may never send) joins the same way and is sent back
+//! to its sender alone, the acknowledgement; it is not a frame received.
 //!
 //! Sending: each frame, prefix included and unchanged, is appended to every other
 //! member's send queue (`send_queue.rs`; the sender's too with `echo_to_sender`); a
@@ -33,7 +35,8 @@ use std::time::{Duration, Instant};
 
 use super::Worker;
 use crate::proto::frame::{
-    self, Entry, FLAG_AGGREGATE, FRAME_BYTES_MAX, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES,
+    self, Entry, FLAG_AGGREGATE, FLAG_JOIN, FRAME_BYTES_MAX, FrameHeader, HEADER_BYTES,
+    LEN_PREFIX_BYTES,
 };
 use crate::sink::BroadcastConfig;
 use crate::sink::pending::Pending;
@@ -224,6 +227,16 @@ impl Worker {
                 }
                 Err(_) => return self.relay_refuse(index, false),
             }
+        }
+        if header.flags & FLAG_JOIN != 0 {
+            // A join frame (a listener's way in): acknowledged by sending it back,
+            // relayed to nobody.
+            if relay.queues.push(index, &[&relay.scratch[..len]]) {
+                relay.list(index);
+            } else {
+                relay.stats.relay_dropped += 1;
+            }
+            return true;
         }
         relay.stats.frames_received += 1;
         let room = relay.peers[index].room;
