@@ -358,11 +358,18 @@ pub struct WorkloadArgs {
 
     /// Frames: members 0..K of each room send a frame per tick, the others only
     /// listen (a live room: thousands of listeners, a few speakers); the receive
-    /// accounting grows with receivers x senders, not members squared. Needs a
-    /// --frame-proto whose members join by subscribing (nats, mqtt, ws, resp).
-    /// Default: every member sends.
+    /// accounting grows with receivers x senders, not members squared. Listeners join
+    /// before the run (a subscription; with the built-in sink, a join frame it sends
+    /// back). TCP only. Default: every member sends.
     #[arg(long)]
     pub senders_per_room: Option<usize>,
+    /// Frames: members carried by each connection (multiplexed streams, as a game
+    /// client's bots or a gateway's players): each has its own sequence and accounting,
+    /// one write per tick carries all of a connection's frames, and a room's members
+    /// sit on different connections. --connections counts sockets; the members are
+    /// --connections x M. Default: 1.
+    #[arg(long)]
+    pub members_per_connection: Option<usize>,
 
     /// Frames with --frame-proto ws: the request path of a room's WebSocket, with
     /// `{room}` for the room number. Default: `/room/{room}`.
