@@ -576,6 +576,12 @@ pub struct SinkArgs {
     #[arg(long)]
     pub room_size: Option<usize>,
 
+    /// Broadcast over TCP: the most rooms one connection joins, as many as the
+    /// generator's --members-per-connection (a connection joins the room of each
+    /// frame's header the first time it names it). Default: 1.
+    #[arg(long)]
+    pub members_per_connection: Option<usize>,
+
     /// Broadcast: relay a frame to its sender too (aggregate: the receiver's own
     /// frames are in its downlink frame). Default: off.
     #[arg(long)]

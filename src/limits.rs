@@ -219,3 +219,7 @@ pub const PLAN_GENERATORS_MAX: u64 = 1_000_000_000;
 /// Shard command lines a plan lists one by one (text and JSON); a larger fleet gets
 /// one command with `$SHARD` for the index, so the output does not grow with the fleet.
 pub const PLAN_SHARD_COMMANDS_LISTED_MAX: u64 = 8;
+
+/// Most `--members-per-connection`: a connection's tick is one write of M frames and
+/// its send region holds 4 ticks of them; seed 000's example multiplexes 100.
+pub const MEMBERS_PER_CONNECTION_MAX: usize = 1024;

@@ -390,7 +390,7 @@ fn bad_broadcast_sink_flags_are_one_line_usage_errors() {
     expect(
         &with(&["--room-size", "0"]),
         2,
-        "--room-size: must be between 1 and 1024, got 0",
+        "--room-size: must be between 1 and 65535, got 0",
     );
     expect(
         &with(&["--room-size", "10", "--aggregate", "--down-size", "271"]),
@@ -610,6 +610,78 @@ fn frame_proto_bad_inputs_are_usage_errors() {
     );
 }
 
+/// Issue 23 part 3: `--members-per-connection` of 0 or above its bound, or where a
+/// connection cannot carry several members (UDP, --aggregate, a WebSocket's one room
+/// path); the sink's flag likewise: one line, exit 2.
+#[test]
+fn members_per_connection_bad_inputs_are_usage_errors() {
+    let base = [
+        "run",
+        "--target",
+        T,
+        "--workload",
+        "frames",
+        "--connections",
+        "20",
+        "--room-size",
+        "10",
+    ];
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--members-per-connection", "0"],
+            "--members-per-connection: must be between 1 and 1024, got 0",
+        ),
+        (
+            &["--members-per-connection", "1025"],
+            "--members-per-connection: must be between 1 and 1024, got 1025",
+        ),
+        (
+            &["--members-per-connection", "2", "--proto", "udp"],
+            "--members-per-connection: carries several members on a TCP connection",
+        ),
+        (
+            &[
+                "--members-per-connection",
+                "2",
+                "--aggregate",
+                "--down-size",
+                "272",
+            ],
+            "--members-per-connection: --aggregate addresses one member per connection",
+        ),
+        (
+            &["--members-per-connection", "2", "--frame-proto", "ws"],
+            "--members-per-connection: a WebSocket is one room's path",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let a: Vec<&str> = base.iter().chain(extra).copied().collect();
+        expect(&a, 2, needle);
+    }
+    for (extra, needle) in [
+        (
+            &["--members-per-connection", "0"][..],
+            "--members-per-connection: must be between 1 and 1024, got 0",
+        ),
+        (
+            &["--members-per-connection", "2", "--udp"][..],
+            "--members-per-connection: needs TCP and relayed frames",
+        ),
+    ] {
+        let a: Vec<&str> = ["sink", "--mode", "broadcast", "--room-size", "10"]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect();
+        expect(&a, 2, needle);
+    }
+    expect(
+        &["sink", "--members-per-connection", "2"],
+        2,
+        "--members-per-connection: needs --mode broadcast",
+    );
+}
+
 /// Issue 23 part 4: `--senders-per-room` outside 1..=room size, or listeners where
 /// they cannot join before the run (UDP, an aggregating sink, a ramp), or without
 /// frames: one line, exit 2.
@@ -669,7 +741,7 @@ fn senders_per_room_bad_inputs_are_usage_errors() {
             "2",
         ],
         2,
-        "--senders-per-room need --workload frames",
+        "--senders-per-room and --members-per-connection need --workload frames",
     );
 }
 

@@ -982,3 +982,68 @@ fn a_room_of_two_thousand_with_two_senders_runs_within_its_memory() {
     );
     sink.stop();
 }
+
+/// Issue 23 part 3: 20 connections carrying 10 members each against the built-in
+/// sink. Member slot s of every connection is in a room of slot s, so each room's 10
+/// members are on 10 different connections and every relay crosses connections; each
+/// member has its own sequence and accounting, and one write per tick carries a
+/// connection's 10 frames.
+#[test]
+fn twenty_connections_of_ten_members_are_accounted_per_member() {
+    const CONNS: u64 = 20;
+    const M: u64 = 10;
+    const TICKS: u64 = 2000 / 20;
+    let _l = load_lock();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "10",
+        "--members-per-connection",
+        "10",
+    ]);
+    on_a_quiet_host(
+        "twenty_connections_of_ten_members_are_accounted_per_member",
+        &RATE_ON_CORES_0_1,
+        || {
+            let mut a = frames_args_with(&sink.addr, "20", "2s");
+            a.extend_from_slice(&["--members-per-connection", "10"]);
+            let v = run_report(&a, Duration::from_secs(60));
+            let fr = &v["frames"];
+            let planned = CONNS * M * TICKS;
+            // Each frame at the 9 other members of its room, less frame 0 of each member
+            // at the members that joined after it: 45 per room, 2 rooms per slot.
+            let expected = planned * 9 - 45 * 2 * M;
+            assert_eq!(f(fr, "members_per_connection") as u64, M, "{fr}");
+            assert_eq!(f(fr, "rooms") as u64, 2 * M, "{fr}");
+            assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
+            assert_eq!(f(fr, "expected") as u64, expected, "{fr}");
+            assert_eq!(f(fr, "join.joined") as u64, CONNS, "{fr}");
+            // One lag sample per write: a connection's tick.
+            assert_eq!(f(&v, "dispatch_lag_ns.count") as u64, CONNS * TICKS);
+            // Whatever the host's timing: no frame lands in another member's
+            // accounting, and every slot hears its rooms (a late host loses a few
+            // frames at the end, never a slot's worth).
+            assert_eq!(f(fr, "foreign") + f(fr, "duplicates"), 0.0, "{fr}");
+            assert!(f(fr, "received") > 0.9 * expected as f64, "{fr}");
+            let exact = [
+                ("sent", f(fr, "sent") as u64, planned),
+                ("received", f(fr, "received") as u64, expected),
+                ("lost", f(fr, "lost") as u64, 0),
+                ("before_join", f(fr, "before_join") as u64, 0),
+                (
+                    "retention_min < 1",
+                    u64::from(f(fr, "retention_min") < 1.0),
+                    0,
+                ),
+                (
+                    "fanout_complete",
+                    f(fr, "fanout_complete") as u64,
+                    planned - 2 * M,
+                ),
+            ];
+            timely(&v, &exact)
+        },
+    );
+    sink.stop();
+}

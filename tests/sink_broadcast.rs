@@ -765,3 +765,62 @@ fn udp_aggregate_sends_one_downlink_datagram_per_member_per_tick() {
         "{v}"
     );
 }
+
+/// `--members-per-connection 2`: connection A carries a member of room 1 and one of
+/// room 2, each with other room mates (B in room 1, C in room 2). Each frame goes to
+/// the room its header names: A's room-2 frame reaches C and not B. A third room on
+/// A is refused (the connection closed, counted).
+#[test]
+fn a_connection_of_several_members_is_in_each_of_their_rooms() {
+    let _l = load_lock();
+    let (_dir, json) = tmp_json();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "5",
+        "--members-per-connection",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut b = Member::connect(&sink.addr, 1, 1);
+    b.send(0);
+    let mut c = Member::connect(&sink.addr, 2, 1);
+    c.send(0);
+    let mut a = Member::connect(&sink.addr, 1, 0);
+    a.send(0); // joins room 1
+    assert_eq!(b.recv(), Some(tcp_frame(1, 0, 0, FRAME_BYTES)));
+    a.room = 2;
+    a.send(0); // joins room 2
+    assert_eq!(c.recv(), Some(tcp_frame(2, 0, 0, FRAME_BYTES)));
+    // Room mates' frames reach A by their rooms.
+    b.send(1);
+    c.send(1);
+    let mut got = [a.recv().unwrap(), a.recv().unwrap()];
+    got.sort();
+    let mut want = [
+        tcp_frame(1, 1, 1, FRAME_BYTES),
+        tcp_frame(2, 1, 1, FRAME_BYTES),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+    // A's next frame in room 2 goes to C only.
+    a.send(1);
+    assert_eq!(c.recv(), Some(tcp_frame(2, 0, 1, FRAME_BYTES)));
+    assert!(
+        b.quiet(Duration::from_millis(200)),
+        "a room-2 frame reached room 1"
+    );
+    // A third room is one too many.
+    a.room = 3;
+    a.send(0);
+    assert_eq!(
+        a.recv(),
+        None,
+        "the sink closes a connection past its rooms"
+    );
+    let v = sink_json(sink, &json);
+    assert_eq!(v["broadcast"]["joins"], 4, "{v}");
+    assert_eq!(v["broadcast"]["joins_refused"], 1, "{v}");
+}

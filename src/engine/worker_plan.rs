@@ -99,6 +99,9 @@ pub struct FramePlan {
     /// `--aggregate --down-size B`: the server sends each member one downlink frame
     /// of B bytes per server tick instead of relaying.
     pub down_size: Option<usize>,
+    /// `--members-per-connection M`: each connection carries M members, member slot s
+    /// in room `s x rooms + room` (see [`super::frames::accounting::MemberBooks`]).
+    pub members_per_connection: usize,
 }
 
 impl FramePlan {
@@ -109,6 +112,13 @@ impl FramePlan {
             self.grid.connections,
             self.grid.senders_per_room(),
         )
+        .saturating_mul(self.members_per_connection as u64)
+    }
+
+    /// The wire room id of room `room` for member slot `slot`.
+    #[inline]
+    pub fn wire_room(&self, slot: usize, room: u64) -> u32 {
+        (slot as u64 * self.grid.rooms() + room) as u32
     }
 }
 

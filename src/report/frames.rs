@@ -24,6 +24,9 @@ pub struct FramesReport {
     /// Members of each room that send (`--senders-per-room`; the room size without it):
     /// the rest only listen.
     pub senders_per_room: u64,
+    /// Members each connection carries (`--members-per-connection`, 1 without it);
+    /// `rooms` counts the rooms of every member slot.
+    pub members_per_connection: u64,
     pub rooms: u64,
     pub budget_ns: u64,
     pub echo_to_sender: bool,
@@ -312,7 +315,8 @@ pub fn build(
         frame_bytes: fp.frame_size,
         room_size: fp.grid.room_size,
         senders_per_room: fp.grid.senders_per_room(),
-        rooms: fp.grid.rooms(),
+        members_per_connection: fp.members_per_connection as u64,
+        rooms: fp.grid.rooms() * fp.members_per_connection as u64,
         budget_ns: fp.budget_ns,
         echo_to_sender: fp.echo,
         planned: t.planned,

@@ -612,12 +612,13 @@ fn rate(
             None => (Some(0.0), None),
         },
         None if a.concurrency.is_some() => (Some(0.0), None),
-        // Frames: one per sending connection per tick.
+        // Frames: one per sending member per tick.
         None if r.frames.is_some() => {
             let f = r.frames.expect("checked");
             let rps = check_rate(
                 "tick",
-                f.grid.senders_total() as f64 * 1e9 / f.grid.tick_ns as f64,
+                (f.grid.senders_total() * f.members_per_connection as u64) as f64 * 1e9
+                    / f.grid.tick_ns as f64,
             )?;
             let shape = RateShape::constant(rps).map_err(|m| err("tick", m))?;
             (Some(rps), Some(shape))

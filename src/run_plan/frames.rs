@@ -26,7 +26,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         || a.work.frame_proto.is_some()
         || a.work.frame_topic.is_some()
         || a.work.ws_path.is_some()
-        || a.work.senders_per_room.is_some();
+        || a.work.senders_per_room.is_some()
+        || a.work.members_per_connection.is_some();
     match a.work.workload.as_str() {
         "requests" => {
             if a.work.aggregate {
@@ -39,7 +40,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
                 return Err(err(
                     "workload",
                     "--tick, --frame-size, --room-size, --frame-budget, --echo-to-sender, --frame-proto, \
-                     --frame-topic, --ws-path and --senders-per-room need --workload frames",
+                     --frame-topic, --ws-path, --senders-per-room and --members-per-connection need \
+                     --workload frames",
                 ));
             }
             return Ok(None);
@@ -104,6 +106,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
     // every connection joins with a join frame instead.
     spec.join_frames = (senders as usize) < room_size;
     let joined_at_start = spec.joins();
+    let members_per_connection = members_per_connection(a, spec.kind, room_size)?;
     let echo = match spec.kind.echo() {
         Echo::Always => true,
         Echo::Never | Echo::ServerDefined => a.work.echo_to_sender,
@@ -122,7 +125,49 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         budget_ns,
         echo,
         down_size,
+        members_per_connection,
     }))
+}
+
+/// `--members-per-connection M`: 1 without it. Member slot s of each connection is in
+/// a room of slot s, so a connection joins M rooms: TCP, relayed frames, and a
+/// protocol that joins several rooms on one connection.
+fn members_per_connection(
+    a: &RunArgs,
+    kind: FrameProtoKind,
+    room_size: usize,
+) -> Result<usize, PlanError> {
+    let Some(m) = a.work.members_per_connection else {
+        return Ok(1);
+    };
+    if !(1..=MEMBERS_PER_CONNECTION_MAX).contains(&m) {
+        return Err(err(
+            "members-per-connection",
+            format!("must be between 1 and {MEMBERS_PER_CONNECTION_MAX}, got {m}"),
+        ));
+    }
+    let rooms = (a.connections as u64).div_ceil(room_size as u64);
+    if (m as u64).saturating_mul(rooms) > u64::from(u32::MAX) {
+        return Err(err(
+            "members-per-connection",
+            format!("{m} x {rooms} rooms is more rooms than a frame's 32-bit room id names"),
+        ));
+    }
+    if m > 1 {
+        let refused = if a.work.proto != "tcp" {
+            Some("carries several members on a TCP connection; --proto udp sends one per socket")
+        } else if a.work.aggregate {
+            Some("--aggregate addresses one member per connection")
+        } else if kind == FrameProtoKind::Ws {
+            Some("a WebSocket is one room's path (--ws-path), so it carries one member")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Err(err("members-per-connection", why));
+        }
+    }
+    Ok(m)
 }
 
 /// `--senders-per-room K`: members 0..K of each room send; [`SENDERS_ALL`] without it.

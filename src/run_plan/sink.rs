@@ -21,6 +21,7 @@ fn sink_broadcast(
     if mode != SinkMode::Broadcast {
         let given = [
             ("room-size", a.room_size.is_some()),
+            ("members-per-connection", a.members_per_connection.is_some()),
             ("echo-to-sender", a.echo_to_sender),
             ("aggregate", a.aggregate),
             ("down-size", a.down_size.is_some()),
@@ -108,8 +109,24 @@ fn sink_broadcast(
     } else {
         None
     };
+    let rooms_per_connection = a.members_per_connection.unwrap_or(1);
+    if !(1..=MEMBERS_PER_CONNECTION_MAX).contains(&rooms_per_connection) {
+        return Err(err(
+            "members-per-connection",
+            format!(
+                "must be between 1 and {MEMBERS_PER_CONNECTION_MAX}, got {rooms_per_connection}"
+            ),
+        ));
+    }
+    if rooms_per_connection > 1 && (a.udp || aggregate.is_some()) {
+        return Err(err(
+            "members-per-connection",
+            "needs TCP and relayed frames (not --udp, not --aggregate)",
+        ));
+    }
     Ok(Some(BroadcastConfig {
         room_size,
+        rooms_per_connection,
         echo_to_sender: a.echo_to_sender,
         aggregate,
     }))

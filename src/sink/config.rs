@@ -105,6 +105,8 @@ impl fmt::Display for SinkMode {
 pub struct BroadcastConfig {
     /// Most members per room (1..=[`ROOM_SIZE_MAX`]).
     pub room_size: usize,
+    /// Most rooms one TCP connection joins (the generator's members per connection).
+    pub rooms_per_connection: usize,
     /// Relay a frame to its sender too (aggregate: the receiver's own frames are in
     /// its downlink frame).
     pub echo_to_sender: bool,

@@ -418,6 +418,96 @@ impl FrameBook {
     }
 }
 
+/// The accounting of a worker whose connections carry M members each
+/// (`--members-per-connection`): member slot s of every connection is one copy of the
+/// one-member grid, its rooms numbered `s x rooms + room` on the wire, so a room's
+/// members sit on different connections and every slot has its own [`FrameBook`].
+pub struct MemberBooks {
+    books: Box<[FrameBook]>,
+    /// Rooms of one slot (the whole run's), the stride of the wire's room ids.
+    rooms: u64,
+}
+
+impl MemberBooks {
+    /// `members` books (slots) over the worker's `count` connections from `first`.
+    pub fn new(book: impl Fn() -> FrameBook, members: usize, rooms: u64) -> MemberBooks {
+        assert!(members >= 1 && rooms >= 1);
+        MemberBooks {
+            books: (0..members).map(|_| book()).collect(),
+            rooms,
+        }
+    }
+
+    /// The slot of wire room `room` and the room within it (`None`: no slot has it).
+    #[inline]
+    fn slot(&self, room: u32) -> Option<(usize, u32)> {
+        if self.books.len() == 1 {
+            return Some((0, room));
+        }
+        let (slot, within) = (u64::from(room) / self.rooms, u64::from(room) % self.rooms);
+        (slot < self.books.len() as u64).then_some((slot as usize, within as u32))
+    }
+
+    /// [`FrameBook::arrive`] in the slot the frame's room names; a room of no slot is
+    /// foreign.
+    #[inline]
+    pub fn arrive(
+        &mut self,
+        r: u32,
+        h: &FrameHeader,
+        at: Nanos,
+        hist: &mut Histograms,
+        n: &mut FrameCounters,
+    ) {
+        match self.slot(h.room) {
+            Some((slot, room)) => {
+                let h = FrameHeader { room, ..*h };
+                self.books[slot].arrive(r, &h, at, hist, n);
+            }
+            None => n.foreign += 1,
+        }
+    }
+
+    /// `--aggregate` (one member per connection): [`FrameBook::addressed_to`].
+    #[inline]
+    pub fn addressed_to(&self, r: u32, h: &FrameHeader) -> bool {
+        self.books[0].addressed_to(r, h)
+    }
+
+    /// `--aggregate` (one member per connection): [`FrameBook::carried`].
+    #[inline]
+    pub fn carried(
+        &mut self,
+        r: u32,
+        e: &Entry,
+        at: Nanos,
+        hist: &mut Histograms,
+        n: &mut FrameCounters,
+    ) -> bool {
+        self.books[0].carried(r, e, at, hist, n)
+    }
+
+    /// The slots' totals together; `per_receiver` slot by slot.
+    pub fn totals(&self) -> BookTotals {
+        let mut t = BookTotals::default();
+        for b in self.books.iter() {
+            let x = b.totals();
+            t.expected += x.expected;
+            t.received += x.received;
+            t.per_receiver.extend(x.per_receiver);
+            t.fanout_expected += x.fanout_expected;
+            t.fanout_complete += x.fanout_complete;
+            t.lost_at_end += x.lost_at_end;
+        }
+        t
+    }
+
+    /// Bytes the books' tables hold.
+    pub fn table_bytes(&self) -> u64 {
+        self.books.iter().map(FrameBook::table_bytes).sum()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,7 +41,7 @@ use crate::proto::frame::{Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
 use crate::proto::frame_proto::{
     CONTROL_BYTES_MAX, Control, Down, FrameProto, Join, JoinError, JoinFailure, Role,
 };
-use accounting::FrameBook;
+use accounting::{FrameBook, MemberBooks};
 use crossbeam_channel::{Receiver, Sender};
 use downlink::DownBook;
 use io_uring::{opcode, types};
@@ -58,6 +58,9 @@ const RECV_BYTES_MIN: usize = 2048;
 /// Smallest receive region of a connection speaking a server's protocol: the join's
 /// answers (a NATS `INFO` line, an HTTP 101 response) must fit whole.
 const RECV_BYTES_MIN_JOIN: usize = 8192;
+/// Largest receive region: a connection of many members gets up to a tick of their
+/// relayed frames in one receive, within this.
+const RECV_BYTES_MAX: usize = 64 * 1024;
 /// Room for a protocol's envelope around each relayed payload in the receive region
 /// (a NATS `MSG` line, a Redis array header, a WebSocket frame header).
 const ENVELOPE_BYTES: usize = 512;
@@ -141,7 +144,13 @@ struct FrameWorker<'p> {
     ring: Ring,
     conns: Box<[Conn]>,
     cursor: FrameCursor,
-    book: FrameBook,
+    book: MemberBooks,
+    /// `--members-per-connection`: members (frames per tick) each connection carries.
+    slots: usize,
+    /// The stamps of one send ([`SEND_FRAMES`] ticks x `slots`), written per send.
+    stamps: Box<[FrameHeader]>,
+    /// The wire rooms a connection joins, one per slot, written per join.
+    join_rooms: Vec<u32>,
     /// `--aggregate`: the downlink frames' accounting.
     down: Option<DownBook>,
     /// Per connection [`SEND_FRAMES`] frames (TCP: each after its length prefix),
@@ -246,13 +255,14 @@ impl<'p> FrameWorker<'p> {
                 FrameProto::new(spec, role, id, plan.seed ^ id)
             })
             .collect();
+        let slots = fp.members_per_connection;
         let wire_len = fp.frame_size + if udp { 0 } else { LEN_PREFIX_BYTES };
         // TCP: up to SEND_FRAMES messages of the adapter per send (their envelopes
         // written per send); UDP: one bare frame per datagram.
         let send_stride = if udp {
             wire_len
         } else {
-            codecs[0].uplink_bytes_max(SEND_FRAMES)
+            codecs[0].uplink_bytes_max(SEND_FRAMES * slots)
         };
         let send_buf = vec![0u8; n * send_stride];
         // What arrives: relayed frames, or downlink frames of --down-size.
@@ -260,9 +270,9 @@ impl<'p> FrameWorker<'p> {
         let recv_stride = if udp {
             in_len.max(RECV_BYTES_MIN)
         } else if joins {
-            (2 * (in_len + ENVELOPE_BYTES)).max(RECV_BYTES_MIN_JOIN)
+            (2 * (in_len + ENVELOPE_BYTES) * slots).clamp(RECV_BYTES_MIN_JOIN, RECV_BYTES_MAX)
         } else {
-            (2 * (in_len + LEN_PREFIX_BYTES)).max(RECV_BYTES_MIN)
+            (2 * (in_len + LEN_PREFIX_BYTES) * slots).clamp(RECV_BYTES_MIN, RECV_BYTES_MAX)
         };
         let ctl = (0..if joins { n } else { 0 })
             .map(|_| Ctl {
@@ -300,21 +310,28 @@ impl<'p> FrameWorker<'p> {
             ]
             .into_boxed_slice(),
             cursor: FrameCursor::new(fp.grid, first, members as u64, plan.duration_ns),
-            book: {
-                let b = FrameBook::new(
-                    fp.grid,
-                    first,
-                    members,
-                    fp.echo,
-                    fp.budget_ns,
-                    plan.duration_ns,
-                );
-                if fp.down_size.is_some() {
-                    b.aggregated()
-                } else {
-                    b
-                }
-            },
+            book: MemberBooks::new(
+                || {
+                    let b = FrameBook::new(
+                        fp.grid,
+                        first,
+                        members,
+                        fp.echo,
+                        fp.budget_ns,
+                        plan.duration_ns,
+                    );
+                    if fp.down_size.is_some() {
+                        b.aggregated()
+                    } else {
+                        b
+                    }
+                },
+                slots,
+                fp.grid.rooms(),
+            ),
+            slots,
+            stamps: vec![FrameHeader::default(); SEND_FRAMES * slots].into_boxed_slice(),
+            join_rooms: Vec::with_capacity(slots),
             down: fp
                 .down_size
                 .map(|_| DownBook::new(fp.grid, first, members, fp.budget_ns, plan.duration_ns)),
@@ -470,9 +487,9 @@ impl<'p> FrameWorker<'p> {
         if self.joins {
             conn.joining = true;
             self.joining += 1;
-            let (room, _) = self.room_member(c);
+            self.set_join_rooms(c);
             let ctl = &mut self.ctl[c as usize];
-            self.codecs[c as usize].join_start(&[room], &mut ctl.next);
+            self.codecs[c as usize].join_start(&self.join_rooms, &mut ctl.next);
             self.flush_ctl(c);
         } else {
             self.joined(c, self.clock.ticks());
@@ -501,7 +518,16 @@ impl<'p> FrameWorker<'p> {
         self.out.hist.frame_join.saturating_record(took.max(1));
     }
 
-    /// (room, member) of local connection `c`.
+    /// The wire rooms connection `c` joins, one per member slot, into `join_rooms`.
+    fn set_join_rooms(&mut self, c: u32) {
+        let (room, _) = self.room_member(c);
+        let fp = &self.fp;
+        self.join_rooms.clear();
+        self.join_rooms
+            .extend((0..self.slots).map(|s| fp.wire_room(s, u64::from(room))));
+    }
+
+    /// (room, member) of local connection `c` (slot 0's room).
     fn room_member(&self, c: u32) -> (u32, u16) {
         let (room, member) = self
             .fp
@@ -686,12 +712,12 @@ impl<'p> FrameWorker<'p> {
         let mut n = 0;
         while let Some((c, k, intended)) = self.cursor.pop_due(now) {
             n += 1;
-            self.out.counters.dispatched += 1;
+            self.out.counters.dispatched += self.slots as u64;
             self.out.counters.note_dispatch(intended, now);
             self.out.hist.dispatch_lag.saturating_record(now - intended);
             let s = self.sender(c);
             if !self.conns[s as usize].up {
-                self.out.counters.frames.not_sent += 1;
+                self.out.counters.frames.not_sent += self.slots as u64;
                 continue;
             }
             if let Some(d) = self.down.as_mut() {
@@ -709,8 +735,8 @@ impl<'p> FrameWorker<'p> {
         n
     }
 
-    /// Sends connection `c`'s waiting frames (TCP: up to [`SEND_FRAMES`] in one send;
-    /// UDP: one datagram).
+    /// Sends connection `c`'s waiting frames (TCP: up to [`SEND_FRAMES`] ticks of its
+    /// members' frames in one send, tick by tick, slot by slot; UDP: one datagram).
     fn send_pending(&mut self, c: u32) {
         let g = self.fp.grid;
         let gj = self.plan.conn_offset as u64 + u64::from(self.member(c));
@@ -718,33 +744,41 @@ impl<'p> FrameWorker<'p> {
         let conn = &mut self.conns[c as usize];
         let count = (conn.pend as usize).min(if self.udp { 1 } else { SEND_FRAMES });
         let base = c as usize * self.send_stride;
-        let mut stamps = [FrameHeader::default(); SEND_FRAMES];
-        for (i, st) in stamps[..count].iter_mut().enumerate() {
+        let slots = self.slots;
+        for i in 0..count {
             let k = conn.pend_k + i as u64;
-            *st = FrameHeader {
-                room,
-                member,
-                flags: 0,
-                entries: 0,
-                seq: k,
-                intended_ns: g.intended_ns(gj, k),
-            };
+            let intended_ns = g.intended_ns(gj, k);
+            for (s, st) in self.stamps[i * slots..(i + 1) * slots]
+                .iter_mut()
+                .enumerate()
+            {
+                *st = FrameHeader {
+                    room: self.fp.wire_room(s, u64::from(room)),
+                    member,
+                    flags: 0,
+                    entries: 0,
+                    seq: k,
+                    intended_ns,
+                };
+            }
         }
+        let stamps = &self.stamps[..count * slots];
         let len = if self.udp {
             stamps[0].encode(self.send_buf.region_mut(base..base + HEADER_BYTES));
             self.wire_len
         } else {
             let region = self.send_buf.region_mut(base..base + self.send_stride);
-            self.codecs[c as usize].encode_uplink(&stamps[..count], region)
+            self.codecs[c as usize].encode_uplink(stamps, region)
         };
         conn.pend_k += count as u64;
         conn.pend -= count as u32;
         conn.sending = true;
         conn.send_off = 0;
         conn.send_len = len as u32;
-        conn.send_frames = count as u32;
-        self.out.counters.sent += count as u64;
-        self.out.counters.frames.sent += count as u64;
+        let frames = count * slots;
+        conn.send_frames = frames as u32;
+        self.out.counters.sent += frames as u64;
+        self.out.counters.frames.sent += frames as u64;
         self.push_send(c);
     }
 
@@ -930,10 +964,10 @@ impl<'p> FrameWorker<'p> {
     /// once joined (the bytes after `n` are downlink bytes); `None` while pending (the
     /// rest kept, the receive armed again) or failed (the connection closed).
     fn feed_join(&mut self, c: u32, base: usize, end: usize) -> Option<usize> {
-        let (room, _) = self.room_member(c);
+        self.set_join_rooms(c);
         let bytes = self.recv_buf.region(base..base + end);
         let out = &mut self.ctl[c as usize].next;
-        match self.codecs[c as usize].join_feed(&[room], bytes, out) {
+        match self.codecs[c as usize].join_feed(&self.join_rooms, bytes, out) {
             Join::Joined { consumed } => {
                 self.flush_ctl(c);
                 self.joined(c, self.clock.ticks());
@@ -1177,7 +1211,7 @@ impl Hooks for FrameWorker<'_> {
             if conn.up {
                 conn.uptime += stopped.saturating_sub(conn.up_since.min(stopped));
             }
-            self.out.counters.frames.not_sent += u64::from(conn.pend);
+            self.out.counters.frames.not_sent += u64::from(conn.pend) * self.slots as u64;
             conn.pend = 0;
         }
         let mut book = self.book.totals();
@@ -1199,7 +1233,8 @@ impl Hooks for FrameWorker<'_> {
         let grid = self.fp.grid;
         let planned = (first..first + n)
             .map(|j| grid.planned(j, self.plan.duration_ns))
-            .sum();
+            .sum::<u64>()
+            * self.slots as u64;
         self.set_active();
         WorkerTotals {
             core: self.plan.core,
@@ -1226,11 +1261,12 @@ impl Hooks for FrameWorker<'_> {
                 fanout_expected: book.fanout_expected,
                 fanout_complete: book.fanout_complete,
                 // A member's residency is its receiving socket's.
-                uptime_ns: self.conns[..self.members]
-                    .iter()
-                    .map(|c| c.uptime)
+                // Slot by slot, as `per_receiver`.
+                uptime_ns: (0..self.slots)
+                    .flat_map(|_| self.conns[..self.members].iter().map(|c| c.uptime))
                     .collect(),
-                span_ns: (first..first + n)
+                span_ns: (0..self.slots)
+                    .flat_map(|_| first..first + n)
                     .map(|j| stopped.saturating_sub(grid.joined_ns(j)))
                     .collect(),
                 reconnects: self.reconnects,
@@ -1249,7 +1285,7 @@ impl Hooks for FrameWorker<'_> {
 /// frames of one server tick. Anything else is foreign.
 #[inline]
 fn deliver(
-    book: &mut FrameBook,
+    book: &mut MemberBooks,
     down: Option<&mut DownBook>,
     c: u32,
     bytes: &[u8],
@@ -1303,6 +1339,7 @@ mod tests {
             budget_ns: 20_000_000,
             echo: false,
             down_size: None,
+            members_per_connection: 1,
         });
         p
     }

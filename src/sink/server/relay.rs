@@ -10,7 +10,9 @@
 //! Rooms: a connection joins the room of its first frame's header, as that header's
 //! member (`rooms.rs`); a full room (or a full room table) refuses it, and the
 //! connection is closed. Later frames are relayed to the room it joined, whatever
-//! their header says. It leaves its room when it is torn down. A join frame
+//! their header says. With `--members-per-connection M` a connection joins the room
+//! of each frame whose room it has not named before, up to M rooms (one more is
+//! refused), and each frame goes to the room its header names. It leaves its room when it is torn down. A join frame
 //! (`FLAG_JOIN`: a listener that may never send) joins the same way and is sent back
 //! to its sender alone, the acknowledgement; it is not a frame received.
 //!
@@ -76,6 +78,14 @@ pub(super) struct Relay {
     rooms: Rooms,
     pub(super) queues: SendQueues,
     peers: Box<[Peer]>,
+    /// Per connection slot, the rooms it joined (`rooms_per_connection` entries each:
+    /// room id from the header, and the table's slot), and how many.
+    peer_rooms: Box<[(u32, RoomSlot)]>,
+    peer_nrooms: Box<[u16]>,
+    /// Per connection slot, where the last frame's room was found in its list (the
+    /// next frame's is usually the one after: a connection sends its members' frames
+    /// in slot order).
+    peer_hint: Box<[u16]>,
     /// One whole frame (prefix included), or one downlink frame being built.
     scratch: Box<[u8]>,
     /// Slots with bytes queued since the last flush; `listed` marks them.
@@ -93,7 +103,9 @@ pub(super) struct Relay {
 
 impl Relay {
     pub(super) fn new(cfg: BroadcastConfig, slots: usize, started: Instant) -> Relay {
-        let rooms_max = (slots.div_ceil(cfg.room_size) + ROOMS_SPARE).min(slots);
+        let per = cfg.rooms_per_connection;
+        let memberships = slots * per;
+        let rooms_max = (memberships.div_ceil(cfg.room_size) + ROOMS_SPARE).min(memberships);
         let (entries_max, tick, down) = match cfg.aggregate {
             Some(a) => (
                 (a.down_size - HEADER_BYTES) / frame::ENTRY_BYTES,
@@ -107,6 +119,9 @@ impl Relay {
             rooms: Rooms::new(rooms_max, cfg.room_size),
             queues: SendQueues::new(slots),
             peers: vec![Peer::NONE; slots].into_boxed_slice(),
+            peer_rooms: vec![(0, NO_ROOM); memberships].into_boxed_slice(),
+            peer_nrooms: vec![0; slots].into_boxed_slice(),
+            peer_hint: vec![0; slots].into_boxed_slice(),
             scratch: vec![0; LEN_PREFIX_BYTES + FRAME_BYTES_MAX.max(down)].into_boxed_slice(),
             ready: Vec::with_capacity(slots),
             listed: vec![false; slots].into_boxed_slice(),
@@ -126,6 +141,52 @@ impl Relay {
         }
     }
 
+    /// The table slot of room `id` when connection `index` has joined it: its list
+    /// searched from the slot after the last one found.
+    #[inline]
+    fn room_of(&mut self, index: usize, id: u32) -> Option<RoomSlot> {
+        let per = self.cfg.rooms_per_connection;
+        let n = self.peer_nrooms[index] as usize;
+        let list = &self.peer_rooms[index * per..index * per + n];
+        if per == 1 {
+            // One room per connection: later frames go to the room it joined,
+            // whatever their header says.
+            return list.first().map(|&(_, room)| room);
+        }
+        let hint = self.peer_hint[index] as usize;
+        for step in 0..n {
+            let i = (hint + step) % n;
+            if list[i].0 == id {
+                self.peer_hint[index] = ((i + 1) % per.max(1)) as u16;
+                return Some(list[i].1);
+            }
+        }
+        None
+    }
+
+    /// Connection `index` joins the room of `header` (its first frame naming it);
+    /// `None` when the room is full, the table is, or the connection has joined
+    /// `rooms_per_connection` rooms already.
+    fn join(&mut self, index: usize, header: &FrameHeader) -> Option<RoomSlot> {
+        let per = self.cfg.rooms_per_connection;
+        let n = self.peer_nrooms[index] as usize;
+        if n == per {
+            return None;
+        }
+        let room = self
+            .rooms
+            .join(header.room, header.member, index as u32)
+            .ok()?;
+        self.peer_rooms[index * per + n] = (header.room, room);
+        self.peer_nrooms[index] += 1;
+        if n == 0 {
+            self.peers[index].room = room;
+            self.peers[index].member = header.member;
+        }
+        self.stats.joins += 1;
+        Some(room)
+    }
+
     /// The next server tick, when aggregating.
     pub(super) fn next_tick(&self) -> Option<Instant> {
         self.cfg.aggregate.map(|_| self.next_tick_at)
@@ -141,6 +202,8 @@ impl Worker {
     pub(super) fn relay_accept(&mut self, index: usize) {
         if let Some(r) = self.relay.as_mut() {
             r.peers[index] = Peer::NONE;
+            r.peer_nrooms[index] = 0;
+            r.peer_hint[index] = 0;
         }
     }
 
@@ -218,16 +281,13 @@ impl Worker {
     /// room if needed, then relays the frame or records it for the tick.
     fn relay_frame(&mut self, index: usize, header: FrameHeader, len: usize) -> bool {
         let relay = self.relay.as_mut().expect("broadcast mode has a relay");
-        if relay.peers[index].room == NO_ROOM {
-            match relay.rooms.join(header.room, header.member, index as u32) {
-                Ok(room) => {
-                    relay.peers[index].room = room;
-                    relay.peers[index].member = header.member;
-                    relay.stats.joins += 1;
-                }
-                Err(_) => return self.relay_refuse(index, false),
-            }
-        }
+        let room = match relay.room_of(index, header.room) {
+            Some(room) => room,
+            None => match relay.join(index, &header) {
+                Some(room) => room,
+                None => return self.relay_refuse(index, false),
+            },
+        };
         if header.flags & FLAG_JOIN != 0 {
             // A join frame (a listener's way in): acknowledged by sending it back,
             // relayed to nobody.
@@ -239,7 +299,6 @@ impl Worker {
             return true;
         }
         relay.stats.frames_received += 1;
-        let room = relay.peers[index].room;
         if relay.cfg.aggregate.is_some() {
             let e = Entry {
                 member: relay.peers[index].member,
@@ -274,10 +333,15 @@ impl Worker {
         let Some(relay) = self.relay.as_mut() else {
             return;
         };
-        let peer = relay.peers[index];
-        if peer.room != NO_ROOM && relay.rooms.leave(peer.room, index as u32) {
-            relay.pending.clear(peer.room as usize);
+        let per = relay.cfg.rooms_per_connection;
+        for i in 0..relay.peer_nrooms[index] as usize {
+            let (_, room) = relay.peer_rooms[index * per + i];
+            if relay.rooms.leave(room, index as u32) {
+                relay.pending.clear(room as usize);
+            }
         }
+        relay.peer_nrooms[index] = 0;
+        relay.peer_hint[index] = 0;
         relay.peers[index] = Peer::NONE;
         relay.queues.abandon(index);
     }
