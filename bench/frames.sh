@@ -4,6 +4,8 @@
 # p99 within one tick and the run valid; client CPU per frame received against the
 # issue's 300 ns budget. Not a timed test; run under `flock /work/bench.lock`.
 # Usage: bench/frames.sh [CONNECTIONS...]   (release build; DUR seconds each, default 10)
+# MEMBERS=M: each connection carries M members (--members-per-connection, the sink too):
+# the frames per second are then CONNECTIONS x M x 30 up, and 9 times that down.
 # SERVER=nats: against nats-server on core 1 instead (`--frame-proto nats`), with the
 # server's CPU (user + system, from /proc) beside each step: server_cpu is its share of
 # one core over the run, server_ns/msg its CPU per message it delivered.
@@ -13,6 +15,7 @@
 DUR=${DUR:-10}
 source "$(dirname "$0")/lib.sh"
 CONNS=${*:-1000 2000 4000 8000}
+MEMBERS=${MEMBERS:-1}
 PORT=$(free_port)
 PROTO=()
 if [ "${SERVER:-}" = nats ]; then
@@ -20,7 +23,8 @@ if [ "${SERVER:-}" = nats ]; then
   taskset -c 1 nats-server -a 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
   PROTO=(--frame-proto nats)
 else
-  taskset -c 1 "$B" sink --listen 127.0.0.1:$PORT --cores 1 --mode broadcast --room-size 10 >/dev/null 2>&1 &
+  taskset -c 1 "$B" sink --listen 127.0.0.1:$PORT --cores 1 --mode broadcast --room-size 10 \
+      --members-per-connection "$MEMBERS" >/dev/null 2>&1 &
 fi
 SERVER_PID=$!
 PIDS+=($SERVER_PID)
@@ -30,10 +34,12 @@ frames_run() { # N JSON [WRAPPER...]
     local n=$1 json=$2; shift 2
     "$@" "$B" run --target 127.0.0.1:$PORT --cores 0 --workload frames --tick 33ms \
         --frame-size 50 --connections "$n" --room-size 10 --duration ${DUR}s --quiet \
+        --members-per-connection "$MEMBERS" \
         "${PROTO[@]}" --json "$json" >/dev/null 2>&1 || true
 }
 # The server's CPU so far, in clock ticks (user + system).
 server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
+echo "members per connection: $MEMBERS"
 printf "%-8s %-10s %-10s %-12s %-10s %-9s %-8s %-13s %-11s %-12s %-10s %s\n" conns up_fps down_fps dev_p99_ms lag_p99_ms retention valid ns/frame_recv ns/frame cpu_basis server_cpu server_ns/msg
 for n in $CONNS; do
   t0=$(server_ticks); w0=$(date +%s.%N)

@@ -15,8 +15,11 @@
 //! until the stale completion ([`SendQueues::sent`] with the whole in-flight length)
 //! releases it. Bytes under a send are therefore never rewritten while it runs.
 
-/// Bytes of one connection's send queue.
+/// Bytes of one connection's send queue (of one member's: a connection of M members
+/// gets M times this, up to [`QUEUE_BYTES_MAX`]).
 pub(crate) const QUEUE_BYTES: usize = 16 * 1024;
+/// Most bytes of one connection's send queue.
+pub(crate) const QUEUE_BYTES_MAX: usize = 256 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Queue {
@@ -31,13 +34,18 @@ struct Queue {
 pub(crate) struct SendQueues {
     bytes: Box<[u8]>,
     queues: Box<[Queue]>,
+    /// Bytes of each slot's queue.
+    cap: usize,
 }
 
 impl SendQueues {
-    pub(crate) fn new(slots: usize) -> SendQueues {
+    /// Queues of `cap` bytes per slot, a power of two (positions wrap at 2^32).
+    pub(crate) fn with_capacity(slots: usize, cap: usize) -> SendQueues {
+        assert!(cap.is_power_of_two() && cap <= QUEUE_BYTES_MAX);
         SendQueues {
-            bytes: vec![0; slots * QUEUE_BYTES].into_boxed_slice(),
+            bytes: vec![0; slots * cap].into_boxed_slice(),
             queues: vec![Queue::default(); slots].into_boxed_slice(),
+            cap,
         }
     }
 
@@ -51,17 +59,17 @@ impl SendQueues {
     /// does not fit.
     pub(crate) fn push(&mut self, slot: usize, parts: &[&[u8]]) -> bool {
         let n: usize = parts.iter().map(|p| p.len()).sum();
-        if n > QUEUE_BYTES - self.queued(slot) {
+        if n > self.cap - self.queued(slot) {
             return false;
         }
         let q = &mut self.queues[slot];
-        let ring = &mut self.bytes[slot * QUEUE_BYTES..(slot + 1) * QUEUE_BYTES];
-        let mut at = q.tail as usize % QUEUE_BYTES;
+        let ring = &mut self.bytes[slot * self.cap..(slot + 1) * self.cap];
+        let mut at = q.tail as usize % self.cap;
         for part in parts {
-            let first = part.len().min(QUEUE_BYTES - at);
+            let first = part.len().min(self.cap - at);
             ring[at..at + first].copy_from_slice(&part[..first]);
             ring[..part.len() - first].copy_from_slice(&part[first..]);
-            at = (at + part.len()) % QUEUE_BYTES;
+            at = (at + part.len()) % self.cap;
         }
         q.tail = q.tail.wrapping_add(n as u32);
         true
@@ -76,10 +84,10 @@ impl SendQueues {
         if q.inflight > 0 || queued == 0 {
             return None;
         }
-        let at = q.head as usize % QUEUE_BYTES;
-        let len = queued.min(QUEUE_BYTES - at);
+        let at = q.head as usize % self.cap;
+        let len = queued.min(self.cap - at);
         q.inflight = len as u32;
-        Some((self.bytes[slot * QUEUE_BYTES + at..].as_ptr(), len))
+        Some((self.bytes[slot * self.cap + at..].as_ptr(), len))
     }
 
     /// The send in flight on `slot` ended having sent `n` bytes (at most its length;
@@ -119,7 +127,7 @@ mod tests {
 
     #[test]
     fn frames_go_out_in_order_across_the_wrap() {
-        let mut q = SendQueues::new(2);
+        let mut q = SendQueues::with_capacity(2, QUEUE_BYTES);
         let a = vec![1u8; QUEUE_BYTES - 10];
         assert!(q.push(1, &[&a]));
         assert_eq!(take(&mut q, 1), a);
@@ -136,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_frame_that_does_not_fit_is_refused_whole() {
-        let mut q = SendQueues::new(1);
+        let mut q = SendQueues::with_capacity(1, QUEUE_BYTES);
         assert!(q.push(0, &[&[7; QUEUE_BYTES - 5]]));
         assert!(!q.push(0, &[&[8; 6]]));
         assert_eq!(q.queued(0), QUEUE_BYTES - 5);
@@ -146,7 +154,7 @@ mod tests {
 
     #[test]
     fn one_send_at_a_time_and_partial_sends_resume() {
-        let mut q = SendQueues::new(1);
+        let mut q = SendQueues::with_capacity(1, QUEUE_BYTES);
         q.push(0, &[b"abcdef"]);
         let (_, len) = q.begin_send(0).unwrap();
         assert_eq!(len, 6);
@@ -158,7 +166,7 @@ mod tests {
 
     #[test]
     fn an_abandoned_queue_keeps_the_in_flight_bytes_until_their_completion() {
-        let mut q = SendQueues::new(1);
+        let mut q = SendQueues::with_capacity(1, QUEUE_BYTES);
         q.push(0, &[b"old-in-flight"]);
         let (ptr, len) = q.begin_send(0).unwrap();
         q.push(0, &[b"old-queued"]);

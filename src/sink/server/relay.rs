@@ -43,7 +43,7 @@ use crate::proto::frame::{
 use crate::sink::BroadcastConfig;
 use crate::sink::pending::Pending;
 use crate::sink::rooms::{RoomSlot, Rooms};
-use crate::sink::send_queue::SendQueues;
+use crate::sink::send_queue::{QUEUE_BYTES, QUEUE_BYTES_MAX, SendQueues};
 use crate::sink::stats::BroadcastStats;
 use crate::sink::token::Token;
 
@@ -117,7 +117,11 @@ impl Relay {
         Relay {
             cfg,
             rooms: Rooms::new(rooms_max, cfg.room_size),
-            queues: SendQueues::new(slots),
+            // A connection of M members hears M rooms: M times the queue.
+            queues: SendQueues::with_capacity(
+                slots,
+                (QUEUE_BYTES * per).next_power_of_two().min(QUEUE_BYTES_MAX),
+            ),
             peers: vec![Peer::NONE; slots].into_boxed_slice(),
             peer_rooms: vec![(0, NO_ROOM); memberships].into_boxed_slice(),
             peer_nrooms: vec![0; slots].into_boxed_slice(),
