@@ -272,7 +272,9 @@ impl<'p> FrameWorker<'p> {
         } else if joins {
             (2 * (in_len + ENVELOPE_BYTES) * slots).clamp(RECV_BYTES_MIN_JOIN, RECV_BYTES_MAX)
         } else {
-            (2 * (in_len + LEN_PREFIX_BYTES) * slots).clamp(RECV_BYTES_MIN, RECV_BYTES_MAX)
+            // A tick's relayed frames in one receive: M members' room mates.
+            let heard = slots * (fp.grid.room_size as usize).saturating_sub(1).max(2);
+            ((in_len + LEN_PREFIX_BYTES) * heard).clamp(RECV_BYTES_MIN, RECV_BYTES_MAX)
         };
         let ctl = (0..if joins { n } else { 0 })
             .map(|_| Ctl {
