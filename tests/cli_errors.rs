@@ -610,11 +610,9 @@ fn frame_proto_bad_inputs_are_usage_errors() {
     );
 }
 
-/// Issue 23 part 3: `--members-per-connection` of 0 or above its bound, or where a
-/// connection cannot carry several members (UDP, --aggregate, a WebSocket's one room
-/// path); the sink's flag likewise: one line, exit 2.
-#[test]
-fn members_per_connection_bad_inputs_are_usage_errors() {
+/// Each (extra flags, expected line) on a frames run of 20 connections in rooms of 10:
+/// one line, exit 2.
+fn expect_frames_usage(cases: &[(&[&str], &str)]) {
     let base = [
         "run",
         "--target",
@@ -626,6 +624,17 @@ fn members_per_connection_bad_inputs_are_usage_errors() {
         "--room-size",
         "10",
     ];
+    for (extra, needle) in cases {
+        let a: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+        expect(&a, 2, needle);
+    }
+}
+
+/// Issue 23 part 3: `--members-per-connection` of 0 or above its bound, or where a
+/// connection cannot carry several members (UDP, --aggregate, a WebSocket's one room
+/// path); the sink's flag likewise: one line, exit 2.
+#[test]
+fn members_per_connection_bad_inputs_are_usage_errors() {
     let cases: [(&[&str], &str); 5] = [
         (
             &["--members-per-connection", "0"],
@@ -654,10 +663,7 @@ fn members_per_connection_bad_inputs_are_usage_errors() {
             "--members-per-connection: a WebSocket is one room's path",
         ),
     ];
-    for (extra, needle) in cases {
-        let a: Vec<&str> = base.iter().chain(extra).copied().collect();
-        expect(&a, 2, needle);
-    }
+    expect_frames_usage(&cases);
     for (extra, needle) in [
         (
             &["--members-per-connection", "0"][..],
@@ -687,17 +693,6 @@ fn members_per_connection_bad_inputs_are_usage_errors() {
 /// frames: one line, exit 2.
 #[test]
 fn senders_per_room_bad_inputs_are_usage_errors() {
-    let base = [
-        "run",
-        "--target",
-        T,
-        "--workload",
-        "frames",
-        "--connections",
-        "20",
-        "--room-size",
-        "10",
-    ];
     let cases: [(&[&str], &str); 5] = [
         (
             &["--senders-per-room", "0"],
@@ -726,10 +721,7 @@ fn senders_per_room_bad_inputs_are_usage_errors() {
             "--senders-per-room: listeners join before the run starts",
         ),
     ];
-    for (extra, needle) in cases {
-        let a: Vec<&str> = base.iter().chain(extra).copied().collect();
-        expect(&a, 2, needle);
-    }
+    expect_frames_usage(&cases);
     expect(
         &[
             "run",
