@@ -561,3 +561,102 @@ fn the_shard_command_template_is_each_listed_command() {
         );
     }
 }
+
+/// Issue 23 part 3: with `--from-frames` the plan says how many members per connection
+/// the cost was measured with (absent: 1), warns when the plan's streams per connection
+/// differ, and prints frames commands for the fleet: the streams as members per
+/// connection, each machine's share of the connections, the run's rooms, a tick of one
+/// message interval. A minimal frames report written here; no load is sent.
+#[test]
+fn plan_from_frames_prints_frames_commands_and_warns_of_other_members_per_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = |name: &str, members: Option<u64>| {
+        let mut fr = serde_json::json!({
+            "proto": "blaster", "room_size": 10, "senders_per_room": 10, "sent": 1000,
+            "received": 9000, "busy_cpu_ns": 5_000_000, "cpu_basis": "busy",
+            "cpu_ns_per_frame": 500.0,
+        });
+        if let Some(m) = members {
+            fr["members_per_connection"] = m.into();
+        }
+        let v = serde_json::json!({"mode": "frames", "valid": true, "frames": fr});
+        let p = dir.path().join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let one = fixture("one.json", None);
+    let hundred = fixture("hundred.json", Some(100));
+    let load = |file: &str| -> Vec<String> {
+        [
+            "--users",
+            "4000000",
+            "--msg-rate",
+            "30",
+            "--down-msg-rate",
+            "270",
+            "--up-bytes",
+            "50",
+            "--down-bytes",
+            "50",
+            "--streams-per-conn",
+            "100",
+            "--cores",
+            "32",
+            "--nic-gbps",
+            "25",
+            "--syscalls-per-core",
+            "200000",
+            "--target",
+            "10.0.0.5:9000",
+            "--from-frames",
+            file,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut args = load(&one);
+    args.extend(["--json".into(), "-".into()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = plan(&refs);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(j["input"]["cost_from_frames"]["members_per_connection"], 1);
+    let w = j["members_per_connection_warning"].as_str().unwrap_or("");
+    assert!(
+        w.contains("1 member per connection, this plan 100 streams") && w.contains("overstates"),
+        "{w}"
+    );
+    let fleet = &j["fleet"];
+    assert_eq!(fleet["workload"], "frames");
+    let shards = fleet["shards"].as_u64().unwrap();
+    let share = 40_000u64.div_ceil(shards);
+    let want = format!(
+        "blaster run --target 10.0.0.5:9000 --workload frames --members-per-connection 100 \
+         --connections {share} --room-size 10 --tick 33333us --frame-size 50 --duration 60s \
+         --cores 1-31 --start-at $START --run-id $RUN_ID --json shard-$SHARD.json"
+    );
+    assert_eq!(fleet["shard_command"], want.as_str(), "{fleet}");
+
+    // The text: the members measured with, the warning on one line, the command.
+    let refs: Vec<&str> = args[..args.len() - 2].iter().map(String::as_str).collect();
+    let out = plan(&refs);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("with 1 member per connection"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("warning: ")).count(),
+        1,
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.trim() == want), "{want}\n{text}");
+    assert!(!text.contains("--rate"), "{text}");
+
+    // Measured with 100 members per connection: said, no warning.
+    let args = load(&hundred);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = plan(&refs);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("with 100 members per connection"), "{text}");
+    assert!(!text.contains("warning:"), "{text}");
+}

@@ -15,6 +15,11 @@
 //! - The merged run is valid only if every shard was and none is missing; missing
 //!   shards are named (`2 of 8 missing: 3, 6`) and make it incomplete, never silently
 //!   smaller.
+//! - A frames run's `frames` key merges by [`frames`]: counts add, the frame histograms
+//!   add, ratios and percentiles come from the sums; shards of other rooms, tick or
+//!   budget are refused (exit 2).
+
+mod frames;
 
 use crate::report::input::{
     CheckedRun, InputError, MAIN_HISTOGRAMS as HISTOGRAMS, parse_run, read_run,
@@ -31,6 +36,20 @@ pub enum MergeError {
     Input(#[from] InputError),
     #[error("{path}: {reason}")]
     Refused { path: String, reason: String },
+    /// Shards that disagree on what was run (a frames run's rooms, tick or budget):
+    /// the files given were not one run's, a usage error.
+    #[error("{path}: {reason}")]
+    Disagree { path: String, reason: String },
+}
+
+impl MergeError {
+    /// 2 for files that do not describe one run's shards, 1 for the rest.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            MergeError::Disagree { .. } => crate::outcome::exit::USAGE,
+            _ => crate::outcome::exit::RUNTIME,
+        }
+    }
 }
 
 fn refused(path: &str, reason: impl Into<String>) -> MergeError {
@@ -234,6 +253,20 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     let (intervals, intervals_exact) = align_intervals(shards);
     out["intervals"] = Value::Array(intervals);
 
+    let parts: Vec<&Value> = shards.iter().map(|s| &s.value["frames"]).collect();
+    match frames::merge(&parts) {
+        Ok(Some(f)) => out["frames"] = f,
+        Ok(None) => {}
+        Err(e) => {
+            let path = shards[e.index()].path.clone();
+            let reason = e.to_string();
+            return Err(match e {
+                frames::FramesMergeError::Disagree { .. } => MergeError::Disagree { path, reason },
+                frames::FramesMergeError::Missing { .. } => MergeError::Refused { path, reason },
+            });
+        }
+    }
+
     // Validity and its reasons, each naming its shard.
     let mut reasons: Vec<Value> = Vec::new();
     if !complete {
@@ -430,7 +463,9 @@ fn align_intervals(shards: &[Shard]) -> (Vec<Value>, bool) {
                     || key == "errors"
                     || key == "drops";
                 let keep = key == "second" || key == "duration_s";
-                if adds {
+                if key == "frames" {
+                    o.insert(key, frames::merge_interval(&parts));
+                } else if adds {
                     o.insert(key, sum_numbers(&parts));
                 } else if !keep {
                     o.insert(key, max_numbers(&parts));
@@ -507,6 +542,23 @@ fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u
     );
     let l = &out["latency_ns"];
     let ms = |v: &Value| v.as_f64().unwrap_or(0.0) / 1e6;
+    let fr = &out["frames"];
+    if fr.is_object() {
+        let _ = writeln!(
+            s,
+            "frames: {} rooms of {}, {} sent of {} planned, retention {:.3}% ({} of {} expected), \
+             deviation p99 {:.3} ms, fan-out p99 {:.3} ms",
+            fr["rooms"],
+            fr["room_size"],
+            fr["sent"],
+            fr["planned"],
+            fr["retention"].as_f64().unwrap_or(0.0) * 100.0,
+            fr["received"],
+            fr["expected"],
+            ms(&fr["deviation_ns"]["p99"]),
+            ms(&fr["fanout_ns"]["p99"]),
+        );
+    }
     let _ = writeln!(
         s,
         "latency: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",

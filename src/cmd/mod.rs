@@ -59,11 +59,11 @@ impl AppError {
     pub fn exit_code(&self) -> i32 {
         match self {
             AppError::Usage(_) => exit::USAGE,
+            AppError::Merge(e) => e.exit_code(),
             AppError::Run(_)
             | AppError::Input(_)
             | AppError::Output(_)
             | AppError::Render(_)
-            | AppError::Merge(_)
             | AppError::Listen(_) => exit::RUNTIME,
         }
     }

@@ -8,13 +8,21 @@
 //! request. The start instant and run id are left as `$START` and `$RUN_ID`: they are
 //! chosen when the fleet starts (the wrappers choose them), not when it is planned.
 //!
+//! With `--from-frames` the run is the plan's load as frames instead
+//! ([`frames_run_args`]): `--workload frames`, `--members-per-connection` the plan's
+//! streams per connection, each machine's share of the connections, the measured run's
+//! rooms, a `--tick` of one message interval and `--frame-size` the message's bytes.
+//! A frames run refuses `--shard`, so each machine runs its share as a whole run (its
+//! own rooms), started together with `--start-at`.
+//!
 //! The shards' command lines are one command with `$SHARD` for the index
 //! ([`FleetPlan::shard_command`]); they are also listed one by one for a fleet of at most
 //! [`PLAN_SHARD_COMMANDS_LISTED_MAX`] shards. Nothing here grows with the fleet: a plan
 //! for a million machines is as small as one for three.
 
-use super::{ClusterPlan, PlanInput};
+use super::{ClusterPlan, FramesCost, PlanInput};
 use crate::limits::PLAN_SHARD_COMMANDS_LISTED_MAX;
+use crate::proto::frame::{FRAME_BYTES_MAX, HEADER_BYTES};
 use serde::Serialize;
 
 /// The fleet: what to run where.
@@ -25,7 +33,11 @@ pub struct FleetPlan {
     /// `--cores` on each generator: every core but core 0, which the control thread
     /// and the kernel's interrupts keep.
     pub cores: String,
-    /// `blaster run` arguments of the whole run, the same on every shard.
+    /// `request` (a request/response timetable cut by `--shard`) or `frames` (each
+    /// machine runs its share of the rooms, `--from-frames`).
+    pub workload: &'static str,
+    /// `blaster run` arguments, the same on every shard: the whole run's (each shard
+    /// takes its share), or for frames one machine's share.
     pub run_args: Vec<String>,
     /// The command line of every shard, with `$SHARD` for its index (0 .. shards - 1):
     /// `SHARD=3 sh -c "$shard_command"` runs shard 3.
@@ -98,10 +110,58 @@ fn line(args: &[String]) -> String {
         .join(" ")
 }
 
+/// `--tick` for `rate` messages per second per member: one interval, in whole
+/// microseconds (at least 1).
+pub fn tick_of(rate: f64) -> String {
+    format!("{}us", (1e6 / rate).round().max(1.0) as u64)
+}
+
+/// `--frame-size` for messages of `bytes`: at least the frame header (the stamp every
+/// frame carries), at most the largest frame.
+pub fn frame_size_of(bytes: f64) -> usize {
+    (bytes.round().max(0.0) as usize).clamp(HEADER_BYTES, FRAME_BYTES_MAX)
+}
+
+/// One machine's `blaster run` arguments of a frames fleet: `connections` (its share),
+/// the plan's streams as members per connection, the measured run's rooms.
+pub fn frames_run_args(i: &PlanInput, f: &FramesCost, connections: u64) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--target",
+        &i.target,
+        "--workload",
+        "frames",
+        "--members-per-connection",
+        &i.streams_per_conn.to_string(),
+        "--connections",
+        &connections.to_string(),
+        "--room-size",
+        &f.room_size.to_string(),
+        "--tick",
+        &tick_of(i.up_msg_rate),
+        "--frame-size",
+        &frame_size_of(i.up_bytes).to_string(),
+        "--duration",
+        &i.duration,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if f.senders_per_room < f.room_size {
+        a.extend(["--senders-per-room".into(), f.senders_per_room.to_string()]);
+    }
+    if f.proto != "blaster" {
+        a.extend(["--frame-proto".into(), f.proto.clone()]);
+    }
+    a
+}
+
 /// The fleet for `plan`, the sizing of input `i`.
 pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
     let shards = plan.generators.max(1);
     let cores = worker_cores(i.cores);
+    if let Some(f) = &i.cost_from_frames {
+        return frames_fleet(i, f, plan, shards, cores);
+    }
     let run_args: Vec<String> = [
         "--target",
         &i.target,
@@ -146,6 +206,61 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
     FleetPlan {
         shards,
         cores: cores.clone(),
+        workload: "request",
+        run_args: run_args.clone(),
+        shard_command,
+        shard_commands,
+        kubernetes: KubernetesValues {
+            completions: shards,
+            parallelism: shards,
+            cpus: i.cores,
+            command: k8s,
+        },
+        ansible: AnsibleValues {
+            generators: shards,
+            blaster_cores: cores,
+            blaster_args: run_args,
+        },
+    }
+}
+
+/// The frames fleet: every machine the same command, its share of the connections as
+/// a whole frames run, all started at `$START`, one JSON each.
+fn frames_fleet(
+    i: &PlanInput,
+    f: &FramesCost,
+    plan: &ClusterPlan,
+    shards: u64,
+    cores: String,
+) -> FleetPlan {
+    let run_args = frames_run_args(i, f, plan.connections_per_generator.max(1));
+    let command = |s: &str| {
+        let mut a: Vec<String> = vec!["blaster".into(), "run".into()];
+        a.extend(run_args.iter().cloned());
+        a.extend([
+            "--cores".into(),
+            cores.clone(),
+            "--start-at".into(),
+            "$START".into(),
+            "--run-id".into(),
+            "$RUN_ID".into(),
+            "--json".into(),
+            format!("shard-{s}.json"),
+        ]);
+        line(&a)
+    };
+    let shard_command = command(SHARD_VAR);
+    let shard_commands = (shards <= PLAN_SHARD_COMMANDS_LISTED_MAX)
+        .then(|| (0..shards).map(|s| command(&s.to_string())).collect());
+    let k8s = format!(
+        "scripts/k8s-run.sh --shards {shards} --cpus {} --image IMAGE -- {}",
+        i.cores,
+        line(&run_args)
+    );
+    FleetPlan {
+        shards,
+        cores: cores.clone(),
+        workload: "frames",
         run_args: run_args.clone(),
         shard_command,
         shard_commands,
@@ -177,6 +292,14 @@ pub fn render(f: &FleetPlan) -> String {
         f.shards,
         if f.shards == 1 { "" } else { "s" }
     );
+    if f.workload == "frames" {
+        let _ = writeln!(
+            s,
+            "  frames: each machine runs its share of the connections as a whole frames run \
+             (frames runs take no --shard; every machine numbers its rooms from 0, and the \
+             Kubernetes and Ansible wrappers below, which add --shard, do not run frames yet)"
+        );
+    }
     match &f.shard_commands {
         Some(list) => {
             for c in list {
@@ -234,5 +357,99 @@ mod tests {
         assert_eq!(sh_quote("a$HOME"), "'a$HOME'");
         assert_eq!(number(120_000_000.0), "120000000");
         assert_eq!(number(2.5), "2.5");
+    }
+
+    fn frames_input(streams: u64) -> (PlanInput, FramesCost) {
+        let f = FramesCost {
+            file: "f.json".into(),
+            cpu_ns_per_frame: 500.0,
+            busy_cpu_ns: 1,
+            sent: 1,
+            received: 9,
+            cpu_basis: "busy".into(),
+            valid: true,
+            members_per_connection: 1,
+            room_size: 10,
+            senders_per_room: 10,
+            proto: "blaster".into(),
+        };
+        let i = PlanInput {
+            users: 4_000_000,
+            up_msg_rate: 30.0,
+            down_msg_rate: 300.0,
+            up_bytes: 50.0,
+            down_bytes: 50.0,
+            frame_overhead_bytes: 0.0,
+            streams_per_conn: streams,
+            cores: 32,
+            nic_gbps: 25.0,
+            cost_ns_per_msg: 500.0,
+            cost_source: String::new(),
+            cost_from_frames: Some(f.clone()),
+            syscalls_per_core: 1e6,
+            cpu_watermark: 0.65,
+            nic_watermark: 0.7,
+            conns_per_machine: 1_000_000,
+            target: "10.0.0.5:9000".into(),
+            duration: "60s".into(),
+        };
+        (i, f)
+    }
+
+    #[test]
+    fn a_frames_fleet_runs_frames_with_the_streams_as_members() {
+        assert_eq!(tick_of(30.0), "33333us");
+        assert_eq!(tick_of(1e9), "1us");
+        assert_eq!(frame_size_of(50.0), 50);
+        assert_eq!(frame_size_of(3.0), HEADER_BYTES);
+        assert_eq!(frame_size_of(1e9), FRAME_BYTES_MAX);
+        let (i, mut f) = frames_input(100);
+        let a = frames_run_args(&i, &f, 4_000).join(" ");
+        assert_eq!(
+            a,
+            "--target 10.0.0.5:9000 --workload frames --members-per-connection 100 \
+             --connections 4000 --room-size 10 --tick 33333us --frame-size 50 --duration 60s"
+        );
+        f.senders_per_room = 2;
+        f.proto = "nats".into();
+        let a = frames_run_args(&i, &f, 4_000).join(" ");
+        assert!(
+            a.ends_with("--senders-per-room 2 --frame-proto nats"),
+            "{a}"
+        );
+        // The fleet: each machine its share of the 40,000 connections, no --shard.
+        let plan = super::super::plan_cluster(&i);
+        let fleet = fleet_plan(&i, &plan);
+        assert_eq!(fleet.workload, "frames");
+        let share = 40_000u64.div_ceil(plan.generators);
+        assert!(
+            fleet.shard_command.starts_with(&format!(
+                "blaster run --target 10.0.0.5:9000 --workload frames --members-per-connection 100 --connections {share} "
+            )),
+            "{}",
+            fleet.shard_command
+        );
+        assert!(
+            !fleet.shard_command.contains("--shard"),
+            "{}",
+            fleet.shard_command
+        );
+        assert!(
+            !fleet.shard_command.contains("--rate"),
+            "{}",
+            fleet.shard_command
+        );
+        // Without --from-frames: the request/response fleet, as before.
+        let i = PlanInput {
+            cost_from_frames: None,
+            ..i
+        };
+        let fleet = fleet_plan(&i, &plan);
+        assert_eq!(fleet.workload, "request");
+        assert!(
+            fleet.shard_command.contains("--rate"),
+            "{}",
+            fleet.shard_command
+        );
     }
 }

@@ -128,6 +128,10 @@ pub struct PlanReport {
     /// The sized cluster as commands: shards, per-shard command lines, Kubernetes and
     /// Ansible values.
     pub fleet: fleet_plan::FleetPlan,
+    /// `--from-frames` measured with another number of members per connection than
+    /// `--streams-per-conn` (see [`members_warning`]); `null` when they agree or the
+    /// cost is not from a frames run.
+    pub members_per_connection_warning: Option<String>,
     pub notes: Vec<String>,
 }
 
@@ -323,10 +327,15 @@ pub fn plan_report(i: &PlanInput) -> Result<PlanReport, PlanError> {
             fmt_count(crate::limits::SHARDS_MAX as u64)
         ));
     }
+    let members_per_connection_warning = i
+        .cost_from_frames
+        .as_ref()
+        .and_then(|f| members_warning(f.members_per_connection, i.streams_per_conn));
     Ok(PlanReport {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "plan",
         input: i.clone(),
+        members_per_connection_warning,
         fleet: fleet_plan::fleet_plan(i, &plan),
         plan,
         with_100gbps_nic,
@@ -454,6 +463,9 @@ pub fn render(r: &PlanReport) -> String {
         w.coordinators,
         w.machines
     ));
+    if let Some(w) = &r.members_per_connection_warning {
+        s.push_str(&format!("warning: {w}\n"));
+    }
     s.push_str(&fleet_plan::render(&r.fleet));
     for n in &r.notes {
         s.push_str(&format!("note: {n}\n"));
@@ -762,6 +774,14 @@ pub struct FramesCost {
     pub cpu_basis: String,
     /// The run's top-level `valid`.
     pub valid: bool,
+    /// `frames.members_per_connection`: the members (streams) each connection of the
+    /// measured run carried (absent from the report: 1).
+    pub members_per_connection: u64,
+    /// `frames.room_size`, `frames.senders_per_room` and `frames.proto` of the measured
+    /// run: the fleet's frames commands run the same rooms.
+    pub room_size: u64,
+    pub senders_per_room: u64,
+    pub proto: String,
 }
 
 impl FramesCost {
@@ -773,9 +793,15 @@ impl FramesCost {
     /// The `cost_source` line: where the figure came from and what it is.
     fn source(&self) -> String {
         format!(
-            "client CPU per frame sent or received, measured in {}: {:.3} s busy CPU / \
-             ({} sent + {} received){}",
+            "client CPU per frame sent or received, measured in {} with {} member{} per \
+             connection: {:.3} s busy CPU / ({} sent + {} received){}",
             self.file,
+            fmt_count(self.members_per_connection),
+            if self.members_per_connection == 1 {
+                ""
+            } else {
+                "s"
+            },
             self.busy_cpu_ns as f64 / 1e9,
             fmt_count(self.sent),
             fmt_count(self.received),
@@ -846,7 +872,42 @@ pub fn frames_cost_from_report(text: &str, path: &std::path::Path) -> Result<Fra
             .unwrap_or("busy")
             .to_string(),
         valid: v.get("valid").and_then(|b| b.as_bool()).unwrap_or(true),
+        members_per_connection: count("members_per_connection").unwrap_or(1).max(1),
+        room_size: count("room_size").unwrap_or(0),
+        senders_per_room: count("senders_per_room")
+            .or(count("room_size"))
+            .unwrap_or(0),
+        proto: f
+            .get("proto")
+            .and_then(|p| p.as_str())
+            .unwrap_or("blaster")
+            .to_string(),
     })
+}
+
+/// The warning when the frames run carried another number of members per connection
+/// than the plan's streams: the kernel's cost per frame (a send or a receive call, a
+/// wake-up) is shared by the streams of a connection, so a cost measured with fewer
+/// members per connection overstates the fleet, and with more understates it.
+pub fn members_warning(measured: u64, streams_per_conn: u64) -> Option<String> {
+    if measured == streams_per_conn {
+        return None;
+    }
+    let (way, fleet) = if measured < streams_per_conn {
+        ("overstates", "larger")
+    } else {
+        ("understates", "smaller")
+    };
+    Some(format!(
+        "the frames run carried {} member{} per connection, this plan {} streams: the kernel's \
+         cost per frame is shared by a connection's streams, so its CPU per frame {way} the \
+         cost here and the fleet is likely {fleet} than needed; measure with \
+         --members-per-connection {}",
+        fmt_count(measured),
+        if measured == 1 { "" } else { "s" },
+        fmt_count(streams_per_conn),
+        streams_per_conn
+    ))
 }
 
 #[cfg(test)]
@@ -1075,6 +1136,24 @@ mod tests {
         assert_eq!(f.cpu_ns_per_frame, 500.0);
         assert_eq!(f.down_per_up(), 9.0);
         assert!(f.source().contains("measured in f.json"), "{}", f.source());
+        // Absent: one member per connection, said in the source; read when present.
+        assert_eq!(f.members_per_connection, 1);
+        assert!(
+            f.source().contains("with 1 member per connection"),
+            "{}",
+            f.source()
+        );
+        let multi = run.replace(
+            "\"sent\"",
+            "\"members_per_connection\":10,\"room_size\":20,\"sent\"",
+        );
+        let m = frames_cost_from_report(&multi, path).unwrap();
+        assert_eq!((m.members_per_connection, m.room_size), (10, 20));
+        assert!(
+            m.source().contains("with 10 members per connection"),
+            "{}",
+            m.source()
+        );
         // Charged for every message up and down: 1,000 users x 60 msg/s x 500 ns.
         let i = PlanInput {
             users: 1_000,
@@ -1084,11 +1163,22 @@ mod tests {
         };
         assert!(near(cpu_demand(&i).message_cores, 0.03));
         // The run received 9 per frame sent, the load 1: said so.
-        let notes = plan_report(&i).unwrap().notes;
+        let r = plan_report(&i).unwrap();
+        let notes = &r.notes;
         assert!(
             notes.iter().any(|n| n.contains("9 frames per frame sent")),
             "{notes:?}"
         );
+        // Measured with 1 member per connection, planned with the example's 100.
+        let w = r.members_per_connection_warning.as_deref().unwrap_or("");
+        assert!(w.contains("1 member per connection, this plan 100"), "{w}");
+        assert!(render(&r).contains(&format!("warning: {w}\n")));
+        let same = plan_report(&PlanInput {
+            streams_per_conn: 1,
+            ..i.clone()
+        })
+        .unwrap();
+        assert_eq!(same.members_per_connection_warning, None);
         // A frames run is refused by --from, another report by --from-frames.
         assert!(cost_from_report(run).unwrap_err().contains("--from-frames"));
         let baseline = r#"{"mode":"baseline","busy_cpu_ns_per_request_at_ceiling":812.5}"#;
@@ -1111,6 +1201,19 @@ mod tests {
                 .unwrap_err()
                 .contains("older blaster")
         );
+    }
+
+    #[test]
+    fn a_cost_measured_with_other_members_per_connection_is_warned() {
+        assert_eq!(members_warning(100, 100), None);
+        let w = members_warning(1, 100).unwrap();
+        assert!(
+            w.contains("1 member per connection, this plan 100 streams")
+                && w.contains("overstates")
+                && w.contains("--members-per-connection 100"),
+            "{w}"
+        );
+        assert!(members_warning(100, 10).unwrap().contains("understates"));
     }
 
     #[test]
