@@ -529,6 +529,9 @@ pub struct Step {
     pub histograms: crate::report::hdr::Encoded4,
     /// `--workload frames`: the frame figures the SLO judges.
     pub frames: Option<FrameStep>,
+    /// `--tls`: the step's TLS handshake p90 (TCP connected -> handshake complete), the
+    /// figure seed 003 grades a gateway's steps by; `null` without TLS.
+    pub tls_handshake_p90_ns: Option<u64>,
 }
 
 impl Step {
@@ -573,6 +576,7 @@ impl Step {
             slo: verdict,
             histograms: crate::report::hdr::Encoded4::of(&r.histograms),
             frames,
+            tls_handshake_p90_ns: r.tls.as_ref().map(|t| t.tls_handshake_ns.p90),
         }
     }
 
@@ -863,13 +867,15 @@ fn step_line(s: &Step) -> String {
         return frames::step_line(s, f);
     }
     format!(
-        "{:<6} {:>8}/s intended -> {:>8}/s achieved, p99 {:>9}, errors {}, lag p99 {:>9}, \
+        "{:<6} {:>8}/s intended -> {:>8}/s achieved, p99 {:>9}, errors {}, {}lag p99 {:>9}, \
          busiest worker {:.0}%: {}",
         s.phase.name(),
         fmt_rate(s.intended_rps),
         fmt_rate(s.achieved_rps),
         fmt_ns(s.latency_p99_ns),
         s.errors,
+        s.tls_handshake_p90_ns
+            .map_or(String::new(), |p| format!("tls handshake p90 {}, ", fmt_ns(p))),
         fmt_ns(s.dispatch_lag_p99_ns),
         s.generator_busy_ratio_max * 100.0,
         s.verdict_text()
@@ -916,9 +922,15 @@ fn write_header(w: &mut String, r: &SearchReport) {
 
 /// One row per step, in order of intended rate.
 fn write_steps(w: &mut String, r: &SearchReport) {
+    // With TLS, a column of the handshake p90 (seed 003's table).
+    let tls = r.steps.iter().any(|st| st.tls_handshake_p90_ns.is_some());
+    let tls_cell = |st: &Step| match (tls, st.tls_handshake_p90_ns) {
+        (false, _) => String::new(),
+        (true, p) => format!(" {:>10}", p.map_or("-".into(), fmt_ns)),
+    };
     let _ = writeln!(
         w,
-        "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>6} {:>5}  slo",
+        "{:<6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}{} {:>10} {:>6} {:>5}  slo",
         "phase",
         "intended/s",
         "achieved/s",
@@ -926,6 +938,11 @@ fn write_steps(w: &mut String, r: &SearchReport) {
         "lat p99",
         "lat p99.9",
         "errors",
+        if tls {
+            format!(" {:>10}", "tls p90")
+        } else {
+            String::new()
+        },
         "lag p99",
         "busy",
         "valid"
@@ -935,7 +952,7 @@ fn write_steps(w: &mut String, r: &SearchReport) {
     for st in order {
         let _ = writeln!(
             w,
-            "{:<6} {:>10.0} {:>10.0} {:>10} {:>10} {:>10} {:>8} {:>10} {:>5.0}% {:>5}  {}",
+            "{:<6} {:>10.0} {:>10.0} {:>10} {:>10} {:>10} {:>8}{} {:>10} {:>5.0}% {:>5}  {}",
             st.phase.name(),
             st.intended_rps,
             st.achieved_rps,
@@ -943,6 +960,7 @@ fn write_steps(w: &mut String, r: &SearchReport) {
             fmt_ns(st.latency_p99_ns),
             fmt_ns(st.latency_p999_ns),
             st.errors,
+            tls_cell(st),
             fmt_ns(st.dispatch_lag_p99_ns),
             st.generator_busy_ratio_max * 100.0,
             if st.valid { "yes" } else { "NO" },
