@@ -10,9 +10,12 @@
 //! cmake and Go or prebuilt objects), and its AES-GCM and ChaCha20 are the assembly
 //! BoringSSL uses.
 
+use crate::transport::tls_record::RecordLayer;
+use rustls::client::UnbufferedClientConnection;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::unbuffered::{ConnectionState, UnbufferedStatus};
 use rustls::{AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error};
 use std::sync::{Arc, Mutex};
 
@@ -102,6 +105,9 @@ impl TlsClient {
         };
         config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
         config.resumption = rustls::client::Resumption::disabled();
+        // After the handshake the worker seals and opens records itself
+        // (`tls_record`), with the secrets rustls hands over.
+        config.enable_secret_extraction = true;
         let resuming = (resume_ratio > 0.0).then(|| {
             let mut r = config.clone();
             r.resumption = rustls::client::Resumption::in_memory_sessions(SESSIONS_CACHED);
@@ -118,18 +124,17 @@ impl TlsClient {
         })
     }
 
-    /// A new client session (at connect; never per request). Its buffers are not
-    /// limited by rustls: what it may hold is bounded by the pipeline.
-    /// With `resume`, the session offers a ticket an earlier handshake received
-    /// (the first handshakes have none and are full).
-    pub fn session(&self, resume: bool) -> Result<rustls::ClientConnection, Error> {
+    /// A new client session (at connect; never per request): rustls's unbuffered
+    /// connection, which reads from and writes into the caller's buffers, for the
+    /// handshake ([`handshake_step`]); then [`established`] turns it into a
+    /// [`RecordLayer`]. With `resume`, the session offers a ticket an earlier
+    /// handshake received (the first handshakes have none and are full).
+    pub fn session(&self, resume: bool) -> Result<UnbufferedClientConnection, Error> {
         let config = match (&self.resuming, resume) {
             (Some(r), true) => r.clone(),
             _ => self.config.clone(),
         };
-        let mut c = rustls::ClientConnection::new(config, self.server_name.clone())?;
-        c.set_buffer_limit(None);
-        Ok(c)
+        UnbufferedClientConnection::new(config, self.server_name.clone())
     }
 
     /// Remembers the first failed handshake.
@@ -146,6 +151,66 @@ impl TlsClient {
     pub fn first_failure(&self) -> Option<(TlsFailure, String)> {
         self.first_failure.lock().ok().and_then(|f| f.clone())
     }
+}
+
+/// Drives a handshake with the ciphertext received so far, `incoming[..*fill]`
+/// (what rustls is done with is removed from its front), writing what rustls sends
+/// after `out[..*out_fill]`. Ok(true) once the handshake is complete, Ok(false) while
+/// it waits for the server; Err: the handshake failed, with its kind and reason.
+pub fn handshake_step(
+    conn: &mut UnbufferedClientConnection,
+    incoming: &mut [u8],
+    fill: &mut usize,
+    out: &mut [u8],
+    out_fill: &mut usize,
+) -> Result<bool, (TlsFailure, String)> {
+    loop {
+        let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut incoming[..*fill]);
+        let done = match state {
+            Err(e) => return Err((TlsFailure::of(&e), e.to_string())),
+            Ok(ConnectionState::EncodeTlsData(mut s)) => {
+                *out_fill += s.encode(&mut out[*out_fill..]).map_err(|e| {
+                    (
+                        TlsFailure::Other,
+                        format!("a handshake message does not fit the send buffer ({e})"),
+                    )
+                })?;
+                None
+            }
+            Ok(ConnectionState::TransmitTlsData(s)) => {
+                s.done(); // the bytes are in `out`; the caller sends them
+                None
+            }
+            Ok(ConnectionState::BlockedHandshake) => Some(false),
+            Ok(ConnectionState::WriteTraffic(_)) => Some(true),
+            Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
+                return Err((
+                    TlsFailure::Closed,
+                    "the server closed the session during the handshake".into(),
+                ));
+            }
+            Ok(_) => {
+                return Err((
+                    TlsFailure::Other,
+                    "application data before the handshake completed".into(),
+                ));
+            }
+        };
+        incoming.copy_within(discard..*fill, 0);
+        *fill -= discard;
+        if let Some(done) = done {
+            return Ok(done);
+        }
+    }
+}
+
+/// A completed handshake's session, handed over to the record layer (rustls keeps
+/// the secrets for key updates and the session tickets still to come).
+pub fn established(conn: UnbufferedClientConnection) -> Result<RecordLayer, String> {
+    let (secrets, kernel) = conn
+        .dangerous_into_kernel_connection()
+        .map_err(|e| e.to_string())?;
+    RecordLayer::new(secrets, kernel).map_err(|e| e.to_string())
 }
 
 /// `--tls-insecure`: accepts any certificate for any name, but still checks that the
