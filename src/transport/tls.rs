@@ -63,6 +63,9 @@ pub struct TlsClient {
     /// `--tls-sni` or the target's host name, as given.
     pub sni: String,
     pub insecure: bool,
+    /// Bytes of the client certificate chain (`--tls-cert`; 0 without): the
+    /// handshake's send buffer must hold it.
+    pub identity_bytes: usize,
     /// The first handshake that failed, and why (for the one line when no connection
     /// could be established). Written once, on a failure; never on the hot path.
     first_failure: Mutex<Option<(TlsFailure, String)>>,
@@ -120,8 +123,34 @@ impl TlsClient {
             server_name,
             sni: sni.to_string(),
             insecure,
+            identity_bytes: 0,
             first_failure: Mutex::new(None),
         })
+    }
+
+    /// The same client, presenting `certs` (its chain, leaf first) signed for with
+    /// `key` when a server asks for a client certificate (`--tls-cert`,
+    /// `--tls-key`). Err: the key does not fit the certificate, or is unusable.
+    pub fn with_identity(
+        mut self,
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<TlsClient, String> {
+        let chain_bytes = certs.iter().map(|c| c.len()).sum();
+        let provider = rustls::crypto::ring::default_provider();
+        let certified = rustls::sign::CertifiedKey::from_der(certs, key, &provider)
+            .map_err(|e| format!("does not fit the certificate of --tls-cert ({e})"))?;
+        let resolver = Arc::new(rustls::sign::SingleCertAndKey::from(certified));
+        for config in [Some(&mut self.config), self.resuming.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let mut c = (**config).clone();
+            c.client_auth_cert_resolver = resolver.clone();
+            *config = Arc::new(c);
+        }
+        self.identity_bytes = chain_bytes;
+        Ok(self)
     }
 
     /// A new client session (at connect; never per request): rustls's unbuffered
@@ -275,6 +304,11 @@ pub fn parse_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
+/// The private key of a PEM file's bytes (`--tls-key`, the sink's `--key`).
+pub fn parse_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("not a PEM private key ({e})"))
+}
+
 /// The system's trusted roots (rustls-native-certs: the distribution's store, which
 /// its administrators keep current, where webpki-roots would freeze Mozilla's list
 /// into the binary). Read once, at start.
@@ -327,6 +361,10 @@ pub enum TlsFailure {
     AlertUnknownCa,
     AlertUnrecognisedName,
     AlertNoApplicationProtocol,
+    /// TLS 1.3's refusal of a connection without a client certificate
+    /// (`--tls-cert`); it arrives after the client's side of the handshake ended,
+    /// before any response.
+    AlertCertificateRequired,
     AlertInternalError,
     AlertDecodeError,
     /// Any other alert.
@@ -338,7 +376,7 @@ pub enum TlsFailure {
 }
 
 impl TlsFailure {
-    pub const ALL: [TlsFailure; 18] = [
+    pub const ALL: [TlsFailure; 19] = [
         TlsFailure::UnknownCa,
         TlsFailure::NameMismatch,
         TlsFailure::Expired,
@@ -352,6 +390,7 @@ impl TlsFailure {
         TlsFailure::AlertUnknownCa,
         TlsFailure::AlertUnrecognisedName,
         TlsFailure::AlertNoApplicationProtocol,
+        TlsFailure::AlertCertificateRequired,
         TlsFailure::AlertInternalError,
         TlsFailure::AlertDecodeError,
         TlsFailure::AlertOther,
@@ -374,6 +413,7 @@ impl TlsFailure {
             TlsFailure::AlertUnknownCa => "alert_unknown_ca",
             TlsFailure::AlertUnrecognisedName => "alert_unrecognised_name",
             TlsFailure::AlertNoApplicationProtocol => "alert_no_application_protocol",
+            TlsFailure::AlertCertificateRequired => "alert_certificate_required",
             TlsFailure::AlertInternalError => "alert_internal_error",
             TlsFailure::AlertDecodeError => "alert_decode_error",
             TlsFailure::AlertOther => "alert_other",
@@ -426,6 +466,7 @@ impl TlsFailure {
                 AlertDescription::UnknownCA => TlsFailure::AlertUnknownCa,
                 AlertDescription::UnrecognisedName => TlsFailure::AlertUnrecognisedName,
                 AlertDescription::NoApplicationProtocol => TlsFailure::AlertNoApplicationProtocol,
+                AlertDescription::CertificateRequired => TlsFailure::AlertCertificateRequired,
                 AlertDescription::InternalError => TlsFailure::AlertInternalError,
                 AlertDescription::DecodeError => TlsFailure::AlertDecodeError,
                 _ => TlsFailure::AlertOther,

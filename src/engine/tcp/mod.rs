@@ -294,10 +294,11 @@ impl<'p> Worker<'p> {
             plan.payload.len() * plan.pipeline
         };
         // Plus room for handshake messages still going out when the first requests
-        // follow them (the client's Finished).
+        // follow them (the client's Finished; its certificate chain, asked for).
         let tls_out_len = plain
             + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES
-            + TLS_SEND_BUFFER_BYTES_MIN;
+            + TLS_SEND_BUFFER_BYTES_MIN
+            + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
         let tls = plan.tls.is_some();
         Ok(Worker {
             sessions: if tls {

@@ -22,10 +22,12 @@ use crate::engine::conn_table::ConnState;
 use crate::engine::recorder::ErrorKind;
 use crate::limits::TLS_RECV_BUFFER_BYTES;
 use crate::transport::tls::{TlsFailure, handshake_step};
-use crate::transport::tls_record::{Content, RecordLayer};
+use crate::transport::tls_record::{Content, RecordError, RecordLayer};
 use rustls::client::UnbufferedClientConnection;
 
-/// Where a session is.
+/// Where a session is. (Boxed with its [`Session`]; the variants' sizes differ, but
+/// a session spends its life in the largest.)
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Phase {
     Handshake(UnbufferedClientConnection),
     Open(RecordLayer),
@@ -44,6 +46,8 @@ pub(super) struct Session {
     /// Where in the region the single-shot receive in the ring writes (the fill when
     /// it was armed; records consumed meanwhile move the fill down).
     pub recv_at: usize,
+    /// Application data has arrived (a fatal alert before it is a refused handshake).
+    pub data_seen: bool,
 }
 
 impl Worker<'_> {
@@ -63,6 +67,7 @@ impl Worker<'_> {
                     connected: now_t,
                     in_fill: 0,
                     recv_at: 0,
+                    data_seen: false,
                 }));
                 self.arm_recv(c);
                 self.tls_process(c, now_t); // the ClientHello
@@ -270,6 +275,7 @@ impl Worker<'_> {
                     off += used;
                     match content {
                         Content::Data(r) => {
+                            s.data_seen = true;
                             let plain = &region[at + r.start..at + r.end];
                             if !self.tls_plaintext(c, plain, now_t) {
                                 return false;
@@ -283,6 +289,17 @@ impl Worker<'_> {
                     }
                 }
                 Err(e) => {
+                    if let RecordError::Alert(d) = e
+                        && !s.data_seen
+                    {
+                        // A TLS 1.3 server refuses the client's certificate (or its
+                        // absence) only after the client's side of the handshake
+                        // ended: a failed handshake of the alert's kind, retried
+                        // after the backoff (its requests fail as no_connection).
+                        let kind = TlsFailure::of(&rustls::Error::AlertReceived(d.into()));
+                        self.tls_failed(c, kind, &e.to_string());
+                        return false;
+                    }
                     self.tls_broken(c, &e.to_string());
                     return false;
                 }
