@@ -1,10 +1,12 @@
-//! TLS with rustls: the client configuration a run shares (trust, SNI, ALPN, version),
-//! the server configuration of the sink, and handshake failures sorted into kinds.
+//! TLS with rustls: the client configuration a run shares (trust, SNI, ALPN, version,
+//! client certificate), the handshake driven over the caller's buffers, the server
+//! configuration of the sink, and handshake failures sorted into kinds.
 //!
 //! The engine owns the I/O: io_uring moves ciphertext between the socket and pre-sized
-//! per-connection buffers, and rustls turns it into plaintext for the framer (this
-//! kernel has no kTLS). Everything here runs at start-up or on a failure, never per
-//! request.
+//! per-connection buffers (this kernel has no kTLS). rustls's unbuffered connection
+//! shakes hands in them ([`handshake_step`]); then [`established`] hands its secrets
+//! to the record layer ([`crate::transport::tls_record`]), which serves the requests.
+//! Everything here runs at start-up, at connect or on a failure, never per request.
 //!
 //! The crypto provider is `ring`: it builds with a C compiler alone (aws-lc-rs needs
 //! cmake and Go or prebuilt objects), and its AES-GCM and ChaCha20 are the assembly
