@@ -843,3 +843,25 @@ fn bad_client_certificate_input_is_one_line_exit_2() {
         assert_usage(&a.iter().map(String::as_str).collect::<Vec<_>>(), flag);
     }
 }
+
+/// A server that accepts the TCP connection and never answers the ClientHello: the
+/// handshake timed out (its own kind), not the connect; one line, exit 1.
+#[test]
+fn a_stalled_handshake_is_a_handshake_timeout_not_a_connect_timeout() {
+    let _g = load_lock();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and holds every connection, silent, until the test process ends.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    assert_fails_with(
+        &format!("127.0.0.1:{port}"),
+        &["--tls-insecure", "--timeout", "300ms"],
+        "handshake_timeout",
+        "127.0.0.1",
+    );
+}

@@ -373,12 +373,15 @@ pub enum TlsFailure {
     AlertOther,
     /// The server closed the connection during the handshake.
     Closed,
+    /// The TCP connect completed but the handshake did not within `--timeout` (a
+    /// server that accepts and never answers the ClientHello).
+    HandshakeTimeout,
     /// Anything else (a malformed message, a peer misbehaving).
     Other,
 }
 
 impl TlsFailure {
-    pub const ALL: [TlsFailure; 19] = [
+    pub const ALL: [TlsFailure; 20] = [
         TlsFailure::UnknownCa,
         TlsFailure::NameMismatch,
         TlsFailure::Expired,
@@ -397,6 +400,7 @@ impl TlsFailure {
         TlsFailure::AlertDecodeError,
         TlsFailure::AlertOther,
         TlsFailure::Closed,
+        TlsFailure::HandshakeTimeout,
         TlsFailure::Other,
     ];
 
@@ -420,6 +424,7 @@ impl TlsFailure {
             TlsFailure::AlertDecodeError => "alert_decode_error",
             TlsFailure::AlertOther => "alert_other",
             TlsFailure::Closed => "closed",
+            TlsFailure::HandshakeTimeout => "handshake_timeout",
             TlsFailure::Other => "other",
         }
     }
