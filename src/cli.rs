@@ -273,6 +273,16 @@ pub struct TlsArgs {
     /// handshake full, as `openssl s_time -new`).
     #[arg(long, value_name = "RATIO")]
     pub tls_resume: Option<f64>,
+
+    /// Client certificate chain (PEM) sent when the server asks for one (mutual
+    /// TLS). Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1). Needs
+    /// --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 impl TlsArgs {
@@ -285,6 +295,8 @@ impl TlsArgs {
             ("alpn", self.alpn.is_some()),
             ("tls-version", self.tls_version.is_some()),
             ("tls-resume", self.tls_resume.is_some()),
+            ("tls-cert", self.tls_cert.is_some()),
+            ("tls-key", self.tls_key.is_some()),
         ]
         .into_iter()
         .find_map(|(f, given)| given.then_some(f))

@@ -187,6 +187,10 @@ pub const PEM_FILE_BYTES_MAX: u64 = 1 << 20;
 /// header (5), TLS 1.2's explicit nonce (8) and the AEAD tag (16), rounded up; what
 /// does not fit goes out with the next send.
 pub const TLS_RECORD_OVERHEAD_BYTES: usize = 64;
+/// TLS receive buffer per connection: the largest record TLS allows (header 5,
+/// ciphertext 2^14 + 2048), which must arrive whole before it can be opened; also
+/// the largest handshake message accepted from a server.
+pub const TLS_RECV_BUFFER_BYTES: usize = 5 + (1 << 14) + 2048;
 /// Smallest TLS send buffer per connection: a ClientHello with its key shares fits.
 pub const TLS_SEND_BUFFER_BYTES_MIN: usize = 2048;
 /// Bytes of a `--rate file:` table: its most rows (2^20, `SHAPE_PIECES_MAX`) of

@@ -148,6 +148,11 @@ impl Certs {
 
 /// nginx serving HTTPS with `cert` on a free port: (server, port, its directory).
 fn nginx_tls(certs: &Certs, cert: &str) -> (Server, u16, tempfile::TempDir) {
+    nginx_tls_with(certs, cert, "")
+}
+
+/// As [`nginx_tls`], with `extra` directives in its server block.
+fn nginx_tls_with(certs: &Certs, cert: &str, extra: &str) -> (Server, u16, tempfile::TempDir) {
     let bin = require("nginx", "nginx-light");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -159,7 +164,7 @@ fn nginx_tls(certs: &Certs, cert: &str) -> (Server, u16, tempfile::TempDir) {
          client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
          uwsgi_temp_path {d}; scgi_temp_path {d}; \
          server {{ listen 127.0.0.1:{port} ssl; ssl_certificate {cert}; \
-         ssl_certificate_key {key}; ssl_protocols TLSv1.2 TLSv1.3; \
+         ssl_certificate_key {key}; ssl_protocols TLSv1.2 TLSv1.3; {extra} \
          location / {{ return 200 \"hello from nginx over TLS\\n\"; }} }} }}",
         d = dir.path().display(),
         cert = certs.path(cert),
@@ -600,4 +605,263 @@ fn connection_per_request_handshakes_and_resumption() {
             assert!((160.0..=240.0).contains(&resumed), "{t}");
         }
     }
+}
+
+/// A client certificate the test CA signed (`cli.pem`, `cli.key`), and a key of
+/// nothing (`stray.key`).
+fn client_cert(certs: &Certs) {
+    let d = certs.dir.path();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    for (key, csr) in [("cli.key", "cli.csr"), ("stray.key", "stray.csr")] {
+        let args = [
+            &["req"],
+            &ec[..],
+            &["-keyout", key, "-out", csr, "-subj", "/CN=blaster client"],
+        ];
+        openssl(d, &args.concat());
+    }
+    std::fs::write(
+        d.join("cli.cnf"),
+        "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "cli.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "cli.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "cli.cnf",
+        ],
+    );
+}
+
+/// Mutual TLS: nginx with `ssl_verify_client on` answers 200 only to a client whose
+/// certificate its CA signed (without one, nginx itself answers 400 and closes: the
+/// handshake succeeds there). stunnel with `verifyChain` refuses the handshake: under TLS 1.2
+/// during it (every connection fails, one line, exit 1), under TLS 1.3 with the
+/// certificate_required alert just after the client's side ended (counted as that
+/// kind of failed handshake).
+#[test]
+fn client_certificates_for_mutual_tls() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    client_cert(&certs);
+    let ca = certs.path("ca.pem");
+    let (cert, key) = (certs.path("cli.pem"), certs.path("cli.key"));
+    let extra = format!("ssl_verify_client on; ssl_client_certificate {ca};");
+    let (_s, port, _d) = nginx_tls_with(&certs, "srv.pem", &extra);
+    let target = format!("localhost:{port}");
+    let base = [
+        "--tls",
+        "--tls-ca",
+        &ca,
+        "--http",
+        "GET /",
+        "--rate",
+        "500",
+        "--duration",
+        "1s",
+        "--connections",
+        "2",
+        "--max-lag",
+        "20ms",
+    ];
+    for version in ["1.3", "1.2"] {
+        let mut a = base.to_vec();
+        a.extend([
+            "--tls-version",
+            version,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ]);
+        let (code, v, err) = run_json(&target, &a);
+        assert!(matches!(code, Some(0 | 3)), "{version}: {err}");
+        assert_exact(&v, 500, 2);
+        assert_eq!(
+            v["http"]["status_classes"]["2xx"], 500,
+            "{version}: {}",
+            v["http"]
+        );
+    }
+    // (nginx closes the connection after each 400, so fewer are answered.)
+    let (_code, v, _err) = run_json(&target, &base);
+    let h = &v["http"]["status_classes"];
+    assert!(
+        h["2xx"].is_null() && h["4xx"].as_u64() > Some(0),
+        "without a certificate nginx answers 400: {}",
+        v["http"]
+    );
+    // stunnel refuses the handshake without a certificate.
+    let sink = Sink::start(&["--duration", "60s"]);
+    let stunnel = require("stunnel4", "stunnel4");
+    let tls_port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("stunnel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "foreground = yes\npid =\n[sink]\naccept = 127.0.0.1:{tls_port}\n\
+             connect = {}\ncert = {}\nkey = {}\nverifyChain = yes\nCAfile = {ca}\n",
+            sink.addr,
+            certs.path("srv.pem"),
+            certs.path("srv.key")
+        ),
+    )
+    .unwrap();
+    let _stunnel = spawn(Command::new(stunnel).arg(&conf));
+    wait_tcp(tls_port);
+    let target = format!("localhost:{tls_port}");
+    assert_fails_with(
+        &target,
+        &["--tls-ca", &ca, "--tls-version", "1.2"],
+        "alert_handshake_failure",
+        "localhost",
+    );
+    let (_code, v, err) = run_json(&target, &base);
+    let t = &v["tls"];
+    assert!(
+        f(t, "failed_by_kind.alert_certificate_required") >= 2.0,
+        "TLS 1.3 without a certificate: {t} {err}"
+    );
+    assert_eq!(f(&v, "requests.completed"), 0.0, "{}", v["requests"]);
+    let mut a = base.to_vec();
+    a.extend([
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--payload",
+        "mutual",
+    ]);
+    a.retain(|s| !["--http", "GET /"].contains(s));
+    let (code, v, err) = run_json(&target, &a);
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 500, 2);
+    sink.stop();
+}
+
+#[test]
+fn bad_client_certificate_input_is_one_line_exit_2() {
+    let certs = Certs::make();
+    client_cert(&certs);
+    let missing = certs.path("missing.pem");
+    let (cert, key, stray) = (
+        certs.path("cli.pem"),
+        certs.path("cli.key"),
+        certs.path("stray.key"),
+    );
+    let run = |extra: &[&str]| -> Vec<String> {
+        [
+            "run",
+            "--target",
+            "127.0.0.1:9",
+            "--rate",
+            "10",
+            "--duration",
+            "1s",
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+    };
+    for (extra, flag) in [
+        (
+            vec!["--tls-cert", &cert, "--tls-key", &key],
+            "--tls-cert: needs --tls",
+        ),
+        (
+            vec![
+                "--tls",
+                "--tls-insecure",
+                "--tls-cert",
+                &missing,
+                "--tls-key",
+                &key,
+            ],
+            "--tls-cert: cannot read",
+        ),
+        (
+            vec![
+                "--tls",
+                "--tls-insecure",
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &missing,
+            ],
+            "--tls-key: cannot read",
+        ),
+        (
+            vec![
+                "--tls",
+                "--tls-insecure",
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &stray,
+            ],
+            "--tls-key: does not fit",
+        ),
+        (
+            vec![
+                "--tls",
+                "--tls-insecure",
+                "--tls-cert",
+                &key,
+                "--tls-key",
+                &key,
+            ],
+            "--tls-cert",
+        ),
+        (
+            vec!["--tls", "--tls-insecure", "--tls-cert", &cert],
+            "--tls-key",
+        ),
+    ] {
+        let a = run(&extra);
+        assert_usage(&a.iter().map(String::as_str).collect::<Vec<_>>(), flag);
+    }
+}
+
+/// A server that accepts the TCP connection and never answers the ClientHello: the
+/// handshake timed out (its own kind), not the connect; one line, exit 1.
+#[test]
+fn a_stalled_handshake_is_a_handshake_timeout_not_a_connect_timeout() {
+    let _g = load_lock();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts and holds every connection, silent, until the test process ends.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    assert_fails_with(
+        &format!("127.0.0.1:{port}"),
+        &["--tls-insecure", "--timeout", "300ms"],
+        "handshake_timeout",
+        "127.0.0.1",
+    );
 }

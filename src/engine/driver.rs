@@ -283,7 +283,7 @@ pub fn wait_for_start(clock: &Clock, spin_ns: u64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
@@ -302,7 +302,7 @@ mod tests {
     }
 
     /// Allocations made so far by the calling thread.
-    fn allocations_here() -> u64 {
+    pub(crate) fn allocations_here() -> u64 {
         ALLOCATIONS.with(Cell::get)
     }
 

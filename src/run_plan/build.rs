@@ -373,7 +373,7 @@ fn tls_client(
     transport: Transport,
     frames: bool,
 ) -> Result<Option<Arc<crate::transport::tls::TlsClient>>, PlanError> {
-    use crate::transport::tls::{TlsClient, Trust, parse_certs};
+    use crate::transport::tls::{TlsClient, Trust, parse_certs, parse_key};
     let t = &a.tls;
     if !t.tls {
         return match t.first_option() {
@@ -441,9 +441,29 @@ fn tls_client(
             format!("must be between 0 and 1, got {resume}"),
         ));
     }
-    TlsClient::new(&sni, trust, &alpn, version, resume)
-        .map(|c| Some(Arc::new(c)))
-        .map_err(|m| err(flag, m))
+    let identity = match (&t.tls_cert, &t.tls_key) {
+        (Some(cert), Some(key)) => {
+            let read = |flag, path: &std::path::Path| {
+                facts
+                    .file(path)
+                    .map_err(|e| err(flag, format!("cannot read {}: {e}", path.display())))
+            };
+            let certs = parse_certs(read("tls-cert", cert)?)
+                .map_err(|m| err("tls-cert", format!("{}: {m}", cert.display())))?;
+            let key_der = parse_key(read("tls-key", key)?)
+                .map_err(|m| err("tls-key", format!("{}: {m}", key.display())))?;
+            Some((certs, key_der))
+        }
+        _ => None,
+    };
+    let client = TlsClient::new(&sni, trust, &alpn, version, resume).map_err(|m| err(flag, m))?;
+    match identity {
+        Some((certs, key)) => client
+            .with_identity(certs, key)
+            .map_err(|m| err("tls-key", m)),
+        None => Ok(client),
+    }
+    .map(|c| Some(Arc::new(c)))
 }
 
 /// The host part of a `--target` as given: `HOST:PORT`, `[V6]:PORT`.

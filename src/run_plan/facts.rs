@@ -82,6 +82,11 @@ impl HostFacts {
         {
             paths.push((f.clone(), PEM_FILE_BYTES_MAX));
         }
+        if a.tls.tls {
+            for f in [&a.tls.tls_cert, &a.tls.tls_key].into_iter().flatten() {
+                paths.push((f.clone(), PEM_FILE_BYTES_MAX));
+            }
+        }
         if let Some(path) = a.rate.as_deref().and_then(rate_file) {
             paths.push((PathBuf::from(path), RATE_FILE_BYTES_MAX));
         }

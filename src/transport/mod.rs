@@ -2,3 +2,4 @@
 //! connection needs nothing here.
 
 pub mod tls;
+pub mod tls_record;

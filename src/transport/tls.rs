@@ -1,18 +1,23 @@
-//! TLS with rustls: the client configuration a run shares (trust, SNI, ALPN, version),
-//! the server configuration of the sink, and handshake failures sorted into kinds.
+//! TLS with rustls: the client configuration a run shares (trust, SNI, ALPN, version,
+//! client certificate), the handshake driven over the caller's buffers, the server
+//! configuration of the sink, and handshake failures sorted into kinds.
 //!
 //! The engine owns the I/O: io_uring moves ciphertext between the socket and pre-sized
-//! per-connection buffers, and rustls turns it into plaintext for the framer (this
-//! kernel has no kTLS). Everything here runs at start-up or on a failure, never per
-//! request.
+//! per-connection buffers (this kernel has no kTLS). rustls's unbuffered connection
+//! shakes hands in them ([`handshake_step`]); then [`established`] hands its secrets
+//! to the record layer ([`crate::transport::tls_record`]), which serves the requests.
+//! Everything here runs at start-up, at connect or on a failure, never per request.
 //!
 //! The crypto provider is `ring`: it builds with a C compiler alone (aws-lc-rs needs
 //! cmake and Go or prebuilt objects), and its AES-GCM and ChaCha20 are the assembly
 //! BoringSSL uses.
 
+use crate::transport::tls_record::RecordLayer;
+use rustls::client::UnbufferedClientConnection;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::unbuffered::{ConnectionState, UnbufferedStatus};
 use rustls::{AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error};
 use std::sync::{Arc, Mutex};
 
@@ -60,6 +65,9 @@ pub struct TlsClient {
     /// `--tls-sni` or the target's host name, as given.
     pub sni: String,
     pub insecure: bool,
+    /// Bytes of the client certificate chain (`--tls-cert`; 0 without): the
+    /// handshake's send buffer must hold it.
+    pub identity_bytes: usize,
     /// The first handshake that failed, and why (for the one line when no connection
     /// could be established). Written once, on a failure; never on the hot path.
     first_failure: Mutex<Option<(TlsFailure, String)>>,
@@ -102,6 +110,9 @@ impl TlsClient {
         };
         config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
         config.resumption = rustls::client::Resumption::disabled();
+        // After the handshake the worker seals and opens records itself
+        // (`tls_record`), with the secrets rustls hands over.
+        config.enable_secret_extraction = true;
         let resuming = (resume_ratio > 0.0).then(|| {
             let mut r = config.clone();
             r.resumption = rustls::client::Resumption::in_memory_sessions(SESSIONS_CACHED);
@@ -114,22 +125,47 @@ impl TlsClient {
             server_name,
             sni: sni.to_string(),
             insecure,
+            identity_bytes: 0,
             first_failure: Mutex::new(None),
         })
     }
 
-    /// A new client session (at connect; never per request). Its buffers are not
-    /// limited by rustls: what it may hold is bounded by the pipeline.
-    /// With `resume`, the session offers a ticket an earlier handshake received
-    /// (the first handshakes have none and are full).
-    pub fn session(&self, resume: bool) -> Result<rustls::ClientConnection, Error> {
+    /// The same client, presenting `certs` (its chain, leaf first) signed for with
+    /// `key` when a server asks for a client certificate (`--tls-cert`,
+    /// `--tls-key`). Err: the key does not fit the certificate, or is unusable.
+    pub fn with_identity(
+        mut self,
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<TlsClient, String> {
+        let chain_bytes = certs.iter().map(|c| c.len()).sum();
+        let provider = rustls::crypto::ring::default_provider();
+        let certified = rustls::sign::CertifiedKey::from_der(certs, key, &provider)
+            .map_err(|e| format!("does not fit the certificate of --tls-cert ({e})"))?;
+        let resolver = Arc::new(rustls::sign::SingleCertAndKey::from(certified));
+        for config in [Some(&mut self.config), self.resuming.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let mut c = (**config).clone();
+            c.client_auth_cert_resolver = resolver.clone();
+            *config = Arc::new(c);
+        }
+        self.identity_bytes = chain_bytes;
+        Ok(self)
+    }
+
+    /// A new client session (at connect; never per request): rustls's unbuffered
+    /// connection, which reads from and writes into the caller's buffers, for the
+    /// handshake ([`handshake_step`]); then [`established`] turns it into a
+    /// [`RecordLayer`]. With `resume`, the session offers a ticket an earlier
+    /// handshake received (the first handshakes have none and are full).
+    pub fn session(&self, resume: bool) -> Result<UnbufferedClientConnection, Error> {
         let config = match (&self.resuming, resume) {
             (Some(r), true) => r.clone(),
             _ => self.config.clone(),
         };
-        let mut c = rustls::ClientConnection::new(config, self.server_name.clone())?;
-        c.set_buffer_limit(None);
-        Ok(c)
+        UnbufferedClientConnection::new(config, self.server_name.clone())
     }
 
     /// Remembers the first failed handshake.
@@ -146,6 +182,66 @@ impl TlsClient {
     pub fn first_failure(&self) -> Option<(TlsFailure, String)> {
         self.first_failure.lock().ok().and_then(|f| f.clone())
     }
+}
+
+/// Drives a handshake with the ciphertext received so far, `incoming[..*fill]`
+/// (what rustls is done with is removed from its front), writing what rustls sends
+/// after `out[..*out_fill]`. Ok(true) once the handshake is complete, Ok(false) while
+/// it waits for the server; Err: the handshake failed, with its kind and reason.
+pub fn handshake_step(
+    conn: &mut UnbufferedClientConnection,
+    incoming: &mut [u8],
+    fill: &mut usize,
+    out: &mut [u8],
+    out_fill: &mut usize,
+) -> Result<bool, (TlsFailure, String)> {
+    loop {
+        let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut incoming[..*fill]);
+        let done = match state {
+            Err(e) => return Err((TlsFailure::of(&e), e.to_string())),
+            Ok(ConnectionState::EncodeTlsData(mut s)) => {
+                *out_fill += s.encode(&mut out[*out_fill..]).map_err(|e| {
+                    (
+                        TlsFailure::Other,
+                        format!("a handshake message does not fit the send buffer ({e})"),
+                    )
+                })?;
+                None
+            }
+            Ok(ConnectionState::TransmitTlsData(s)) => {
+                s.done(); // the bytes are in `out`; the caller sends them
+                None
+            }
+            Ok(ConnectionState::BlockedHandshake) => Some(false),
+            Ok(ConnectionState::WriteTraffic(_)) => Some(true),
+            Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
+                return Err((
+                    TlsFailure::Closed,
+                    "the server closed the session during the handshake".into(),
+                ));
+            }
+            Ok(_) => {
+                return Err((
+                    TlsFailure::Other,
+                    "application data before the handshake completed".into(),
+                ));
+            }
+        };
+        incoming.copy_within(discard..*fill, 0);
+        *fill -= discard;
+        if let Some(done) = done {
+            return Ok(done);
+        }
+    }
+}
+
+/// A completed handshake's session, handed over to the record layer (rustls keeps
+/// the secrets for key updates and the session tickets still to come).
+pub fn established(conn: UnbufferedClientConnection) -> Result<RecordLayer, String> {
+    let (secrets, kernel) = conn
+        .dangerous_into_kernel_connection()
+        .map_err(|e| e.to_string())?;
+    RecordLayer::new(secrets, kernel).map_err(|e| e.to_string())
 }
 
 /// `--tls-insecure`: accepts any certificate for any name, but still checks that the
@@ -210,6 +306,11 @@ pub fn parse_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
+/// The private key of a PEM file's bytes (`--tls-key`, the sink's `--key`).
+pub fn parse_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("not a PEM private key ({e})"))
+}
+
 /// The system's trusted roots (rustls-native-certs: the distribution's store, which
 /// its administrators keep current, where webpki-roots would freeze Mozilla's list
 /// into the binary). Read once, at start.
@@ -262,18 +363,25 @@ pub enum TlsFailure {
     AlertUnknownCa,
     AlertUnrecognisedName,
     AlertNoApplicationProtocol,
+    /// TLS 1.3's refusal of a connection without a client certificate
+    /// (`--tls-cert`); it arrives after the client's side of the handshake ended,
+    /// before any response.
+    AlertCertificateRequired,
     AlertInternalError,
     AlertDecodeError,
     /// Any other alert.
     AlertOther,
     /// The server closed the connection during the handshake.
     Closed,
+    /// The TCP connect completed but the handshake did not within `--timeout` (a
+    /// server that accepts and never answers the ClientHello).
+    HandshakeTimeout,
     /// Anything else (a malformed message, a peer misbehaving).
     Other,
 }
 
 impl TlsFailure {
-    pub const ALL: [TlsFailure; 18] = [
+    pub const ALL: [TlsFailure; 20] = [
         TlsFailure::UnknownCa,
         TlsFailure::NameMismatch,
         TlsFailure::Expired,
@@ -287,10 +395,12 @@ impl TlsFailure {
         TlsFailure::AlertUnknownCa,
         TlsFailure::AlertUnrecognisedName,
         TlsFailure::AlertNoApplicationProtocol,
+        TlsFailure::AlertCertificateRequired,
         TlsFailure::AlertInternalError,
         TlsFailure::AlertDecodeError,
         TlsFailure::AlertOther,
         TlsFailure::Closed,
+        TlsFailure::HandshakeTimeout,
         TlsFailure::Other,
     ];
 
@@ -309,10 +419,12 @@ impl TlsFailure {
             TlsFailure::AlertUnknownCa => "alert_unknown_ca",
             TlsFailure::AlertUnrecognisedName => "alert_unrecognised_name",
             TlsFailure::AlertNoApplicationProtocol => "alert_no_application_protocol",
+            TlsFailure::AlertCertificateRequired => "alert_certificate_required",
             TlsFailure::AlertInternalError => "alert_internal_error",
             TlsFailure::AlertDecodeError => "alert_decode_error",
             TlsFailure::AlertOther => "alert_other",
             TlsFailure::Closed => "closed",
+            TlsFailure::HandshakeTimeout => "handshake_timeout",
             TlsFailure::Other => "other",
         }
     }
@@ -361,6 +473,7 @@ impl TlsFailure {
                 AlertDescription::UnknownCA => TlsFailure::AlertUnknownCa,
                 AlertDescription::UnrecognisedName => TlsFailure::AlertUnrecognisedName,
                 AlertDescription::NoApplicationProtocol => TlsFailure::AlertNoApplicationProtocol,
+                AlertDescription::CertificateRequired => TlsFailure::AlertCertificateRequired,
                 AlertDescription::InternalError => TlsFailure::AlertInternalError,
                 AlertDescription::DecodeError => TlsFailure::AlertDecodeError,
                 _ => TlsFailure::AlertOther,

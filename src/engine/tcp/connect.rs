@@ -64,7 +64,7 @@ impl Worker<'_> {
                 if conn.state == ConnState::Connecting
                     && self.clock.ns(conn.connect_started) + self.plan.timeout_ns <= now
                 {
-                    self.connect_failed(c, libc::ETIMEDOUT);
+                    self.connect_timed_out(c);
                 }
             }
             if (next == n && self.connecting == 0) || stop.load(Ordering::Relaxed) {

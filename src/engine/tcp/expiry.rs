@@ -91,7 +91,7 @@ impl Worker<'_> {
                 if self.clock.ns(self.table.conns[c as usize].connect_started) + timeout
                     <= now_ns =>
             {
-                self.connect_failed(c, libc::ETIMEDOUT);
+                self.connect_timed_out(c);
             }
             _ => {}
         }

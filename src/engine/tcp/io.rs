@@ -83,15 +83,22 @@ impl Worker<'_> {
                 .build())
             .user_data(token.encode())
         } else if self.plan.tls.is_some() {
-            // Ciphertext: this connection's region of `tls_in` (decrypted from there).
-            let chunk = super::RECV_CHUNK_BYTES;
-            let ptr = self
-                .tls_in
-                .kernel_ptr(c as usize * chunk..(c as usize + 1) * chunk);
+            // Ciphertext: after what waits in this connection's region of `tls_in`
+            // (an unfinished record; never the whole region).
+            let size = crate::limits::TLS_RECV_BUFFER_BYTES;
+            let fill = match self.sessions[c as usize].as_mut() {
+                Some(s) => {
+                    s.recv_at = s.in_fill;
+                    s.in_fill
+                }
+                None => 0,
+            };
+            let base = c as usize * size;
+            let ptr = self.tls_in.kernel_ptr(base + fill..base + size);
             on_socket!(self, c, conn.fd, |t| opcode::Recv::new(
                 t,
                 ptr,
-                chunk as u32
+                (size - fill) as u32
             )
             .build())
             .user_data(token.encode())
@@ -213,10 +220,6 @@ impl Worker<'_> {
         conn.send_done += res as u32;
         if conn.send_done < conn.send_len {
             self.push_send(c); // partial send: re-arm from the offset
-            return;
-        }
-        if self.plan.tls.is_some() {
-            self.tls_pump(c); // what rustls has ready beyond the region
             return;
         }
         conn.sending = 0;

@@ -198,6 +198,21 @@ impl Worker<'_> {
         self.close_conn(c, Some(ErrorKind::NoConnection), Reopen::Backoff);
     }
 
+    /// A connection still `Connecting` at its timeout: with TLS, once its TCP connect
+    /// completed (it has a session), the handshake is what stalled (a TLS failure of
+    /// its own kind, not a connect timeout); else the connect timed out.
+    pub(super) fn connect_timed_out(&mut self, c: u32) {
+        if self.sessions.get(c as usize).is_some_and(Option::is_some) {
+            self.tls_failed(
+                c,
+                crate::transport::tls::TlsFailure::HandshakeTimeout,
+                "the server did not complete the handshake within --timeout",
+            );
+        } else {
+            self.connect_failed(c, libc::ETIMEDOUT);
+        }
+    }
+
     pub(super) fn on_connect(&mut self, c: u32, res: i32) {
         if res < 0 {
             self.connect_failed(c, -res);

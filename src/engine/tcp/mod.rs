@@ -58,7 +58,9 @@ use super::run_loop::LoopState;
 use super::socket;
 use super::worker_plan::WorkerPlan;
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::limits::{CQE_BATCH_MAX, TLS_RECORD_OVERHEAD_BYTES, TLS_SEND_BUFFER_BYTES_MIN};
+use crate::limits::{
+    CQE_BATCH_MAX, TLS_RECORD_OVERHEAD_BYTES, TLS_RECV_BUFFER_BYTES, TLS_SEND_BUFFER_BYTES_MIN,
+};
 use crate::ports::Placement;
 use crate::proto::AnyFramer;
 use crossbeam_channel::{Receiver, Sender};
@@ -141,8 +143,8 @@ struct Worker<'p> {
     /// `--tls`: per connection, `tls_out_len` bytes of ciphertext to send.
     tls_out: IoBuf,
     tls_out_len: usize,
-    /// `--tls` on kernels without provided-buffer rings: per connection,
-    /// `RECV_CHUNK_BYTES` of ciphertext received by a single-shot receive.
+    /// `--tls`: per connection, `TLS_RECV_BUFFER_BYTES` of ciphertext received and
+    /// not yet opened (records are opened in place here).
     tls_in: IoBuf,
     /// Requests are rendered per request (templates or a mix).
     render: bool,
@@ -285,14 +287,18 @@ impl<'p> Worker<'p> {
             0
         };
         // Ciphertext of a whole pipeline of the longest requests, record overheads
-        // included; smaller requests need only room for a ClientHello.
+        // included.
         let plain = if render {
             staging_len
         } else {
             plan.payload.len() * plan.pipeline
         };
-        let tls_out_len = (plain + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES)
-            .max(TLS_SEND_BUFFER_BYTES_MIN);
+        // Plus room for handshake messages still going out when the first requests
+        // follow them (the client's Finished; its certificate chain, asked for).
+        let tls_out_len = plain
+            + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES
+            + TLS_SEND_BUFFER_BYTES_MIN
+            + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
         let tls = plan.tls.is_some();
         Ok(Worker {
             sessions: if tls {
@@ -307,7 +313,7 @@ impl<'p> Worker<'p> {
             }),
             tls_out_len,
             tls_in: IoBuf::zeroed(if tls {
-                RECV_CHUNK_BYTES * plan.connections
+                TLS_RECV_BUFFER_BYTES * plan.connections
             } else {
                 0
             }),

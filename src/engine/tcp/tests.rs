@@ -380,3 +380,84 @@ fn a_closed_connection_reopens_only_after_its_single_shot_receive_left_the_ring(
     assert!(reap_until(&mut w, |w| w.table.conns[0].state == ConnState::Ready));
     w.quiesce();
 }
+
+/// Issue 24 §3: once a TLS connection's handshake is done, requests cost the worker
+/// no allocation: records are sealed into `tls_out` and opened in place in `tls_in`
+/// (rustls's own record layer allocates a vector per record). The handshake and the
+/// first requests (session tickets, the closed loop's first round) may allocate;
+/// then 2,000 requests through the ring to a rustls echo server on loopback count
+/// the worker thread's allocations, with TLS 1.3 and with TLS 1.2.
+#[test]
+fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
+    use crate::engine::driver::tests::allocations_here;
+    use crate::transport::tls::{TlsClient, TlsVersion, Trust, server_config};
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+        ])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(status.success());
+    let cert = std::fs::read(dir.path().join("cert.pem")).unwrap();
+    let key = std::fs::read(dir.path().join("key.pem")).unwrap();
+    for version in [TlsVersion::V13, TlsVersion::V12] {
+        let config = server_config(&cert, &key).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut p = plan(1);
+        p.target = listener.local_addr().unwrap();
+        p.targets = vec![p.target].into();
+        p.closed_loop = true;
+        p.rate_rps = 0.0;
+        p.pipeline = 1;
+        let client = TlsClient::new("localhost", Trust::Insecure, &[], Some(version), 0.0);
+        p.tls = Some(Arc::new(client.unwrap()));
+        let server = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (sock, _) = listener.accept().unwrap();
+            let conn = rustls::ServerConnection::new(config).unwrap();
+            let mut s = rustls::StreamOwned::new(conn, sock);
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = s.read(&mut buf) {
+                if s.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        });
+        let (mut w, _mock) = worker(&p);
+        w.open(0);
+        assert!(reap_until(&mut w, |w| w.table.conns[0].state == ConnState::Ready));
+        let requests = |w: &mut Worker<'_>, n: u64| {
+            let until = w.out.counters.completed + n;
+            let end = std::time::Instant::now() + Duration::from_secs(10);
+            while w.out.counters.completed < until && std::time::Instant::now() < end {
+                w.reissue();
+                w.flush_sends();
+                w.submit_and_wait(10 * MS);
+                w.reap();
+            }
+            assert!(w.out.counters.completed >= until, "{version:?}: responses");
+        };
+        requests(&mut w, 50);
+        let before = allocations_here();
+        requests(&mut w, 2_000);
+        let allocated = allocations_here() - before;
+        assert_eq!(w.out.counters.tls.full, 1);
+        assert_eq!(w.out.counters.errors.iter().sum::<u64>(), 0, "{version:?}");
+        assert_eq!(allocated, 0, "{version:?}: allocations in 2,000 requests");
+        w.ls.stopping = true;
+        w.close_conn(0, None, super::Reopen::Now);
+        w.quiesce();
+        drop(w);
+        server.join().unwrap();
+    }
+}
