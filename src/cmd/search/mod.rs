@@ -874,8 +874,10 @@ fn step_line(s: &Step) -> String {
         fmt_rate(s.achieved_rps),
         fmt_ns(s.latency_p99_ns),
         s.errors,
-        s.tls_handshake_p90_ns
-            .map_or(String::new(), |p| format!("tls handshake p90 {}, ", fmt_ns(p))),
+        s.tls_handshake_p90_ns.map_or(String::new(), |p| format!(
+            "tls handshake p90 {}, ",
+            fmt_ns(p)
+        )),
         fmt_ns(s.dispatch_lag_p99_ns),
         s.generator_busy_ratio_max * 100.0,
         s.verdict_text()

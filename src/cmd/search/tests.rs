@@ -164,6 +164,7 @@ fn step(rate: f64, achieved: f64, p99_ms: f64, outcome: StepOutcome) -> Step {
         slo: verdict,
         histograms: Default::default(),
         frames: None,
+        tls_handshake_p90_ns: None,
     }
 }
 
@@ -474,4 +475,35 @@ fn a_broken_step_at_a_saturated_link_or_generator_is_not_the_targets_limit() {
         serde_json::to_value(&r).unwrap()["saturation"]["kind"],
         "generator"
     );
+}
+
+/// Issue 24: with --tls each step's handshake p90 is a column of the table and part
+/// of its progress line (seed 003 grades a gateway's steps by it); without TLS the
+/// table has no such column.
+#[test]
+fn tls_steps_show_their_handshake_p90() {
+    use StepOutcome::*;
+    let c = cfg(Growth::Factor(1.5), None);
+    let t: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let tls = |rate: f64, p90_ms: u64| Step {
+        tls_handshake_p90_ns: Some(p90_ms * 1_000_000),
+        ..step(rate, rate, 3.0, Pass)
+    };
+    let r = conclude(
+        &plan(),
+        t,
+        &c,
+        vec![tls(2000.0, 48), tls(3200.0, 92)],
+        false,
+    );
+    let text = render(&r);
+    assert!(text.contains("tls p90"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.contains(" 3200 "))
+        .expect("the 3200/s row");
+    assert!(row.contains("92.00 ms"), "{row}");
+    assert!(step_line(&r.steps[0]).contains("tls handshake p90 48.00 ms"));
+    let plain = conclude(&plan(), t, &c, vec![step(2000.0, 2000.0, 3.0, Pass)], false);
+    assert!(!render(&plain).contains("tls p90"));
 }
