@@ -29,7 +29,7 @@ fi
 SERVER_PID=$!
 PIDS+=($SERVER_PID)
 sleep 0.5
-header
+echo "# $(date -u +%F) $(uname -r), $(nproc) cores; client on core 0, server on core 1; one run of ${DUR}s per step"
 frames_run() { # N JSON [WRAPPER...]
     local n=$1 json=$2; shift 2
     "$@" "$B" run --target 127.0.0.1:$PORT --cores 0 --workload frames --tick 33ms \
