@@ -160,7 +160,9 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
     let shards = plan.generators.max(1);
     let cores = worker_cores(i.cores);
     if let Some(f) = &i.cost_from_frames {
-        return frames_fleet(i, f, plan, shards, cores);
+        // The frames fleet: each machine its share of the connections.
+        let run_args = frames_run_args(i, f, plan.connections_per_generator.max(1));
+        return assemble(i, shards, cores, run_args, "frames");
     }
     let run_args: Vec<String> = [
         "--target",
@@ -177,69 +179,29 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    // One command, the index left to the shell; listed only for a small fleet.
-    let command = |s: &str| {
-        let mut a: Vec<String> = vec!["blaster".into(), "run".into()];
-        a.extend(run_args.iter().cloned());
-        a.extend([
-            "--cores".into(),
-            cores.clone(),
-            "--shard".into(),
-            format!("{s}/{shards}"),
-            "--start-at".into(),
-            "$START".into(),
-            "--run-id".into(),
-            "$RUN_ID".into(),
-            "--json".into(),
-            format!("shard-{s}.json"),
-        ]);
-        line(&a)
-    };
-    let shard_command = command(SHARD_VAR);
-    let shard_commands = (shards <= PLAN_SHARD_COMMANDS_LISTED_MAX)
-        .then(|| (0..shards).map(|s| command(&s.to_string())).collect());
-    let k8s = format!(
-        "scripts/k8s-run.sh --shards {shards} --cpus {} --image IMAGE -- {}",
-        i.cores,
-        line(&run_args)
-    );
-    FleetPlan {
-        shards,
-        cores: cores.clone(),
-        workload: "request",
-        run_args: run_args.clone(),
-        shard_command,
-        shard_commands,
-        kubernetes: KubernetesValues {
-            completions: shards,
-            parallelism: shards,
-            cpus: i.cores,
-            command: k8s,
-        },
-        ansible: AnsibleValues {
-            generators: shards,
-            blaster_cores: cores,
-            blaster_args: run_args,
-        },
-    }
+    assemble(i, shards, cores, run_args, "request")
 }
 
-/// The frames fleet: every machine the same command, its share of the connections as
-/// a whole frames run, all started at `$START`, one JSON each.
-fn frames_fleet(
+/// A fleet of `shards` machines running `run_args` on `cores`, all started at
+/// `$START`, one JSON each. Request runs take `--shard i/N` (each its share of one
+/// timetable); frames runs cannot be sharded, so each machine runs its share of the
+/// connections as a whole run. The per-shard commands are listed only for a small fleet.
+fn assemble(
     i: &PlanInput,
-    f: &FramesCost,
-    plan: &ClusterPlan,
     shards: u64,
     cores: String,
+    run_args: Vec<String>,
+    workload: &'static str,
 ) -> FleetPlan {
-    let run_args = frames_run_args(i, f, plan.connections_per_generator.max(1));
+    let sharded = workload == "request";
     let command = |s: &str| {
         let mut a: Vec<String> = vec!["blaster".into(), "run".into()];
         a.extend(run_args.iter().cloned());
+        a.extend(["--cores".into(), cores.clone()]);
+        if sharded {
+            a.extend(["--shard".into(), format!("{s}/{shards}")]);
+        }
         a.extend([
-            "--cores".into(),
-            cores.clone(),
             "--start-at".into(),
             "$START".into(),
             "--run-id".into(),
@@ -260,7 +222,7 @@ fn frames_fleet(
     FleetPlan {
         shards,
         cores: cores.clone(),
-        workload: "frames",
+        workload,
         run_args: run_args.clone(),
         shard_command,
         shard_commands,
