@@ -483,6 +483,32 @@ impl TlsFailure {
     }
 }
 
+/// For unit tests: a self-signed P-256 certificate for `localhost` and its key (PEM),
+/// made by `openssl` in `dir` (a test's temporary directory).
+#[cfg(test)]
+pub(crate) fn self_signed_localhost(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
+    let status = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+        ])
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(status.success());
+    (
+        std::fs::read(dir.join("cert.pem")).unwrap(),
+        std::fs::read(dir.join("key.pem")).unwrap(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

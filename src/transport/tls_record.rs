@@ -426,22 +426,7 @@ mod tests {
     #[test]
     fn records_round_trip_with_rustls_for_every_suite() {
         let dir = tempfile::tempdir().unwrap();
-        let ok = std::process::Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-            .args([
-                "-subj",
-                "/CN=localhost",
-                "-keyout",
-                "key.pem",
-                "-out",
-                "cert.pem",
-            ])
-            .current_dir(dir.path())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        crate::transport::tls::self_signed_localhost(dir.path());
         for (version, suite) in [
             (TlsVersion::V13, S::TLS13_AES_128_GCM_SHA256),
             (TlsVersion::V13, S::TLS13_AES_256_GCM_SHA384),

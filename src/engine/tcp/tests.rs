@@ -392,24 +392,7 @@ fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
     use crate::engine::driver::tests::allocations_here;
     use crate::transport::tls::{TlsClient, TlsVersion, Trust, server_config};
     let dir = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args([
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-        ])
-        .current_dir(dir.path())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl");
-    assert!(status.success());
-    let cert = std::fs::read(dir.path().join("cert.pem")).unwrap();
-    let key = std::fs::read(dir.path().join("key.pem")).unwrap();
+    let (cert, key) = crate::transport::tls::self_signed_localhost(dir.path());
     for version in [TlsVersion::V13, TlsVersion::V12] {
         let config = server_config(&cert, &key).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
