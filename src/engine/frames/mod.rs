@@ -747,6 +747,9 @@ impl<'p> FrameWorker<'p> {
         let count = (conn.pend as usize).min(if self.udp { 1 } else { SEND_FRAMES });
         let base = c as usize * self.send_stride;
         let slots = self.slots;
+        // Slot s's room on the wire is `room + s x rooms` (`FramePlan::wire_room`),
+        // the division behind `rooms()` taken once per send, none with one slot.
+        let stride = if slots == 1 { 0 } else { g.rooms() as u32 };
         for i in 0..count {
             let k = conn.pend_k + i as u64;
             let intended_ns = g.intended_ns(gj, k);
@@ -755,7 +758,7 @@ impl<'p> FrameWorker<'p> {
                 .enumerate()
             {
                 *st = FrameHeader {
-                    room: self.fp.wire_room(s, u64::from(room)),
+                    room: room + s as u32 * stride,
                     member,
                     flags: 0,
                     entries: 0,
