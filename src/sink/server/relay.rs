@@ -47,7 +47,7 @@ use crate::sink::send_queue::{QUEUE_BYTES, QUEUE_BYTES_MAX, SendQueues};
 use crate::sink::stats::BroadcastStats;
 use crate::sink::token::Token;
 
-/// A connection not in a room yet.
+/// An unused entry of a connection's room list.
 const NO_ROOM: RoomSlot = RoomSlot::MAX;
 /// Rooms the table holds beyond `slots / room_size` (partly filled rooms while
 /// members join).
@@ -56,7 +56,7 @@ const ROOMS_SPARE: usize = 64;
 /// One connection slot's broadcast state.
 #[derive(Debug, Clone, Copy)]
 struct Peer {
-    room: RoomSlot,
+    /// The member index of its first room's frames (an aggregate downlink's receiver).
     member: u16,
     /// Bytes of the chain's head buffer already consumed.
     rx_off: u32,
@@ -66,7 +66,6 @@ struct Peer {
 
 impl Peer {
     const NONE: Peer = Peer {
-        room: NO_ROOM,
         member: 0,
         rx_off: 0,
         rx_len: 0,
@@ -161,7 +160,7 @@ impl Relay {
         for step in 0..n {
             let i = (hint + step) % n;
             if list[i].0 == id {
-                self.peer_hint[index] = ((i + 1) % per.max(1)) as u16;
+                self.peer_hint[index] = ((i + 1) % per) as u16;
                 return Some(list[i].1);
             }
         }
@@ -184,7 +183,6 @@ impl Relay {
         self.peer_rooms[index * per + n] = (header.room, room);
         self.peer_nrooms[index] += 1;
         if n == 0 {
-            self.peers[index].room = room;
             self.peers[index].member = header.member;
         }
         self.stats.joins += 1;
