@@ -75,7 +75,7 @@ impl RunPlan {
         let (rate_rps, shape) = rate(a, spec, &rated)?;
         let requests = requests(a, facts)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
-        let tls = tls_client(a, facts, transport, frames.is_some())?;
+        let tls = tls_client(a, facts, transport)?;
         let mut plan = RunPlan {
             tls,
             frames,
@@ -371,7 +371,6 @@ fn tls_client(
     a: &RunArgs,
     facts: &HostFacts,
     transport: Transport,
-    frames: bool,
 ) -> Result<Option<Arc<crate::transport::tls::TlsClient>>, PlanError> {
     use crate::transport::tls::{TlsClient, Trust, parse_certs, parse_key};
     let t = &a.tls;
@@ -386,9 +385,6 @@ fn tls_client(
             "tls",
             "is TCP-only (DTLS is not supported): drop --proto udp",
         ));
-    }
-    if frames {
-        return Err(err("tls", "is not supported with --workload frames yet"));
     }
     let Some(first) = a.target.first() else {
         return Err(err(

@@ -131,6 +131,16 @@ pub fn ws_server() -> (Server, u16) {
 /// The broadcast server pinging every client each `ping_s` seconds and closing one
 /// that has not answered within as long.
 pub fn ws_server_pinging(ping_s: f64) -> (Server, u16) {
+    ws_server_with(&[&ping_s.to_string()])
+}
+
+/// The broadcast server serving wss (TLS) with the PEM files `cert` and `key`.
+pub fn wss_server(cert: &str, key: &str) -> (Server, u16) {
+    ws_server_with(&["20", cert, key])
+}
+
+/// The broadcast server with `args` after its port.
+fn ws_server_with(args: &[&str]) -> (Server, u16) {
     let py = python_with_websockets();
     let port = free_port();
     let script = concat!(
@@ -141,7 +151,7 @@ pub fn ws_server_pinging(ping_s: f64) -> (Server, u16) {
         Command::new(py)
             .arg(script)
             .arg(port.to_string())
-            .arg(ping_s.to_string()),
+            .args(args),
         None,
         port,
     );

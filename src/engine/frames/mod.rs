@@ -21,6 +21,7 @@
 pub mod accounting;
 pub mod downlink;
 pub mod timetable;
+mod tls;
 
 pub use timetable::{FrameCursor, FrameGrid};
 
@@ -36,11 +37,15 @@ use super::token::{Op, Token, next_generation};
 use super::worker_plan::{FramePlan, Transport, WorkerPlan};
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::engine::recorder::{FrameCounters, JoinFailures};
-use crate::limits::{CQE_BATCH_MAX, DRAIN_NS_MAX, WAIT_NS_MAX};
+use crate::limits::{
+    CQE_BATCH_MAX, DRAIN_NS_MAX, TLS_RECORD_OVERHEAD_BYTES, TLS_RECV_BUFFER_BYTES,
+    TLS_SEND_BUFFER_BYTES_MIN, WAIT_NS_MAX,
+};
 use crate::proto::frame::{Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
 use crate::proto::frame_proto::{
     CONTROL_BYTES_MAX, Control, Down, FrameProto, Join, JoinError, JoinFailure, Role,
 };
+use crate::transport::tls_record::RecordLayer;
 use accounting::{FrameBook, MemberBooks};
 use crossbeam_channel::{Receiver, Sender};
 use downlink::DownBook;
@@ -161,6 +166,14 @@ struct FrameWorker<'p> {
     wire_len: usize,
     recv_buf: IoBuf,
     recv_stride: usize,
+    /// `--tls`: each socket's session (`None` before its handshake starts); empty
+    /// without TLS.
+    sessions: Box<[Option<Box<tls::Session>>]>,
+    /// `--tls`: per socket, [`TLS_RECV_BUFFER_BYTES`] of ciphertext received and
+    /// `tls_out_len` of ciphertext to send.
+    tls_in: IoBuf,
+    tls_out: IoBuf,
+    tls_out_len: usize,
     addr: Box<SockAddr>,
     clock: Clock,
     out: Outbox,
@@ -216,6 +229,8 @@ impl Drop for FrameWorker<'_> {
         if self.ops_in_ring > 0 {
             self.send_buf.leak();
             self.recv_buf.leak();
+            self.tls_in.leak();
+            self.tls_out.leak();
             std::mem::forget(std::mem::take(&mut self.ctl));
             std::mem::forget(std::mem::replace(
                 &mut self.addr,
@@ -282,6 +297,13 @@ impl<'p> FrameWorker<'p> {
                 next: Vec::with_capacity(CTL_QUEUED * CONTROL_BYTES_MAX),
             })
             .collect();
+        // `--tls`: a send's frames or a piece of control bytes sealed, behind the
+        // handshake's last messages (the client's Finished, its certificate chain).
+        let tls_out_len = RecordLayer::sealed_len(send_stride.max(tls::PLAIN_CHUNK))
+            + TLS_RECORD_OVERHEAD_BYTES
+            + TLS_SEND_BUFFER_BYTES_MIN
+            + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
+        let tls = plan.tls.is_some();
         let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
         ring.confine_io_workers(plan.core);
         arm_fault_hook(&mut ring);
@@ -342,6 +364,10 @@ impl<'p> FrameWorker<'p> {
             wire_len,
             recv_buf: IoBuf::zeroed(n * recv_stride),
             recv_stride,
+            sessions: (0..if tls { n } else { 0 }).map(|_| None).collect(),
+            tls_in: IoBuf::zeroed(if tls { n * TLS_RECV_BUFFER_BYTES } else { 0 }),
+            tls_out: IoBuf::zeroed(if tls { n * tls_out_len } else { 0 }),
+            tls_out_len,
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
             out: Outbox::new(plan.index, snap_tx, recycle_rx),
@@ -413,6 +439,9 @@ impl<'p> FrameWorker<'p> {
             ctl.next.clear();
         }
         self.codecs[c as usize].reset();
+        if let Some(s) = self.sessions.get_mut(c as usize) {
+            *s = None; // its operations completed: nothing of it is in the kernel
+        }
         if conn.opened_before {
             self.reconnects += 1;
         }
@@ -486,7 +515,12 @@ impl<'p> FrameWorker<'p> {
         debug_assert!(!conn.up);
         conn.connecting = false;
         self.out.counters.connections_opened += 1;
-        if self.joins {
+        if self.plan.tls.is_some() && !tls::upgrades_after_greeting(self.fp.spec.kind) {
+            // The handshake first; the join (or, blaster frames, being up) after it.
+            conn.joining = true;
+            self.joining += 1;
+            self.tls_start(c);
+        } else if self.joins {
             conn.joining = true;
             self.joining += 1;
             self.set_join_rooms(c);
@@ -496,7 +530,25 @@ impl<'p> FrameWorker<'p> {
         } else {
             self.joined(c, self.clock.ticks());
         }
-        self.arm_recv(c);
+        if self.conns[c as usize].fd >= 0 {
+            self.arm_recv(c);
+        }
+    }
+
+    /// Socket `c`'s TLS session is open: its join starts (NATS's, begun in plaintext
+    /// before the upgrade, sends the bytes it held), or it is up (blaster frames).
+    fn session_open(&mut self, c: u32, now: Nanos) {
+        if !self.joins {
+            let _ = now;
+            self.joined(c, self.clock.ticks());
+        } else if tls::upgrades_after_greeting(self.fp.spec.kind) {
+            self.flush_ctl(c);
+        } else {
+            self.set_join_rooms(c);
+            let ctl = &mut self.ctl[c as usize];
+            self.codecs[c as usize].join_start(&self.join_rooms, &mut ctl.next);
+            self.flush_ctl(c);
+        }
     }
 
     /// Connection `c` joined its room at `now_t`: it is up, its frames go out from its
@@ -592,8 +644,20 @@ impl<'p> FrameWorker<'p> {
         if conn.sending || ctl.next.is_empty() || conn.fd < 0 {
             return;
         }
+        if self.tls_holding(c) {
+            return; // no plaintext leaves a --tls socket: it waits for the session
+        }
+        let tls = self.tls_on(c);
+        let ctl = &mut self.ctl[c as usize];
         debug_assert!(ctl.busy.is_empty());
         std::mem::swap(&mut ctl.busy, &mut ctl.next);
+        if tls {
+            let conn = &mut self.conns[c as usize];
+            conn.sending = true;
+            conn.ctl_sending = true;
+            let len = self.ctl[c as usize].busy.len();
+            return self.tls_send_plain(c, true, 0, len);
+        }
         let entry = opcode::Send::new(types::Fd(conn.fd), ctl.busy.as_ptr(), ctl.busy.len() as u32)
             .build()
             .user_data(self.token(c, Op::Send));
@@ -638,6 +702,9 @@ impl<'p> FrameWorker<'p> {
     }
 
     fn arm_recv(&mut self, c: u32) {
+        if self.tls_on(c) {
+            return self.tls_arm_recv(c);
+        }
         let conn = &self.conns[c as usize];
         let keep = conn.recv_keep as usize;
         let base = c as usize * self.recv_stride;
@@ -680,7 +747,7 @@ impl<'p> FrameWorker<'p> {
         // Joins the server never finished within the connect phase fail as timeouts.
         let now = self.clock.now_ns();
         for c in 0..n as u32 {
-            if self.conns[c as usize].joining {
+            if self.conns[c as usize].joining && !self.tls_timed_out(c) {
                 let reason = format!(
                     "{} join timeout: no answer within {}",
                     self.fp.spec.kind,
@@ -791,6 +858,9 @@ impl<'p> FrameWorker<'p> {
         let conn = &self.conns[c as usize];
         let base = c as usize * self.send_stride;
         let (off, end) = (conn.send_off as usize, conn.send_len as usize);
+        if self.tls_on(c) {
+            return self.tls_send_plain(c, false, off, end - off);
+        }
         let buf = self.send_buf.kernel_ptr(base + off..base + end);
         let entry = opcode::Send::new(types::Fd(conn.fd), buf, (end - off) as u32)
             .build()
@@ -824,7 +894,16 @@ impl<'p> FrameWorker<'p> {
                         self.connected(t.conn);
                     }
                 }
-                Op::Send => self.on_send(t.conn, res, now),
+                Op::Send => {
+                    if res > 0 {
+                        self.out.counters.bytes_sent += res as u64;
+                    }
+                    if self.tls_on(t.conn) {
+                        self.tls_on_send(t.conn, res, now);
+                    } else {
+                        self.on_send(t.conn, res, now);
+                    }
+                }
                 Op::Recv => self.on_recv(t.conn, res, now),
                 Op::Close => {}
             }
@@ -846,7 +925,6 @@ impl<'p> FrameWorker<'p> {
                 return;
             }
         } else {
-            self.out.counters.bytes_sent += res as u64;
             let conn = &mut self.conns[c as usize];
             conn.send_off += res as u32;
             if conn.send_off < conn.send_len {
@@ -875,7 +953,6 @@ impl<'p> FrameWorker<'p> {
         if res < 0 {
             return self.disconnect(c, now);
         }
-        self.out.counters.bytes_sent += res as u64;
         let conn = &mut self.conns[c as usize];
         let ctl = &mut self.ctl[c as usize];
         ctl.busy.drain(..res as usize);
@@ -901,11 +978,12 @@ impl<'p> FrameWorker<'p> {
             return;
         }
         self.out.counters.bytes_received += res as u64;
-        let base = c as usize * self.recv_stride;
-        let keep = self.conns[c as usize].recv_keep as usize;
-        let end = keep + res as usize;
+        if self.tls_on(c) {
+            return self.tls_on_recv(c, res as usize, now);
+        }
         if self.udp {
-            let bytes = self.recv_buf.region(base..base + end);
+            let base = c as usize * self.recv_stride;
+            let bytes = self.recv_buf.region(base..base + res as usize);
             let counters = &mut self.out.counters.frames;
             deliver(
                 &mut self.book,
@@ -919,11 +997,25 @@ impl<'p> FrameWorker<'p> {
             self.arm_recv(c);
             return;
         }
+        if self.plain_received(c, res as usize, now) {
+            self.arm_recv(c);
+        }
+    }
+
+    /// `n` bytes arrived in connection `c`'s receive region after the bytes it kept:
+    /// the join's answers, then downlink messages; an unfinished message is kept at
+    /// the front. Returns whether the connection stays open and receiving (the caller
+    /// arms its next receive).
+    fn plain_received(&mut self, c: u32, n: usize, now: Nanos) -> bool {
+        let base = c as usize * self.recv_stride;
+        let keep = self.conns[c as usize].recv_keep as usize;
+        let end = keep + n;
         let mut pos = 0;
         if self.conns[c as usize].joining {
             match self.feed_join(c, base, end) {
-                Some(consumed) => pos = consumed,
-                None => return, // failed (closed), or pending (receive armed again)
+                Ok(Some(consumed)) => pos = consumed,
+                Ok(None) => return true, // pending: the rest kept
+                Err(()) => return false, // failed: closed
             }
         }
         match self.decode_stream(c, base + pos, base + end, now) {
@@ -939,11 +1031,11 @@ impl<'p> FrameWorker<'p> {
                 }
                 self.out.counters.frames.foreign += 1;
                 self.disconnect(c, now);
-                return;
+                return false;
             }
         }
         if !self.conns[c as usize].up {
-            return; // closed by a control message (a WebSocket close)
+            return false; // closed by a control message (a WebSocket close)
         }
         let tail = end - pos;
         if tail == self.recv_stride {
@@ -955,20 +1047,22 @@ impl<'p> FrameWorker<'p> {
             });
             self.out.counters.frames.foreign += 1;
             self.disconnect(c, now);
-            return;
+            return false;
         }
         if pos > 0 && tail > 0 {
             self.recv_buf.copy_within(base + pos..base + end, base);
         }
         self.conns[c as usize].recv_keep = tail as u32;
         self.flush_ctl(c);
-        self.arm_recv(c);
+        true
     }
 
     /// Feeds the bytes at `recv_buf[base..end]` to connection `c`'s join: `Some(n)`
     /// once joined (the bytes after `n` are downlink bytes); `None` while pending (the
-    /// rest kept, the receive armed again) or failed (the connection closed).
-    fn feed_join(&mut self, c: u32, base: usize, end: usize) -> Option<usize> {
+    /// rest kept); `Err` when it failed (the connection closed). With `--tls`, NATS's
+    /// upgrade starts once its plaintext `INFO` is answered (the answer waits for the
+    /// session).
+    fn feed_join(&mut self, c: u32, base: usize, end: usize) -> Result<Option<usize>, ()> {
         self.set_join_rooms(c);
         let bytes = self.recv_buf.region(base..base + end);
         let out = &mut self.ctl[c as usize].next;
@@ -976,7 +1070,7 @@ impl<'p> FrameWorker<'p> {
             Join::Joined { consumed } => {
                 self.flush_ctl(c);
                 self.joined(c, self.clock.ticks());
-                Some(consumed)
+                Ok(Some(consumed))
             }
             Join::Pending { consumed } => {
                 let tail = end - consumed;
@@ -990,19 +1084,31 @@ impl<'p> FrameWorker<'p> {
                         ),
                     };
                     self.join_failed(c, Some(e.kind), e.to_string(), self.clock.now_ns());
-                    return None;
+                    return Err(());
+                }
+                if self.plan.tls.is_some()
+                    && !self.tls_on(c)
+                    && !self.ctl[c as usize].next.is_empty()
+                {
+                    // The greeting is answered: the rest goes over TLS.
+                    self.conns[c as usize].recv_keep = 0;
+                    self.tls_start(c);
+                    return if self.conns[c as usize].fd >= 0 {
+                        Ok(None)
+                    } else {
+                        Err(())
+                    };
                 }
                 if consumed > 0 && tail > 0 {
                     self.recv_buf.copy_within(base + consumed..base + end, base);
                 }
                 self.conns[c as usize].recv_keep = tail as u32;
                 self.flush_ctl(c);
-                self.arm_recv(c);
-                None
+                Ok(None)
             }
             Join::Failed(e) => {
                 self.join_failed(c, Some(e.kind), e.to_string(), self.clock.now_ns());
-                None
+                Err(())
             }
         }
     }
