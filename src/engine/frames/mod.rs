@@ -1426,7 +1426,7 @@ mod tests {
     use crate::engine::frames::timetable::SENDERS_ALL;
     use crate::engine::worker_plan::FramePlan;
 
-    fn worker_plan(connections: usize) -> WorkerPlan {
+    pub(crate) fn worker_plan(connections: usize) -> WorkerPlan {
         let mut p = WorkerPlan::for_tests(connections);
         p.transport = Transport::Udp;
         p.frames = Some(FramePlan {

@@ -426,6 +426,84 @@ mod tests {
         }
     }
 
+    /// Frames over TLS allocate nothing per frame once the session is open: a
+    /// connection in a room of one, whose echo server (rustls, a thread) sends every
+    /// frame back, 2,000 frames sealed, sent, received and opened (TLS 1.3 and 1.2).
+    #[test]
+    fn frames_over_tls_allocate_nothing_after_the_handshake() {
+        use crate::engine::driver::tests::allocations_here;
+        use crate::engine::worker_plan::Transport;
+        use crate::transport::tls::{TlsClient, TlsVersion, Trust, server_config};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = crate::transport::tls::self_signed_localhost(dir.path());
+        for version in [TlsVersion::V13, TlsVersion::V12] {
+            let config = server_config(&cert, &key).unwrap();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut p = super::super::tests::worker_plan(1);
+            p.transport = Transport::Tcp;
+            p.duration_ns = 1_000_000_000_000; // every frame sent here is planned
+            p.target = listener.local_addr().unwrap();
+            p.targets = vec![p.target].into();
+            let fp = p.frames.as_mut().unwrap();
+            fp.grid.room_size = 1;
+            fp.echo = true;
+            let client = TlsClient::new("localhost", Trust::Insecure, &[], Some(version), 0.0);
+            p.tls = Some(Arc::new(client.unwrap()));
+            let server = std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let (sock, _) = listener.accept().unwrap();
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut s = rustls::StreamOwned::new(conn, sock);
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    if s.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+            let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+            let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+            let mut w = FrameWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");
+            w.open(0);
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !w.conns[0].up && std::time::Instant::now() < end {
+                w.ring.submit_and_wait_ns(10_000_000).unwrap();
+                w.reap();
+            }
+            assert!(w.conns[0].up, "{version:?}: handshake");
+            let mut k = 0;
+            let mut frames = |w: &mut FrameWorker<'_>, n: u64| {
+                let until = w.out.counters.frames.received + n;
+                while w.out.counters.frames.received < until && std::time::Instant::now() < end {
+                    if !w.conns[0].sending {
+                        let conn = &mut w.conns[0];
+                        (conn.pend_k, conn.pend) = (k, 1);
+                        k += 1;
+                        w.send_pending(0);
+                    }
+                    w.ring.submit_and_wait_ns(10_000_000).unwrap();
+                    w.reap();
+                }
+                assert!(
+                    w.out.counters.frames.received >= until,
+                    "{version:?}: echoes"
+                );
+            };
+            frames(&mut w, 50);
+            let before = allocations_here();
+            frames(&mut w, 2_000);
+            let allocated = allocations_here() - before;
+            assert_eq!(w.out.counters.tls.full, 1, "{version:?}");
+            let f = &w.out.counters.frames;
+            assert!(f.received >= 2_000 && f.foreign == 0, "{version:?}: {f:?}");
+            assert_eq!(allocated, 0, "{version:?}: allocations in 2,000 frames");
+            w.quiesce();
+            drop(w);
+            server.join().unwrap();
+        }
+    }
+
     #[test]
     fn only_nats_upgrades_after_the_servers_greeting() {
         assert!(upgrades_after_greeting(FrameProtoKind::Nats));
