@@ -8,7 +8,9 @@
 #    beside `openssl s_time -new` and `-reuse` against the same server.
 # 3. Memory per idle TLS connection: HELD (default 100000) connections held with
 #    --hold, the report's user_bytes_per_connection, beside the same count in plain TCP.
-#    Needs ulimit -n and ip_local_port_range for HELD (scripts/preflight.sh says).
+#    They are held by a second nginx of ceil(HELD / 18000) workers on core 1 (each worker
+#    is capped at 20,000 descriptors by RLIMIT_NOFILE; reuseport spreads the accepts),
+#    from ceil(HELD / 25000) source addresses 127.0.0.2.. (the ephemeral port range).
 # Run only under `flock /tmp/bench.lock bench/tls.sh` on a shared machine.
 source "$(dirname "$0")/lib.sh"
 need wrk wrk; need nginx nginx-light; need openssl openssl
@@ -34,9 +36,9 @@ start_nginx_tls() {
     mkdir -p "$d"
     TLS_PORT=$(free_port); PLAIN_PORT=$(free_port)
     cat >"$d/nginx.conf" <<CONF
-daemon off; master_process off; worker_processes 1; worker_rlimit_nofile $((HELD * 2 + 1024));
+daemon off; master_process off; worker_processes 1; worker_rlimit_nofile 4096;
 pid $d/nginx.pid; error_log $d/error.log;
-events { worker_connections $((HELD + 1024)); }
+events { worker_connections 2048; }
 http { access_log off; keepalive_requests 100000000; keepalive_timeout 600s;
   client_body_temp_path $d; proxy_temp_path $d; fastcgi_temp_path $d; uwsgi_temp_path $d;
   scgi_temp_path $d;
@@ -49,8 +51,34 @@ CONF
     sleep 0.5
 }
 
+# start_nginx_held: HELD_WORKERS workers on core 1 holding HELD connections between
+# them, HTTPS on HELD_TLS_PORT and plain HTTP on HELD_PLAIN_PORT (reuseport).
+start_nginx_held() {
+    local d=$OUT/nginx-held
+    mkdir -p "$d"
+    HELD_WORKERS=$(( (HELD + 17999) / 18000 ))
+    HELD_TLS_PORT=$(free_port); HELD_PLAIN_PORT=$(free_port)
+    cat >"$d/nginx.conf" <<CONF
+daemon off; master_process on; worker_processes $HELD_WORKERS; worker_rlimit_nofile 20000;
+pid $d/nginx.pid; error_log $d/error.log;
+events { worker_connections 19500; }
+http { access_log off; keepalive_requests 100000000; keepalive_timeout 600s;
+  client_body_temp_path $d; proxy_temp_path $d; fastcgi_temp_path $d; uwsgi_temp_path $d;
+  scgi_temp_path $d;
+  server { listen 127.0.0.1:$HELD_TLS_PORT ssl reuseport; ssl_certificate $CERTS/srv.pem;
+    ssl_certificate_key $CERTS/srv.key; location / { return 200 "hello\n"; } }
+  server { listen 127.0.0.1:$HELD_PLAIN_PORT reuseport; location / { return 200 "hello\n"; } } }
+CONF
+    taskset -c 1 nginx -c "$d/nginx.conf" -p "$d" >/dev/null 2>&1 &
+    PIDS+=($!)
+    sleep 1
+}
+
 mk_certs
 start_nginx_tls
+start_nginx_held
+SRC=$(( (HELD + 24999) / 25000 ))
+if (( SRC == 1 )); then SRC_RANGE=127.0.0.2; else SRC_RANGE=127.0.0.2-127.0.0.$((1 + SRC)); fi
 header
 T=(--tls --tls-ca "$CERTS/ca.pem")
 
@@ -93,10 +121,10 @@ done
 echo
 
 # --- 3. Memory per idle TLS connection --------------------------------------------------
-printf '%-40s %-24s\n' "held connections ($HELD)" "user bytes per connection"
+printf '%-40s %-24s\n' "held connections ($HELD; nginx x$HELD_WORKERS, $SRC_RANGE)" "user bytes per connection"
 for kind in plain tls; do
-    if [ $kind = tls ]; then args=(--target "localhost:$TLS_PORT" "${T[@]}"); else args=(--target "127.0.0.1:$PLAIN_PORT"); fi
-    "$B" run "${args[@]}" --cores 0 --hold --connections "$HELD" --duration 5s --quiet \
+    if [ $kind = tls ]; then args=(--target "localhost:$HELD_TLS_PORT" "${T[@]}" --tls-resume 1); else args=(--target "127.0.0.1:$HELD_PLAIN_PORT"); fi
+    "$B" run "${args[@]}" --cores 0 --source-ip "$SRC_RANGE" --hold --connections "$HELD" --duration 5s --quiet \
         --json "$OUT/m.json" >/dev/null 2>&1 || true
     printf '%-40s %-24s\n' "$kind" "$(python3 -c "import json; print(round(json.load(open('$OUT/m.json'))['memory']['user_bytes_per_connection']))" 2>/dev/null || echo failed)"
 done
