@@ -1047,3 +1047,99 @@ fn twenty_connections_of_ten_members_are_accounted_per_member() {
     );
     sink.stop();
 }
+
+/// The local IPv4 addresses of the established TCP sockets connected to 127.0.0.1:`port`
+/// (/proc/net/tcp), with their counts.
+fn sources_connected_to(port: u16) -> std::collections::BTreeMap<String, u64> {
+    let mut by_source = std::collections::BTreeMap::new();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let want = format!("0100007F:{port:04X}");
+    for line in table.lines().skip(1) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if cols.len() > 3 && cols[2] == want && cols[3] == "01" {
+            let hex = cols[1].split(':').next().unwrap_or("");
+            let ip = u32::from_str_radix(hex, 16).unwrap_or(0).to_le_bytes();
+            let ip = std::net::Ipv4Addr::from(ip).to_string();
+            *by_source.entry(ip).or_insert(0) += 1;
+        }
+    }
+    by_source
+}
+
+/// Frames sockets live in the rings' file tables, not the process's descriptor table
+/// (issue 22): 3,000 connections run under RLIMIT_NOFILE 1,100 (three rings on core
+/// 0), and `--source-ip` spreads them over its addresses in turn (it was ignored by
+/// frames runs).
+#[test]
+fn frames_connections_pass_the_descriptor_limit_from_every_source_address() {
+    let _l = load_lock();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--room-size",
+        "10",
+        "--max-connections",
+        "4000",
+    ]);
+    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let (_dir, json) = tmp_json();
+    let args = [
+        "run",
+        "--cores",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+        "--target",
+        &sink.addr,
+        "--workload",
+        "frames",
+        "--connections",
+        "3000",
+        "--room-size",
+        "10",
+        "--tick",
+        "200ms",
+        "--duration",
+        "3s",
+        "--source-ip",
+        "127.0.0.2-127.0.0.3",
+        "--quiet",
+    ];
+    let mut child = spawn_with_rlimit(&args, libc::RLIMIT_NOFILE, 1100);
+    // While it holds its connections: where they come from.
+    let mut most = std::collections::BTreeMap::new();
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < end {
+        let seen = sources_connected_to(port);
+        if seen.values().sum::<u64>() > most.values().sum::<u64>() {
+            most = seen;
+        }
+        if most.values().sum::<u64>() >= 3000 || !matches!(child.try_wait(), Ok(None)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = wait_bounded(child, Duration::from_secs(60));
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&json);
+    assert_eq!(
+        f(&v, "connections.established"),
+        3000.0,
+        "{}",
+        v["connections"]
+    );
+    assert!(
+        f(&v, "connections.rings_per_core") >= 3.0,
+        "{}",
+        v["connections"]
+    );
+    let features = v["io_uring_features"].to_string();
+    assert!(features.contains("registered_files"), "{features}");
+    let want: std::collections::BTreeMap<String, u64> = [
+        ("127.0.0.2".to_string(), 1500),
+        ("127.0.0.3".to_string(), 1500),
+    ]
+    .into();
+    assert_eq!(most, want, "sockets to the sink by source address");
+    sink.stop();
+}

@@ -527,6 +527,13 @@ pub fn frames_args_with<'a>(
 /// child (an abort, not exit 1 or 2) instead of taking the machine's memory, so a
 /// regression shows as a failed test.
 pub fn run_with_memory_limit(args: &[&str], as_bytes: u64, limit: Duration) -> Output {
+    let child = spawn_with_rlimit(args, libc::RLIMIT_AS, as_bytes);
+    wait_bounded(child, limit)
+}
+
+/// Starts blaster with `args` (output piped) under the limit `value` of `resource`
+/// (soft and hard, set in the child only).
+pub fn spawn_with_rlimit(args: &[&str], resource: libc::__rlimit_resource_t, value: u64) -> Child {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin());
     cmd.args(args)
@@ -538,16 +545,16 @@ pub fn run_with_memory_limit(args: &[&str], as_bytes: u64, limit: Duration) -> O
     unsafe {
         cmd.pre_exec(move || {
             let r = libc::rlimit {
-                rlim_cur: as_bytes,
-                rlim_max: as_bytes,
+                rlim_cur: value,
+                rlim_max: value,
             };
-            if libc::setrlimit(libc::RLIMIT_AS, &r) != 0 {
+            if libc::setrlimit(resource, &r) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
     }
-    wait_bounded(cmd.spawn().expect("start blaster"), limit)
+    cmd.spawn().expect("start blaster")
 }
 
 /// A private endless source: a FIFO in `dir` that a thread feeds with zeros for as

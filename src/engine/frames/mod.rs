@@ -25,12 +25,12 @@ mod tls;
 
 pub use timetable::{FrameCursor, FrameGrid};
 
-use super::conn_table::IndexQueue;
+use super::conn_table::{IndexQueue, REGISTERED};
 use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
 use super::pacing::Pacer;
 use super::recorder::{FrameTotals, Histograms, Snapshot, WorkerTotals};
-use super::ring::Ring;
+use super::ring::{Ring, Target, on_target};
 use super::run_loop::{Hooks, LoopState, loop_parts};
 use super::socket;
 use super::token::{Op, Token, next_generation};
@@ -85,6 +85,8 @@ pub fn run_frames_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) 
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Conn {
+    /// The socket's descriptor, [`REGISTERED`] when it lives only in the ring's file
+    /// table (slot = the connection's index), -1 when closed.
     fd: RawFd,
     generation: u32,
     up: bool,
@@ -147,6 +149,9 @@ struct FrameWorker<'p> {
     fp: FramePlan,
     udp: bool,
     ring: Ring,
+    /// TCP sockets live in the ring's file table (one slot per socket), so a worker's
+    /// connections are bounded by its table, not by the process's RLIMIT_NOFILE.
+    fixed_files: bool,
     conns: Box<[Conn]>,
     cursor: FrameCursor,
     book: MemberBooks,
@@ -307,8 +312,17 @@ impl<'p> FrameWorker<'p> {
         let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
         ring.confine_io_workers(plan.core);
         arm_fault_hook(&mut ring);
+        let fixed_files = !udp
+            && ring
+                .uring
+                .submitter()
+                .register_files_sparse(n as u32)
+                .is_ok();
         let mut features = ring.features.clone();
         features.push(if udp { "frames_udp" } else { "frames_tcp" });
+        if fixed_files {
+            features.push("registered_files");
+        }
         let ramp = fp.grid.join_gap_ns > 0;
         Ok(FrameWorker {
             plan,
@@ -323,6 +337,7 @@ impl<'p> FrameWorker<'p> {
             fp: fp.clone(),
             udp,
             ring,
+            fixed_files,
             conns: vec![
                 Conn {
                     fd: -1,
@@ -456,18 +471,41 @@ impl<'p> FrameWorker<'p> {
             }
             return;
         }
-        let fd = match socket::tcp_socket(&self.plan.target, None, None, false, &self.plan.sockopts)
+        // `--source-ip`: the connections take the sources in turn (the kernel picks
+        // each port).
+        let sources = &self.plan.sources;
+        let source = (!sources.is_empty())
+            .then(|| sources[(self.plan.conn_offset + self.member(c) as usize) % sources.len()]);
+        let fd =
+            match socket::tcp_socket(&self.plan.target, source, None, false, &self.plan.sockopts) {
+                Ok(fd) => fd,
+                Err(e) => return self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO)),
+            };
+        // Into the ring's file table, the descriptor closed at once.
+        let fd = if self.fixed_files
+            && self
+                .ring
+                .uring
+                .submitter()
+                .register_files_update(c, &[fd])
+                .is_ok_and(|n| n == 1)
         {
-            Ok(fd) => fd,
-            Err(e) => return self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO)),
+            socket::close_descriptor(fd);
+            REGISTERED
+        } else {
+            fd
         };
         let conn = &mut self.conns[c as usize];
         conn.fd = fd;
         conn.connecting = true;
         self.connecting += 1;
-        let entry = opcode::Connect::new(types::Fd(fd), self.addr.as_ptr().cast(), self.addr.len())
-            .build()
-            .user_data(self.token(c, Op::Connect));
+        let entry = on_target!(self.target(c), |t| opcode::Connect::new(
+            t,
+            self.addr.as_ptr().cast(),
+            self.addr.len()
+        )
+        .build())
+        .user_data(self.token(c, Op::Connect));
         // SAFETY: the connect reads `self.addr`, boxed and owned by the worker (see
         // `push`).
         unsafe { self.push(c, &entry) };
@@ -476,11 +514,7 @@ impl<'p> FrameWorker<'p> {
     fn connect_failed(&mut self, c: u32, errno: i32) {
         self.first_errno.get_or_insert(errno);
         self.out.counters.connect_failed(errno);
-        let conn = &mut self.conns[c as usize];
-        if conn.fd >= 0 {
-            socket::close(conn.fd);
-            conn.fd = -1;
-        }
+        self.close_socket(c);
         let delay = self.reopen_delay(c);
         self.conns[c as usize].reopen_at = self.clock.now_ns().saturating_add(delay);
         self.watch(c);
@@ -530,9 +564,43 @@ impl<'p> FrameWorker<'p> {
         } else {
             self.joined(c, self.clock.ticks());
         }
-        if self.conns[c as usize].fd >= 0 {
+        if self.conns[c as usize].fd != -1 {
             self.arm_recv(c);
         }
+    }
+
+    /// Where operations on connection `c`'s socket point.
+    #[inline]
+    fn target(&self, c: u32) -> Target {
+        match self.conns[c as usize].fd {
+            REGISTERED => Target::Fixed(c),
+            fd => Target::Fd(fd),
+        }
+    }
+
+    /// Closes connection `c`'s socket, waking what is pending on it: a descriptor at
+    /// once; a file-table slot through the ring (a shutdown, then the close that frees
+    /// the slot, both counted in `ops` so the connection reopens only after them).
+    fn close_socket(&mut self, c: u32) {
+        match self.conns[c as usize].fd {
+            -1 => {}
+            REGISTERED => {
+                let token = self.token(c, Op::Close);
+                let shut = opcode::Shutdown::new(types::Fixed(c), libc::SHUT_RDWR)
+                    .build()
+                    .flags(io_uring::squeue::Flags::IO_HARDLINK)
+                    .user_data(token);
+                let close = opcode::Close::new(types::Fixed(c)).build().user_data(token);
+                // SAFETY: a shutdown and a close of a file-table slot point into no
+                // memory.
+                unsafe {
+                    self.push(c, &shut);
+                    self.push(c, &close);
+                }
+            }
+            fd => socket::close(fd),
+        }
+        self.conns[c as usize].fd = -1;
     }
 
     /// Socket `c`'s TLS session is open: its join starts (NATS's, begun in plaintext
@@ -641,7 +709,7 @@ impl<'p> FrameWorker<'p> {
         let Some(ctl) = self.ctl.get_mut(c as usize) else {
             return;
         };
-        if conn.sending || ctl.next.is_empty() || conn.fd < 0 {
+        if conn.sending || ctl.next.is_empty() || conn.fd == -1 {
             return;
         }
         if self.tls_holding(c) {
@@ -658,8 +726,8 @@ impl<'p> FrameWorker<'p> {
             let len = self.ctl[c as usize].busy.len();
             return self.tls_send_plain(c, true, 0, len);
         }
-        let entry = opcode::Send::new(types::Fd(conn.fd), ctl.busy.as_ptr(), ctl.busy.len() as u32)
-            .build()
+        let (ptr, len) = (ctl.busy.as_ptr(), ctl.busy.len() as u32);
+        let entry = on_target!(self.target(c), |t| opcode::Send::new(t, ptr, len).build())
             .user_data(self.token(c, Op::Send));
         let conn = &mut self.conns[c as usize];
         conn.sending = true;
@@ -694,8 +762,7 @@ impl<'p> FrameWorker<'p> {
     fn drop_conn(&mut self, c: u32, now: Nanos) {
         let conn = &mut self.conns[c as usize];
         conn.generation = next_generation(conn.generation);
-        socket::close(conn.fd);
-        conn.fd = -1;
+        self.close_socket(c);
         let delay = self.reopen_delay(c);
         self.conns[c as usize].reopen_at = now.saturating_add(delay);
         self.watch(c);
@@ -711,8 +778,8 @@ impl<'p> FrameWorker<'p> {
         let buf = self
             .recv_buf
             .kernel_ptr(base + keep..base + self.recv_stride);
-        let entry = opcode::Recv::new(types::Fd(conn.fd), buf, (self.recv_stride - keep) as u32)
-            .build()
+        let len = (self.recv_stride - keep) as u32;
+        let entry = on_target!(self.target(c), |t| opcode::Recv::new(t, buf, len).build())
             .user_data(self.token(c, Op::Recv));
         // SAFETY: the receive writes into connection `c`'s region of `recv_buf`
         // (bounds checked by `kernel_ptr`); see `push`.
@@ -862,8 +929,8 @@ impl<'p> FrameWorker<'p> {
             return self.tls_send_plain(c, false, off, end - off);
         }
         let buf = self.send_buf.kernel_ptr(base + off..base + end);
-        let entry = opcode::Send::new(types::Fd(conn.fd), buf, (end - off) as u32)
-            .build()
+        let len = (end - off) as u32;
+        let entry = on_target!(self.target(c), |t| opcode::Send::new(t, buf, len).build())
             .user_data(self.token(c, Op::Send));
         // SAFETY: the send reads connection `c`'s region of `send_buf`, which is not
         // rewritten while `sending` (see `push`).
@@ -1093,7 +1160,7 @@ impl<'p> FrameWorker<'p> {
                     // The greeting is answered: the rest goes over TLS.
                     self.conns[c as usize].recv_keep = 0;
                     self.tls_start(c);
-                    return if self.conns[c as usize].fd >= 0 {
+                    return if self.conns[c as usize].fd != -1 {
                         Ok(None)
                     } else {
                         Err(())
@@ -1236,11 +1303,22 @@ impl<'p> FrameWorker<'p> {
     /// Closes the sockets and waits (while operations keep finishing, a second at
     /// most without progress) for the kernel to let go of the buffers.
     fn quiesce(&mut self) {
-        for conn in self.conns.iter_mut() {
-            if conn.fd >= 0 {
+        for c in 0..self.conns.len() as u32 {
+            match self.conns[c as usize].fd {
+                -1 => {}
+                REGISTERED => {
+                    let shut = opcode::Shutdown::new(types::Fixed(c), libc::SHUT_RDWR)
+                        .build()
+                        .user_data(self.token(c, Op::Close));
+                    // SAFETY: a shutdown of a file-table slot points into no memory; it
+                    // wakes pending receives so they complete.
+                    unsafe { self.push(c, &shut) };
+                }
                 // SAFETY: a plain syscall on a descriptor this worker owns; it wakes
                 // pending receives so they complete.
-                unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
+                fd => unsafe {
+                    libc::shutdown(fd, libc::SHUT_RDWR);
+                },
             }
         }
         self.ops_in_ring = self
@@ -1249,8 +1327,9 @@ impl<'p> FrameWorker<'p> {
         for conn in self.conns.iter_mut() {
             if conn.fd >= 0 {
                 socket::close(conn.fd);
-                conn.fd = -1;
             }
+            // A file-table slot's socket closes with the ring.
+            conn.fd = -1;
         }
     }
 }

@@ -17,11 +17,12 @@
 
 use super::FrameWorker;
 use crate::clock::{Nanos, Ticks};
+use crate::engine::ring::on_target;
 use crate::limits::TLS_RECV_BUFFER_BYTES;
 use crate::proto::frame_proto::FrameProtoKind;
 use crate::transport::tls::{TlsFailure, established, handshake_step};
 use crate::transport::tls_record::{Content, RecordError, RecordLayer};
-use io_uring::{opcode, types};
+use io_uring::opcode;
 use rustls::client::UnbufferedClientConnection;
 
 /// Plaintext sealed in one piece at most (a TLS record's).
@@ -119,9 +120,8 @@ impl FrameWorker<'_> {
         let buf = self
             .tls_in
             .kernel_ptr(base + fill..base + TLS_RECV_BUFFER_BYTES);
-        let fd = self.conns[c as usize].fd;
-        let entry = opcode::Recv::new(types::Fd(fd), buf, (TLS_RECV_BUFFER_BYTES - fill) as u32)
-            .build()
+        let len = (TLS_RECV_BUFFER_BYTES - fill) as u32;
+        let entry = on_target!(self.target(c), |t| opcode::Recv::new(t, buf, len).build())
             .user_data(self.token(c, super::Op::Recv));
         // SAFETY: the receive writes into socket `c`'s region of `tls_in` (bounds
         // checked by `kernel_ptr`), which nothing else writes while it is armed
@@ -141,8 +141,7 @@ impl FrameWorker<'_> {
         let base = c as usize * self.tls_out_len;
         let buf = self.tls_out.kernel_ptr(base + s.out_off..base + s.out_end);
         let len = (s.out_end - s.out_off) as u32;
-        let entry = opcode::Send::new(types::Fd(self.conns[c as usize].fd), buf, len)
-            .build()
+        let entry = on_target!(self.target(c), |t| opcode::Send::new(t, buf, len).build())
             .user_data(self.token(c, super::Op::Send));
         // SAFETY: the send reads `[out_off, out_end)` of socket `c`'s `tls_out`
         // region; new ciphertext is only written after `out_end`, and the range is
@@ -278,7 +277,7 @@ impl FrameWorker<'_> {
                 }
                 self.tls_flush_out(c); // the client's Finished
                 self.session_open(c, now);
-                self.conns[c as usize].fd >= 0
+                self.conns[c as usize].fd != -1
             }
         }
     }
