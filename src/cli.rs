@@ -241,7 +241,9 @@ pub struct LoadArgs {
 pub struct TlsArgs {
     /// Speak TLS (rustls) on every connection: the handshake follows the TCP connect
     /// and is measured on its own (`tls_handshake_ns`); requests and responses are
-    /// encrypted in user space, io_uring moves the ciphertext.
+    /// encrypted in user space, io_uring moves the ciphertext. Without --target: the
+    /// loopback baseline over TLS (the built-in sink's TLS front, with a certificate
+    /// for localhost made at start that the client trusts alone).
     #[arg(long)]
     pub tls: bool,
 

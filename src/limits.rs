@@ -193,6 +193,11 @@ pub const TLS_RECORD_OVERHEAD_BYTES: usize = 64;
 pub const TLS_RECV_BUFFER_BYTES: usize = 5 + (1 << 14) + 2048;
 /// Smallest TLS send buffer per connection: a ClientHello with its key shares fits.
 pub const TLS_SEND_BUFFER_BYTES_MIN: usize = 2048;
+/// Connections of the TLS baseline (`blaster --tls`, no target): the built-in sink's
+/// TLS front runs a thread per connection (blocking rustls, a 16 KiB buffer and a
+/// stack each), which stays reasonable to a few hundred on the sink's cores; the
+/// plain baseline's thousands of connections are the io_uring sink's, not the front's.
+pub const TLS_BASELINE_CONNECTIONS_MAX: usize = 256;
 /// Bytes of a `--rate file:` table: its most rows (2^20, `SHAPE_PIECES_MAX`) of
 /// `time_s,rate` at up to 64 bytes each.
 pub const RATE_FILE_BYTES_MAX: u64 = 64 << 20;

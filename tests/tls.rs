@@ -1,7 +1,8 @@
 //! `--tls` end to end (issue 24), on loopback with certificates the tests make with the
 //! `openssl` command: nginx over HTTPS (keep-alive, pipelined, TLS 1.2), redis-server
 //! behind stunnel4 (RESP over TLS), the built-in sink's `--tls` front, the failures
-//! of verification (each its own kind, one line, exit 1) and the bad inputs (exit 2).
+//! of verification (each its own kind, one line, exit 1), the bad inputs (exit 2) and
+//! the loopback baseline over TLS (`blaster --tls`, no target).
 //! Exact counts everywhere: every request sent is answered, and every connection
 //! shook hands once. nginx logs `$ssl_session_reused` per request (`r` or `.`), the
 //! server's own word on which handshakes resumed.
@@ -1064,4 +1065,119 @@ fn redis_pubsub_frames_behind_stunnel_exact() {
     let r = frames_tls_run("resp", port, &certs, &[]);
     // Two sockets per connection (subscriber and publisher), each its own session.
     assert_frames_exact("resp", &r, true, 2);
+}
+
+/// `blaster --tls` (no target): the loopback baseline over TLS against the built-in
+/// sink's TLS front, with the certificate it makes at start and trusts alone (no
+/// `--tls-ca`, no `--tls-insecure`, no system roots). Whatever the shared host lets
+/// the steps reach, the summary gives a TLS figure, every step shook hands with each
+/// connection (full, none failed), and the ceiling step completed its requests with
+/// no error. A lax `--max-lag` keeps a busy host from invalidating every step.
+#[test]
+fn the_tls_baseline_prints_a_tls_ceiling() {
+    let _g = load_lock();
+    let (_dir, path) = tmp_json();
+    let out = run(
+        &[
+            "--tls",
+            "--cores",
+            "0",
+            "--connections",
+            "8",
+            "--start-rate",
+            "500",
+            "--step-duration",
+            "1s",
+            "--max-lag",
+            "1s",
+            "--json",
+            path.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{err}");
+    assert!(
+        err.contains("(TLS: its front, a thread per connection, relays to its ring)"),
+        "{err}"
+    );
+    assert!(
+        text.starts_with("loopback baseline over TLS: 8 connections"),
+        "{text}"
+    );
+    // A ceiling, "at least" one (the front set the pace) or a shared host's figure.
+    assert!(
+        text.contains("\ngenerator TLS ceiling: ")
+            || text.contains("\nno generator TLS ceiling: the best valid step ("),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "tls at that rate: 8 handshakes (8 full, 0 resumed, 0 failed), handshake p90 "
+        ),
+        "{text}"
+    );
+    let v = read_json(&path);
+    assert_eq!(v["mode"], "baseline");
+    assert_eq!(v["tls"], true);
+    let steps = v["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    for s in steps {
+        let t = &s["tls"];
+        assert_eq!(f(t, "handshakes_full"), 8.0, "{s}");
+        assert_eq!(f(t, "handshakes_failed"), 0.0, "{s}");
+        assert!(f(t, "handshake_p90_ns") > 0.0, "{s}");
+    }
+    let ceiling = f(&v, "ceiling_rps");
+    assert!(ceiling > 0.0, "{v}");
+    let at = steps
+        .iter()
+        .find(|s| f(s, "achieved_rps") == ceiling && s["saturated"] == false)
+        .expect("the ceiling's step");
+    assert_eq!(f(at, "errors"), 0.0, "{at}");
+    assert!(
+        f(at, "achieved_rps") >= 0.97 * f(at, "intended_rps"),
+        "{at}"
+    );
+    assert_eq!(v["tls_at_ceiling"], at["tls"]);
+}
+
+/// The TLS baseline's client trusts exactly its sink's certificate and presents none:
+/// the options that choose trust, name or identity are one line each, exit 2, and
+/// its connections are held to what the front's threads allow.
+#[test]
+fn tls_baseline_bad_input_is_one_line_exit_2() {
+    let certs = Certs::make();
+    let (ca, cert, key) = (
+        certs.path("ca.pem"),
+        certs.path("srv.pem"),
+        certs.path("srv.key"),
+    );
+    for (extra, want) in [
+        (
+            vec!["--tls-insecure"],
+            "--tls-insecure: the TLS baseline verifies the certificate",
+        ),
+        (
+            vec!["--tls-ca", &ca],
+            "--tls-ca: the TLS baseline's client trusts exactly the certificate",
+        ),
+        (
+            vec!["--tls-sni", "example.com"],
+            "--tls-sni: the TLS baseline's built-in sink has a certificate for localhost only",
+        ),
+        (
+            vec!["--tls-cert", &cert, "--tls-key", &key],
+            "--tls-cert: the TLS baseline's built-in sink asks for no client certificate",
+        ),
+        (
+            vec!["--connections", "257"],
+            "--connections: the TLS baseline takes at most 256",
+        ),
+    ] {
+        let mut args = vec!["--tls", "--cores", "0"];
+        args.extend(extra);
+        assert_usage(&args, want);
+    }
 }

@@ -11,6 +11,14 @@
 //! [`verdict`] says which the summary may claim: the ceiling, "at least" (the sink was
 //! the limit), "this host's, not the generator's" (a shared core), or no valid step and
 //! why.
+//!
+//! With `--tls` (still no target) the same steps run over TLS: the sink serves TLS
+//! through its front ([`crate::sink::tls_front`]) on the sink's cores, with a
+//! certificate for localhost made at start, which the client trusts alone; each step
+//! carries its handshakes, and the summary calls the figure a TLS ceiling. The front
+//! is a thread per connection with blocking I/O, so on a small host it is often the
+//! limit: its threads are on the sink's cores, which then show busy, and the verdict
+//! is "at least", the front's figure rather than the generator's.
 
 use crate::cmd::run::{RunError, execute};
 use crate::diagnosis::Diagnosis;
@@ -19,6 +27,7 @@ use crate::proto::Framing;
 use crate::report::Report;
 use crate::report::progress::Live;
 use crate::run_plan::RunPlan;
+use crate::sink::tls_front::TlsFront;
 use crate::sink::{self, SinkConfig, SinkMode};
 use crate::units::{fmt_ns, fmt_rate, list_cores};
 use serde::Serialize;
@@ -117,6 +126,30 @@ pub struct Step {
     pub sink_bound: bool,
     /// The step's merged histograms, encoded (as the run JSON's `histograms`).
     pub histograms: crate::report::hdr::Encoded4,
+    /// The TLS baseline's handshakes over the step (`None`: plain TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<StepTls>,
+}
+
+/// A TLS step's handshakes (the run report's `tls` section, in short).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepTls {
+    pub handshakes_full: u64,
+    pub handshakes_resumed: u64,
+    pub handshakes_failed: u64,
+    /// TCP connected -> handshake complete, p90.
+    pub handshake_p90_ns: u64,
+}
+
+impl StepTls {
+    fn of(t: &crate::report::TlsReport) -> StepTls {
+        StepTls {
+            handshakes_full: t.handshakes_full,
+            handshakes_resumed: t.handshakes_resumed,
+            handshakes_failed: t.failed_by_kind.values().sum(),
+            handshake_p90_ns: t.tls_handshake_ns.p90,
+        }
+    }
 }
 
 /// What the summary may claim about the ceiling.
@@ -154,6 +187,8 @@ pub struct Baseline {
     pub shared_core: bool,
     pub connections: usize,
     pub payload_bytes: usize,
+    /// Over TLS (`--tls`): the sink's TLS front served the steps.
+    pub tls: bool,
     pub steps: Vec<Step>,
     /// Highest achieved rate of a step that was valid and not saturated (0: none;
     /// `verdict` says what the figure is).
@@ -161,6 +196,9 @@ pub struct Baseline {
     pub ceiling_rps_per_core: f64,
     pub dispatch_lag_p99_ns_at_ceiling: u64,
     pub busy_cpu_ns_per_request_at_ceiling: f64,
+    /// The TLS baseline's handshakes at the ceiling step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_at_ceiling: Option<StepTls>,
     pub verdict: Verdict,
     pub interrupted: bool,
 }
@@ -168,9 +206,11 @@ pub struct Baseline {
 /// One step's figures: the run report's, and the sink cores' busy share over it.
 fn step_of(r: &Report, sink_busy: f64) -> Step {
     let busy: u64 = r.workers.iter().map(|w| w.busy_cpu_ns).sum();
+    let tls = r.tls.as_ref().map(StepTls::of);
     let saturated = !r.valid
         || r.rate.achieved_rps < ACHIEVED_MIN_RATIO * r.rate.intended_rps
-        || r.requests.errors > 0;
+        || r.requests.errors > 0
+        || tls.is_some_and(|t| t.handshakes_failed > 0);
     Step {
         intended_rps: r.rate.intended_rps,
         achieved_rps: r.rate.achieved_rps,
@@ -189,6 +229,7 @@ fn step_of(r: &Report, sink_busy: f64) -> Step {
         sink_busy,
         sink_bound: sink_busy >= SINK_BOUND_BUSY,
         histograms: crate::report::hdr::Encoded4::of(&r.histograms),
+        tls,
     }
 }
 
@@ -262,6 +303,9 @@ fn no_valid_step_why(steps: &[Step], interrupted: bool) -> String {
     }
     if low.errors > 0 {
         why.push(format!("{} errors", low.errors));
+    }
+    if let Some(t) = low.tls.filter(|t| t.handshakes_failed > 0) {
+        why.push(format!("{} TLS handshakes failed", t.handshakes_failed));
     }
     let mut s = format!(
         "{} step{} from {}/s down to {}/s saturated; at {}/s: {}",
@@ -340,9 +384,24 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         max_connections_per_core: sink_connections_per_core(plan.connections, sink_cores.len()),
         ..SinkConfig::default()
     })?;
-    let addr = sink.local_addr();
+    // Over TLS the steps connect to the front, which relays to the sink's ring.
+    let front = match &plan.tls_sink {
+        Some(config) => Some(
+            TlsFront::start_on(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                sink.local_addr(),
+                config.clone(),
+                &sink_cores,
+            )
+            .map_err(|e| RunError::Worker(format!("the baseline's TLS front: {e}")))?,
+        ),
+        None => None,
+    };
+    let addr = front
+        .as_ref()
+        .map_or(sink.local_addr(), TlsFront::local_addr);
     crate::errln!(
-        "baseline: generator on cores {}, built-in sink on {} {} at {addr}{}",
+        "baseline: generator on cores {}, built-in sink on {} {} at {addr}{}{}",
         list_cores(&plan.cores),
         if sink_cores.len() == 1 {
             "core"
@@ -350,6 +409,11 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
             "cores"
         },
         list_cores(&sink_cores),
+        if front.is_some() {
+            " (TLS: its front, a thread per connection, relays to its ring)"
+        } else {
+            ""
+        },
         if shared_core {
             " (sharing a core: the ceiling is a lower bound)"
         } else {
@@ -426,6 +490,7 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         };
     }
     let interrupted = stop.load(Ordering::Relaxed);
+    drop(front);
     let _ = sink.stop();
     result?;
     let best = best(&steps);
@@ -439,6 +504,8 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         shared_core,
         connections: plan.connections,
         payload_bytes: plan.payload.len(),
+        tls: plan.tls_sink.is_some(),
+        tls_at_ceiling: best.and_then(|s| s.tls),
         ceiling_rps: best.map_or(0.0, |s| s.achieved_rps),
         ceiling_rps_per_core: best.map_or(0.0, |s| s.achieved_rps / plan.cores.len() as f64),
         dispatch_lag_p99_ns_at_ceiling: best.map_or(0, |s| s.dispatch_lag_p99_ns),
@@ -470,15 +537,21 @@ fn step_notes(st: &Step) -> String {
 pub fn render(b: &Baseline) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "loopback baseline: {} connections, {}-byte echo requests, generator cores {}, sink {} {}\n",
+        "loopback baseline{}: {} connections, {}-byte echo requests, generator cores {}, sink {} {}{}\n",
+        if b.tls { " over TLS" } else { "" },
         b.connections,
         b.payload_bytes,
         list_cores(&b.worker_cores),
         if b.sink_cores.len() == 1 { "core" } else { "cores" },
-        list_cores(&b.sink_cores)
+        list_cores(&b.sink_cores),
+        if b.tls {
+            " (TLS served by the sink's front: a thread per connection, on those cores)"
+        } else {
+            ""
+        }
     ));
     s.push_str(&format!(
-        "{:>12} {:>12} {:>6} {:>12} {:>12} {:>12} {:>10} {:>6} {:>6} {:>6}\n",
+        "{:>12} {:>12} {:>6} {:>12} {:>12} {:>12} {:>10} {:>6} {:>6} {:>6}{}\n",
         "intended/s",
         "achieved/s",
         "valid",
@@ -488,7 +561,12 @@ pub fn render(b: &Baseline) -> String {
         "cpu/req",
         "other",
         "steal",
-        "sink"
+        "sink",
+        if b.tls {
+            format!(" {:>11} {:>10}", "handshakes", "hs p90")
+        } else {
+            String::new()
+        }
     ));
     for st in &b.steps {
         let mark = match (st.shared, st.sink_bound) {
@@ -497,8 +575,15 @@ pub fn render(b: &Baseline) -> String {
             (false, true) => "  sink-bound",
             (false, false) => "",
         };
+        let tls = st.tls.map_or(String::new(), |t| {
+            format!(
+                " {:>11} {:>10}",
+                t.handshakes_full + t.handshakes_resumed,
+                fmt_ns(t.handshake_p90_ns)
+            )
+        });
         s.push_str(&format!(
-            "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10} {:>5.0}% {:>5.1}% {:>5.0}%{mark}\n",
+            "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10} {:>5.0}% {:>5.1}% {:>5.0}%{tls}{mark}\n",
             st.intended_rps,
             st.achieved_rps,
             if st.saturated { "no" } else { "yes" },
@@ -524,9 +609,25 @@ pub fn render(b: &Baseline) -> String {
     } else {
         ""
     };
+    let ceiling = if b.tls {
+        "generator TLS ceiling"
+    } else {
+        "generator ceiling"
+    };
+    // Over TLS the sink's cores also run its front, the usual limit on a small host.
+    let sink_what = if b.tls {
+        " (its ring and its TLS front, a thread per connection)"
+    } else {
+        ""
+    };
+    let elsewhere = if b.tls {
+        "`blaster sink --tls` on another machine and `blaster run --tls --target`"
+    } else {
+        "a sink on another machine"
+    };
     match &b.verdict {
         Verdict::Ceiling { rps } => s.push_str(&format!(
-            "generator ceiling: {}/s ({}/s per core), {}{lower_bound}\n",
+            "{ceiling}: {}/s ({}/s per core), {}{lower_bound}\n",
             fmt_rate(*rps),
             fmt_rate(per_core(*rps)),
             at_ceiling()
@@ -536,9 +637,9 @@ pub fn render(b: &Baseline) -> String {
             sink_busy,
             sink_cores,
         } => s.push_str(&format!(
-            "generator ceiling: at least {}/s (at least {}/s per core), {}; sink-bound: the \
-             sink's {} {} were {:.0}% busy, so the sink may have set the limit (leave it more \
-             cores: fewer --cores, or a sink on another machine){lower_bound}\n",
+            "{ceiling}: at least {}/s (at least {}/s per core), {}; sink-bound: the \
+             sink's {} {}{sink_what} were {:.0}% busy, so the sink may have set the limit \
+             (leave it more cores: fewer --cores, or {elsewhere}){lower_bound}\n",
             fmt_rate(*rps),
             fmt_rate(per_core(*rps)),
             at_ceiling(),
@@ -556,13 +657,24 @@ pub fn render(b: &Baseline) -> String {
             other_load,
             steal,
         } => s.push_str(&format!(
-            "no generator ceiling: the best valid step ({}/s, {}/s per core) ran while {}; \
+            "no {ceiling}: the best valid step ({}/s, {}/s per core) ran while {}; \
              the figure is this host's, not the generator's: rerun on a quiet host\n",
             fmt_rate(*rps),
             fmt_rate(per_core(*rps)),
             shared_text(*core, *other_load, *steal)
         )),
         Verdict::NoValidStep { why } => s.push_str(&format!("no valid step: {why}\n")),
+    }
+    if let Some(t) = &b.tls_at_ceiling {
+        s.push_str(&format!(
+            "tls at that rate: {} handshakes ({} full, {} resumed, {} failed), handshake p90 {}; \
+             the sink's certificate was made at start for localhost and trusted alone\n",
+            t.handshakes_full + t.handshakes_resumed,
+            t.handshakes_full,
+            t.handshakes_resumed,
+            t.handshakes_failed,
+            fmt_ns(t.handshake_p90_ns)
+        ));
     }
     if b.interrupted {
         s.push_str("interrupted: the ceiling is the best step measured before Ctrl-C\n");
@@ -643,6 +755,7 @@ mod tests {
             sink_busy: 0.3,
             sink_bound: false,
             histograms: crate::report::hdr::Encoded4::of(&crate::metrics::Histograms::new()),
+            tls: None,
         }
     }
 
@@ -748,6 +861,8 @@ mod tests {
             shared_core: false,
             connections: 64,
             payload_bytes: 64,
+            tls: false,
+            tls_at_ceiling: None,
             ceiling_rps: best,
             ceiling_rps_per_core: best,
             dispatch_lag_p99_ns_at_ceiling: 0,
@@ -789,5 +904,55 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("ceiling: 0"), "{text}");
+    }
+
+    fn over_tls(mut s: Step) -> Step {
+        s.tls = Some(StepTls {
+            handshakes_full: 60,
+            handshakes_resumed: 4,
+            handshakes_failed: 0,
+            handshake_p90_ns: 1_500_000,
+        });
+        s
+    }
+
+    fn tls_baseline(steps: Vec<Step>) -> Baseline {
+        let mut b = baseline(steps);
+        b.tls = true;
+        b.tls_at_ceiling = best(&b.steps).and_then(|s| s.tls);
+        b
+    }
+
+    #[test]
+    fn a_tls_summary_says_tls_and_what_its_front_costs() {
+        let text = render(&tls_baseline(vec![
+            over_tls(step(20e3, false)),
+            over_tls(step(30e3, true)),
+        ]));
+        for want in [
+            "loopback baseline over TLS: 64 connections",
+            "a thread per connection",
+            "generator TLS ceiling: 20.0k/s (20.0k/s per core)",
+            "tls at that rate: 64 handshakes (60 full, 4 resumed, 0 failed), handshake p90 1.50 ms",
+            "handshakes",
+        ] {
+            assert!(text.contains(want), "{want:?} missing in {text}");
+        }
+        // The front on the sink's cores set the pace: the figure is the front's.
+        let text = render(&tls_baseline(vec![
+            over_tls(step(20e3, false)),
+            sink_bound(over_tls(step(30e3, true))),
+        ]));
+        assert!(
+            text.contains("generator TLS ceiling: at least 20.0k/s")
+                && text.contains(
+                    "(its ring and its TLS front, a thread per connection) were 96% busy"
+                )
+                && text.contains("`blaster sink --tls` on another machine"),
+            "{text}"
+        );
+        // A plain baseline says none of it.
+        let text = render(&baseline(vec![step(20e3, false)]));
+        assert!(!text.contains("TLS") && !text.contains("tls"), "{text}");
     }
 }

@@ -338,8 +338,10 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     // Memory and cores before anything connects (descriptors and ports: check_plan).
     crate::cmd::preflight::check_host(&plan).map_err(RunError::from)?;
     let Some(target) = plan.target else {
-        // Generator and in-process sink both hold the connections.
-        crate::cmd::preflight::ensure_fds(plan.connections as u64 * 2, crate::limits::FD_MARGIN)
+        // Generator and in-process sink both hold the connections; over TLS the
+        // sink's front holds two more per connection (the client's, the relay's).
+        let ends = if plan.tls_sink.is_some() { 4 } else { 2 };
+        crate::cmd::preflight::ensure_fds(plan.connections as u64 * ends, crate::limits::FD_MARGIN)
             .map_err(RunError::from)?;
         let b = crate::cmd::baseline::run(&plan, stop, &facts.usable_cores)?;
         emit_text(&crate::cmd::baseline::render(&b), json_stdout);

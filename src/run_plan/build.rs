@@ -75,9 +75,10 @@ impl RunPlan {
         let (rate_rps, shape) = rate(a, spec, &rated)?;
         let requests = requests(a, facts)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
-        let tls = tls_client(a, facts, transport)?;
+        let (tls, tls_sink) = tls_client(a, facts, transport)?;
         let mut plan = RunPlan {
             tls,
+            tls_sink,
             frames,
             fleet,
             target,
@@ -365,19 +366,22 @@ fn transport(a: &RunArgs, targets: &[SocketAddr]) -> Result<Transport, PlanError
     Ok(transport)
 }
 
+/// The client side of `--tls`, and the TLS baseline's server side.
+type TlsSides = (
+    Option<Arc<crate::transport::tls::TlsClient>>,
+    Option<Arc<rustls::ServerConfig>>,
+);
+
 /// `--tls` and its options: the client configuration every connection's session
-/// comes from (trust from `--tls-ca`, the system store or `--tls-insecure`).
-fn tls_client(
-    a: &RunArgs,
-    facts: &HostFacts,
-    transport: Transport,
-) -> Result<Option<Arc<crate::transport::tls::TlsClient>>, PlanError> {
+/// comes from (trust from `--tls-ca`, the system store or `--tls-insecure`); without
+/// `--target`, the TLS baseline's two sides (see [`baseline_tls`]).
+fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<TlsSides, PlanError> {
     use crate::transport::tls::{TlsClient, Trust, parse_certs, parse_key};
     let t = &a.tls;
     if !t.tls {
         return match t.first_option() {
             Some(flag) => Err(err(flag, "needs --tls")),
-            None => Ok(None),
+            None => Ok((None, None)),
         };
     }
     if transport != Transport::Tcp {
@@ -386,18 +390,18 @@ fn tls_client(
             "is TCP-only (DTLS is not supported): drop --proto udp",
         ));
     }
-    let Some(first) = a.target.first() else {
-        return Err(err(
-            "tls",
-            "needs --target (the baseline's sink speaks plain TCP)",
-        ));
+    let baseline = match a.target.first() {
+        Some(_) => None,
+        None => Some(baseline_tls(a, facts)?),
     };
     let version = t
         .tls_version
         .as_deref()
         .map(|v| v.parse().map_err(|m: String| err("tls-version", m)))
         .transpose()?;
-    let trust = if t.tls_insecure {
+    let trust = if let Some((trusted, _)) = &baseline {
+        Trust::Roots(trusted.clone())
+    } else if t.tls_insecure {
         Trust::Insecure
     } else if let Some(path) = &t.tls_ca {
         let bytes = facts
@@ -421,10 +425,12 @@ fn tls_client(
     if alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
         return Err(err("alpn", "each protocol must be 1 to 255 bytes"));
     }
-    let sni = t
-        .tls_sni
-        .clone()
-        .unwrap_or_else(|| host_of(first).to_string());
+    let sni = t.tls_sni.clone().unwrap_or_else(|| {
+        a.target
+            .first()
+            .map_or(BASELINE_TLS_NAME, |first| host_of(first))
+            .to_string()
+    });
     let flag = if t.tls_sni.is_some() {
         "tls-sni"
     } else {
@@ -453,13 +459,89 @@ fn tls_client(
         _ => None,
     };
     let client = TlsClient::new(&sni, trust, &alpn, version, resume).map_err(|m| err(flag, m))?;
-    match identity {
+    let client = match identity {
         Some((certs, key)) => client
             .with_identity(certs, key)
-            .map_err(|m| err("tls-key", m)),
-        None => Ok(client),
+            .map_err(|m| err("tls-key", m))?,
+        None => client,
+    };
+    Ok((Some(Arc::new(client)), baseline.map(|(_, server)| server)))
+}
+
+/// The name the TLS baseline's certificate carries and its client sends.
+const BASELINE_TLS_NAME: &str = "localhost";
+
+/// `--tls` without `--target`: the loopback baseline over TLS. Its sink's TLS front
+/// serves the certificate made at start for localhost (`facts.baseline_cert`), and
+/// the client trusts that certificate alone: (the client's roots, the server's
+/// configuration). The options that choose whom to trust or whom to present to have
+/// nothing to act on there, so each is one line naming it; `--connections` is held to
+/// [`TLS_BASELINE_CONNECTIONS_MAX`], the front's thread per connection.
+fn baseline_tls(
+    a: &RunArgs,
+    facts: &HostFacts,
+) -> Result<
+    (
+        Vec<rustls::pki_types::CertificateDer<'static>>,
+        Arc<rustls::ServerConfig>,
+    ),
+    PlanError,
+> {
+    let t = &a.tls;
+    let refused = [
+        (
+            "tls-ca",
+            t.tls_ca.is_some(),
+            "the TLS baseline's client trusts exactly the certificate its built-in sink \
+             makes at start, no CA: drop --tls-ca, or give --target",
+        ),
+        (
+            "tls-insecure",
+            t.tls_insecure,
+            "the TLS baseline verifies the certificate its built-in sink makes at start, \
+             as a real client would: drop --tls-insecure, or give --target",
+        ),
+        (
+            "tls-cert",
+            t.tls_cert.is_some(),
+            "the TLS baseline's built-in sink asks for no client certificate: drop \
+             --tls-cert and --tls-key, or give --target",
+        ),
+    ];
+    if let Some((flag, _, why)) = refused.into_iter().find(|(_, given, _)| *given) {
+        return Err(err(flag, why));
     }
-    .map(|c| Some(Arc::new(c)))
+    if let Some(sni) = &t.tls_sni
+        && sni != BASELINE_TLS_NAME
+    {
+        return Err(err(
+            "tls-sni",
+            format!(
+                "the TLS baseline's built-in sink has a certificate for {BASELINE_TLS_NAME} \
+                 only, not {sni:?}: drop --tls-sni, or give --target"
+            ),
+        ));
+    }
+    let connections = a.concurrency.unwrap_or(a.connections);
+    if connections > TLS_BASELINE_CONNECTIONS_MAX {
+        return Err(err(
+            "connections",
+            format!(
+                "the TLS baseline takes at most {TLS_BASELINE_CONNECTIONS_MAX} (its built-in \
+                 sink's TLS front runs a thread per connection), got {connections}"
+            ),
+        ));
+    }
+    let cert = match &facts.baseline_cert {
+        Some(Ok(c)) => c,
+        Some(Err(m)) => return Err(err("tls", m.clone())),
+        None => return Err(err("tls", "the baseline's certificate was not made")),
+    };
+    let server = crate::transport::tls::server_config(&cert.cert_pem, &cert.key_pem)
+        .map_err(|m| err("tls", format!("the baseline's certificate: {m}")))?;
+    let trusted = crate::transport::tls::parse_certs(&cert.cert_pem)
+        .map_err(|m| err("tls", format!("the baseline's certificate: {m}")))?;
+    Ok((trusted, server))
 }
 
 /// The host part of a `--target` as given: `HOST:PORT`, `[V6]:PORT`.

@@ -53,6 +53,10 @@ pub struct HostFacts {
     /// `--tls` without `--tls-ca` or `--tls-insecure`: the system's trusted roots, or
     /// why there are none (`None`: not needed).
     pub system_roots: Option<Result<Vec<rustls::pki_types::CertificateDer<'static>>, String>>,
+    /// `--tls` without `--target` (the TLS baseline): the certificate its sink
+    /// serves and its client trusts, made now, or why it could not be (`None`: not
+    /// needed).
+    pub baseline_cert: Option<Result<crate::transport::tls::SelfSigned, String>>,
 }
 
 impl HostFacts {
@@ -118,8 +122,13 @@ impl HostFacts {
             mem_available: std::fs::read_to_string("/proc/meminfo")
                 .ok()
                 .and_then(|t| parse_mem_available(&t)),
-            system_roots: (a.tls.tls && a.tls.tls_ca.is_none() && !a.tls.tls_insecure)
+            system_roots: (a.tls.tls
+                && !a.target.is_empty()
+                && a.tls.tls_ca.is_none()
+                && !a.tls.tls_insecure)
                 .then(crate::transport::tls::system_roots),
+            baseline_cert: (a.tls.tls && a.target.is_empty())
+                .then(crate::transport::tls::self_signed_localhost),
         }
     }
 

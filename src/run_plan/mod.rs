@@ -142,6 +142,9 @@ pub struct RunPlan {
     pub frames: Option<FramePlan>,
     /// `--tls`: the client every connection's session comes from.
     pub tls: Option<Arc<crate::transport::tls::TlsClient>>,
+    /// `--tls` without `--target`: the server side of the TLS baseline, which its
+    /// sink's TLS front serves (the certificate [`Self::tls`] trusts alone).
+    pub tls_sink: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl RunPlan {

@@ -217,3 +217,32 @@ fn the_ring_layout_comes_from_the_descriptor_facts() {
     let baseline = run_args(&["--cores", "0", "--connections", "300000"]);
     assert_eq!(with(&baseline, Some(fds(1024, 2_000))).rings_per_core, 1);
 }
+
+/// `--tls` without `--target`: the baseline's two sides from the certificate made at
+/// start, the client naming localhost; no system roots needed (none gathered here).
+#[test]
+fn the_tls_baseline_plan_has_both_sides_from_the_made_certificate() {
+    let a = run_args(&["--tls", "--cores", "0"]);
+    let mut facts = local_facts(&a, &[0, 1]);
+    let plan_err = RunPlan::build(&a, &facts).unwrap_err();
+    assert_eq!(
+        plan_err.to_string(),
+        "--tls: the baseline's certificate was not made"
+    );
+    facts.baseline_cert = Some(crate::transport::tls::self_signed_localhost());
+    let plan = RunPlan::build(&a, &facts).unwrap();
+    let client = plan.tls.expect("the client side");
+    assert_eq!(client.sni, "localhost");
+    assert!(!client.insecure && plan.tls_sink.is_some());
+    // With a target the plan has no server side.
+    let a = run_args(&[
+        "--tls",
+        "--tls-insecure",
+        "--target",
+        "127.0.0.1:9",
+        "--rate",
+        "10",
+    ]);
+    let plan = RunPlan::build(&a, &local_facts(&a, &[0, 1])).unwrap();
+    assert!(plan.tls.is_some() && plan.tls_sink.is_none());
+}

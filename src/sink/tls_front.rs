@@ -4,8 +4,9 @@
 //!
 //! One thread per connection, blocking I/O with poll(2) for readiness: simple and
 //! exact, meant for tests and modest loads (a handful to a few hundred connections),
-//! not for the sink's held-connection scale nor for a generator ceiling, which the
-//! plain sink measures.
+//! not for the sink's held-connection scale. The TLS baseline (`blaster --tls`) runs
+//! it in process on the sink's cores, where it is often what sets the pace: its
+//! figure is then the front's ceiling, and the baseline says so (sink-bound).
 
 use rustls::ServerConnection;
 use std::io::{self, Read, Write};
@@ -35,15 +36,33 @@ impl TlsFront {
         inner: SocketAddr,
         config: Arc<rustls::ServerConfig>,
     ) -> io::Result<TlsFront> {
+        Self::start_on(listen, inner, config, &[])
+    }
+
+    /// As [`TlsFront::start`], every thread of the front on `cores` (empty: where
+    /// the kernel puts them): the accepting thread confines itself there before it
+    /// accepts, and each connection's thread inherits its affinity. Its threads are
+    /// named as the sink's (`blaster-sink-t*`), so a run in the same process counts
+    /// them as the target's.
+    pub fn start_on(
+        listen: SocketAddr,
+        inner: SocketAddr,
+        config: Arc<rustls::ServerConfig>,
+        cores: &[usize],
+    ) -> io::Result<TlsFront> {
         let listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let failed = Arc::new(AtomicU64::new(0));
         let (s, f) = (stop.clone(), failed.clone());
+        let cores = cores.to_vec();
         let accept = std::thread::Builder::new()
-            .name("sink-tls".into())
-            .spawn(move || accept_loop(&listener, inner, &config, &s, &f))?;
+            .name("blaster-sink-tl".into())
+            .spawn(move || {
+                confine(&cores);
+                accept_loop(&listener, inner, &config, &s, &f)
+            })?;
         Ok(TlsFront {
             addr,
             stop,
@@ -66,6 +85,19 @@ impl Drop for TlsFront {
     }
 }
 
+/// Confines the calling thread (and the threads it starts) to `cores`, best effort:
+/// cores this process may not use leave its affinity as it was.
+fn confine(cores: &[usize]) {
+    if cores.is_empty() {
+        return;
+    }
+    let mut set = nix::sched::CpuSet::new();
+    for &c in cores {
+        let _ = set.set(c);
+    }
+    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+}
+
 fn accept_loop(
     listener: &TcpListener,
     inner: SocketAddr,
@@ -79,7 +111,7 @@ fn accept_loop(
             Ok((client, _)) => {
                 let (config, stop, failed) = (config.clone(), stop.clone(), failed.clone());
                 let h = std::thread::Builder::new()
-                    .name("sink-tls-conn".into())
+                    .name("blaster-sink-tc".into())
                     .spawn(move || {
                         if let Err(Failure::Handshake) = relay(client, inner, config, &stop) {
                             failed.fetch_add(1, Ordering::Relaxed);

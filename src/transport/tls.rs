@@ -483,30 +483,49 @@ impl TlsFailure {
     }
 }
 
-/// For unit tests: a self-signed P-256 certificate for `localhost` and its key (PEM),
-/// made by `openssl` in `dir` (a test's temporary directory).
+/// A certificate for `localhost` and 127.0.0.1 signed by its own key, and that key
+/// (PEM each): what the TLS baseline's sink serves and its client trusts, nothing else.
+#[derive(Clone)]
+pub struct SelfSigned {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for SelfSigned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SelfSigned { localhost, key not shown }")
+    }
+}
+
+/// A fresh [`SelfSigned`] certificate, made in process by rcgen (the rustls project's
+/// certificate generator, on the same `ring`): a P-256 key, the names `localhost` and
+/// 127.0.0.1, no CA flag (webpki refuses a CA certificate as a server's), valid from
+/// 1975 to 4096 (rcgen's defaults: no clock is read and no run can outlive it).
+pub fn self_signed_localhost() -> Result<SelfSigned, String> {
+    let why = |e: rcgen::Error| format!("cannot make a certificate for localhost ({e})");
+    let key = rcgen::KeyPair::generate().map_err(why)?;
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .map_err(why)?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    let cert = params.self_signed(&key).map_err(why)?;
+    Ok(SelfSigned {
+        cert_pem: cert.pem().into_bytes(),
+        key_pem: key.serialize_pem().into_bytes(),
+    })
+}
+
+/// For unit tests: [`self_signed_localhost`]'s certificate and key, also written to
+/// `cert.pem` and `key.pem` in `dir` (a test's temporary directory).
 #[cfg(test)]
-pub(crate) fn self_signed_localhost(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
-    let status = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
-        .args([
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-        ])
-        .current_dir(dir)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl");
-    assert!(status.success());
-    (
-        std::fs::read(dir.join("cert.pem")).unwrap(),
-        std::fs::read(dir.join("key.pem")).unwrap(),
-    )
+pub(crate) fn self_signed_localhost_in(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
+    let s = self_signed_localhost().expect("rcgen makes a certificate");
+    std::fs::write(dir.join("cert.pem"), &s.cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), &s.key_pem).unwrap();
+    (s.cert_pem, s.key_pem)
 }
 
 #[cfg(test)]
@@ -538,6 +557,62 @@ mod tests {
             TlsFailure::ProtocolVersion
         );
         assert!(!TlsFailure::AlertHandshakeFailure.is_verification());
+    }
+
+    /// Drives a handshake between `client` and a rustls server with `server`, in
+    /// memory: the client's error when it refuses the server.
+    fn shake(client: &TlsClient, server: Arc<rustls::ServerConfig>) -> Result<(), Error> {
+        use rustls::{ClientConnection, Connection, ServerConnection};
+        fn pass(from: &mut Connection, to: &mut Connection) {
+            let mut wire = Vec::new();
+            while from.wants_write() {
+                from.write_tls(&mut wire).unwrap();
+            }
+            let mut rd = &wire[..];
+            while !rd.is_empty() {
+                to.read_tls(&mut rd).unwrap();
+            }
+        }
+        let name = client.server_name.clone();
+        let mut c = Connection::from(ClientConnection::new(client.config.clone(), name)?);
+        let mut s = Connection::from(ServerConnection::new(server)?);
+        for _ in 0..8 {
+            pass(&mut c, &mut s);
+            s.process_new_packets()?;
+            pass(&mut s, &mut c);
+            c.process_new_packets()?;
+            if !c.is_handshaking() && !s.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake did not end");
+    }
+
+    #[test]
+    fn the_self_signed_certificate_is_trusted_alone_for_localhost() {
+        let mine = self_signed_localhost().unwrap();
+        let server = server_config(&mine.cert_pem, &mine.key_pem).unwrap();
+        let trusting = |sni: &str, cert: &[u8], version| {
+            let roots = Trust::Roots(parse_certs(cert).unwrap());
+            TlsClient::new(sni, roots, &[], Some(version), 0.0).unwrap()
+        };
+        for version in [TlsVersion::V13, TlsVersion::V12] {
+            for sni in ["localhost", "127.0.0.1"] {
+                let c = trusting(sni, &mine.cert_pem, version);
+                assert!(shake(&c, server.clone()).is_ok(), "{sni} {version:?}");
+            }
+        }
+        // Another certificate made the same way is not trusted (same subject, so
+        // webpki tries its key and finds a bad signature), nor another name.
+        let other = self_signed_localhost().unwrap();
+        assert_ne!(other.cert_pem, mine.cert_pem);
+        let c = trusting("localhost", &other.cert_pem, TlsVersion::V13);
+        let e = shake(&c, server.clone()).unwrap_err();
+        assert_eq!(TlsFailure::of(&e), TlsFailure::BadCertificate, "{e}");
+        let c = trusting("example.com", &mine.cert_pem, TlsVersion::V13);
+        let e = shake(&c, server).unwrap_err();
+        assert_eq!(TlsFailure::of(&e), TlsFailure::NameMismatch, "{e}");
+        assert!(!format!("{mine:?}").contains("PRIVATE"));
     }
 
     #[test]

@@ -426,7 +426,7 @@ mod tests {
     #[test]
     fn records_round_trip_with_rustls_for_every_suite() {
         let dir = tempfile::tempdir().unwrap();
-        crate::transport::tls::self_signed_localhost(dir.path());
+        crate::transport::tls::self_signed_localhost_in(dir.path());
         for (version, suite) in [
             (TlsVersion::V13, S::TLS13_AES_128_GCM_SHA256),
             (TlsVersion::V13, S::TLS13_AES_256_GCM_SHA384),

@@ -392,7 +392,7 @@ fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
     use crate::engine::driver::tests::allocations_here;
     use crate::transport::tls::{TlsClient, TlsVersion, Trust, server_config};
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = crate::transport::tls::self_signed_localhost(dir.path());
+    let (cert, key) = crate::transport::tls::self_signed_localhost_in(dir.path());
     for version in [TlsVersion::V13, TlsVersion::V12] {
         let config = server_config(&cert, &key).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
