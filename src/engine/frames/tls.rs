@@ -435,7 +435,7 @@ mod tests {
         use crate::transport::tls::{TlsClient, TlsVersion, Trust, server_config};
         use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap();
-        let (cert, key) = crate::transport::tls::self_signed_localhost(dir.path());
+        let (cert, key) = crate::transport::tls::self_signed_localhost_in(dir.path());
         for version in [TlsVersion::V13, TlsVersion::V12] {
             let config = server_config(&cert, &key).unwrap();
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
