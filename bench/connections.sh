@@ -21,6 +21,9 @@
 #   epoll holder's window); EPOLL_PENDING (512); CONNECT_TIMEOUT seconds for the connect
 #   phase (default 60 + N/5000); TUNE=1 raises net.core.somaxconn and
 #   net.ipv4.tcp_max_syn_backlog to 65535 (printed, restored on exit), TUNE=0 leaves them.
+#   HEARTBEAT (e.g. 10s): blaster sends --heartbeat on every held connection once per that
+#   period; the worker's busy CPU per second of the hold (the scan that finds what is
+#   due, and the heartbeats) is printed per run.
 # Heavy: run it alone, on a quiet machine. Every wait is bounded; all addresses are in
 # 127.0.0.0/8.
 RUNS=${RUNS:-1}
@@ -184,6 +187,7 @@ for i in $(seq "$RUNS"); do
     rc=0   # in the background so that Ctrl-C (trap, cleanup) does not wait for it
     timeout -k 5 $(( CT + DUR + 60 )) taskset -c 0 "$B" run "${targets[@]}" --source-ip "$SRC_RANGE" --cores 0 \
         --connections "$N" --hold --duration "${DUR}s" ${CONNECT_RATE:+--connect-rate "$CONNECT_RATE"} \
+        ${HEARTBEAT:+--heartbeat "$HEARTBEAT"} \
         --json "$OUT/b.$i.json" --quiet > "$OUT/b.$i.out" 2> "$OUT/b.$i.err" &
     BP=$!; PIDS+=($BP); wait "$BP" || rc=$?; forget "$BP"
     kill "$SAMP" 2>/dev/null || true; wait_bounded 5 "$SAMP"
@@ -197,6 +201,9 @@ except Exception:
     print("0 0 0 0 0 - {}"); sys.exit()
 c, t = r["connections"], r["connect_time_ns"]
 s = c["establish_all_ns"] / 1e9
+cpu = sum(w["busy_cpu_ns"] for w in r["workers"]) / 1e9
+print(f"blaster hold: busy CPU {cpu:.3f} s over {r['duration_s']:.1f} s ({cpu / max(r['duration_s'], 1e-9):.4f} core), "
+      f"{r['requests']['sent']} heartbeats sent", file=sys.stderr)
 print(c["established"], c["failed"], f"{s:.3f}", f"{c['established'] / s if s > 0 else 0:.0f}",
       f"{r['memory']['user_bytes_per_connection']:.1f}",
       f"{t['p50'] / 1e6:.2f}/{t['p99'] / 1e6:.2f}/{t['max'] / 1e6:.2f}",
