@@ -14,7 +14,9 @@
 //! Nothing is ever sent before its instant: a wake-up sends only what is due by then.
 
 use crate::clock::Nanos;
-use crate::limits::{FINE_RESOLUTION_NS, SLEEP_CPU_NS, SPIN_NS, TIMER_LATE_NS_INITIAL};
+use crate::limits::{
+    FINE_RESOLUTION_NS, SLEEP_CPU_NS, SPIN_NS, TIMER_LATE_NS_INITIAL, TIMER_LATE_TAIL_NS_INITIAL,
+};
 
 /// `--spin`: how the loop waits for a due send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +152,7 @@ impl Pacer {
             spin_ns: 0,
             precision,
             late_ns: TIMER_LATE_NS_INITIAL,
-            late_tail_ns: TIMER_LATE_NS_INITIAL,
+            late_tail_ns: TIMER_LATE_TAIL_NS_INITIAL,
             sleep_until: 0,
             idle_since: None,
             sleep_ns: 0,
