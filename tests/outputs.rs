@@ -73,6 +73,19 @@ fn the_json_is_written_whole_with_no_temporary_left() {
     let r = &v["intervals_resolution"];
     assert_eq!(r["fine_until_s"], 3600, "{r}");
     assert_eq!(r["coarse_s"], 60, "{r}");
+    // The precision is stated (issue 22): the resolution, and the timer lateness a
+    // window's wake-up was aimed by (a 99.5th percentile, never above a millisecond).
+    assert_eq!(v["config"]["resolution_ns"], 500_000, "{}", v["config"]);
+    let tail = v["workers"][0]["timer_late_p995_ns"]
+        .as_u64()
+        .expect("timer_late_p995_ns");
+    assert!(tail <= 1_000_000, "{tail}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("resolution 500.0 us, spin auto, timer late "),
+        "{text}"
+    );
+    assert!(text.contains(", p99.5 "), "{text}");
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

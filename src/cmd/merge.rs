@@ -170,10 +170,24 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     let missing: Vec<u64> = (0..n)
         .filter(|i| !shards.iter().any(|s| s.index == *i))
         .collect();
-    let all_valid = shards.iter().all(|s| s.value["valid"] == true);
-    let complete = missing.is_empty();
-    let valid = all_valid && complete;
+    add_counters(&mut out, shards);
+    add_histograms(&mut out, shards)?;
+    add_error_latency(&mut out, shards);
+    let (intervals, intervals_exact) = align_intervals(shards);
+    out["intervals"] = Value::Array(intervals);
+    merge_frames(&mut out, shards)?;
+    let valid = judge_validity(&mut out, shards, &missing, n);
+    let unsynced = merged_fleet(&mut out, shards, &missing, intervals_exact);
+    let text = summary(&out, shards, &missing, n, &unsynced);
+    Ok(Merged {
+        json: out,
+        text,
+        valid,
+    })
+}
 
+/// The counts, rates and count maps, added.
+fn add_counters(out: &mut Value, shards: &[Shard]) {
     // Counters: every number in these objects is a count or a rate to add.
     for key in ["requests", "bytes", "errors_by_kind", "connections", "rate"] {
         // A key the first shard lacks stays absent (not a null the reader refuses).
@@ -203,7 +217,11 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
             .map(|s| s.value["config"]["connections"].as_u64().unwrap_or(0))
             .fold(0u64, u64::saturating_add)
     );
+}
 
+/// The histograms, added, every shard's (the reader decoded them all), and their
+/// percentiles.
+fn add_histograms(out: &mut Value, shards: &[Shard]) -> Result<(), MergeError> {
     // Histograms: added, every shard's (the reader decoded them all).
     for (k, (h, key)) in HISTOGRAMS.iter().enumerate() {
         let mut sum = shards[0].histograms[k].clone();
@@ -222,6 +240,10 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
         out[*key] = serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
         out["histograms"][*h] = json!(hdr::encode(&sum));
     }
+    Ok(())
+}
+
+fn add_error_latency(out: &mut Value, shards: &[Shard]) {
     // The error replies' latency: added when every shard embeds it (runs before it
     // existed do not), else the percentiles' maxima.
     let errors_exact = shards
@@ -249,10 +271,10 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
         }
         _ => {}
     }
+}
 
-    let (intervals, intervals_exact) = align_intervals(shards);
-    out["intervals"] = Value::Array(intervals);
-
+/// The frames' keys, merged (a shard that disagrees or lacks them is refused).
+fn merge_frames(out: &mut Value, shards: &[Shard]) -> Result<(), MergeError> {
     let parts: Vec<&Value> = shards.iter().map(|s| &s.value["frames"]).collect();
     match frames::merge(&parts) {
         Ok(Some(f)) => out["frames"] = f,
@@ -266,13 +288,20 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
             });
         }
     }
+    Ok(())
+}
 
+/// Sets `valid` and `invalid_reasons` (a missing shard, each shard's reasons naming
+/// it); returns whether the merged run is valid.
+fn judge_validity(out: &mut Value, shards: &[Shard], missing: &[u64], n: u64) -> bool {
+    let complete = missing.is_empty();
+    let valid = complete && shards.iter().all(|s| s.value["valid"] == true);
     // Validity and its reasons, each naming its shard.
     let mut reasons: Vec<Value> = Vec::new();
     if !complete {
         reasons.push(json!({
             "code": "shards_missing",
-            "message": missing_line(&missing, n),
+            "message": missing_line(missing, n),
             "remedy": "merge every shard's file; a missing shard's load is missing from every figure",
         }));
     }
@@ -287,7 +316,18 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     }
     out["valid"] = json!(valid);
     out["invalid_reasons"] = Value::Array(reasons);
+    valid
+}
 
+/// The merged `fleet` key: the shards present and missing, each shard's line, the
+/// worst start skew; returns the shards whose clocks were not synchronised.
+fn merged_fleet(
+    out: &mut Value,
+    shards: &[Shard],
+    missing: &[u64],
+    intervals_exact: bool,
+) -> Vec<u64> {
+    let complete = missing.is_empty();
     let per_shard: Vec<Value> = shards
         .iter()
         .map(|s| {
@@ -325,12 +365,7 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
         "unsynchronised_clocks": unsynced,
         "per_shard": per_shard,
     });
-    let text = summary(&out, shards, &missing, n, &unsynced);
-    Ok(Merged {
-        json: out,
-        text,
-        valid,
-    })
+    unsynced
 }
 
 /// `2 of 8 missing: 3, 6`.

@@ -95,19 +95,90 @@ pub fn execute(
     // Workers get the whole run's rate (each takes its share of the one timetable); the
     // report's intended rate is this shard's share of it.
     let shard_rate_rps = rate_rps / f64::from(plan.fleet.shard.count());
-    let n = workers.len();
     let rss_before = rss_bytes().unwrap_or(0);
     keep_off_worker_cores(plan.control_core);
+    let fleet = spawn_workers(&workers, stop)?;
+    let readies = fleet.await_ready();
+    let setup = setup_of(plan, &readies, rss_before, rate_rps);
+    if let Some(e) = unready(plan, target, &readies, workers.len(), &setup) {
+        fleet.abort();
+        return Err(e);
+    }
+    // Every worker has pinned itself by now (before its Ready).
+    let sampler = crate::threads::Sampler::start(plan.control_core);
+    let (clock, start_late_ns, wall_start) = start_clock(plan);
+    for c in &fleet.controls {
+        let _ = c.send(Control::Start(clock.clone()));
+    }
+    outputs.start(wall_start);
+    let zero = std::time::Instant::now() + Duration::from_nanos(clock.until_start_ns());
+    let display = Display::start(live, duration_ns, plan.max_lag_ns, zero);
+
+    let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
+    let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
+    let shape = IntervalShape {
+        plan,
+        rate_rps: shard_rate_rps,
+        link_bps: link_bps(plan, host.iface.as_deref()),
+    };
+    let mut collected = collect(
+        &fleet.snap_rx,
+        &fleet.recycle,
+        &shape,
+        duration_ns,
+        &display,
+        &mut host,
+        &worker_cores,
+        outputs,
+    );
+    // Every snapshot is in: the bar leaves the screen before anything else is printed.
+    drop(display);
+    collected.iface = host.iface.clone();
+    fleet.join()?;
+    let features = readies
+        .first()
+        .map(|r| r.features.clone())
+        .unwrap_or_default();
+    let ran = Ran {
+        plan,
+        target,
+        shard_rate_rps,
+        setup: Setup { features, ..setup },
+        interrupted: stop.load(Ordering::Relaxed),
+        start_late_ns,
+    };
+    Ok(ran.report(collected, sampler.finish()))
+}
+
+/// The workers of one run, started and waiting for their start instant.
+struct Fleet {
+    ready_rx: crossbeam_channel::Receiver<Ready>,
+    snap_rx: crossbeam_channel::Receiver<Snapshot>,
+    controls: Vec<crossbeam_channel::Sender<Control>>,
+    recycle: Vec<crossbeam_channel::Sender<Histograms>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Spawns one thread per worker plan; each connects, pins itself and reports Ready.
+fn spawn_workers(
+    workers: &[crate::engine::worker_plan::WorkerPlan],
+    stop: &Arc<AtomicBool>,
+) -> Result<Fleet, RunError> {
+    let n = workers.len();
     let (ready_tx, ready_rx) = unbounded::<Ready>();
     let (snap_tx, snap_rx) = crate::engine::driver::snapshot_channel(n);
-    let mut controls = Vec::with_capacity(n);
-    let mut recycle = Vec::with_capacity(n);
-    let mut handles = Vec::with_capacity(n);
+    let mut fleet = Fleet {
+        ready_rx,
+        snap_rx,
+        controls: Vec::with_capacity(n),
+        recycle: Vec::with_capacity(n),
+        handles: Vec::with_capacity(n),
+    };
     for wp in workers.iter().cloned() {
         let (ctl_tx, control_rx) = bounded::<Control>(1);
-        controls.push(ctl_tx);
+        fleet.controls.push(ctl_tx);
         let (recycle_tx, recycle_rx) = bounded::<Histograms>(2);
-        recycle.push(recycle_tx);
+        fleet.recycle.push(recycle_tx);
         let ch = Channels {
             ready_tx: ready_tx.clone(),
             control_rx,
@@ -124,25 +195,53 @@ pub fn execute(
                 Transport::Udp | Transport::UdpBlast => run_udp_worker(wp, stop, ch),
             })
             .map_err(|e| RunError::Worker(format!("cannot start a worker thread: {e}")))?;
-        handles.push(h);
+        fleet.handles.push(h);
     }
-    drop(snap_tx);
     // Only the workers hold senders now: a worker that dies before Ready ends the wait.
-    drop(ready_tx);
+    Ok(fleet)
+}
 
-    let mut readies: Vec<Ready> = Vec::with_capacity(n);
-    while readies.len() < n {
-        match ready_rx.recv() {
-            Ok(r) => readies.push(r),
-            Err(_) => break,
+impl Fleet {
+    /// Every worker's Ready (fewer when one died before sending it).
+    fn await_ready(&self) -> Vec<Ready> {
+        let n = self.handles.len();
+        let mut readies: Vec<Ready> = Vec::with_capacity(n);
+        while readies.len() < n {
+            match self.ready_rx.recv() {
+                Ok(r) => readies.push(r),
+                Err(_) => break,
+            }
+        }
+        readies
+    }
+
+    /// Tells every worker to give up before the start, and waits for them.
+    fn abort(self) {
+        for c in &self.controls {
+            let _ = c.send(Control::Abort);
+        }
+        for h in self.handles {
+            let _ = h.join();
         }
     }
-    let fatal = readies.iter().find_map(|r| r.fatal.clone());
-    let established: usize = readies.iter().map(|r| r.established).sum();
+
+    /// Waits for every worker to end once its totals are in.
+    fn join(self) -> Result<(), RunError> {
+        for h in self.handles {
+            if h.join().is_err() {
+                return Err(RunError::Worker("a worker thread panicked".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the connecting phase found: connections, their errors and the memory they took.
+fn setup_of(plan: &RunPlan, readies: &[Ready], rss_before: u64, rate_rps: f64) -> Setup {
     let first_errno = readies.iter().find_map(|r| r.first_errno);
-    let setup = Setup {
+    Setup {
         features: Vec::new(),
-        established: established as u64,
+        established: readies.iter().map(|r| r.established).sum::<usize>() as u64,
         establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
         rss_growth: rss_bytes().unwrap_or(0).saturating_sub(rss_before),
         first_errno,
@@ -154,55 +253,64 @@ pub fn execute(
             .chain(std::iter::once("other".to_string()))
             .collect(),
         time_wait: time_wait_warning(plan, rate_rps),
-    };
-    // A connection per request opens nothing before the schedule starts.
-    // A frames ramp (--connect-rate) opens its connections during the run.
+    }
+}
+
+/// Why the run cannot start, if it cannot: a worker failed, or no connection opened
+/// (a connection per request, or a frames ramp, opens none before the start).
+fn unready(
+    plan: &RunPlan,
+    target: SocketAddr,
+    readies: &[Ready],
+    n: usize,
+    setup: &Setup,
+) -> Option<RunError> {
+    let fatal = readies.iter().find_map(|r| r.fatal.clone());
+    let established = setup.established as usize;
     let ramp = plan.frames.as_ref().is_some_and(|f| f.grid.join_gap_ns > 0);
-    if fatal.is_some() || (established == 0 && !plan.per_request && !ramp) || readies.len() < n {
-        for c in &controls {
-            let _ = c.send(Control::Abort);
-        }
-        for h in handles {
-            let _ = h.join();
-        }
-        if let Some(f) = fatal {
-            return Err(RunError::Worker(f));
-        }
-        if let Some((kind, why)) = plan.tls.as_ref().and_then(|t| t.first_failure()) {
-            return Err(RunError::Tls {
-                server: plan
-                    .tls
-                    .as_ref()
-                    .map_or_else(String::new, |t| t.sni.clone()),
-                addr: target,
-                kind: kind.name(),
-                why,
-                failed: plan.connections - established,
-                connections: plan.connections,
-            });
-        }
-        let errno = setup.first_errno;
-        let join_error = readies.iter().find_map(|r| r.join_error.clone());
-        return Err(RunError::Connect {
+    let everyone_ready = readies.len() >= n;
+    if fatal.is_none() && (established > 0 || plan.per_request || ramp) && everyone_ready {
+        return None;
+    }
+    if let Some(f) = fatal {
+        return Some(RunError::Worker(f));
+    }
+    if let Some((kind, why)) = plan.tls.as_ref().and_then(|t| t.first_failure()) {
+        return Some(RunError::Tls {
+            server: plan
+                .tls
+                .as_ref()
+                .map_or_else(String::new, |t| t.sni.clone()),
             addr: target,
-            reason: match join_error {
-                Some(j) if errno.is_none() => j,
-                _ => errno.map_or("no connection could be opened".to_string(), |e| {
-                    let text = crate::engine::socket::errno_text(e);
-                    match crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan)) {
-                        Some(hint) => format!("{text}; {hint}"),
-                        None => text,
-                    }
-                }),
-            },
+            kind: kind.name(),
+            why,
             failed: plan.connections - established,
             connections: plan.connections,
         });
     }
-    // Every worker has pinned itself by now (before its Ready).
-    let sampler = crate::threads::Sampler::start(plan.control_core);
-    // The schedule's time zero on the wall clock too, for the exporters' timestamps.
-    let (clock, start_late_ns, wall_start) = match plan.fleet.start_at_ns {
+    let errno = setup.first_errno;
+    let join_error = readies.iter().find_map(|r| r.join_error.clone());
+    Some(RunError::Connect {
+        addr: target,
+        reason: match join_error {
+            Some(j) if errno.is_none() => j,
+            _ => errno.map_or("no connection could be opened".to_string(), |e| {
+                let text = crate::engine::socket::errno_text(e);
+                match crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan)) {
+                    Some(hint) => format!("{text}; {hint}"),
+                    None => text,
+                }
+            }),
+        },
+        failed: plan.connections - established,
+        connections: plan.connections,
+    })
+}
+
+/// The schedule's time zero on the TSC, how late it is past `--start-at` (ns), and the
+/// same instant on the wall clock, for the exporters' timestamps.
+fn start_clock(plan: &RunPlan) -> (Clock, u64, std::time::SystemTime) {
+    match plan.fleet.start_at_ns {
         Some(at) => {
             let (clock, late) = clock_starting_at(at);
             let wall = std::time::UNIX_EPOCH + Duration::from_nanos(at.saturating_add(late));
@@ -213,69 +321,49 @@ pub fn execute(
             0,
             std::time::SystemTime::now() + Duration::from_nanos(START_DELAY_NS),
         ),
-    };
-    for c in &controls {
-        let _ = c.send(Control::Start(clock.clone()));
     }
-    outputs.start(wall_start);
-    let zero = std::time::Instant::now() + Duration::from_nanos(clock.until_start_ns());
-    let display = Display::start(live, duration_ns, plan.max_lag_ns, zero);
+}
 
-    let mut host = HostSampler::new(&plan.cores, iface_for(target.ip()));
-    let worker_cores: Vec<usize> = workers.iter().map(|w| w.core.unwrap_or(0)).collect();
-    let shape = IntervalShape {
-        plan,
-        rate_rps: shard_rate_rps,
-        link_bps: link_bps(plan, host.iface.as_deref()),
-    };
-    let mut collected = collect(
-        &snap_rx,
-        &recycle,
-        &shape,
-        duration_ns,
-        &display,
-        &mut host,
-        &worker_cores,
-        outputs,
-    );
-    // Every snapshot is in: the bar leaves the screen before anything else is printed.
-    drop(display);
-    let worker_error = collected.totals.iter().find_map(|t| t.error.clone());
-    collected.iface = host.iface.clone();
-    for h in handles {
-        if h.join().is_err() {
-            return Err(RunError::Worker("a worker thread panicked".into()));
-        }
+/// A run that has ended: what its report is built from besides what was collected.
+struct Ran<'a> {
+    plan: &'a RunPlan,
+    target: SocketAddr,
+    shard_rate_rps: f64,
+    setup: Setup,
+    interrupted: bool,
+    start_late_ns: u64,
+}
+
+impl Ran<'_> {
+    /// The run's report, from what the collector gathered and the threads' CPU.
+    fn report(self, collected: Collected, threads: Vec<crate::threads::ThreadCpu>) -> Report {
+        let (plan, duration_ns) = (self.plan, self.plan.duration_ns);
+        let worker_error = collected.totals.iter().find_map(|t| t.error.clone());
+        let first = collected.counters.first_dispatch;
+        let frames = crate::report::frames::build(
+            plan,
+            &collected.total,
+            &collected.counters.frames,
+            &collected.totals,
+            crate::report::assemble::stopped_ns(&collected.totals, duration_ns),
+        );
+        let mut report = crate::report::assemble::build(
+            plan,
+            self.target,
+            self.shard_rate_rps,
+            duration_ns,
+            collected,
+            self.setup,
+            self.interrupted,
+        );
+        report.threads = threads;
+        report.frames = frames;
+        let fleet = fleet_report(plan, first, self.start_late_ns);
+        report.diagnosis.extend(fleet.clock_warning());
+        report.fleet = Some(fleet);
+        report.worker_error = worker_error;
+        report
     }
-    let threads = sampler.finish();
-    let features = readies
-        .first()
-        .map(|r| r.features.clone())
-        .unwrap_or_default();
-    let first = collected.counters.first_dispatch;
-    let frames = crate::report::frames::build(
-        plan,
-        &collected.total,
-        &collected.counters.frames,
-        &collected.totals,
-        crate::report::assemble::stopped_ns(&collected.totals, duration_ns),
-    );
-    let mut report = crate::report::assemble::build(
-        plan,
-        target,
-        shard_rate_rps,
-        duration_ns,
-        collected,
-        Setup { features, ..setup },
-        stop.load(Ordering::Relaxed),
-    );
-    report.threads = threads;
-    report.frames = frames;
-    let fleet = fleet_report(plan, first, start_late_ns);
-    report.diagnosis.extend(fleet.clock_warning());
-    report.fleet = Some(fleet);
-    report.worker_error = worker_error;
-    Ok(report)
 }
 
 /// A TSC clock whose start instant is the wall-clock instant `at_ns` (`--start-at`):

@@ -4,15 +4,19 @@
 //! handed in (ns since the run's start); the loop owns the ring.
 //!
 //! Precision is a setting with a cost ([`Precision`]): a wake-up sends everything due
-//! by then, and timer wake-ups for due sends are at least `--resolution` apart, so at
-//! high rates one wake-up sends a window's worth (each request's latency still counts
-//! from its own intended instant, as catch-up does). `--spin auto` spins only where
-//! spinning is cheaper than a sleep ([`SLEEP_CPU_NS`]) or where the resolution asked
-//! for is finer than the timer's measured lateness; otherwise it aims the timer that
-//! lateness early and sleeps.
+//! by then, and the wake-up for a due send is aimed to land by `--resolution` after
+//! its instant ([`aim`]), so at high rates one wake-up sends a window's worth (each
+//! request's latency still counts from its own intended instant, as catch-up does) and
+//! the dispatch lag stays within the resolution. The timer is aimed early by a high
+//! percentile of its measured lateness ([`late_tail`]), at most half the resolution.
+//! `--spin auto` spins only where spinning is cheaper than a sleep ([`SLEEP_CPU_NS`])
+//! or where the resolution asked for is finer than the timer's measured lateness.
+//! Nothing is ever sent before its instant: a wake-up sends only what is due by then.
 
 use crate::clock::Nanos;
-use crate::limits::{FINE_RESOLUTION_NS, SLEEP_CPU_NS, SPIN_NS, TIMER_LATE_NS_INITIAL};
+use crate::limits::{
+    FINE_RESOLUTION_NS, SLEEP_CPU_NS, SPIN_NS, TIMER_LATE_NS_INITIAL, TIMER_LATE_TAIL_NS_INITIAL,
+};
 
 /// `--spin`: how the loop waits for a due send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +40,8 @@ impl std::fmt::Display for Spin {
 /// `--resolution` and `--spin`: how precisely the loop sends on the timetable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Precision {
-    /// Timer wake-ups for due sends are at least this far apart (0: one per due send).
+    /// The wake-up for a due send lands by this long after its instant and sends
+    /// everything due by then (0: one wake-up per due send).
     pub resolution_ns: u64,
     pub spin: Spin,
 }
@@ -48,6 +53,13 @@ impl Precision {
             resolution_ns: 0,
             spin: Spin::Fixed(spin_ns),
         }
+    }
+
+    /// `--spin auto` with a resolution finer than any timer gives
+    /// ([`FINE_RESOLUTION_NS`]): precision needs spinning. Decided by the setting, not
+    /// by the measured lateness, so a noisy timer never flips the loop into spinning.
+    pub fn fine(&self) -> bool {
+        self.spin == Spin::Auto && self.resolution_ns < FINE_RESOLUTION_NS
     }
 
     /// How long to spin before the schedule's start instant.
@@ -79,11 +91,11 @@ pub struct Pacer {
     drain_deadline: Nanos,
     spin_ns: u64,
     precision: Precision,
-    /// When the loop last sent: the next timer wake-up for a due send is a resolution
-    /// later at the earliest.
-    last_send: Nanos,
-    /// How late the ring's timeouts end, ns: a moving average of what was measured.
+    /// How late the ring's timeouts end, ns: a running median of what was measured.
     late_ns: u64,
+    /// How late the ring's timeouts end, ns: a running 99.5th percentile
+    /// ([`late_tail`]), what a resolution window's wake-up is aimed by.
+    late_tail_ns: u64,
     /// The instant the current sleep was asked to end at.
     sleep_until: Nanos,
     /// Since when the loop has been idle, and whether asleep in the ring (else spinning).
@@ -117,8 +129,8 @@ pub struct Wake {
     pub at: Nanos,
     /// The next due send is what sets `at` (spin from there instead of sleeping).
     pub due_soon: bool,
-    /// When `due_soon`: the instant the next send is for (due, or the end of the
-    /// resolution window).
+    /// When `due_soon`: the instant the loop means to be awake by for the next send
+    /// (its due instant, or where the resolution window's wake-up is aimed).
     pub target: Nanos,
 }
 
@@ -139,8 +151,8 @@ impl Pacer {
             drain_deadline: u64::MAX,
             spin_ns: 0,
             precision,
-            last_send: 0,
             late_ns: TIMER_LATE_NS_INITIAL,
+            late_tail_ns: TIMER_LATE_TAIL_NS_INITIAL,
             sleep_until: 0,
             idle_since: None,
             sleep_ns: 0,
@@ -161,41 +173,28 @@ impl Pacer {
             Some((t, true)) => {
                 self.sleep_ns += now.saturating_sub(t);
                 if now >= self.sleep_until {
-                    self.late_ns = late_average(self.late_ns, now - self.sleep_until);
+                    let late = now - self.sleep_until;
+                    self.late_ns = late_average(self.late_ns, late);
+                    self.late_tail_ns = late_tail(self.late_tail_ns, late);
                 }
             }
             None => {}
         }
     }
 
-    /// The loop sent at `now`: the next timer wake-up for a send is a resolution later.
-    #[inline]
-    pub fn sent(&mut self, now: Nanos) {
-        self.last_send = now;
-    }
-
-    /// How late the ring's timeouts end, as measured so far, ns.
+    /// How late the ring's timeouts end, as measured so far (typically), ns.
     pub fn timer_late_ns(&self) -> u64 {
         self.late_ns
     }
 
-    /// How long before a due send's instant the loop stops sleeping: the fixed spin,
-    /// or with `--spin auto` twice the timer's lateness (spun, when the resolution is
-    /// finer than a timer gives) or three quarters of it (slept: the timer is aimed
-    /// early so it ends near the instant).
-    fn lead_ns(&self) -> u64 {
-        match self.precision.spin {
-            Spin::Fixed(ns) => ns,
-            Spin::Auto if self.fine() => (2 * self.late_ns).min(SPIN_NS),
-            Spin::Auto => self.late_ns * 3 / 4,
-        }
+    /// How late the ring's timeouts end at the 99.5th percentile, as measured so far,
+    /// ns (a window's wake-up is aimed by this, at most half the resolution: [`aim`]).
+    pub fn timer_late_p995_ns(&self) -> u64 {
+        self.late_tail_ns
     }
 
-    /// `--spin auto` with a resolution finer than any timer gives
-    /// ([`FINE_RESOLUTION_NS`]): precision needs spinning. Decided by the setting, not
-    /// by the measured lateness, so a noisy timer never flips the loop into spinning.
     fn fine(&self) -> bool {
-        self.precision.resolution_ns < FINE_RESOLUTION_NS
+        self.precision.fine()
     }
 
     /// The iteration that started at `now` did nothing but look.
@@ -280,8 +279,8 @@ impl Pacer {
     }
 
     /// When to wake: the drain deadline, the next interval boundary (while running),
-    /// the next scan (when `timers` are pending), or the lead before the next send:
-    /// `next_due`, or a resolution after the last send if that is later.
+    /// the next scan (when `timers` are pending), or the wake-up aimed for the next
+    /// send, due at `next_due` ([`aim`]).
     #[inline]
     pub fn wake(&self, stopping: bool, timers: bool, next_due: Option<Nanos>) -> Wake {
         let mut at = self.drain_deadline;
@@ -293,12 +292,11 @@ impl Pacer {
         }
         let (mut due_soon, mut target) = (false, 0);
         if let Some(due) = next_due.filter(|_| !stopping) {
-            let send_at = due.max(self.last_send.saturating_add(self.precision.resolution_ns));
-            let from = send_at.saturating_sub(self.lead_ns());
+            let (from, awake_by) = aim(due, self.precision, self.late_ns, self.late_tail_ns);
             if from <= at {
                 at = from;
                 due_soon = true;
-                target = send_at;
+                target = awake_by;
             }
         }
         Wake {
@@ -309,9 +307,10 @@ impl Pacer {
     }
 
     /// Sleep or spin, from `now`, for `wake`. With `--spin auto` and a coarse
-    /// resolution the loop spins only the last [`SLEEP_CPU_NS`] before a send (cheaper
-    /// than a sleep) and otherwise sleeps, accepting the timer's lateness; else it
-    /// sleeps until `wake.at` when that is more than a microsecond away.
+    /// resolution the loop spins only the last [`SLEEP_CPU_NS`] before a wake-up's
+    /// target (cheaper than a sleep) and otherwise sleeps (the target was aimed early
+    /// by the timer's lateness); else it sleeps until `wake.at` when that is more than
+    /// a microsecond away.
     #[inline]
     pub fn step(&self, now: Nanos, wake: Wake) -> Step {
         if wake.due_soon && self.precision.spin == Spin::Auto && !self.fine() {
@@ -403,6 +402,55 @@ fn late_average(est: u64, measured: u64) -> u64 {
         std::cmp::Ordering::Less => est.saturating_sub(step),
         std::cmp::Ordering::Equal => est,
     }
+}
+
+/// The timer's lateness at about its 99.5th percentile, updated with a new measure: a
+/// stochastic quantile estimate, an eighth up for a measure above it (at least 1 us)
+/// and 1/200 of that down for one at or below it, so it settles where one measure in
+/// about two hundred lies above. Never negative, at most [`LATE_NS_MAX`].
+///
+/// A window's first send has a dispatch lag over the resolution only when its wake-up
+/// is later than this; aiming by the 99.5th rather than the 99th percentile keeps
+/// those sends well under 1% (the lag's p99 within the resolution) for a slightly
+/// shorter window.
+pub fn late_tail(est: u64, measured: u64) -> u64 {
+    let up = (est / 8).max(1_000);
+    if measured > est {
+        est.saturating_add(up).min(LATE_NS_MAX)
+    } else {
+        est.saturating_sub(up / 200)
+    }
+}
+
+/// Where to aim the wake-up for a send due at `due`: (when to stop sleeping, the
+/// instant to be awake by). `late` and `late_tail` are the timer's measured lateness,
+/// typical and at the 99.5th percentile.
+///
+/// With a resolution `R`, the wake-up should land by `due + R` (so the dispatch lag
+/// stays within `R`), and as late as that allows (one wake-up sends a window's worth):
+/// the timer is aimed at `due + R` less the lateness's 99.5th percentile, at most `R/2`
+/// (a noisy timer shortens the window, never empties it). Without a resolution, at the
+/// due instant. Then the lead: the fixed spin, or with `--spin auto` twice the typical
+/// lateness when the resolution is finer than a timer gives (spun), else nothing (the
+/// aim already allows for the lateness). Sends never go out before they are due:
+/// whenever the loop wakes, it sends only what is due by then. `due == 0` is "at
+/// once" (`--rate max`).
+pub fn aim(due: Nanos, precision: Precision, late: u64, late_tail: u64) -> (Nanos, Nanos) {
+    if due == 0 {
+        return (0, 0);
+    }
+    let r = precision.resolution_ns;
+    let target = if r == 0 {
+        due
+    } else {
+        due.saturating_add(r - late_tail.min(r / 2))
+    };
+    let lead = match precision.spin {
+        Spin::Fixed(ns) => ns,
+        Spin::Auto if precision.fine() => (2 * late).min(SPIN_NS),
+        Spin::Auto => 0,
+    };
+    (target.saturating_sub(lead), target)
 }
 
 /// Largest timer lateness `--spin auto` assumes (aiming a timer earlier than this
@@ -498,33 +546,45 @@ mod tests {
     #[test]
     fn auto_sleeps_to_a_timer_aimed_early_and_spins_only_what_a_sleep_costs() {
         let p = auto(500_000);
-        let late = p.timer_late_ns();
-        // A send due at 10 ms: the timer is aimed three quarters of its lateness early.
+        let late = p.timer_late_p995_ns();
+        // A send due at 10 ms: the wake-up is aimed to land by the window's end, 10.5
+        // ms, so the timer is aimed the lateness's 99.5th percentile before that.
         let w = p.wake(false, false, Some(10_000_000));
-        assert_eq!((w.at, w.target), (10_000_000 - late * 3 / 4, 10_000_000));
+        assert_eq!((w.at, w.target), (10_500_000 - late, 10_500_000 - late));
         assert_eq!(p.step(1_000_000, w), Step::Sleep(w.at));
         // Woken early, 30 us before: sleeping again is cheaper than spinning 30 us.
-        assert_eq!(
-            p.step(10_000_000 - 30_000, w),
-            Step::Sleep(10_000_000 - 29_000)
-        );
+        assert_eq!(p.step(w.at - 30_000, w), Step::Sleep(w.at));
         // Within what a sleep costs: spin.
-        assert_eq!(p.step(10_000_000 - SLEEP_CPU_NS, w), Step::Spin);
+        assert_eq!(p.step(w.at - SLEEP_CPU_NS, w), Step::Spin);
     }
 
     #[test]
-    fn timer_wake_ups_for_sends_are_a_resolution_apart() {
-        let mut p = auto(500_000);
-        p.sent(10_000_000);
-        // Due 100 us after the last send: the send waits for the window's end.
-        let w = p.wake(false, false, Some(10_100_000));
-        assert_eq!(w.target, 10_500_000);
-        // Due after the window: its own instant.
-        assert_eq!(p.wake(false, false, Some(11_000_000)).target, 11_000_000);
-        // A resolution of 0 is one wake-up per due send.
-        let mut p = auto(0);
-        p.sent(10_000_000);
-        assert_eq!(p.wake(false, false, Some(10_100_000)).target, 10_100_000);
+    fn a_window_is_aimed_from_its_first_due_instant() {
+        let precision = |resolution_ns, spin| Precision {
+            resolution_ns,
+            spin,
+        };
+        let coarse = precision(1_000_000, Spin::Auto);
+        // Due at 10 ms, timer 80 us late at p99.5: aimed at 10.92 ms, no spin.
+        assert_eq!(
+            aim(10_000_000, coarse, 60_000, 80_000),
+            (10_920_000, 10_920_000)
+        );
+        // The aim is early by at most half the resolution: a timer 3 ms late at p99.5 still
+        // leaves half a window, never aims before the due instant.
+        assert_eq!(aim(10_000_000, coarse, 60_000, 3_000_000).1, 10_500_000);
+        // A resolution of 0 is one wake-up per due send, at its instant; `--spin auto`
+        // spins twice the typical lateness before it.
+        assert_eq!(
+            aim(10_000_000, precision(0, Spin::Auto), 60_000, 80_000),
+            (9_880_000, 10_000_000)
+        );
+        // A fixed spin leads the aim by the spin; `--spin 0` sleeps to it.
+        let fixed = |ns| precision(1_000_000, Spin::Fixed(ns));
+        assert_eq!(aim(10_000_000, fixed(2_000_000), 0, 80_000).0, 8_920_000);
+        assert_eq!(aim(10_000_000, fixed(0), 0, 80_000).0, 10_920_000);
+        // `--rate max`: at once.
+        assert_eq!(aim(0, coarse, 60_000, 80_000), (0, 0));
     }
 
     #[test]
@@ -533,7 +593,9 @@ mod tests {
         let late = p.timer_late_ns();
         const { assert!(10_000 < FINE_RESOLUTION_NS) };
         let w = p.wake(false, false, Some(10_000_000));
-        assert_eq!(w.at, 10_000_000 - 2 * late);
+        // Aimed half the window in (its p99.5 exceeds half), spun from twice
+        // the typical lateness before.
+        assert_eq!((w.at, w.target), (10_005_000 - 2 * late, 10_005_000));
         assert_eq!(p.step(w.at, w), Step::Spin);
         assert_eq!(p.step(w.at - 5_000, w), Step::Sleep(w.at));
     }
@@ -548,14 +610,111 @@ mod tests {
             p.sleep(t, t + 500_000);
             p.begin(t + 500_000 + 800_000); // 800 us late
         }
-        assert!(p.timer_late_ns() > 500_000, "{}", p.timer_late_ns());
-        let w = p.wake(false, false, Some(1_000_000_000));
-        assert_eq!(w.at, 1_000_000_000 - p.timer_late_ns() * 3 / 4);
-        // 100 us before the send: sleep (late), do not spin 100 us.
-        assert_eq!(
-            p.step(1_000_000_000 - 100_000, w),
-            Step::Sleep(w.at.max(999_901_000))
+        assert!(
+            p.timer_late_p995_ns() > 500_000,
+            "{}",
+            p.timer_late_p995_ns()
         );
+        let w = p.wake(false, false, Some(100_000_000));
+        assert_eq!((w.at, w.due_soon), (100_000_000 + 250_000, true));
+        // 100 us before the aim: sleep (late), do not spin 100 us.
+        assert_eq!(p.step(w.at - 100_000, w), Step::Sleep(w.at));
+    }
+
+    /// A tiny deterministic generator for the tests below (xorshift), in (0, 1].
+    struct Rng(u64);
+
+    impl Rng {
+        fn unit(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            ((self.0 >> 11) + 1) as f64 / (1u64 << 53) as f64
+        }
+
+        /// A timer's lateness like this VM's: 40-80 us, 1 in 100 at 150-250 us.
+        fn lateness(&mut self) -> u64 {
+            let base = 40_000 + (self.unit() * 40_000.0) as u64;
+            if self.unit() < 0.01 {
+                base + 110_000 + (self.unit() * 60_000.0) as u64
+            } else {
+                base
+            }
+        }
+    }
+
+    #[test]
+    fn the_lateness_tail_settles_near_the_99_5th_percentile() {
+        let mut rng = Rng(42);
+        let mut est = TIMER_LATE_NS_INITIAL;
+        let mut seen = Vec::new();
+        for _ in 0..20_000 {
+            let late = rng.lateness();
+            est = late_tail(est, late);
+            seen.push(late);
+        }
+        seen.sort_unstable();
+        let q = |f: f64| seen[(f * seen.len() as f64) as usize];
+        assert!(est >= q(0.99) && est <= q(0.999), "{est}: p99 {}", q(0.99));
+        // Bounded: never negative, never past LATE_NS_MAX.
+        assert_eq!(late_tail(0, 0), 0);
+        assert_eq!(late_tail(LATE_NS_MAX, u64::MAX), LATE_NS_MAX);
+        assert_eq!(late_tail(0, 5), 1_000);
+    }
+
+    /// What the loop does, on a model of the ring: Poisson arrivals at `rate` per
+    /// second for 2 s, wake-ups late as `Rng::lateness`, each wake-up sending what is
+    /// due. Returns (dispatch lags sorted, timer wake-ups).
+    fn simulate(resolution_ns: u64, rate: f64) -> (Vec<u64>, u64) {
+        let mut p = auto(resolution_ns);
+        let mut rng = Rng(7);
+        let mut due = 1_000_000u64;
+        let (mut now, mut lags, mut wakes) = (0u64, Vec::new(), 0);
+        while now < 2_000_000_000 {
+            p.begin(now);
+            while p.interval_ended(now).is_some() {}
+            while due <= now {
+                lags.push(now - due);
+                due += (-rng.unit().ln() * 1e9 / rate) as u64 + 1;
+            }
+            let w = p.wake(false, false, Some(due));
+            match p.step(now, w) {
+                Step::Sleep(until) => {
+                    p.sleep(now, until);
+                    now = until.max(now + 1_000) + rng.lateness();
+                    wakes += 1;
+                }
+                Step::Spin => {
+                    p.idle(now);
+                    now += 100;
+                }
+            }
+        }
+        lags.sort_unstable();
+        (lags, wakes)
+    }
+
+    #[test]
+    fn the_dispatch_lag_p99_stays_within_the_resolution() {
+        for (resolution_ns, rate) in [(500_000, 2_000.0), (1_000_000, 2_000.0)]
+            .into_iter()
+            .chain([(500_000, 20_000.0), (1_000_000, 20_000.0)])
+        {
+            let (lags, wakes) = simulate(resolution_ns, rate);
+            let p99 = lags[lags.len() * 99 / 100];
+            assert!(
+                p99 <= resolution_ns,
+                "{rate}/s at {resolution_ns}: p99 {p99}"
+            );
+            // One wake-up sends a window's worth: at most one per half window.
+            assert!(
+                wakes * resolution_ns / 2 <= 2_000_000_000,
+                "{rate}/s at {resolution_ns}: {wakes} wake-ups"
+            );
+        }
+        // At 20,000/s a 1 ms window sends about 20 at a time.
+        let (lags, wakes) = simulate(1_000_000, 20_000.0);
+        assert!(lags.len() as u64 >= 15 * wakes, "{} in {wakes}", lags.len());
     }
 
     #[test]

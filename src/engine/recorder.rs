@@ -554,6 +554,9 @@ pub struct WorkerTotals {
     /// How late the ring's timeouts ended, as the worker measured it (a moving
     /// average), ns.
     pub timer_late_ns: u64,
+    /// How late they ended at about the 99.5th percentile, ns: what a resolution
+    /// window's wake-up was aimed by (at most half the resolution).
+    pub timer_late_p995_ns: u64,
     /// Wall time from the schedule's start to the worker's end, ns.
     pub wall_ns: u64,
     /// When the schedule stopped (its end, or Ctrl-C), ns since start.

@@ -141,9 +141,6 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
         let mut work = 0;
         if !w.state().stopping {
             work = w.dispatch_due(now_t, now);
-            if work > 0 {
-                pace.sent(now);
-            }
         }
         work += w.reap() as u64;
         w.after_reap(now_t, now);

@@ -173,6 +173,9 @@ pub struct WorkerReport {
     /// How late the ring's timeouts ended for this worker (a moving average), ns:
     /// what `--spin auto` aimed its timer by.
     pub timer_late_ns: u64,
+    /// How late they ended at about the 99.5th percentile, ns: a resolution window's
+    /// wake-up was aimed this early (at most half the resolution).
+    pub timer_late_p995_ns: u64,
     /// Interval boundaries where the worker allocated histograms (0 unless the
     /// collector fell more than two intervals behind).
     pub histogram_allocations: u64,

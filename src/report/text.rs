@@ -267,12 +267,14 @@ fn write_health(w: &mut String, r: &Report) {
             fmt_ns(r.config.max_lag_ns)
         );
         let late = r.workers.iter().map(|w| w.timer_late_ns).max().unwrap_or(0);
+        let tail = r.workers.iter().map(|w| w.timer_late_p995_ns).max();
         let _ = writeln!(
             w,
-            "precision        resolution {}, spin {}, timer late {} (--resolution, --spin)",
+            "precision        resolution {}, spin {}, timer late {}, p99.5 {} (--resolution, --spin)",
             fmt_ns(r.config.resolution_ns),
             r.config.spin,
-            fmt_ns(late)
+            fmt_ns(late),
+            fmt_ns(tail.unwrap_or(0))
         );
     }
     if r.frames.is_some() {

@@ -1432,6 +1432,7 @@ impl Hooks for FrameWorker<'_> {
             spin_ns,
             sleep_ns: pace.sleep_ns(),
             timer_late_ns: pace.timer_late_ns(),
+            timer_late_p995_ns: pace.timer_late_p995_ns(),
             wall_ns: end,
             stopped_ns: stopped,
             last_done_ns: end,

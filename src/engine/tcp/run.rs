@@ -121,6 +121,7 @@ impl Hooks for Worker<'_> {
             spin_ns,
             sleep_ns: pace.sleep_ns(),
             timer_late_ns: pace.timer_late_ns(),
+            timer_late_p995_ns: pace.timer_late_p995_ns(),
             wall_ns: end,
             stopped_ns: self.ls.stopped_ns,
             last_done_ns: self.last_done_ns,
