@@ -528,6 +528,30 @@ pub(crate) fn self_signed_localhost_in(dir: &std::path::Path) -> (Vec<u8>, Vec<u
     (s.cert_pem, s.key_pem)
 }
 
+/// For unit tests: a TLS echo server (rustls, a thread) for the self-signed
+/// localhost certificate `cert`/`key`: accepts one connection on `listener` and sends
+/// back every byte it receives until the client closes.
+#[cfg(test)]
+pub(crate) fn echo_server(
+    listener: std::net::TcpListener,
+    cert: &[u8],
+    key: &[u8],
+) -> std::thread::JoinHandle<()> {
+    let config = server_config(cert, key).unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (sock, _) = listener.accept().unwrap();
+        let conn = rustls::ServerConnection::new(config).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, sock);
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = s.read(&mut buf) {
+            if s.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

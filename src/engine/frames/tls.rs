@@ -432,12 +432,11 @@ mod tests {
     fn frames_over_tls_allocate_nothing_after_the_handshake() {
         use crate::engine::driver::tests::allocations_here;
         use crate::engine::worker_plan::Transport;
-        use crate::transport::tls::{TlsClient, TlsVersion, Trust, server_config};
+        use crate::transport::tls::{TlsClient, TlsVersion, Trust};
         use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = crate::transport::tls::self_signed_localhost_in(dir.path());
         for version in [TlsVersion::V13, TlsVersion::V12] {
-            let config = server_config(&cert, &key).unwrap();
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let mut p = super::super::tests::worker_plan(1);
             p.transport = Transport::Tcp;
@@ -449,18 +448,7 @@ mod tests {
             fp.echo = true;
             let client = TlsClient::new("localhost", Trust::Insecure, &[], Some(version), 0.0);
             p.tls = Some(Arc::new(client.unwrap()));
-            let server = std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let (sock, _) = listener.accept().unwrap();
-                let conn = rustls::ServerConnection::new(config).unwrap();
-                let mut s = rustls::StreamOwned::new(conn, sock);
-                let mut buf = [0u8; 4096];
-                while let Ok(n @ 1..) = s.read(&mut buf) {
-                    if s.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
+            let server = crate::transport::tls::echo_server(listener, &cert, &key);
             let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
             let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
             let mut w = FrameWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");

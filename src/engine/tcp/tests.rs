@@ -390,11 +390,10 @@ fn a_closed_connection_reopens_only_after_its_single_shot_receive_left_the_ring(
 #[test]
 fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
     use crate::engine::driver::tests::allocations_here;
-    use crate::transport::tls::{TlsClient, TlsVersion, Trust, server_config};
+    use crate::transport::tls::{TlsClient, TlsVersion, Trust};
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = crate::transport::tls::self_signed_localhost_in(dir.path());
     for version in [TlsVersion::V13, TlsVersion::V12] {
-        let config = server_config(&cert, &key).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut p = plan(1);
         p.target = listener.local_addr().unwrap();
@@ -404,18 +403,7 @@ fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
         p.pipeline = 1;
         let client = TlsClient::new("localhost", Trust::Insecure, &[], Some(version), 0.0);
         p.tls = Some(Arc::new(client.unwrap()));
-        let server = std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            let (sock, _) = listener.accept().unwrap();
-            let conn = rustls::ServerConnection::new(config).unwrap();
-            let mut s = rustls::StreamOwned::new(conn, sock);
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = s.read(&mut buf) {
-                if s.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-        });
+        let server = crate::transport::tls::echo_server(listener, &cert, &key);
         let (mut w, _mock) = worker(&p);
         w.open(0);
         assert!(reap_until(&mut w, |w| w.table.conns[0].state == ConnState::Ready));
