@@ -240,7 +240,22 @@ pub fn parse_run(name: &str, text: impl AsRef<[u8]>) -> Result<CheckedRun, Input
 type Bad = (String, String);
 
 fn bad(field: impl Into<String>, reason: impl Into<String>) -> Bad {
-    (field.into(), reason.into())
+    (printable(&field.into()), reason.into())
+}
+
+/// A field's path as one line: a key may hold any character, and a control character
+/// (a newline) would break the one-line error; those are escaped (`\n`).
+fn printable(field: &str) -> String {
+    field
+        .chars()
+        .flat_map(|c| {
+            let escaped = c.is_control().then(|| c.escape_default());
+            escaped
+                .into_iter()
+                .flatten()
+                .chain((!c.is_control()).then_some(c))
+        })
+        .collect()
 }
 
 /// `v` is a count: a non-negative integer.
@@ -566,6 +581,15 @@ mod tests {
             assert!(e.contains(&want), "{e:?} lacks {want:?}");
             assert!(!e.contains('\n'), "{e:?} is not one line");
         }
+    }
+
+    /// A key with a control character is named escaped: the error stays one line (a
+    /// fuzzing find: `service_time_ns.me\n` split it in two).
+    #[test]
+    fn a_field_with_a_newline_in_its_key_is_named_on_one_line() {
+        let (field, _) = bad("service_time_ns.me\n\u{7}x", "1.5 is not a count");
+        assert_eq!(field, "service_time_ns.me\\n\\u{7}x");
+        assert_eq!(printable("p99.9 é"), "p99.9 é");
     }
 
     /// Each broken report is refused with one line naming the file and the field.

@@ -112,22 +112,32 @@ fn register_sink(child: &Child, args: &[&str]) {
 impl Sink {
     /// Starts `blaster sink` with extra args and waits until it accepts connections.
     pub fn start(extra: &[&str]) -> Sink {
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let args = [&["sink", "--listen", &addr, "--cores", sink_core()], extra].concat();
-        let child = Command::new(bin())
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start sink");
-        register_sink(&child, &args);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "sink did not start on {addr}");
-            std::thread::sleep(Duration::from_millis(20));
+        // A port another process took between `free_port` and the sink's bind makes the
+        // sink exit while the probe below reaches that other process (a CI run: every
+        // connect refused a moment later): the sink must still be running after the
+        // probe, else it starts again on another port.
+        for _ in 0..3 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let args = [&["sink", "--listen", &addr, "--cores", sink_core()], extra].concat();
+            let mut child = Command::new(bin())
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start sink");
+            register_sink(&child, &args);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while std::net::TcpStream::connect(&addr).is_err() {
+                assert!(Instant::now() < deadline, "sink did not start on {addr}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            if matches!(child.try_wait(), Ok(None)) {
+                return Sink { child, addr };
+            }
         }
-        Sink { child, addr }
+        panic!("the sink exited at start three times (its port taken each time?)");
     }
 }
 
