@@ -97,10 +97,7 @@ impl Engine for Worker<'_> {
     }
 
     fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
-        let unix_now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        self.unix_at_start_ns = unix_now + clock.until_start_ns();
+        self.unix_at_start_ns = clock.unix_at_start_ns();
         self.rebase(clock);
         crate::engine::run_loop::run(self, stop);
     }
