@@ -24,6 +24,8 @@
 #   HEARTBEAT (e.g. 10s): blaster sends --heartbeat on every held connection once per that
 #   period; the worker's busy CPU per second of the hold (the scan that finds what is
 #   due, and the heartbeats) is printed per run.
+#   EPOLL=0 skips the epoll holder (its column shows -), e.g. for a before/after of two
+#   blaster builds (BLASTER=FILE, see lib.sh).
 # Heavy: run it alone, on a quiet machine. Every wait is bounded; all addresses are in
 # 127.0.0.0/8.
 RUNS=${RUNS:-1}
@@ -46,6 +48,7 @@ CONNECT_RATE=${CONNECT_RATE:-}
 EPOLL_PENDING=${EPOLL_PENDING:-512}
 CT=${CONNECT_TIMEOUT:-$(( 60 + N / 5000 ))}
 TUNE=${TUNE:-1}
+EPOLL=${EPOLL:-1}
 PER_PROC=19000   # epoll_hold sockets per process, under the 20,000 RLIMIT_NOFILE cap
 (( N >= 1 && SRC >= 1 && SRC <= 254 && SINKS >= 1 )) || {
     echo "bench: need N >= 1, 1 <= SRC <= 254 (127.0.0.2-127.0.0.255), SINKS >= 1" >&2; exit 1; }
@@ -216,6 +219,7 @@ PY
     echo "bench: run $i: blaster established $est, failed $fail $errno, in ${secs}s ($rate/s), $mem B/conn user, $kslab B/conn Slab" >&2
 
     # epoll_hold, EPROCS processes started together, against fresh sinks
+    [[ $EPOLL == 0 ]] && continue
     settle
     read -r slab0 avail0 < <(meminfo)
     start_sinks e$i
@@ -268,7 +272,7 @@ done
 m() { python3 -c 'import statistics,sys
 x=[float(v) for v in sys.argv[1:] if v != "-"]; f=lambda v: f"{v:.0f}" if v == int(v) or abs(v) >= 100 else f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
 print("-" if not x else f(x[0]) if len(set(x)) == 1 else f"{f(statistics.median(x))} [{f(min(x))}-{f(max(x))}]")' $1; }
-r() { python3 -c 'import statistics as s,sys
+r() { [[ -n $2 ]] || { echo "n/a"; return; }; python3 -c 'import statistics as s,sys
 a=s.median(float(v) for v in sys.argv[1].split()); b=s.median(float(v) for v in sys.argv[2].split())
 print(f"{a/b:.2f}" if b > 0 else "n/a")' "$1" "$2"; }
 row() { printf '%-44s %-30s %-30s\n' "$@"; }

@@ -16,6 +16,8 @@ DUR=${DUR:-10}
 source "$(dirname "$0")/lib.sh"
 CONNS=${*:-1000 2000 4000 8000}
 MEMBERS=${MEMBERS:-1}
+# Named only when asked for, so a build from before the flag (BLASTER=FILE) runs too.
+MEMBER_ARGS=(); [[ $MEMBERS == 1 ]] || MEMBER_ARGS=(--members-per-connection "$MEMBERS")
 PORT=$(free_port)
 PROTO=()
 if [ "${SERVER:-}" = nats ]; then
@@ -24,7 +26,7 @@ if [ "${SERVER:-}" = nats ]; then
   PROTO=(--frame-proto nats)
 else
   taskset -c 1 "$B" sink --listen 127.0.0.1:$PORT --cores 1 --mode broadcast --room-size 10 \
-      --members-per-connection "$MEMBERS" >/dev/null 2>&1 &
+      "${MEMBER_ARGS[@]}" >/dev/null 2>&1 &
 fi
 SERVER_PID=$!
 PIDS+=($SERVER_PID)
@@ -34,7 +36,7 @@ frames_run() { # N JSON [WRAPPER...]
     local n=$1 json=$2; shift 2
     "$@" "$B" run --target 127.0.0.1:$PORT --cores 0 --workload frames --tick 33ms \
         --frame-size 50 --connections "$n" --room-size 10 --duration ${DUR}s --quiet \
-        --members-per-connection "$MEMBERS" \
+        "${MEMBER_ARGS[@]}" \
         "${PROTO[@]}" --json "$json" >/dev/null 2>&1 || true
 }
 # The server's CPU so far, in clock ticks (user + system).

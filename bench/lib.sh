@@ -3,8 +3,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 DUR=${DUR:-5}
-cargo build --release -q
-B=$PWD/target/release/blaster
+# BLASTER=FILE runs that binary (e.g. an earlier commit's release build, for a
+# before/after comparison) instead of building this tree's.
+if [[ -n ${BLASTER:-} ]]; then
+    [[ -x $BLASTER ]] || { echo "bench: BLASTER=$BLASTER is not an executable" >&2; exit 1; }
+    B=$(realpath "$BLASTER")
+else
+    cargo build --release -q
+    B=$PWD/target/release/blaster
+fi
 OUT=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$OUT"; }

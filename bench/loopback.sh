@@ -7,12 +7,16 @@
 # dispatch-lag target. Run it alone: two benchmarks at once on two cores measure
 # each other.
 #
-# usage: bench/loopback.sh [RUNS]   (default 3)
+# usage: [BLASTER=FILE] bench/loopback.sh [RUNS]   (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
-cargo build --release -q
-B=target/release/blaster
+if [[ -n ${BLASTER:-} ]]; then   # BLASTER=FILE: that binary instead of this tree's build
+    B=$(realpath "$BLASTER")
+else
+    cargo build --release -q
+    B=target/release/blaster
+fi
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
