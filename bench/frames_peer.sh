@@ -47,7 +47,7 @@ for i in $(seq "$RUNS"); do
             [[ -s $OUT/f.json ]] || { echo "bench: blaster gave no report:" >&2; tail -3 "$OUT/f.err" >&2; exit 1; }
             read -r sent recv lag < <(python3 -c "import json; r=json.load(open('$OUT/f.json')); f=r['frames']; print(f['sent'], f['received'], r['dispatch_lag_ns']['p99']/1e3)")
         fi
-        cpu=$(awk '{print $1 + $2}' "$OUT/time")
+        cpu=$(tail -n 1 "$OUT/time" | awk '{print $1 + $2}')   # after any "exited with" line
         echo "bench: round $i $name: sent $sent, received $recv, CPU ${cpu}s, lag p99 ${lag}us" >&2
         CPU[$name]+="$(python3 -c "print($cpu / max($sent, 1) * 1e6)") "
     done
