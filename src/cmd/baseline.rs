@@ -369,125 +369,26 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let placement = sink_cores(&plan.cores, plan.control_core, usable);
     let shared_core = placement.shared;
     let sink_cores = placement.cores;
-    // The plan allows only echo and fixed:N without a target.
-    let mode = match plan.framing {
-        Framing::Fixed(n) => SinkMode::Fixed(n),
-        _ => SinkMode::Echo,
-    };
-    let sink = sink::start(&SinkConfig {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        cores: sink_cores.clone(),
-        mode,
-        request_size: plan.payload.len(),
-        delay: None,
-        stall: None,
-        max_connections_per_core: sink_connections_per_core(plan.connections, sink_cores.len()),
-        ..SinkConfig::default()
-    })?;
-    // Over TLS the steps connect to the front, which relays to the sink's ring.
-    let front = match &plan.tls_sink {
-        Some(config) => Some(
-            TlsFront::start_on(
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-                sink.local_addr(),
-                config.clone(),
-                &sink_cores,
-            )
-            .map_err(|e| RunError::Worker(format!("the baseline's TLS front: {e}")))?,
-        ),
-        None => None,
-    };
-    let addr = front
-        .as_ref()
-        .map_or(sink.local_addr(), TlsFront::local_addr);
-    crate::errln!(
-        "baseline: generator on cores {}, built-in sink on {} {} at {addr}{}{}",
-        list_cores(&plan.cores),
-        if sink_cores.len() == 1 {
-            "core"
-        } else {
-            "cores"
-        },
-        list_cores(&sink_cores),
-        if front.is_some() {
-            " (TLS: its front, a thread per connection, relays to its ring)"
-        } else {
-            ""
-        },
-        if shared_core {
-            " (sharing a core: the ceiling is a lower bound)"
-        } else {
-            ""
-        }
-    );
+    let (sink, front, addr) = start_sink(plan, &sink_cores)?;
+    announce(plan, &sink_cores, addr, front.is_some(), shared_core);
     let mut steps: Vec<Step> = Vec::new();
-    let mut rate = plan.start_rate_rps;
-    let mut good: Option<f64> = None;
-    let mut bad: Option<f64> = None;
+    let mut search = Search::new(plan.start_rate_rps);
     let mut result = Ok(());
-    let mut bisections = 0;
     while !stop.load(Ordering::Relaxed) {
-        let label = format!("baseline step {} ({}/s)", steps.len() + 1, fmt_rate(rate));
-        let step = plan.with_rate(rate).with_duration(plan.step_duration_ns);
-        // The sink's cores over the step, connecting and draining included.
-        let mut sink_load = HostSampler::new(&sink_cores, None);
-        let report = match execute(
-            &step,
-            addr,
-            stop,
-            Live::for_step(plan.progress, label),
-            &mut crate::report::export::Outputs::none(),
-        ) {
-            Ok(Report {
-                worker_error: Some(e),
-                ..
-            }) => {
-                result = Err(RunError::Worker(e.to_string()));
-                break;
-            }
-            Ok(r) => r,
+        let step = match run_step(plan, &sink_cores, addr, stop, &steps, search.rate) {
+            Ok(Some(step)) => step,
+            Ok(None) => break,
             Err(e) => {
                 result = Err(e);
                 break;
             }
         };
-        if report.interrupted {
-            break;
-        }
-        let sink_busy = sink_load
-            .sample()
-            .core_busy
-            .iter()
-            .map(|&(_, b)| b)
-            .fold(0.0, f64::max);
-        let step = step_of(&report, sink_busy);
-        crate::errln!(
-            "baseline: {:>8}/s intended -> {:>8}/s achieved, lag p99 {:>9}, latency p99 {:>9}, {}{}",
-            fmt_rate(step.intended_rps),
-            fmt_rate(step.achieved_rps),
-            fmt_ns(step.dispatch_lag_p99_ns),
-            fmt_ns(step.latency_p99_ns),
-            if step.saturated { "saturated" } else { "ok" },
-            step_notes(&step)
-        );
-        if step.saturated {
-            bad = Some(bad.map_or(rate, |b: f64| b.min(rate)));
-        } else {
-            good = Some(good.map_or(rate, |g: f64| g.max(rate)));
-        }
+        let saturated = step.saturated;
         steps.push(step);
-        rate = match (good, bad) {
-            (_, None) if steps.len() < STEPS_MAX => rate * STEP_FACTOR,
-            // Even the first step saturated: step down until one holds.
-            (None, Some(_)) if steps.len() < STEPS_MAX && rate / STEP_FACTOR >= RATE_MIN_RPS => {
-                rate / STEP_FACTOR
-            }
-            (Some(g), Some(b)) if bisections < BISECT_STEPS && b > g * 1.05 => {
-                bisections += 1;
-                (g + b) / 2.0
-            }
-            _ => break,
-        };
+        match search.next(saturated, steps.len()) {
+            Some(rate) => search.rate = rate,
+            None => break,
+        }
     }
     let interrupted = stop.load(Ordering::Relaxed);
     drop(front);
@@ -513,6 +414,160 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         steps,
         interrupted,
     })
+}
+
+/// Starts the built-in sink on `sink_cores` and, over TLS, its front; returns both and
+/// the address the steps connect to (the front's over TLS, which relays to the ring).
+fn start_sink(
+    plan: &RunPlan,
+    sink_cores: &[usize],
+) -> Result<(sink::SinkHandle, Option<TlsFront>, SocketAddr), RunError> {
+    // The plan allows only echo and fixed:N without a target.
+    let mode = match plan.framing {
+        Framing::Fixed(n) => SinkMode::Fixed(n),
+        _ => SinkMode::Echo,
+    };
+    let sink = sink::start(&SinkConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        cores: sink_cores.to_vec(),
+        mode,
+        request_size: plan.payload.len(),
+        delay: None,
+        stall: None,
+        max_connections_per_core: sink_connections_per_core(plan.connections, sink_cores.len()),
+        ..SinkConfig::default()
+    })?;
+    let front = match &plan.tls_sink {
+        Some(config) => Some(
+            TlsFront::start_on(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                sink.local_addr(),
+                config.clone(),
+                sink_cores,
+            )
+            .map_err(|e| RunError::Worker(format!("the baseline's TLS front: {e}")))?,
+        ),
+        None => None,
+    };
+    let addr = front
+        .as_ref()
+        .map_or(sink.local_addr(), TlsFront::local_addr);
+    Ok((sink, front, addr))
+}
+
+/// The line that says where the generator and the sink run.
+fn announce(plan: &RunPlan, sink_cores: &[usize], addr: SocketAddr, tls: bool, shared: bool) {
+    crate::errln!(
+        "baseline: generator on cores {}, built-in sink on {} {} at {addr}{}{}",
+        list_cores(&plan.cores),
+        if sink_cores.len() == 1 {
+            "core"
+        } else {
+            "cores"
+        },
+        list_cores(sink_cores),
+        if tls {
+            " (TLS: its front, a thread per connection, relays to its ring)"
+        } else {
+            ""
+        },
+        if shared {
+            " (sharing a core: the ceiling is a lower bound)"
+        } else {
+            ""
+        }
+    );
+}
+
+/// Runs one step at `rate` and prints its line; `None` when the run was interrupted.
+fn run_step(
+    plan: &RunPlan,
+    sink_cores: &[usize],
+    addr: SocketAddr,
+    stop: &Arc<AtomicBool>,
+    steps: &[Step],
+    rate: f64,
+) -> Result<Option<Step>, RunError> {
+    let label = format!("baseline step {} ({}/s)", steps.len() + 1, fmt_rate(rate));
+    let step = plan.with_rate(rate).with_duration(plan.step_duration_ns);
+    // The sink's cores over the step, connecting and draining included.
+    let mut sink_load = HostSampler::new(sink_cores, None);
+    let report = execute(
+        &step,
+        addr,
+        stop,
+        Live::for_step(plan.progress, label),
+        &mut crate::report::export::Outputs::none(),
+    )?;
+    if let Some(e) = &report.worker_error {
+        return Err(RunError::Worker(e.to_string()));
+    }
+    if report.interrupted {
+        return Ok(None);
+    }
+    let sink_busy = sink_load
+        .sample()
+        .core_busy
+        .iter()
+        .map(|&(_, b)| b)
+        .fold(0.0, f64::max);
+    let step = step_of(&report, sink_busy);
+    crate::errln!(
+        "baseline: {:>8}/s intended -> {:>8}/s achieved, lag p99 {:>9}, latency p99 {:>9}, {}{}",
+        fmt_rate(step.intended_rps),
+        fmt_rate(step.achieved_rps),
+        fmt_ns(step.dispatch_lag_p99_ns),
+        fmt_ns(step.latency_p99_ns),
+        if step.saturated { "saturated" } else { "ok" },
+        step_notes(&step)
+    );
+    Ok(Some(step))
+}
+
+/// The search for the ceiling: up by [`STEP_FACTOR`] until a step saturates (down by
+/// it while even the first saturates), then [`BISECT_STEPS`] bisections between the
+/// best rate that held and the lowest that saturated.
+#[derive(Debug, Clone, PartialEq)]
+struct Search {
+    /// The rate of the step to run now.
+    rate: f64,
+    good: Option<f64>,
+    bad: Option<f64>,
+    bisections: usize,
+}
+
+impl Search {
+    fn new(start: f64) -> Self {
+        Search {
+            rate: start,
+            good: None,
+            bad: None,
+            bisections: 0,
+        }
+    }
+
+    /// Takes the outcome of the step at `self.rate` (the `steps`-th); the next rate,
+    /// or `None` when the search is over.
+    fn next(&mut self, saturated: bool, steps: usize) -> Option<f64> {
+        let rate = self.rate;
+        if saturated {
+            self.bad = Some(self.bad.map_or(rate, |b| b.min(rate)));
+        } else {
+            self.good = Some(self.good.map_or(rate, |g| g.max(rate)));
+        }
+        match (self.good, self.bad) {
+            (_, None) if steps < STEPS_MAX => Some(rate * STEP_FACTOR),
+            // Even the first step saturated: step down until one holds.
+            (None, Some(_)) if steps < STEPS_MAX && rate / STEP_FACTOR >= RATE_MIN_RPS => {
+                Some(rate / STEP_FACTOR)
+            }
+            (Some(g), Some(b)) if self.bisections < BISECT_STEPS && b > g * 1.05 => {
+                self.bisections += 1;
+                Some((g + b) / 2.0)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// `, generator core 0 shared 48%, sink-bound (sink 95% busy)`, or nothing.
@@ -685,6 +740,43 @@ pub fn render(b: &Baseline) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs a search whose steps saturate at and above `limit`; the rates it ran.
+    fn rates_until(start: f64, limit: f64) -> Vec<f64> {
+        let mut search = Search::new(start);
+        let mut rates = vec![search.rate];
+        while let Some(r) = search.next(search.rate >= limit, rates.len()) {
+            search.rate = r;
+            rates.push(r);
+        }
+        rates
+    }
+
+    #[test]
+    fn the_search_steps_up_then_bisects_twice() {
+        // The sequence a real baseline ran here: 60k, 90k ok; 135k, 112.5k, 101.25k
+        // saturated; then two bisections are spent and the search ends.
+        assert_eq!(
+            rates_until(60_000.0, 100_000.0),
+            [60_000.0, 90_000.0, 135_000.0, 112_500.0, 101_250.0]
+        );
+        // The bisection moves up when its midpoint holds.
+        assert_eq!(
+            rates_until(60_000.0, 130_000.0),
+            [60_000.0, 90_000.0, 135_000.0, 112_500.0, 123_750.0]
+        );
+    }
+
+    #[test]
+    fn the_search_steps_down_while_even_the_first_step_saturates() {
+        let rates = rates_until(9_000.0, 3_000.0);
+        assert_eq!(rates[..4], [9_000.0, 6_000.0, 4_000.0, 4_000.0 / 1.5]);
+        // Then up between the rate that held and the one that did not.
+        assert_eq!(rates[4], (4_000.0 / 1.5 + 4_000.0) / 2.0);
+        // Never below RATE_MIN_RPS, never more than STEPS_MAX steps.
+        assert_eq!(rates_until(1_200.0, 0.0), [1_200.0]);
+        assert_eq!(rates_until(1.0, f64::INFINITY).len(), STEPS_MAX);
+    }
 
     #[test]
     fn the_sink_gets_as_many_cores_as_the_generator_from_the_rest() {
