@@ -588,8 +588,8 @@ fn step_notes(st: &Step) -> String {
     n
 }
 
-/// The baseline's text summary.
-pub fn render(b: &Baseline) -> String {
+/// The run's line and the step table's header.
+fn render_header(b: &Baseline) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "loopback baseline{}: {} connections, {}-byte echo requests, generator cores {}, sink {} {}{}\n",
@@ -623,34 +623,41 @@ pub fn render(b: &Baseline) -> String {
             String::new()
         }
     ));
-    for st in &b.steps {
-        let mark = match (st.shared, st.sink_bound) {
-            (true, true) => "  shared core, sink-bound",
-            (true, false) => "  shared core",
-            (false, true) => "  sink-bound",
-            (false, false) => "",
-        };
-        let tls = st.tls.map_or(String::new(), |t| {
-            format!(
-                " {:>11} {:>10}",
-                t.handshakes_full + t.handshakes_resumed,
-                fmt_ns(t.handshake_p90_ns)
-            )
-        });
-        s.push_str(&format!(
-            "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10} {:>5.0}% {:>5.1}% {:>5.0}%{tls}{mark}\n",
-            st.intended_rps,
-            st.achieved_rps,
-            if st.saturated { "no" } else { "yes" },
-            fmt_ns(st.dispatch_lag_p99_ns),
-            fmt_ns(st.latency_p50_ns),
-            fmt_ns(st.latency_p99_ns),
-            fmt_ns(st.busy_cpu_ns_per_request as u64),
-            st.other_load * 100.0,
-            st.steal * 100.0,
-            st.sink_busy * 100.0,
-        ));
-    }
+    s
+}
+
+/// One row of the step table.
+fn render_step(st: &Step) -> String {
+    let mark = match (st.shared, st.sink_bound) {
+        (true, true) => "  shared core, sink-bound",
+        (true, false) => "  shared core",
+        (false, true) => "  sink-bound",
+        (false, false) => "",
+    };
+    let tls = st.tls.map_or(String::new(), |t| {
+        format!(
+            " {:>11} {:>10}",
+            t.handshakes_full + t.handshakes_resumed,
+            fmt_ns(t.handshake_p90_ns)
+        )
+    });
+    format!(
+        "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10} {:>5.0}% {:>5.1}% {:>5.0}%{tls}{mark}\n",
+        st.intended_rps,
+        st.achieved_rps,
+        if st.saturated { "no" } else { "yes" },
+        fmt_ns(st.dispatch_lag_p99_ns),
+        fmt_ns(st.latency_p50_ns),
+        fmt_ns(st.latency_p99_ns),
+        fmt_ns(st.busy_cpu_ns_per_request as u64),
+        st.other_load * 100.0,
+        st.steal * 100.0,
+        st.sink_busy * 100.0,
+    )
+}
+
+/// The ceiling line: what the steps say of the generator.
+fn render_verdict(b: &Baseline) -> String {
     let at_ceiling = || {
         format!(
             "dispatch lag p99 {} at that rate, {} busy CPU per request",
@@ -681,17 +688,17 @@ pub fn render(b: &Baseline) -> String {
         "a sink on another machine"
     };
     match &b.verdict {
-        Verdict::Ceiling { rps } => s.push_str(&format!(
+        Verdict::Ceiling { rps } => format!(
             "{ceiling}: {}/s ({}/s per core), {}{lower_bound}\n",
             fmt_rate(*rps),
             fmt_rate(per_core(*rps)),
             at_ceiling()
-        )),
+        ),
         Verdict::AtLeast {
             rps,
             sink_busy,
             sink_cores,
-        } => s.push_str(&format!(
+        } => format!(
             "{ceiling}: at least {}/s (at least {}/s per core), {}; sink-bound: the \
              sink's {} {}{sink_what} were {:.0}% busy, so the sink may have set the limit \
              (leave it more cores: fewer --cores, or {elsewhere}){lower_bound}\n",
@@ -705,21 +712,30 @@ pub fn render(b: &Baseline) -> String {
             },
             list_cores(sink_cores),
             sink_busy * 100.0
-        )),
+        ),
         Verdict::Shared {
             rps,
             core,
             other_load,
             steal,
-        } => s.push_str(&format!(
+        } => format!(
             "no {ceiling}: the best valid step ({}/s, {}/s per core) ran while {}; \
              the figure is this host's, not the generator's: rerun on a quiet host\n",
             fmt_rate(*rps),
             fmt_rate(per_core(*rps)),
             shared_text(*core, *other_load, *steal)
-        )),
-        Verdict::NoValidStep { why } => s.push_str(&format!("no valid step: {why}\n")),
+        ),
+        Verdict::NoValidStep { why } => format!("no valid step: {why}\n"),
     }
+}
+
+/// The baseline's text summary.
+pub fn render(b: &Baseline) -> String {
+    let mut s = render_header(b);
+    for st in &b.steps {
+        s.push_str(&render_step(st));
+    }
+    s.push_str(&render_verdict(b));
     if let Some(t) = &b.tls_at_ceiling {
         s.push_str(&format!(
             "tls at that rate: {} handshakes ({} full, {} resumed, {} failed), handshake p90 {}; \
