@@ -27,7 +27,21 @@ pub(super) fn step_line(s: &Step, f: &FrameStep) -> String {
 /// conclusions.
 pub(super) fn render(r: &SearchReport) -> String {
     let mut s = String::new();
-    let w = &mut s;
+    write_header(&mut s, r);
+    write_rows(&mut s, r);
+    write_conclusions(&mut s, r);
+    write_stopped_by(&mut s, r);
+    if r.interrupted {
+        let _ = writeln!(
+            &mut s,
+            "interrupted: the conclusions cover the steps measured before Ctrl-C"
+        );
+    }
+    s
+}
+
+/// The search's line (target, SLO, steps, rooms, cores) and the table's header.
+fn write_header(w: &mut String, r: &SearchReport) {
     let c = &r.config;
     let growth = match (c.factor, c.step_connections) {
         (Some(f), _) => format!("x{f}"),
@@ -65,6 +79,10 @@ pub(super) fn render(r: &SearchReport) -> String {
         "busy",
         "valid"
     );
+}
+
+/// One row per step, by connection count.
+fn write_rows(w: &mut String, r: &SearchReport) {
     let mut order: Vec<&Step> = r.steps.iter().collect();
     order.sort_by_key(|s| s.connections);
     for st in order {
@@ -89,6 +107,11 @@ pub(super) fn render(r: &SearchReport) -> String {
         );
     }
     let _ = writeln!(w, "(busy: CPU share of the busiest generator worker core)");
+}
+
+/// The largest count that met the SLO and the knee.
+fn write_conclusions(w: &mut String, r: &SearchReport) {
+    let c = &r.config;
     match r.max_safe_connections {
         Some(n) => {
             let _ = writeln!(
@@ -119,6 +142,10 @@ pub(super) fn render(r: &SearchReport) -> String {
             "knee: none in the measured range (deviation p99 never rose steeply)"
         ),
     };
+}
+
+/// What ended the search.
+fn write_stopped_by(w: &mut String, r: &SearchReport) {
     let bad = r
         .first_bad_connections
         .map(|n| n.to_string())
@@ -160,11 +187,4 @@ pub(super) fn render(r: &SearchReport) -> String {
             writeln!(w, "stopped by: interrupted before any step broke the SLO")
         }
     };
-    if r.interrupted {
-        let _ = writeln!(
-            w,
-            "interrupted: the conclusions cover the steps measured before Ctrl-C"
-        );
-    }
-    s
 }
