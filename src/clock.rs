@@ -78,24 +78,6 @@ impl Clock {
         }
     }
 
-    /// The start instant on the wall clock (Unix ns), whether it is ahead or already
-    /// past: a worker that reads this late (descheduled at the start, several shards
-    /// sharing a core) still gets the instant its timetable counts from, not the
-    /// moment it happened to look. The one conversion error is the two clocks' read
-    /// gap, ns.
-    pub fn unix_at_start_ns(&self) -> u64 {
-        let now = self.ticks();
-        // Read here: the wall clock module builds on this one.
-        let unix_now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        if now >= self.start {
-            unix_now.saturating_sub(self.inner.delta_as_nanos(self.start, now))
-        } else {
-            unix_now + self.inner.delta_as_nanos(now, self.start)
-        }
-    }
-
     /// Approximate tick count for a duration, by calibrating against the clock itself.
     fn ns_to_ticks(&self, ns: Nanos) -> Ticks {
         // A billion ticks scaled tells the ratio to ~1 ppb; quanta has no inverse scaling.
@@ -131,36 +113,5 @@ mod tests {
         assert_eq!(clock.now_ns(), 0);
         let wait = clock.until_start_ns();
         assert!(wait > 40_000_000 && wait <= 50_000_000, "{wait}");
-    }
-
-    fn unix_now() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-    }
-
-    #[test]
-    fn the_start_on_the_wall_clock_is_the_start_even_when_read_late() {
-        let (clock, mock) = Clock::mock();
-        // Read 5 s after the start (a worker descheduled at its start instant): the
-        // start is 5 s before the wall clock's now, not now.
-        mock.increment(Duration::from_secs(5));
-        let before = unix_now();
-        let at = clock.unix_at_start_ns();
-        let after = unix_now();
-        assert!(
-            at >= before - 5_000_000_000 && at <= after - 5_000_000_000,
-            "{at}"
-        );
-        // And 7 s ahead of a start still to come.
-        let ahead = clock.with_start_in(7_000_000_000);
-        let at = ahead.unix_at_start_ns();
-        let now = unix_now();
-        assert!(
-            at.abs_diff(now + 7_000_000_000) < 1_000_000,
-            "{}",
-            at as i64 - now as i64
-        );
     }
 }

@@ -5,6 +5,7 @@
 //! kernel says of its clock's synchronisation ([`ClockSync`], from `adjtimex`) and
 //! reports it beside its start skew.
 
+use crate::clock::Clock;
 use crate::limits::START_AHEAD_NS_MAX;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -13,6 +14,15 @@ pub fn now_unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The run's start instant on the wall clock (Unix ns), whether it is still ahead or
+/// already past: a worker that reads this late (descheduled at the start, several
+/// shards spinning to one start on one core) still gets the instant its timetable
+/// counts from, not the moment it happened to look.
+pub fn unix_at_start_ns(clock: &Clock) -> u64 {
+    // One of the two is 0: the start is either ahead or past.
+    (now_unix_ns() + clock.until_start_ns()).saturating_sub(clock.now_ns())
 }
 
 /// Formats Unix ns as RFC 3339 UTC with milliseconds, e.g. `2025-06-01T12:00:00.000Z`.
@@ -162,6 +172,30 @@ pub fn wait_until(at_ns: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_start_on_the_wall_clock_is_the_start_even_when_read_late() {
+        let (clock, mock) = Clock::mock();
+        // Read 5 s after the start (a worker descheduled at its start instant): the
+        // start is 5 s before the wall clock's now, not now.
+        mock.increment(std::time::Duration::from_secs(5));
+        let before = now_unix_ns();
+        let at = unix_at_start_ns(&clock);
+        let after = now_unix_ns();
+        assert!(
+            at >= before - 5_000_000_000 && at <= after - 5_000_000_000,
+            "{at}"
+        );
+        // And 7 s ahead of a start still to come.
+        let ahead = clock.with_start_in(7_000_000_000);
+        let at = unix_at_start_ns(&ahead);
+        let now = now_unix_ns();
+        assert!(
+            at.abs_diff(now + 7_000_000_000) < 1_000_000,
+            "{}",
+            at as i64 - now as i64
+        );
+    }
 
     const NOW: u64 = 1_748_779_200_000_000_000; // 2025-06-01T12:00:00Z
 

@@ -235,7 +235,7 @@ fn poisson_shards_send_the_unsharded_runs_instants() {
     // The sequence numbers, the {rand} characters and the totals are exact whatever the
     // host does; the intended instants are compared through each worker's wall-clock
     // reading of the start. A worker that reads it late (three shards spinning to one
-    // start on one core) still gets the start (Clock::unix_at_start_ns: before that
+    // start on one core) still gets the start (wallclock::unix_at_start_ns: before that
     // fix this failed 2 runs of 3 by 1.5-6 ms); a vCPU taken between the reading's two
     // clock reads still moves it: a timing check.
     on_a_quiet_host(

@@ -97,7 +97,7 @@ impl Engine for Worker<'_> {
     }
 
     fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
-        self.unix_at_start_ns = clock.unix_at_start_ns();
+        self.unix_at_start_ns = crate::wallclock::unix_at_start_ns(&clock);
         self.rebase(clock);
         crate::engine::run_loop::run(self, stop);
     }
