@@ -20,7 +20,7 @@
 //! limit: its threads are on the sink's cores, which then show busy, and the verdict
 //! is "at least", the front's figure rather than the generator's.
 
-use crate::cmd::run::{RunError, execute};
+use crate::cmd::run::{RunError, execute_step};
 use crate::diagnosis::Diagnosis;
 use crate::metrics::host::{HostSampler, OTHER_LOAD_WARN, STEAL_WARN};
 use crate::proto::Framing;
@@ -375,7 +375,8 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let mut search = Search::new(plan.start_rate_rps);
     let mut result = Ok(());
     while !stop.load(Ordering::Relaxed) {
-        let step = match run_step(plan, &sink_cores, addr, stop, &steps, search.rate) {
+        let number = steps.len() + 1;
+        let step = match run_step(plan, &sink_cores, addr, stop, number, search.rate) {
             Ok(Some(step)) => step,
             Ok(None) => break,
             Err(e) => {
@@ -385,9 +386,8 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         };
         let saturated = step.saturated;
         steps.push(step);
-        match search.next(saturated, steps.len()) {
-            Some(rate) => search.rate = rate,
-            None => break,
+        if !search.advance(saturated, steps.len()) {
+            break;
         }
     }
     let interrupted = stop.load(Ordering::Relaxed);
@@ -479,29 +479,21 @@ fn announce(plan: &RunPlan, sink_cores: &[usize], addr: SocketAddr, tls: bool, s
     );
 }
 
-/// Runs one step at `rate` and prints its line; `None` when the run was interrupted.
+/// Runs step `number` (from 1) at `rate` and prints its line; `None` when the run was
+/// interrupted.
 fn run_step(
     plan: &RunPlan,
     sink_cores: &[usize],
     addr: SocketAddr,
     stop: &Arc<AtomicBool>,
-    steps: &[Step],
+    number: usize,
     rate: f64,
 ) -> Result<Option<Step>, RunError> {
-    let label = format!("baseline step {} ({}/s)", steps.len() + 1, fmt_rate(rate));
+    let label = format!("baseline step {number} ({}/s)", fmt_rate(rate));
     let step = plan.with_rate(rate).with_duration(plan.step_duration_ns);
     // The sink's cores over the step, connecting and draining included.
     let mut sink_load = HostSampler::new(sink_cores, None);
-    let report = execute(
-        &step,
-        addr,
-        stop,
-        Live::for_step(plan.progress, label),
-        &mut crate::report::export::Outputs::none(),
-    )?;
-    if let Some(e) = &report.worker_error {
-        return Err(RunError::Worker(e.to_string()));
-    }
+    let report = execute_step(&step, addr, stop, Live::for_step(plan.progress, label))?;
     if report.interrupted {
         return Ok(None);
     }
@@ -527,7 +519,6 @@ fn run_step(
 /// The search for the ceiling: up by [`STEP_FACTOR`] until a step saturates (down by
 /// it while even the first saturates), then [`BISECT_STEPS`] bisections between the
 /// best rate that held and the lowest that saturated.
-#[derive(Debug, Clone, PartialEq)]
 struct Search {
     /// The rate of the step to run now.
     rate: f64,
@@ -546,27 +537,29 @@ impl Search {
         }
     }
 
-    /// Takes the outcome of the step at `self.rate` (the `steps`-th); the next rate,
-    /// or `None` when the search is over.
-    fn next(&mut self, saturated: bool, steps: usize) -> Option<f64> {
+    /// Takes the outcome of the step at `self.rate` (the `steps`-th) and moves `rate`
+    /// to the next step's; false when the search is over.
+    fn advance(&mut self, saturated: bool, steps: usize) -> bool {
         let rate = self.rate;
         if saturated {
             self.bad = Some(self.bad.map_or(rate, |b| b.min(rate)));
         } else {
             self.good = Some(self.good.map_or(rate, |g| g.max(rate)));
         }
-        match (self.good, self.bad) {
-            (_, None) if steps < STEPS_MAX => Some(rate * STEP_FACTOR),
+        let next = match (self.good, self.bad) {
+            (_, None) if steps < STEPS_MAX => rate * STEP_FACTOR,
             // Even the first step saturated: step down until one holds.
             (None, Some(_)) if steps < STEPS_MAX && rate / STEP_FACTOR >= RATE_MIN_RPS => {
-                Some(rate / STEP_FACTOR)
+                rate / STEP_FACTOR
             }
             (Some(g), Some(b)) if self.bisections < BISECT_STEPS && b > g * 1.05 => {
                 self.bisections += 1;
-                Some((g + b) / 2.0)
+                (g + b) / 2.0
             }
-            _ => None,
-        }
+            _ => return false,
+        };
+        self.rate = next;
+        true
     }
 }
 
@@ -761,9 +754,8 @@ mod tests {
     fn rates_until(start: f64, limit: f64) -> Vec<f64> {
         let mut search = Search::new(start);
         let mut rates = vec![search.rate];
-        while let Some(r) = search.next(search.rate >= limit, rates.len()) {
-            search.rate = r;
-            rates.push(r);
+        while search.advance(search.rate >= limit, rates.len()) {
+            rates.push(search.rate);
         }
         rates
     }

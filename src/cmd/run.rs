@@ -77,6 +77,21 @@ fn keep_off_worker_cores(control: usize) {
     crate::threads::pin_current(control);
 }
 
+/// Runs one step of a search or a baseline: no outputs of its own, and a worker's
+/// error is the step's error.
+pub fn execute_step(
+    step: &RunPlan,
+    target: SocketAddr,
+    stop: &Arc<AtomicBool>,
+    live: Live,
+) -> Result<Report, RunError> {
+    let report = execute(step, target, stop, live, &mut Outputs::none())?;
+    match &report.worker_error {
+        Some(e) => Err(RunError::Worker(e.to_string())),
+        None => Ok(report),
+    }
+}
+
 /// Runs the plan against `target` (its first `--target`, or the baseline's sink) at
 /// the plan's rate for the plan's duration, showing `live` on stderr while it
 /// measures.

@@ -42,7 +42,7 @@
 //! the knee is taken on deviation p99 against the count.
 
 use crate::cli::{RunArgs, SearchArgs};
-use crate::cmd::run::{RunError, execute};
+use crate::cmd::run::{RunError, execute_step};
 use crate::limits::DURATION_NS_MAX;
 use crate::report::Report;
 use crate::report::progress::Live;
@@ -834,16 +834,7 @@ pub fn run(
             // A larger table than the first step's: the limits it needs, again.
             crate::cmd::preflight::check_plan(&step)?;
         }
-        let report = execute(
-            &step,
-            target,
-            stop,
-            Live::for_step(plan.progress, label),
-            &mut crate::report::export::Outputs::none(),
-        )?;
-        if let Some(e) = report.worker_error {
-            return Err(RunError::Worker(e.to_string()));
-        }
+        let report = execute_step(&step, target, stop, Live::for_step(plan.progress, label))?;
         if report.interrupted {
             // A step cut short measures less than it claims: leave it out.
             interrupted = true;
