@@ -8,12 +8,12 @@
 # echo` on core 1, which sends every frame back to its sender; the client on core 0.
 # Per round, alternating: the epoll client, blaster's default (`--spin auto
 # --resolution 500us`) and blaster `--resolution 1ms`. Prints the client CPU (user +
-# system, /usr/bin/time, connect phase included) per frame sent (each one also
-# received back), medians [min-max] of RUNS rounds, and the ratios.
+# system, from bash time, connect phase included) per frame sent (each one also
+# received back) and its kernel (system) part, medians [min-max] of RUNS rounds, and
+# the ratios.
 # Usage: [N=1500] [TICK=33ms] [RUNS=3] [DUR=10] bench/frames_peer.sh   (alone, quiet host)
 DUR=${DUR:-10}
 source "$(dirname "$0")/lib.sh"
-need /usr/bin/time time
 need cc gcc
 N=${N:-1500}
 TICK=${TICK:-33ms}
@@ -27,35 +27,37 @@ PIDS+=($!)
 sleep 1
 header
 echo "# N=$N connections, one 50-byte frame each per $TICK, echoed back by blaster sink --mode echo"
-declare -A CPU
+declare -A CPU SYS
 modes=("epoll|" "default|--spin auto --resolution 500us" "res1ms|--spin auto --resolution 1ms")
 for i in $(seq "$RUNS"); do
     for m in "${modes[@]}"; do
         name=${m%%|*}; flags=${m#*|}
         if [[ $name == epoll ]]; then
-            /usr/bin/time -f '%U %S' -o "$OUT/time" taskset -c 0 "$OUT/epoll_frames" 127.0.0.1 "$PORT" \
-                "$N" "$TICK_MS" 50 "$DUR" > "$OUT/e.json" 2> "$OUT/e.err" || { cat "$OUT/e.err" >&2; exit 1; }
-            sent=$(python3 -c "import json; r=json.load(open('$OUT/e.json')); print(r['sent'])")
-            recv=$(python3 -c "import json; r=json.load(open('$OUT/e.json')); print(r['received'])")
+            cpu=$(cpu_of taskset -c 0 "$OUT/epoll_frames" 127.0.0.1 "$PORT" "$N" "$TICK_MS" 50 "$DUR")
+            [[ -s $OUT/last.out ]] || { cat "$OUT/last.err" >&2; exit 1; }
+            read -r sent recv < <(python3 -c "import json; r=json.load(open('$OUT/last.out')); print(r['sent'], r['received'])")
             lag="-"
         else
+            rm -f "$OUT/f.json"
             # shellcheck disable=SC2086
-            /usr/bin/time -f '%U %S' -o "$OUT/time" taskset -c 0 "$B" run --target 127.0.0.1:$PORT \
+            cpu=$(cpu_of taskset -c 0 "$B" run --target 127.0.0.1:$PORT \
                 --cores 0 --workload frames --tick "$TICK" --frame-size 50 --connections "$N" \
                 --room-size 1 --echo-to-sender --duration "${DUR}s" $flags --quiet \
-                --json "$OUT/f.json" > /dev/null 2> "$OUT/f.err" || true
-            [[ -s $OUT/f.json ]] || { echo "bench: blaster gave no report:" >&2; tail -3 "$OUT/f.err" >&2; exit 1; }
+                --json "$OUT/f.json")
+            [[ -s $OUT/f.json ]] || { echo "bench: blaster gave no report:" >&2; tail -3 "$OUT/last.err" >&2; exit 1; }
             read -r sent recv lag < <(python3 -c "import json; r=json.load(open('$OUT/f.json')); f=r['frames']; print(f['sent'], f['received'], r['dispatch_lag_ns']['p99']/1e3)")
         fi
-        cpu=$(tail -n 1 "$OUT/time" | awk '{print $1 + $2}')   # after any "exited with" line
-        echo "bench: round $i $name: sent $sent, received $recv, CPU ${cpu}s, lag p99 ${lag}us" >&2
+        sys=$(awk '{print $2}' "$OUT/time")
+        echo "bench: round $i $name: sent $sent, received $recv, CPU ${cpu}s (system ${sys}s), lag p99 ${lag}us" >&2
         CPU[$name]+="$(python3 -c "print($cpu / max($sent, 1) * 1e6)") "
+        SYS[$name]+="$(python3 -c "print($sys / max($sent, 1) * 1e6)") "
     done
 done
-printf '%-46s %-26s %s\n' client "CPU us per frame" "vs epoll"
-printf '%-46s %-26s %s\n' "epoll_frames (1 ms timer)" "$(med "${CPU[epoll]}")" 1
+printf '%-46s %-22s %-22s %s\n' client "CPU us per frame" "of which system" "vs epoll"
+printf '%-46s %-22s %-22s %s\n' "epoll_frames (1 ms timer)" "$(med "${CPU[epoll]}")" "$(med "${SYS[epoll]}")" 1
 for m in "${modes[@]:1}"; do
     name=${m%%|*}; flags=${m#*|}
-    printf '%-46s %-26s %s\n' "blaster frames $flags" "$(med "${CPU[$name]}")" "$(ratio "${CPU[$name]}" "${CPU[epoll]}")"
+    printf '%-46s %-22s %-22s %s\n' "blaster frames $flags" "$(med "${CPU[$name]}")" "$(med "${SYS[$name]}")" \
+        "$(ratio "${CPU[$name]}" "${CPU[epoll]}")"
 done
 echo "issue 22's reference: blaster (--spin 0) 9.7 CPU-us per message, tcpkali 4.7 (2.1x); goal <= 0.8x the peer"

@@ -8,17 +8,9 @@
 # each other.
 #
 # usage: [BLASTER=FILE] bench/loopback.sh [RUNS]   (default 3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-RUNS=${1:-3}
-if [[ -n ${BLASTER:-} ]]; then   # BLASTER=FILE: that binary instead of this tree's build
-    B=$(realpath "$BLASTER")
-else
-    cargo build --release -q
-    B=target/release/blaster
-fi
-OUT=$(mktemp -d)
-trap 'rm -rf "$OUT"' EXIT
+RUNS_ARG=${1:-3}
+source "$(dirname "$0")/lib.sh"   # B (this tree's build, or BLASTER=FILE), OUT, PIDS
+RUNS=$RUNS_ARG
 
 echo "# $(uname -r), $(nproc) cores, $(rustc --version)"
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
@@ -27,10 +19,10 @@ for i in $(seq 1 "$RUNS"); do
         --step-duration 2s --json "$OUT/baseline-$i.json" --quiet >/dev/null 2>"$OUT/baseline-$i.err"
 done
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 "$B" sink --listen 127.0.0.1:$PORT --cores 1 2>/dev/null &
 SINK=$!
-trap 'kill $SINK 2>/dev/null; rm -rf "$OUT"' EXIT
+PIDS+=($SINK)
 sleep 0.5
 for i in $(seq 1 "$RUNS"); do
     "$B" run --target 127.0.0.1:$PORT --cores 0 --connections 64 --rate 100000 \

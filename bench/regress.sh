@@ -46,14 +46,12 @@ def text(script, side, r):
     except OSError:
         return ""
 
-def first_number(line, col=0):
-    nums = re.findall(r"-?\d+(?:\.\d+)?", line.split("  ", 1)[1] if "  " in line else line)
-    return float(nums[col]) if len(nums) > col else None
-
 def pick(script, side, r, key, col=0):
+    """The col-th number after `key` on its line (a "median [min-max]" cell is three)."""
     for line in text(script, side, r).splitlines():
         if line.startswith(key):
-            return first_number(line[len(key):], col)
+            nums = re.findall(r"\d+(?:\.\d+)?", line[len(key):])
+            return float(nums[col]) if len(nums) > col else None
     return None
 
 def frames_row(side, r, conns, field):
