@@ -78,6 +78,16 @@ impl Clock {
         }
     }
 
+    /// The instant `ns` nanoseconds before `t` (the clock's first tick at most that far
+    /// back).
+    #[inline]
+    pub fn ticks_before(&self, t: Ticks, ns: Nanos) -> Ticks {
+        if ns == 0 {
+            return t;
+        }
+        t.saturating_sub(self.ns_to_ticks(ns))
+    }
+
     /// Approximate tick count for a duration, by calibrating against the clock itself.
     fn ns_to_ticks(&self, ns: Nanos) -> Ticks {
         // A billion ticks scaled tells the ratio to ~1 ppb; quanta has no inverse scaling.

@@ -102,6 +102,8 @@ pub struct Pacer {
     idle_since: Option<(Nanos, bool)>,
     /// Wall time asleep in the ring, ns.
     sleep_ns: u64,
+    /// Sleeps in the ring so far.
+    sleeps: u64,
     cpu_start: u64,
     /// (CPU ns, spin ns) when the schedule stopped: the busy gate's window.
     at_stop: Option<(u64, u64)>,
@@ -156,6 +158,7 @@ impl Pacer {
             sleep_until: 0,
             idle_since: None,
             sleep_ns: 0,
+            sleeps: 0,
             cpu_start: thread_cpu_ns(),
             at_stop: None,
             usage_mark: Usage::default(),
@@ -209,6 +212,7 @@ impl Pacer {
     pub fn sleep(&mut self, now: Nanos, until: Nanos) {
         self.idle_since = Some((now, true));
         self.sleep_until = until;
+        self.sleeps += 1;
     }
 
     /// The schedule stops now; the drain may last `drain_ns`.
@@ -352,6 +356,11 @@ impl Pacer {
     /// Wall time asleep in the ring so far, ns.
     pub fn sleep_ns(&self) -> u64 {
         self.sleep_ns
+    }
+
+    /// Sleeps in the ring so far.
+    pub fn sleeps(&self) -> u64 {
+        self.sleeps
     }
 
     /// (CPU ns, spin ns, busy share of the schedule's window) at the end of the run.

@@ -551,6 +551,8 @@ pub struct WorkerTotals {
     pub spin_ns: u64,
     /// Wall time asleep in the ring, ns.
     pub sleep_ns: u64,
+    /// How many times the worker went to sleep in the ring (each ends in a wake-up).
+    pub sleeps: u64,
     /// How late the ring's timeouts ended, as the worker measured it (a moving
     /// average), ns.
     pub timer_late_ns: u64,

@@ -405,14 +405,28 @@ impl Ring {
 
     /// Submits and waits for at least one completion or `timeout_ns`, whichever first.
     pub fn submit_and_wait_ns(&mut self, timeout_ns: u64) -> io::Result<()> {
+        self.submit_and_wait_for(timeout_ns, 1)
+    }
+
+    /// Half the completion queue: the most completions a wait may ask for (more would
+    /// overflow it before the wait ends).
+    pub fn completions_per_wait_max(&self) -> u32 {
+        (self.uring.params().cq_entries() / 2).max(1)
+    }
+
+    /// Submits and waits for `want` completions (at least 1) or `timeout_ns`,
+    /// whichever first.
+    pub fn submit_and_wait_for(&mut self, timeout_ns: u64, want: u32) -> io::Result<()> {
         let ts = types::Timespec::new()
             .sec(timeout_ns / 1_000_000_000)
             .nsec((timeout_ns % 1_000_000_000) as u32);
         let args = types::SubmitArgs::new().timespec(&ts);
         self.injected_failure()?;
-        let submitted = self
-            .refused_as_before_5_19()
-            .and_then(|()| self.uring.submitter().submit_with_args(1, &args));
+        let submitted = self.refused_as_before_5_19().and_then(|()| {
+            self.uring
+                .submitter()
+                .submit_with_args(want.max(1) as usize, &args)
+        });
         match submitted {
             Ok(_) => Ok(()),
             Err(e) if is_transient(&e) => Ok(()),

@@ -73,6 +73,12 @@ pub trait Hooks {
     fn drained(&self) -> bool;
     /// Something the scan must look at is pending (timeouts, reopens).
     fn timers(&self) -> bool;
+    /// How many completions a sleep waits for before its timeout: 1 (the default)
+    /// wakes the loop at each; more when every completion is timed without the loop
+    /// (kernel receive timestamps) and none has anything waiting on it.
+    fn completions_per_wake(&self) -> u32 {
+        1
+    }
     /// When the next send is due (`Some(0)`: at once, never sleep).
     fn next_due(&self) -> Option<Nanos>;
     /// The workload's totals, once the loop has ended at `end`.
@@ -174,7 +180,8 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
                 let now2 = w.clock().now_ns(); // only a sleep needs a fresh reading
                 pace.sleep(now2, until);
                 let wait = until.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX);
-                if let Err(e) = w.ring().submit_and_wait_ns(wait) {
+                let want = w.completions_per_wake();
+                if let Err(e) = w.ring().submit_and_wait_for(wait, want) {
                     w.state().fail(worker, &e);
                 }
             }

@@ -16,6 +16,9 @@ pub struct SockOpts {
     pub keepalive: Option<(std::time::Duration, std::time::Duration, u32)>,
     /// Close with RST instead of FIN (`--linger0`): no TIME_WAIT on the generator.
     pub linger0: bool,
+    /// SO_TIMESTAMPNS: receives carry the kernel's receive time (set by a worker that
+    /// times responses by it, never by a flag).
+    pub rx_stamps: bool,
 }
 
 /// A TCP socket for `target`, TCP_NODELAY and `opts` set, bound to `source` (port
@@ -54,6 +57,9 @@ pub fn tcp_socket(
     if opts.linger0 {
         s.set_linger(Some(std::time::Duration::ZERO))?;
     }
+    if opts.rx_stamps {
+        set_int(&s, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)?;
+    }
     if let (Some(ip), Some(port)) = (source, port) {
         if reuse {
             s.set_reuse_address(true)?;
@@ -70,24 +76,30 @@ pub fn tcp_socket(
     }
     if let Some(ip) = source {
         if ip.is_ipv4() {
-            let one: libc::c_int = 1;
-            // SAFETY: setsockopt with a pointer to a live c_int and its size.
-            let rc = unsafe {
-                libc::setsockopt(
-                    s.as_raw_fd(),
-                    libc::IPPROTO_IP,
-                    libc::IP_BIND_ADDRESS_NO_PORT,
-                    (&one as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            set_int(&s, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT)?;
         }
         s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
     }
     Ok(s.into_raw_fd())
+}
+
+/// Sets the integer option `name` at `level` to 1 (options socket2 does not name).
+fn set_int(s: &Socket, level: libc::c_int, name: libc::c_int) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt with a pointer to a live c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            name,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 pub fn sock_addr(target: &SocketAddr) -> SockAddr {

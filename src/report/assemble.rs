@@ -820,6 +820,7 @@ fn worker_report(t: &WorkerTotals) -> WorkerReport {
         busy_cpu_ns_per_request: busy.ns as f64 / t.completed.max(1) as f64,
         busy_ratio: busy.ns as f64 / t.wall_ns.max(1) as f64,
         backlog_peak: t.backlog_peak,
+        wakeups: t.sleeps,
         timer_late_ns: t.timer_late_ns,
         timer_late_p995_ns: t.timer_late_p995_ns,
         histogram_allocations: t.histogram_allocations,

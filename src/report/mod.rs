@@ -170,6 +170,9 @@ pub struct WorkerReport {
     /// busy_cpu_ns over the worker's wall time.
     pub busy_ratio: f64,
     pub backlog_peak: u64,
+    /// Times the worker slept in the ring, each ended by a wake-up (a timer or
+    /// completions): what a response or a due send costs beyond its own I/O.
+    pub wakeups: u64,
     /// How late the ring's timeouts ended for this worker (a moving average), ns:
     /// what `--spin auto` aimed its timer by.
     pub timer_late_ns: u64,

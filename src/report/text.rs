@@ -276,6 +276,14 @@ fn write_health(w: &mut String, r: &Report) {
             fmt_ns(late),
             fmt_ns(tail.unwrap_or(0))
         );
+        if r.io_uring_features
+            .contains(&crate::engine::tcp::stamps::FEATURE)
+        {
+            let _ = writeln!(
+                w,
+                "                 responses timed by the kernel's receive timestamps (one wake-up per window, not per response)"
+            );
+        }
     }
     if r.frames.is_some() {
         return; // a frame never waits for a free connection: each has its own

@@ -300,6 +300,7 @@ fn sockopts(a: &RunArgs) -> Result<SockOpts, PlanError> {
             .transpose()?,
         keepalive: a.keepalive.as_deref().map(parse_keepalive).transpose()?,
         linger0: a.linger0,
+        rx_stamps: false,
     })
 }
 

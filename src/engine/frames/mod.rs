@@ -1431,6 +1431,7 @@ impl Hooks for FrameWorker<'_> {
             cpu_ns,
             spin_ns,
             sleep_ns: pace.sleep_ns(),
+            sleeps: pace.sleeps(),
             timer_late_ns: pace.timer_late_ns(),
             timer_late_p995_ns: pace.timer_late_p995_ns(),
             wall_ns: end,

@@ -76,6 +76,18 @@ impl Worker<'_> {
         };
         let entry = if self.multishot
             && let Some(br) = &self.buf_ring
+            && let Some(hdr) = &self.stamps
+        {
+            // One multishot recvmsg per connection: the control data before each
+            // payload carries the kernel's receive timestamp.
+            let (bgid, hdr) = (br.bgid, &**hdr as *const libc::msghdr);
+            on_socket!(self, c, conn.fd, |t| opcode::RecvMsgMulti::new(
+                t, hdr, bgid
+            )
+            .build())
+            .user_data(token.encode())
+        } else if self.multishot
+            && let Some(br) = &self.buf_ring
         {
             // One multishot receive per connection: it stays armed across responses.
             let bgid = br.bgid;
@@ -110,7 +122,9 @@ impl Worker<'_> {
             on_socket!(self, c, conn.fd, |t| opcode::Recv::new(t, ptr, n).build())
                 .user_data(token.encode())
         };
-        // SAFETY: a multishot receive writes into the buffer ring's memory, a single
+        // SAFETY: a multishot receive writes into the buffer ring's memory (a recvmsg
+        // also reads the two lengths of `stamps`'s header, boxed, owned by the worker
+        // and leaked with the buffers if it is dropped first), a single
         // receive into this connection's region of `recv_buf` or, with TLS, of
         // `tls_in` (bounds checked by
         // `kernel_ptr`), which no other operation is using: a single-shot receive is
@@ -168,6 +182,8 @@ impl Worker<'_> {
             return 0; // no clock read on an empty poll (the spinning path)
         }
         let now_t = self.clock.ticks();
+        // The wall clock at `now_t`, read at the first stamped receive of the batch.
+        let mut wall = None;
         for i in 0..n {
             let (data, res, flags) = self.cqes[i];
             let Some(token) = Token::decode(data) else {
@@ -189,7 +205,10 @@ impl Worker<'_> {
                 match token.op {
                     Op::Connect => self.on_connect(token.conn, res),
                     Op::Send => self.on_send(token.conn, res),
-                    Op::Recv => self.on_recv(token.conn, res, flags, now_t),
+                    Op::Recv if self.stamps.is_some() => {
+                        self.on_stamped_recv(token.conn, res, flags, now_t, &mut wall);
+                    }
+                    Op::Recv => self.on_recv(token.conn, res, flags, now_t, 0),
                     Op::Close => {}
                 }
             }

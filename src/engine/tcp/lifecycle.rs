@@ -117,13 +117,7 @@ impl Worker<'_> {
         let (source, t) = self.pair_of(c);
         let port = self.first_port(c);
         let reuse = self.plan.targets.len() > 1;
-        match socket::tcp_socket(
-            &self.plan.targets[t],
-            source,
-            port,
-            reuse,
-            &self.plan.sockopts,
-        ) {
+        match socket::tcp_socket(&self.plan.targets[t], source, port, reuse, &self.sockopts) {
             Ok(fd) => fd,
             Err(e) => {
                 self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO));

@@ -45,6 +45,7 @@ mod io;
 mod lifecycle;
 mod recv;
 mod run;
+pub mod stamps;
 mod tls;
 mod workload;
 
@@ -172,6 +173,22 @@ struct Worker<'p> {
     fixed_files: bool,
     /// Receives are multishot (into `buf_ring`); false after the kernel refused one.
     multishot: bool,
+    /// The socket options of this worker's connections (the plan's, and SO_TIMESTAMPNS
+    /// when responses are timed by the kernel).
+    sockopts: socket::SockOpts,
+    /// Responses are timed by the kernel's receive timestamp: receives are multishot
+    /// `recvmsg`s armed with this header ([`stamps`]). None: timed when reaped.
+    stamps: Option<Box<libc::msghdr>>,
+    /// Every receive so far carried its timestamp: the loop may sleep through
+    /// completions ([`Hooks::completions_per_wake`](crate::engine::run_loop::Hooks)).
+    /// False for good after one came without.
+    stamps_trusted: bool,
+    /// Payload-carrying receives that came without a timestamp (timed when reaped).
+    stamps_missing: u64,
+    /// How many completions a sleep may wait for while responses are timed by the
+    /// kernel: half the provided buffers and half the completion queue, so neither
+    /// runs out before the loop wakes.
+    wake_batch: u32,
     /// What the connections carry: where requests come from, how connections live.
     workload: Workload,
     /// The schedule has started (the connect phase is over).
@@ -230,6 +247,7 @@ impl Drop for Worker<'_> {
         self.tls_out.leak();
         self.tls_in.leak();
         std::mem::forget(std::mem::take(&mut self.addrs));
+        std::mem::forget(self.stamps.take());
     }
 }
 
@@ -297,6 +315,17 @@ impl<'p> Worker<'p> {
             + TLS_SEND_BUFFER_BYTES_MIN
             + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
         let tls = plan.tls.is_some();
+        let wake_batch = (u32::from(buf_count) / 2).clamp(1, ring.completions_per_wait_max());
+        let workload = Workload::new(plan);
+        // Kernel receive timestamps where the loop may sleep through responses: paced
+        // requests on persistent plaintext connections with multishot receives (a
+        // closed loop, a connect per request or a TLS handshake follow each completion
+        // at once; TLS receives go into the connection's own region).
+        let stamped = buf_ring.is_some() && !tls && workload.paced_persistent();
+        let sockopts = socket::SockOpts {
+            rx_stamps: stamped,
+            ..plan.sockopts
+        };
         Ok(Worker {
             sessions: if tls {
                 (0..plan.connections).map(|_| None).collect()
@@ -352,8 +381,13 @@ impl<'p> Worker<'p> {
             cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
             multishot: buf_ring.is_some(),
             buf_ring,
+            sockopts,
+            stamps: stamped.then(stamps::msghdr),
+            stamps_trusted: stamped,
+            stamps_missing: 0,
+            wake_batch,
             fixed_files,
-            workload: Workload::new(plan),
+            workload,
             running: false,
             ls: LoopState::default(),
             warming: false,

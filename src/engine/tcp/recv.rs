@@ -2,7 +2,7 @@
 //! go through the connection's framer; each complete response completes the oldest
 //! request in flight and records its latencies.
 
-use super::{Reopen, Worker};
+use super::{Reopen, Worker, stamps};
 use crate::clock::Ticks;
 use crate::engine::conn_table::{ConnState, Req};
 use crate::engine::recorder::ErrorKind;
@@ -10,7 +10,50 @@ use crate::engine::socket;
 use crate::proto::{Framer, Framing, Parsed};
 
 impl Worker<'_> {
-    pub(super) fn on_recv(&mut self, c: u32, res: i32, flags: u32, now_t: Ticks) {
+    /// A multishot recvmsg's completion: its payload goes on to [`Self::on_recv`],
+    /// timed by the kernel's receive timestamp (`wall`: the wall clock at `now_t`,
+    /// read once per batch). A refused recvmsg (a kernel without multishot recvmsg)
+    /// turns the timestamps off; a payload without one is timed at `now_t` and ends
+    /// the sleeping through completions.
+    pub(super) fn on_stamped_recv(
+        &mut self,
+        c: u32,
+        res: i32,
+        flags: u32,
+        now_t: Ticks,
+        wall: &mut Option<u64>,
+    ) {
+        let bid = io_uring::cqueue::buffer_select(flags);
+        let (Some(bid), Some(br), true) = (bid, &self.buf_ring, res > 0) else {
+            if res == -libc::EINVAL && bid.is_none() {
+                // No multishot receives on this kernel: `on_recv` falls back to
+                // single-shot ones, which carry no timestamp.
+                self.stamps = None;
+                self.stamps_trusted = false;
+            }
+            return self.on_recv(c, res, flags, now_t, 0);
+        };
+        let Some(got) = stamps::received(br.buf(bid, res as usize), res as usize) else {
+            return self.on_recv(c, res, flags, now_t, 0);
+        };
+        let at = match got.unix_ns {
+            Some(stamp) => {
+                let wall = *wall.get_or_insert_with(crate::wallclock::now_unix_ns);
+                stamps::arrival(&self.clock, now_t, wall, stamp)
+            }
+            None if got.len == 0 => now_t,
+            None => {
+                self.stamps_missing += 1;
+                self.stamps_trusted = false;
+                now_t
+            }
+        };
+        self.on_recv(c, got.len as i32, flags, at, stamps::PAYLOAD_OFFSET);
+    }
+
+    /// A receive's completion: `res` bytes (at `off` in a provided buffer) arrived at
+    /// `now_t`.
+    pub(super) fn on_recv(&mut self, c: u32, res: i32, flags: u32, now_t: Ticks, off: usize) {
         let bid = io_uring::cqueue::buffer_select(flags);
         if !io_uring::cqueue::more(flags) {
             self.table.conns[c as usize].recv_armed = false;
@@ -70,7 +113,7 @@ impl Worker<'_> {
                 let br = std::mem::ManuallyDrop::new(
                     self.buf_ring.take().expect("buffer id implies a ring"),
                 );
-                let data = br.buf(bid, total);
+                let data = &br.buf(bid, off + total)[off..];
                 let open = if self.table.conns[c as usize].recv_keep == 0 {
                     self.parse_direct(c, data, now_t)
                 } else {
@@ -334,6 +377,9 @@ impl Worker<'_> {
         };
         self.inflight -= 1;
         self.completed_total += 1;
+        // A kernel timestamp read against a wall clock that stepped back could lie
+        // before the send: the response came after it.
+        let done = done.max(req.sent);
         if done != self.last_done {
             self.last_done = done;
             self.last_done_ns = self.clock.ns(done);

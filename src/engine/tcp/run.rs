@@ -92,6 +92,22 @@ impl Hooks for Worker<'_> {
         self.inflight > 0 || self.closed > 0 || !self.backlog.is_empty()
     }
 
+    fn completions_per_wake(&self) -> u32 {
+        // Responses are timed by the kernel: the loop need not wake for them unless a
+        // due request waits for a connection they free, a connect is pending, or the
+        // drain waits for the last of them.
+        if self.stamps_trusted
+            && self.running
+            && !self.ls.stopping
+            && self.backlog.is_empty()
+            && self.connecting == 0
+        {
+            self.wake_batch
+        } else {
+            1
+        }
+    }
+
     fn next_due(&self) -> Option<Nanos> {
         let next_due = self.workload.next_due();
         // A connection waiting for its turn under --connect-rate wakes the loop too.
@@ -115,11 +131,15 @@ impl Hooks for Worker<'_> {
         }
         let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.ls.stopped_ns);
         self.close_all();
+        if self.stamps.is_some() && self.stamps_missing == 0 {
+            self.ring.features.push(super::stamps::FEATURE);
+        }
         WorkerTotals {
             core: self.plan.core,
             cpu_ns,
             spin_ns,
             sleep_ns: pace.sleep_ns(),
+            sleeps: pace.sleeps(),
             timer_late_ns: pace.timer_late_ns(),
             timer_late_p995_ns: pace.timer_late_p995_ns(),
             wall_ns: end,

@@ -41,6 +41,12 @@ impl Workload {
         matches!(self, Workload::PerRequest(_))
     }
 
+    /// Requests on the timetable over persistent connections: nothing but the
+    /// timetable and the backlog waits for a completion.
+    pub(super) fn paced_persistent(&self) -> bool {
+        matches!(self, Workload::Timetable(_))
+    }
+
     #[inline]
     pub(super) fn timetable(&mut self) -> Option<&mut Timetable> {
         match self {
