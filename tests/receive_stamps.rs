@@ -81,3 +81,51 @@ fn a_closed_loop_still_wakes_for_every_response() {
         "{completed} requests in 1 s closed loop"
     );
 }
+
+#[test]
+fn frames_are_timed_when_the_kernel_received_them_and_reaped_once_per_window() {
+    let sink = Sink::start(&["--delay", "2ms"]);
+    // Every frame of a 20 ms tick goes out in one wake-up (a window of up to a tick)
+    // and its echo arrives 2 ms later, some 10 ms before the next wake-up reaps it.
+    let v = run_report(
+        &[
+            "--target",
+            &sink.addr,
+            "--workload",
+            "frames",
+            "--connections",
+            "200",
+            "--room-size",
+            "1",
+            "--echo-to-sender",
+            "--tick",
+            "20ms",
+            "--duration",
+            "2s",
+            "--resolution",
+            "20ms",
+            "--max-lag",
+            "100ms",
+        ],
+        Duration::from_secs(30),
+    );
+    let received = f(&v, "frames.received");
+    assert_eq!(received, f(&v, "frames.expected"), "{v}");
+    let features = v["io_uring_features"].to_string();
+    assert!(features.contains("receive_timestamps"), "{features}");
+    // Each frame's arrival deviation is its send's dispatch lag plus the echo's 2 ms
+    // (and the sink's turn through 200 echoes): the two distributions lie 2-3 ms
+    // apart. Timed when reaped, about 10 ms apart.
+    let shift = (f(&v, "frames.deviation_ns.p50") - f(&v, "dispatch_lag_ns.p50")) / 1e6;
+    assert!(
+        (2.0..6.0).contains(&shift),
+        "arrival deviation p50 less dispatch lag p50: {shift} ms for a 2 ms echo"
+    );
+    // About one wake-up per tick (100), not one per burst of echoes reaped (seen:
+    // 2,812 for 20,000 frames).
+    let wakeups = f(&v["workers"][0], "wakeups");
+    assert!(
+        wakeups < received / 20.0,
+        "{wakeups} wake-ups for {received} frames received"
+    );
+}

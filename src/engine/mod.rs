@@ -10,6 +10,7 @@
 //! - [`iobuf`]: memory shared with the kernel, lent out one region at a time.
 //! - [`conn_table`]: per-connection state and the in-flight FIFO of request instants.
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
+//! - [`stamps`]: kernel receive timestamps, so responses are not timed by the wake-up.
 //! - [`run_loop`]: the one worker loop; each workload brings its hooks.
 //! - [`pacing`]: the loop's bookkeeping: intervals, scans, stop, precision, wake.
 //! - [`tcp`]: the TCP workload: dispatch due -> reap -> advance -> one submit.
@@ -26,6 +27,7 @@ pub mod recorder;
 pub mod ring;
 pub mod run_loop;
 pub mod socket;
+pub mod stamps;
 pub mod tcp;
 pub mod token;
 pub mod udp;

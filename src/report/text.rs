@@ -277,7 +277,7 @@ fn write_health(w: &mut String, r: &Report) {
             fmt_ns(tail.unwrap_or(0))
         );
         if r.io_uring_features
-            .contains(&crate::engine::tcp::stamps::FEATURE)
+            .contains(&crate::engine::stamps::FEATURE)
         {
             let _ = writeln!(
                 w,

@@ -33,6 +33,7 @@ use super::recorder::{FrameTotals, Histograms, Snapshot, WorkerTotals};
 use super::ring::{Ring, Target, on_target};
 use super::run_loop::{Hooks, LoopState, loop_parts};
 use super::socket;
+use super::stamps::{self, RecvMsgs};
 use super::token::{Op, Token, next_generation};
 use super::worker_plan::{FramePlan, Transport, WorkerPlan};
 use crate::clock::{Clock, Nanos, Ticks};
@@ -171,6 +172,20 @@ struct FrameWorker<'p> {
     wire_len: usize,
     recv_buf: IoBuf,
     recv_stride: usize,
+    /// Frames are timed by the kernel's receive timestamp: each TCP connection
+    /// receives with a `recvmsg` of these headers ([`crate::engine::stamps`]). None:
+    /// timed when reaped (UDP, TLS).
+    rx: Option<RecvMsgs>,
+    /// Every receive so far carried its timestamp: the loop may sleep through
+    /// completions. False for good after one came without.
+    rx_trusted: bool,
+    /// Receives with bytes but no timestamp (timed when reaped).
+    rx_missing: u64,
+    /// How many completions a sleep may wait for while frames are timed by the
+    /// kernel: half the completion queue.
+    wake_batch: u32,
+    /// The plan's socket options, with SO_TIMESTAMPNS when `rx` is on.
+    sockopts: socket::SockOpts,
     /// `--tls`: each socket's session (`None` before its handshake starts); empty
     /// without TLS.
     sessions: Box<[Option<Box<tls::Session>>]>,
@@ -234,6 +249,9 @@ impl Drop for FrameWorker<'_> {
         if self.ops_in_ring > 0 {
             self.send_buf.leak();
             self.recv_buf.leak();
+            if let Some(rx) = self.rx.as_mut() {
+                rx.leak();
+            }
             self.tls_in.leak();
             self.tls_out.leak();
             std::mem::forget(std::mem::take(&mut self.ctl));
@@ -324,6 +342,10 @@ impl<'p> FrameWorker<'p> {
             features.push("registered_files");
         }
         let ramp = fp.grid.join_gap_ns > 0;
+        // Kernel receive timestamps over plaintext TCP: a window's frames are reaped
+        // in one wake-up without being timed late.
+        let stamped = !udp && !tls;
+        let wake_batch = ring.completions_per_wait_max();
         Ok(FrameWorker {
             plan,
             members,
@@ -379,6 +401,14 @@ impl<'p> FrameWorker<'p> {
             wire_len,
             recv_buf: IoBuf::zeroed(n * recv_stride),
             recv_stride,
+            rx: stamped.then(|| RecvMsgs::new(n)),
+            rx_trusted: stamped,
+            rx_missing: 0,
+            wake_batch,
+            sockopts: socket::SockOpts {
+                rx_stamps: stamped,
+                ..plan.sockopts
+            },
             sessions: (0..if tls { n } else { 0 }).map(|_| None).collect(),
             tls_in: IoBuf::zeroed(if tls { n * TLS_RECV_BUFFER_BYTES } else { 0 }),
             tls_out: IoBuf::zeroed(if tls { n * tls_out_len } else { 0 }),
@@ -476,11 +506,10 @@ impl<'p> FrameWorker<'p> {
         let sources = &self.plan.sources;
         let source = (!sources.is_empty())
             .then(|| sources[(self.plan.conn_offset + self.member(c) as usize) % sources.len()]);
-        let fd =
-            match socket::tcp_socket(&self.plan.target, source, None, false, &self.plan.sockopts) {
-                Ok(fd) => fd,
-                Err(e) => return self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO)),
-            };
+        let fd = match socket::tcp_socket(&self.plan.target, source, None, false, &self.sockopts) {
+            Ok(fd) => fd,
+            Err(e) => return self.connect_failed(c, e.raw_os_error().unwrap_or(libc::EIO)),
+        };
         // Into the ring's file table, the descriptor closed at once.
         let fd = if self.fixed_files
             && self
@@ -779,10 +808,18 @@ impl<'p> FrameWorker<'p> {
             .recv_buf
             .kernel_ptr(base + keep..base + self.recv_stride);
         let len = (self.recv_stride - keep) as u32;
-        let entry = on_target!(self.target(c), |t| opcode::Recv::new(t, buf, len).build())
-            .user_data(self.token(c, Op::Recv));
+        let entry = if let Some(rx) = self.rx.as_mut() {
+            let hdr = rx.arm(c as usize, buf, len as usize);
+            on_target!(self.target(c), |t| opcode::RecvMsg::new(t, hdr).build())
+        } else {
+            on_target!(self.target(c), |t| opcode::Recv::new(t, buf, len).build())
+        }
+        .user_data(self.token(c, Op::Recv));
         // SAFETY: the receive writes into connection `c`'s region of `recv_buf`
-        // (bounds checked by `kernel_ptr`); see `push`.
+        // (bounds checked by `kernel_ptr`) and, a recvmsg, reads `c`'s header and
+        // iovec and writes its control field in `rx` (never reallocated, rewritten
+        // only when `c` is armed again, after this receive completed; leaked with
+        // the buffers if the worker is dropped first); see `push`.
         unsafe { self.push(c, &entry) };
     }
 
@@ -940,7 +977,10 @@ impl<'p> FrameWorker<'p> {
     fn reap(&mut self) -> usize {
         let n = self.ring.reap_into(&mut self.cqes);
         self.ops_in_ring -= n as u64;
-        let now = self.clock.now_ns();
+        let now_t = self.clock.ticks();
+        let now = self.clock.ns(now_t);
+        // The wall clock at `now_t`, read at the first stamped receive of the batch.
+        let mut wall = None;
         for i in 0..n {
             let (data, res) = self.cqes[i];
             let Some(t) = Token::decode(data) else {
@@ -971,7 +1011,10 @@ impl<'p> FrameWorker<'p> {
                         self.on_send(t.conn, res, now);
                     }
                 }
-                Op::Recv => self.on_recv(t.conn, res, now),
+                Op::Recv => {
+                    let at = self.arrival(t.conn, res, now_t, now, &mut wall);
+                    self.on_recv(t.conn, res, at)
+                }
                 Op::Close => {}
             }
         }
@@ -1033,6 +1076,35 @@ impl<'p> FrameWorker<'p> {
             ctl.busy = std::mem::replace(&mut ctl.next, rest);
         }
         self.send_next(c);
+    }
+
+    /// When connection `c`'s receive of `res` bytes arrived: its kernel timestamp
+    /// (`wall`: the wall clock at `now_t`, read once per batch), else `now`, the
+    /// reap. A receive with bytes and no timestamp ends the sleeping through
+    /// completions.
+    fn arrival(
+        &mut self,
+        c: u32,
+        res: i32,
+        now_t: Ticks,
+        now: Nanos,
+        wall: &mut Option<u64>,
+    ) -> Nanos {
+        let Some(rx) = self.rx.as_ref().filter(|_| res > 0) else {
+            return now;
+        };
+        match rx.stamp_ns(c as usize) {
+            Some(stamp) => {
+                let wall = *wall.get_or_insert_with(crate::wallclock::now_unix_ns);
+                self.clock
+                    .ns(stamps::arrival(&self.clock, now_t, wall, stamp))
+            }
+            None => {
+                self.rx_missing += 1;
+                self.rx_trusted = false;
+                now
+            }
+        }
     }
 
     fn on_recv(&mut self, c: u32, res: i32, now: Nanos) {
@@ -1388,6 +1460,22 @@ impl Hooks for FrameWorker<'_> {
         !self.reopen_q.is_empty()
     }
 
+    fn completions_per_wake(&self) -> u32 {
+        // Frames are timed by the kernel: the loop need not wake for them while no
+        // connect or join is under way and the schedule runs (the drain ends by its
+        // budget, not by a count).
+        if self.rx_trusted
+            && self.running
+            && !self.ls.stopping
+            && self.connecting == 0
+            && self.joining == 0
+        {
+            self.wake_batch
+        } else {
+            1
+        }
+    }
+
     fn next_due(&self) -> Option<Nanos> {
         match (self.cursor.next_due(), self.next_join_ns) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -1418,6 +1506,9 @@ impl Hooks for FrameWorker<'_> {
         }
         self.out.counters.frames.lost += book.lost_at_end;
         let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(stopped);
+        if self.rx.is_some() && self.rx_missing == 0 {
+            self.features.push(stamps::FEATURE);
+        }
         let first = self.plan.conn_offset as u64;
         let n = self.members as u64;
         let grid = self.fp.grid;

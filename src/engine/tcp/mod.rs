@@ -45,7 +45,6 @@ mod io;
 mod lifecycle;
 mod recv;
 mod run;
-pub mod stamps;
 mod tls;
 mod workload;
 
@@ -57,6 +56,7 @@ use super::recorder::{EntryTotals, Histograms, ReplyTally, Snapshot};
 use super::ring::Ring;
 use super::run_loop::LoopState;
 use super::socket;
+use super::stamps;
 use super::worker_plan::WorkerPlan;
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::{

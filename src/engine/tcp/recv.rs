@@ -2,11 +2,12 @@
 //! go through the connection's framer; each complete response completes the oldest
 //! request in flight and records its latencies.
 
-use super::{Reopen, Worker, stamps};
+use super::{Reopen, Worker};
 use crate::clock::Ticks;
 use crate::engine::conn_table::{ConnState, Req};
 use crate::engine::recorder::ErrorKind;
 use crate::engine::socket;
+use crate::engine::stamps;
 use crate::proto::{Framer, Framing, Parsed};
 
 impl Worker<'_> {

@@ -132,7 +132,7 @@ impl Hooks for Worker<'_> {
         let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.ls.stopped_ns);
         self.close_all();
         if self.stamps.is_some() && self.stamps_missing == 0 {
-            self.ring.features.push(super::stamps::FEATURE);
+            self.ring.features.push(crate::engine::stamps::FEATURE);
         }
         WorkerTotals {
             core: self.plan.core,

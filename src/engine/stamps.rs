@@ -4,10 +4,15 @@
 //! resolution window and reap a window's responses in one wake-up without timing any
 //! of them late (issue 22: one wake-up per response was the CPU floor at 20,000/s).
 //!
+//! Two ways in: the TCP worker's multishot `recvmsg` into provided buffers ([`received`]),
+//! and the frames worker's single-shot `recvmsg` into each connection's own region
+//! ([`RecvMsgs`]).
+//!
 //! Layout of a provided buffer filled by a multishot `recvmsg` (io_uring ABI): a
 //! 16-byte `io_uring_recvmsg_out` header, the name field (`msg_namelen` bytes, 0 here),
 //! the control field (`msg_controllen` bytes), then the payload.
 
+use super::iobuf::IoBuf;
 use crate::clock::{Clock, Ticks};
 
 /// The io_uring feature a worker reports when every response it timed carried the
@@ -94,6 +99,68 @@ pub fn msghdr() -> Box<libc::msghdr> {
     let mut h: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
     h.msg_controllen = CONTROL_BYTES as _;
     h
+}
+
+/// Control field per connection for a single-shot `recvmsg`: one `SCM_TIMESTAMPNS`
+/// message, exactly.
+const CONN_CONTROL_BYTES: usize = 32;
+
+/// One single-shot `recvmsg` header per connection, each with its iovec and control
+/// field (104 bytes a connection), for receives into the connection's own region. A
+/// connection's header is rewritten only by [`RecvMsgs::arm`], while it has no receive
+/// in the kernel.
+pub struct RecvMsgs {
+    hdrs: Box<[libc::msghdr]>,
+    iovs: Box<[libc::iovec]>,
+    control: IoBuf,
+}
+
+impl RecvMsgs {
+    pub fn new(n: usize) -> RecvMsgs {
+        // SAFETY: msghdr and iovec are plain data; all zero is a valid value of each
+        // (null pointers, zero lengths).
+        let (hdr, iov) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        RecvMsgs {
+            hdrs: vec![hdr; n].into_boxed_slice(),
+            iovs: vec![iov; n].into_boxed_slice(),
+            control: IoBuf::zeroed(n * CONN_CONTROL_BYTES),
+        }
+    }
+
+    /// Points connection `c`'s header at `len` bytes at `buf` and clears its control
+    /// field (a receive without a stamp must not read the last one); returns the
+    /// header for a `RecvMsg`. Call only while `c` has no receive in the kernel.
+    pub fn arm(&mut self, c: usize, buf: *mut u8, len: usize) -> *mut libc::msghdr {
+        let field = c * CONN_CONTROL_BYTES..(c + 1) * CONN_CONTROL_BYTES;
+        self.control.region_mut(field.clone()).fill(0);
+        self.iovs[c] = libc::iovec {
+            iov_base: buf.cast(),
+            iov_len: len,
+        };
+        let h = &mut self.hdrs[c];
+        h.msg_iov = &mut self.iovs[c];
+        h.msg_iovlen = 1;
+        h.msg_control = self.control.kernel_ptr(field).cast();
+        h.msg_controllen = CONN_CONTROL_BYTES as _;
+        h.msg_flags = 0;
+        h
+    }
+
+    /// The timestamp of connection `c`'s completed receive, ns since the Unix epoch.
+    pub fn stamp_ns(&self, c: usize) -> Option<u64> {
+        stamp_ns(
+            self.control
+                .region(c * CONN_CONTROL_BYTES..(c + 1) * CONN_CONTROL_BYTES),
+        )
+    }
+
+    /// The worker ends with receives still in the kernel: their headers, iovecs and
+    /// control fields stay allocated.
+    pub fn leak(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.hdrs));
+        std::mem::forget(std::mem::take(&mut self.iovs));
+        self.control.leak();
+    }
 }
 
 #[cfg(test)]
@@ -186,6 +253,35 @@ mod tests {
         let mut b = buffer(&[], b"xy");
         b[4..8].copy_from_slice(&9999u32.to_ne_bytes());
         assert_eq!(received(&b, b.len()).unwrap().len, 2);
+    }
+
+    #[test]
+    fn a_connections_header_points_at_its_region_and_reads_only_its_own_stamp() {
+        let mut rx = RecvMsgs::new(3);
+        let mut region = [0u8; 100];
+        let h = rx.arm(1, region.as_mut_ptr(), 100);
+        // SAFETY: `h` points into `rx.hdrs`, alive and not written meanwhile.
+        let (iov, control, controllen) =
+            unsafe { (*(*h).msg_iov, (*h).msg_control, (*h).msg_controllen) };
+        assert_eq!(
+            (iov.iov_base as *mut u8, iov.iov_len),
+            (region.as_mut_ptr(), 100)
+        );
+        assert_eq!(controllen as u64, CONN_CONTROL_BYTES as u64);
+        // The kernel's stamp, written where the header says.
+        let ts = cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &timespec(3, 9));
+        let at = rx
+            .control
+            .kernel_ptr(CONN_CONTROL_BYTES..2 * CONN_CONTROL_BYTES);
+        assert_eq!(control as *mut u8, at);
+        rx.control
+            .region_mut(CONN_CONTROL_BYTES..2 * CONN_CONTROL_BYTES)
+            .copy_from_slice(&ts);
+        assert_eq!(rx.stamp_ns(1), Some(3_000_000_009));
+        assert_eq!(rx.stamp_ns(0), None);
+        // Armed again, the old stamp is gone.
+        rx.arm(1, region.as_mut_ptr(), 100);
+        assert_eq!(rx.stamp_ns(1), None);
     }
 
     #[test]
