@@ -12,32 +12,26 @@ use std::time::Duration;
 /// The sink's service delay: every response arrives this long after its request.
 const DELAY_MS: f64 = 2.0;
 
+/// `blaster run` of `workload` against `sink` for 2 s in 20 ms windows: the report,
+/// checked to claim kernel receive timestamps.
+fn stamped_in_20ms_windows(sink: &Sink, workload: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--target", &sink.addr, "--duration", "2s"];
+    args.extend_from_slice(&["--resolution", "20ms", "--max-lag", "100ms"]);
+    args.extend_from_slice(workload);
+    let v = run_report(&args, Duration::from_secs(30));
+    let features = v["io_uring_features"].to_string();
+    assert!(features.contains("receive_timestamps"), "{features}");
+    v
+}
+
 #[test]
 fn responses_are_timed_when_the_kernel_received_them_and_reaped_once_per_window() {
     let sink = Sink::start(&["--delay", "2ms"]);
     // 500 requests/s in 20 ms windows: ten requests go out per wake-up, and their
     // responses (2 ms later) wait up to 18 ms in the ring for the next one.
-    let v = run_report(
-        &[
-            "--target",
-            &sink.addr,
-            "--rate",
-            "500",
-            "--connections",
-            "32",
-            "--duration",
-            "2s",
-            "--resolution",
-            "20ms",
-            "--max-lag",
-            "100ms",
-        ],
-        Duration::from_secs(30),
-    );
+    let v = stamped_in_20ms_windows(&sink, &["--rate", "500", "--connections", "32"]);
     let completed = f(&v, "requests.completed");
     assert_eq!(completed, 1000.0, "{v}");
-    let features = v["io_uring_features"].to_string();
-    assert!(features.contains("receive_timestamps"), "{features}");
     // Timed when reaped, the service time would be the delay plus most of a window
     // (about 10 ms at the median); timed by the kernel, it is the delay.
     let service_p50 = f(&v, "service_time_ns.p50") / 1e6;
@@ -87,32 +81,20 @@ fn frames_are_timed_when_the_kernel_received_them_and_reaped_once_per_window() {
     let sink = Sink::start(&["--delay", "2ms"]);
     // Every frame of a 20 ms tick goes out in one wake-up (a window of up to a tick)
     // and its echo arrives 2 ms later, some 10 ms before the next wake-up reaps it.
-    let v = run_report(
-        &[
-            "--target",
-            &sink.addr,
-            "--workload",
-            "frames",
-            "--connections",
-            "200",
-            "--room-size",
-            "1",
-            "--echo-to-sender",
-            "--tick",
-            "20ms",
-            "--duration",
-            "2s",
-            "--resolution",
-            "20ms",
-            "--max-lag",
-            "100ms",
-        ],
-        Duration::from_secs(30),
-    );
+    let frames = [
+        "--workload",
+        "frames",
+        "--connections",
+        "200",
+        "--room-size",
+        "1",
+        "--echo-to-sender",
+        "--tick",
+        "20ms",
+    ];
+    let v = stamped_in_20ms_windows(&sink, &frames);
     let received = f(&v, "frames.received");
     assert_eq!(received, f(&v, "frames.expected"), "{v}");
-    let features = v["io_uring_features"].to_string();
-    assert!(features.contains("receive_timestamps"), "{features}");
     // Each frame's arrival deviation is its send's dispatch lag plus the echo's 2 ms
     // (and the sink's turn through 200 echoes): the two distributions lie 2-3 ms
     // apart. Timed when reaped, about 10 ms apart.
