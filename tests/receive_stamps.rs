@@ -111,3 +111,58 @@ fn frames_are_timed_when_the_kernel_received_them_and_reaped_once_per_window() {
         "{wakeups} wake-ups for {received} frames received"
     );
 }
+
+#[test]
+fn pipelined_responses_are_not_timed_by_a_shared_stamp() {
+    // Responses read together in one receive would all carry the newest segment's
+    // stamp: with more than one request in flight per connection, every response
+    // wakes the loop and is timed when reaped, as before.
+    let sink = Sink::start(&["--delay", "2ms"]);
+    let v = run_report(
+        &[
+            "--target",
+            &sink.addr,
+            "--rate",
+            "500",
+            "--connections",
+            "4",
+            "--pipeline",
+            "4",
+            "--duration",
+            "1s",
+            "--resolution",
+            "20ms",
+            "--max-lag",
+            "100ms",
+        ],
+        Duration::from_secs(30),
+    );
+    let features = v["io_uring_features"].to_string();
+    assert!(!features.contains("receive_timestamps"), "{features}");
+    let completed = f(&v, "requests.completed");
+    let wakeups = f(&v["workers"][0], "wakeups");
+    assert!(
+        wakeups > completed / 10.0,
+        "{wakeups} wake-ups for {completed} pipelined responses"
+    );
+}
+
+#[test]
+fn frames_from_several_members_wake_the_loop_as_they_arrive() {
+    // Rooms of 10 over a broadcast sink: each connection receives nine members'
+    // frames a tick, which one receive could read together under one stamp; the loop
+    // wakes for its receives instead of sleeping through a window (rooms of more than
+    // one never batch, and a receive of two frames would stop the batching).
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let mut args = common::frames_args(&sink.addr, "2s");
+    args.extend_from_slice(&["--resolution", "20ms", "--max-lag", "100ms"]);
+    let v = run_report(&args, Duration::from_secs(30));
+    let received = f(&v, "frames.received");
+    assert_eq!(received, f(&v, "frames.expected"), "{v}");
+    // Seen: 1,208 wake-ups; sleeping through its windows the loop woke 178 times.
+    let wakeups = f(&v["workers"][0], "wakeups");
+    assert!(
+        wakeups > 500.0,
+        "{wakeups} wake-ups for {received} frames received in 100 ticks"
+    );
+}

@@ -604,6 +604,11 @@ fn ring_features(setup: &[&'static str], totals: &[WorkerTotals]) -> Vec<&'stati
                 }
             }
         }
+        // Received bytes timed by the kernel only if by every worker.
+        let stamped = |t: &WorkerTotals| t.ring_features.contains(&crate::engine::stamps::FEATURE);
+        if !totals.iter().all(stamped) {
+            f.retain(|x| *x != crate::engine::stamps::FEATURE);
+        }
         f
     }
 }

@@ -281,7 +281,12 @@ fn write_health(w: &mut String, r: &Report) {
         {
             let _ = writeln!(
                 w,
-                "                 responses timed by the kernel's receive timestamps (one wake-up per window, not per response)"
+                "                 {} timed by the kernel's receive timestamps",
+                if r.frames.is_some() {
+                    "frames"
+                } else {
+                    "responses"
+                }
             );
         }
     }

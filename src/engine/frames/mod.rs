@@ -181,6 +181,11 @@ struct FrameWorker<'p> {
     rx_trusted: bool,
     /// Receives with bytes but no timestamp (timed when reaped).
     rx_missing: u64,
+    /// The loop may sleep through frames: each connection receives one frame per
+    /// tick (its own echo: one member per connection, rooms of one, no downlink), so
+    /// no receive reads two frames that arrived apart (a receive's stamp is the newest
+    /// segment it read). False for good once a receive carried two.
+    rx_batch: bool,
     /// How many completions a sleep may wait for while frames are timed by the
     /// kernel: half the completion queue.
     wake_batch: u32,
@@ -345,6 +350,7 @@ impl<'p> FrameWorker<'p> {
         // Kernel receive timestamps over plaintext TCP: a window's frames are reaped
         // in one wake-up without being timed late.
         let stamped = !udp && !tls;
+        let one_per_tick = slots == 1 && fp.grid.room_size == 1 && fp.down_size.is_none();
         let wake_batch = ring.completions_per_wait_max();
         Ok(FrameWorker {
             plan,
@@ -404,6 +410,7 @@ impl<'p> FrameWorker<'p> {
             rx: stamped.then(|| RecvMsgs::new(n)),
             rx_trusted: stamped,
             rx_missing: 0,
+            rx_batch: stamped && one_per_tick,
             wake_batch,
             sockopts: socket::SockOpts {
                 rx_stamps: stamped,
@@ -979,8 +986,11 @@ impl<'p> FrameWorker<'p> {
         self.ops_in_ring -= n as u64;
         let now_t = self.clock.ticks();
         let now = self.clock.ns(now_t);
-        // The wall clock at `now_t`, read at the first stamped receive of the batch.
-        let mut wall = None;
+        // The wall clock at `now_t`: a stamp's age is measured from both readings.
+        let wall = self
+            .rx
+            .as_ref()
+            .map_or(0, |_| crate::wallclock::now_unix_ns());
         for i in 0..n {
             let (data, res) = self.cqes[i];
             let Some(t) = Token::decode(data) else {
@@ -1012,7 +1022,7 @@ impl<'p> FrameWorker<'p> {
                     }
                 }
                 Op::Recv => {
-                    let at = self.arrival(t.conn, res, now_t, now, &mut wall);
+                    let at = self.arrival(t.conn, res, now_t, now, wall);
                     self.on_recv(t.conn, res, at)
                 }
                 Op::Close => {}
@@ -1079,26 +1089,17 @@ impl<'p> FrameWorker<'p> {
     }
 
     /// When connection `c`'s receive of `res` bytes arrived: its kernel timestamp
-    /// (`wall`: the wall clock at `now_t`, read once per batch), else `now`, the
-    /// reap. A receive with bytes and no timestamp ends the sleeping through
+    /// (`wall`: the wall clock at `now_t`, read with it once per batch), else `now`,
+    /// the reap. A receive with bytes and no timestamp ends the sleeping through
     /// completions.
-    fn arrival(
-        &mut self,
-        c: u32,
-        res: i32,
-        now_t: Ticks,
-        now: Nanos,
-        wall: &mut Option<u64>,
-    ) -> Nanos {
+    fn arrival(&mut self, c: u32, res: i32, now_t: Ticks, now: Nanos, wall: u64) -> Nanos {
         let Some(rx) = self.rx.as_ref().filter(|_| res > 0) else {
             return now;
         };
         match rx.stamp_ns(c as usize) {
-            Some(stamp) => {
-                let wall = *wall.get_or_insert_with(crate::wallclock::now_unix_ns);
-                self.clock
-                    .ns(stamps::arrival(&self.clock, now_t, wall, stamp))
-            }
+            Some(stamp) => self
+                .clock
+                .ns(stamps::arrival(&self.clock, now_t, wall, stamp)),
             None => {
                 self.rx_missing += 1;
                 self.rx_trusted = false;
@@ -1265,6 +1266,7 @@ impl<'p> FrameWorker<'p> {
     ) -> Result<usize, &'static str> {
         let m = self.member(c);
         let mut pos = from;
+        let mut messages = 0;
         while pos < to {
             let input = self.recv_buf.region_mut(pos..to);
             let (book, hist) = (&mut self.book, &mut self.out.hist);
@@ -1281,6 +1283,12 @@ impl<'p> FrameWorker<'p> {
                         counters,
                     );
                     pos += consumed;
+                    messages += 1;
+                    if messages == 2 {
+                        // Two frames in one receive share its stamp: the loop wakes
+                        // for each receive from now on.
+                        self.rx_batch = false;
+                    }
                 }
                 Down::Control { consumed, control } => {
                     match control {
@@ -1465,6 +1473,7 @@ impl Hooks for FrameWorker<'_> {
         // connect or join is under way and the schedule runs (the drain ends by its
         // budget, not by a count).
         if self.rx_trusted
+            && self.rx_batch
             && self.running
             && !self.ls.stopping
             && self.connecting == 0

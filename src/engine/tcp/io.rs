@@ -182,8 +182,11 @@ impl Worker<'_> {
             return 0; // no clock read on an empty poll (the spinning path)
         }
         let now_t = self.clock.ticks();
-        // The wall clock at `now_t`, read at the first stamped receive of the batch.
-        let mut wall = None;
+        // The wall clock at `now_t`: a stamp's age is measured from both readings.
+        let wall = self
+            .stamps
+            .as_ref()
+            .map_or(0, |_| crate::wallclock::now_unix_ns());
         for i in 0..n {
             let (data, res, flags) = self.cqes[i];
             let Some(token) = Token::decode(data) else {
@@ -206,7 +209,7 @@ impl Worker<'_> {
                     Op::Connect => self.on_connect(token.conn, res),
                     Op::Send => self.on_send(token.conn, res),
                     Op::Recv if self.stamps.is_some() => {
-                        self.on_stamped_recv(token.conn, res, flags, now_t, &mut wall);
+                        self.on_stamped_recv(token.conn, res, flags, now_t, wall);
                     }
                     Op::Recv => self.on_recv(token.conn, res, flags, now_t, 0),
                     Op::Close => {}

@@ -320,8 +320,11 @@ impl<'p> Worker<'p> {
         // Kernel receive timestamps where the loop may sleep through responses: paced
         // requests on persistent plaintext connections with multishot receives (a
         // closed loop, a connect per request or a TLS handshake follow each completion
-        // at once; TLS receives go into the connection's own region).
-        let stamped = buf_ring.is_some() && !tls && workload.paced_persistent();
+        // at once; TLS receives go into the connection's own region), one request in
+        // flight per connection (a receive's stamp is the newest segment it read:
+        // pipelined responses read together would all carry the last one's).
+        let stamped =
+            buf_ring.is_some() && !tls && workload.paced_persistent() && plan.pipeline == 1;
         let sockopts = socket::SockOpts {
             rx_stamps: stamped,
             ..plan.sockopts

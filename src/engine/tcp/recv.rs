@@ -13,23 +13,24 @@ use crate::proto::{Framer, Framing, Parsed};
 impl Worker<'_> {
     /// A multishot recvmsg's completion: its payload goes on to [`Self::on_recv`],
     /// timed by the kernel's receive timestamp (`wall`: the wall clock at `now_t`,
-    /// read once per batch). A refused recvmsg (a kernel without multishot recvmsg)
-    /// turns the timestamps off; a payload without one is timed at `now_t` and ends
-    /// the sleeping through completions.
+    /// read with it once per batch). A refused recvmsg (a kernel without multishot
+    /// recvmsg) turns the timestamps off; a payload without one is timed at `now_t`
+    /// and ends the sleeping through completions.
     pub(super) fn on_stamped_recv(
         &mut self,
         c: u32,
         res: i32,
         flags: u32,
         now_t: Ticks,
-        wall: &mut Option<u64>,
+        wall: u64,
     ) {
         let bid = io_uring::cqueue::buffer_select(flags);
         let (Some(bid), Some(br), true) = (bid, &self.buf_ring, res > 0) else {
             if res == -libc::EINVAL && bid.is_none() {
                 // No multishot receives on this kernel: `on_recv` falls back to
-                // single-shot ones, which carry no timestamp.
-                self.stamps = None;
+                // single-shot ones, which carry no timestamp. The header is leaked,
+                // not freed: entries queued in this batch may still point at it.
+                std::mem::forget(self.stamps.take());
                 self.stamps_trusted = false;
             }
             return self.on_recv(c, res, flags, now_t, 0);
@@ -38,10 +39,7 @@ impl Worker<'_> {
             return self.on_recv(c, res, flags, now_t, 0);
         };
         let at = match got.unix_ns {
-            Some(stamp) => {
-                let wall = *wall.get_or_insert_with(crate::wallclock::now_unix_ns);
-                stamps::arrival(&self.clock, now_t, wall, stamp)
-            }
+            Some(stamp) => stamps::arrival(&self.clock, now_t, wall, stamp),
             None if got.len == 0 => now_t,
             None => {
                 self.stamps_missing += 1;
@@ -155,6 +153,12 @@ impl Worker<'_> {
     /// backoff.
     pub(super) fn peer_closed(&mut self, c: u32, now_t: Ticks) {
         if self.table.conns[c as usize].framer.eof() {
+            if self.stamps.is_some() {
+                // A close carries no timestamp: this response is timed at the reap,
+                // so the loop must wake for each from now on.
+                self.stamps_missing += 1;
+                self.stamps_trusted = false;
+            }
             let failed = self.reply_failed(c, &[]);
             if self.complete_one(c, now_t, failed) {
                 self.count_status(c);
