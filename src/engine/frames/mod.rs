@@ -176,10 +176,8 @@ struct FrameWorker<'p> {
     /// receives with a `recvmsg` of these headers ([`crate::engine::stamps`]). None:
     /// timed when reaped (UDP, TLS).
     rx: Option<RecvMsgs>,
-    /// Every receive so far carried its timestamp: the loop may sleep through
-    /// completions. False for good after one came without.
-    rx_trusted: bool,
-    /// Receives with bytes but no timestamp (timed when reaped).
+    /// Receives with bytes but no timestamp (timed when reaped). While 0 the loop may
+    /// sleep through completions.
     rx_missing: u64,
     /// The loop may sleep through frames: each connection receives one frame per
     /// tick (its own echo: one member per connection, rooms of one, no downlink), so
@@ -408,7 +406,6 @@ impl<'p> FrameWorker<'p> {
             recv_buf: IoBuf::zeroed(n * recv_stride),
             recv_stride,
             rx: stamped.then(|| RecvMsgs::new(n)),
-            rx_trusted: stamped,
             rx_missing: 0,
             rx_batch: stamped && one_per_tick,
             wake_batch,
@@ -1102,7 +1099,6 @@ impl<'p> FrameWorker<'p> {
                 .ns(stamps::arrival(&self.clock, now_t, wall, stamp)),
             None => {
                 self.rx_missing += 1;
-                self.rx_trusted = false;
                 now
             }
         }
@@ -1472,7 +1468,8 @@ impl Hooks for FrameWorker<'_> {
         // Frames are timed by the kernel: the loop need not wake for them while no
         // connect or join is under way and the schedule runs (the drain ends by its
         // budget, not by a count).
-        if self.rx_trusted
+        if self.rx.is_some()
+            && self.rx_missing == 0
             && self.rx_batch
             && self.running
             && !self.ls.stopping

@@ -179,11 +179,9 @@ struct Worker<'p> {
     /// Responses are timed by the kernel's receive timestamp: receives are multishot
     /// `recvmsg`s armed with this header ([`stamps`]). None: timed when reaped.
     stamps: Option<Box<libc::msghdr>>,
-    /// Every receive so far carried its timestamp: the loop may sleep through
-    /// completions ([`Hooks::completions_per_wake`](crate::engine::run_loop::Hooks)).
-    /// False for good after one came without.
-    stamps_trusted: bool,
-    /// Payload-carrying receives that came without a timestamp (timed when reaped).
+    /// Responses timed when reaped while `stamps` was on: payloads that came without
+    /// a timestamp, and responses that ended with the close. While 0 the loop may
+    /// sleep through completions ([`Worker::stamped`]).
     stamps_missing: u64,
     /// How many completions a sleep may wait for while responses are timed by the
     /// kernel: half the provided buffers and half the completion queue, so neither
@@ -386,7 +384,6 @@ impl<'p> Worker<'p> {
             buf_ring,
             sockopts,
             stamps: stamped.then(stamps::msghdr),
-            stamps_trusted: stamped,
             stamps_missing: 0,
             wake_batch,
             fixed_files,

@@ -31,7 +31,6 @@ impl Worker<'_> {
                 // single-shot ones, which carry no timestamp. The header is leaked,
                 // not freed: entries queued in this batch may still point at it.
                 std::mem::forget(self.stamps.take());
-                self.stamps_trusted = false;
             }
             return self.on_recv(c, res, flags, now_t, 0);
         };
@@ -43,7 +42,6 @@ impl Worker<'_> {
             None if got.len == 0 => now_t,
             None => {
                 self.stamps_missing += 1;
-                self.stamps_trusted = false;
                 now_t
             }
         };
@@ -157,7 +155,6 @@ impl Worker<'_> {
                 // A close carries no timestamp: this response is timed at the reap,
                 // so the loop must wake for each from now on.
                 self.stamps_missing += 1;
-                self.stamps_trusted = false;
             }
             let failed = self.reply_failed(c, &[]);
             if self.complete_one(c, now_t, failed) {

@@ -10,6 +10,13 @@ use crate::engine::recorder::WorkerTotals;
 use crate::engine::run_loop::{Hooks, loop_parts};
 use crate::limits::DRAIN_NS_MAX;
 
+impl Worker<'_> {
+    /// Every response so far was timed by its kernel timestamp.
+    fn stamped(&self) -> bool {
+        self.stamps.is_some() && self.stamps_missing == 0
+    }
+}
+
 impl Hooks for Worker<'_> {
     loop_parts!();
 
@@ -96,7 +103,7 @@ impl Hooks for Worker<'_> {
         // Responses are timed by the kernel: the loop need not wake for them unless a
         // due request waits for a connection they free, a connect is pending, or the
         // drain waits for the last of them.
-        if self.stamps_trusted
+        if self.stamped()
             && self.running
             && !self.ls.stopping
             && self.backlog.is_empty()
@@ -131,7 +138,7 @@ impl Hooks for Worker<'_> {
         }
         let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.ls.stopped_ns);
         self.close_all();
-        if self.stamps.is_some() && self.stamps_missing == 0 {
+        if self.stamped() {
             self.ring.features.push(crate::engine::stamps::FEATURE);
         }
         WorkerTotals {
