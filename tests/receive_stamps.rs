@@ -12,16 +12,22 @@ use std::time::Duration;
 /// The sink's service delay: every response arrives this long after its request.
 const DELAY_MS: f64 = 2.0;
 
-/// `blaster run` of `workload` against `sink` for 2 s in 20 ms windows: the report,
-/// checked to claim kernel receive timestamps.
-fn stamped_in_20ms_windows(sink: &Sink, workload: &[&str]) -> serde_json::Value {
+/// `blaster run` of `workload` against `sink` for 2 s in 20 ms windows: the report.
+fn in_20ms_windows(sink: &Sink, workload: &[&str]) -> serde_json::Value {
     let mut args = vec!["--target", &sink.addr, "--duration", "2s"];
     args.extend_from_slice(&["--resolution", "20ms", "--max-lag", "100ms"]);
     args.extend_from_slice(workload);
-    let v = run_report(&args, Duration::from_secs(30));
+    run_report(&args, Duration::from_secs(30))
+}
+
+/// The report claims that every receive was timed by the kernel.
+fn assert_stamped(v: &serde_json::Value, stamped: bool) {
     let features = v["io_uring_features"].to_string();
-    assert!(features.contains("receive_timestamps"), "{features}");
-    v
+    assert_eq!(
+        features.contains("receive_timestamps"),
+        stamped,
+        "{features}"
+    );
 }
 
 #[test]
@@ -29,7 +35,8 @@ fn responses_are_timed_when_the_kernel_received_them_and_reaped_once_per_window(
     let sink = Sink::start(&["--delay", "2ms"]);
     // 500 requests/s in 20 ms windows: ten requests go out per wake-up, and their
     // responses (2 ms later) wait up to 18 ms in the ring for the next one.
-    let v = stamped_in_20ms_windows(&sink, &["--rate", "500", "--connections", "32"]);
+    let v = in_20ms_windows(&sink, &["--rate", "500", "--connections", "32"]);
+    assert_stamped(&v, true);
     let completed = f(&v, "requests.completed");
     assert_eq!(completed, 1000.0, "{v}");
     // Timed when reaped, the service time would be the delay plus most of a window
@@ -52,27 +59,14 @@ fn responses_are_timed_when_the_kernel_received_them_and_reaped_once_per_window(
 #[test]
 fn a_closed_loop_still_wakes_for_every_response() {
     let sink = Sink::start(&[]);
-    let v = run_report(
-        &[
-            "--target",
-            &sink.addr,
-            "--concurrency",
-            "1",
-            "--duration",
-            "1s",
-            "--resolution",
-            "20ms",
-        ],
-        Duration::from_secs(30),
-    );
-    let features = v["io_uring_features"].to_string();
-    assert!(!features.contains("receive_timestamps"), "{features}");
+    let v = in_20ms_windows(&sink, &["--concurrency", "1"]);
+    assert_stamped(&v, false);
     // Each response sends the next request at once: thousands a second, not a
     // window's worth.
     let completed = f(&v, "requests.completed");
     assert!(
         completed > 1000.0,
-        "{completed} requests in 1 s closed loop"
+        "{completed} requests in 2 s closed loop (a window's worth each 20 ms: 100)"
     );
 }
 
@@ -92,7 +86,8 @@ fn frames_are_timed_when_the_kernel_received_them_and_reaped_once_per_window() {
         "--tick",
         "20ms",
     ];
-    let v = stamped_in_20ms_windows(&sink, &frames);
+    let v = in_20ms_windows(&sink, &frames);
+    assert_stamped(&v, true);
     let received = f(&v, "frames.received");
     assert_eq!(received, f(&v, "frames.expected"), "{v}");
     // Each frame's arrival deviation is its send's dispatch lag plus the echo's 2 ms
@@ -118,27 +113,9 @@ fn pipelined_responses_are_not_timed_by_a_shared_stamp() {
     // stamp: with more than one request in flight per connection, every response
     // wakes the loop and is timed when reaped, as before.
     let sink = Sink::start(&["--delay", "2ms"]);
-    let v = run_report(
-        &[
-            "--target",
-            &sink.addr,
-            "--rate",
-            "500",
-            "--connections",
-            "4",
-            "--pipeline",
-            "4",
-            "--duration",
-            "1s",
-            "--resolution",
-            "20ms",
-            "--max-lag",
-            "100ms",
-        ],
-        Duration::from_secs(30),
-    );
-    let features = v["io_uring_features"].to_string();
-    assert!(!features.contains("receive_timestamps"), "{features}");
+    let pipelined = ["--rate", "500", "--connections", "4", "--pipeline", "4"];
+    let v = in_20ms_windows(&sink, &pipelined);
+    assert_stamped(&v, false);
     let completed = f(&v, "requests.completed");
     let wakeups = f(&v["workers"][0], "wakeups");
     assert!(
