@@ -157,12 +157,13 @@ pub struct LoadArgs {
     #[arg(long, default_value = "auto")]
     pub spin: String,
 
-    /// Timer wake-ups for due sends are at least this far apart: each wake-up sends
-    /// everything due by then (each request's latency still counts from its own
-    /// intended instant, its lateness shows as dispatch lag). Coarser costs less CPU
-    /// at high rates; `0` wakes for every due send. The report states the resolution
-    /// used. Default: 500us.
-    #[arg(long, default_value = "500us")]
+    /// Where sends are due closer together than this, a timer wake-up lands within
+    /// this long after a send's instant and sends everything due by then (each
+    /// request's latency still counts from its own intended instant, its lateness
+    /// shows as dispatch lag); where they are further apart, each wake-up is aimed at
+    /// its send's own instant. Coarser costs less CPU at high rates; `0` wakes for
+    /// every due send. The report states the resolution used. Default: 100us.
+    #[arg(long, default_value = "100us")]
     pub resolution: String,
 
     /// Seed of the generator for templates and request mixes; printed in the report.

@@ -1,7 +1,9 @@
 //! The pacing self-check end to end, both directions, against the built-in sink on
-//! loopback: on an idle worker core good pacing passes at 2,000 and 20,000/s for
-//! Poisson and constant arrivals; with a CPU hog pinned to the worker core and
-//! `--spin 0` the same run fails, with the reason in the report.
+//! loopback, at the defaults every user runs (`--spin auto --resolution 100us`,
+//! issue 33): on an idle worker core the pacing passes at 1,000, 5,000, 20,000 and
+//! 100,000/s (constant; Poisson to 20,000/s), with the dispatch lag p99 under
+//! [`LAG_P99_MAX_NS`]; with a CPU hog pinned to the worker core the same runs fail, and
+//! the report names the hog as the cause.
 //!
 //! Timing-sensitive: run under `flock /work/bench.lock` on a shared machine. The idle
 //! case needs an idle core, and it gets three attempts: on this VM the hypervisor
@@ -39,9 +41,13 @@ const IDLE_CORE_0: Quiet = Quiet {
 /// other load 0.01 and no steal). Quiet attempts here show 0.00.
 const OTHER_LOAD_MAX: f64 = 0.005;
 
-/// `blaster run --cores 0` at `rate` with `arrivals` and `--spin spin` against the
-/// sink: (JSON report, text report).
-fn paced_run(sink: &Sink, rate: &str, arrivals: &str, spin: &str) -> (serde_json::Value, String) {
+/// The dispatch lag p99 the defaults keep on an idle core (issue 33: within 150 us at
+/// every rate; this bound leaves the hypervisor's odd late wake-up some room).
+const LAG_P99_MAX_NS: f64 = 200_000.0;
+
+/// `blaster run --cores 0` at `rate` with `arrivals` and otherwise the defaults against
+/// the sink: (JSON report, text report).
+fn paced_run(sink: &Sink, rate: &str, arrivals: &str) -> (serde_json::Value, String) {
     let (_dir, path) = tmp_json();
     let args = [
         "run",
@@ -55,8 +61,6 @@ fn paced_run(sink: &Sink, rate: &str, arrivals: &str, spin: &str) -> (serde_json
         arrivals,
         "--duration",
         "3s",
-        "--spin",
-        spin,
         "--json",
         path.to_str().unwrap(),
     ];
@@ -93,12 +97,13 @@ fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
     let sink = Sink::start(&[]);
     for &rate in rates {
         let passed = on_a_quiet_host(test, &IDLE_CORE_0, || {
-            let (v, text) = paced_run(&sink, rate, arrivals, "2ms");
+            let (v, text) = paced_run(&sink, rate, arrivals);
             let p = &v["pacing"];
             assert_eq!(p["arrivals"], arrivals, "{v}");
+            let lag_p99 = f(&v, "dispatch_lag_ns.p99");
             eprintln!(
                 "{arrivals} {rate}/s: resolution {} ns ({:.3} gaps), D {:.4} (critical {:.4}), \
-                 raw D {:.4}, {}; other load on the core {:.2}",
+                 raw D {:.4}, {}; lag p99 {lag_p99} ns; other load on the core {:.2}",
                 p["resolution_ns"],
                 f(p, "resolution_gaps"),
                 f(p, "statistic"),
@@ -107,8 +112,12 @@ fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
                 p["verdict"],
                 f(&v, "host.max_other_load"),
             );
-            if p["verdict"] != "pass" {
-                let mut miss = Miss::in_run(&v, format!("{arrivals} at {rate}/s: {p}"));
+            assert_eq!(f(p, "window_ns"), 100_000.0, "the default window: {p}");
+            if p["verdict"] != "pass" || lag_p99 > LAG_P99_MAX_NS {
+                let mut miss = Miss::in_run(
+                    &v,
+                    format!("{arrivals} at {rate}/s: lag p99 {lag_p99} ns, {p}"),
+                );
                 miss.other_load |= f(&v, "host.max_other_load") > OTHER_LOAD_MAX;
                 return Err(miss);
             }
@@ -126,7 +135,7 @@ fn poisson_on_an_idle_core_passes() {
     idle_core_passes(
         "poisson_on_an_idle_core_passes",
         "poisson",
-        &["2000", "5000"],
+        &["1000", "5000", "20000"],
     );
 }
 
@@ -135,26 +144,7 @@ fn constant_on_an_idle_core_passes() {
     idle_core_passes(
         "constant_on_an_idle_core_passes",
         "constant",
-        &["2000", "5000"],
-    );
-}
-
-/// 20,000/s (a 50 us mean gap against a resolution estimated at 25-30 us) has not yet
-/// been seen to pass on an idle core: every run while it was written shared the core
-/// with other builds. Run it on a quiet machine with `--ignored`, then fold it into the
-/// two tests above.
-#[test]
-#[ignore = "unconfirmed on a quiet machine; run with --ignored"]
-fn both_arrivals_at_20k_on_an_idle_core_pass() {
-    idle_core_passes(
-        "both_arrivals_at_20k_on_an_idle_core_pass",
-        "poisson",
-        &["20000"],
-    );
-    idle_core_passes(
-        "both_arrivals_at_20k_on_an_idle_core_pass",
-        "constant",
-        &["20000"],
+        &["1000", "5000", "20000", "100000"],
     );
 }
 
@@ -164,7 +154,7 @@ fn a_hog_on_the_worker_core_fails_with_the_reason() {
     let sink = Sink::start(&[]);
     let _hog = Hog::start();
     for (rate, arrivals) in [("2000", "poisson"), ("20000", "constant")] {
-        let (v, text) = paced_run(&sink, rate, arrivals, "0");
+        let (v, text) = paced_run(&sink, rate, arrivals);
         let p = &v["pacing"];
         eprintln!(
             "hog, {arrivals} {rate}/s: resolution {} ns ({:.3} gaps), D {:.4}, raw D {:.4}, {}",
@@ -180,6 +170,11 @@ fn a_hog_on_the_worker_core_fails_with_the_reason() {
         let reason = p["reason"].as_str().unwrap();
         assert!(
             reason.contains("coarser than a worker's mean gap"),
+            "{reason}"
+        );
+        // The real cause, from the run's own host figures: the hog, on core 0.
+        assert!(
+            reason.contains("Cause: another process took") && reason.contains("of core 0"),
             "{reason}"
         );
         assert!(text.contains("pacing: FAIL at resolution"), "{text}");

@@ -96,6 +96,9 @@ pub struct Pacer {
     /// How late the ring's timeouts end, ns: a running 99.5th percentile
     /// ([`late_tail`]), what a resolution window's wake-up is aimed by.
     late_tail_ns: u64,
+    /// A worker's typical gap between due sends, ns ([`Pacer::sent`]): whether a
+    /// resolution window would batch sends at all ([`aim`]). `u64::MAX` until measured.
+    gap_ns: u64,
     /// The instant the current sleep was asked to end at.
     sleep_until: Nanos,
     /// Since when the loop has been idle, and whether asleep in the ring (else spinning).
@@ -155,6 +158,7 @@ impl Pacer {
             precision,
             late_ns: TIMER_LATE_NS_INITIAL,
             late_tail_ns: TIMER_LATE_TAIL_NS_INITIAL,
+            gap_ns: u64::MAX,
             sleep_until: 0,
             idle_since: None,
             sleep_ns: 0,
@@ -198,6 +202,32 @@ impl Pacer {
 
     fn fine(&self) -> bool {
         self.precision.fine()
+    }
+
+    /// One dispatch sent `n` requests (or frames): the first was the one due at
+    /// `first_due`, and the next one is now due at `next_due`, so the `n` sends covered
+    /// `next_due - first_due` of the timetable. A running mean of that per send (an
+    /// eighth of each measure) is the worker's gap between due sends, whatever the
+    /// arrival process or rate shape; the first measure is taken whole.
+    #[inline]
+    pub fn sent(&mut self, first_due: Option<Nanos>, n: u64, next_due: Option<Nanos>) {
+        if let (Some(from), Some(to), true) = (first_due, next_due, n > 0)
+            && from > 0
+            && to > from
+        {
+            let gap = (to - from) / n;
+            self.gap_ns = if self.gap_ns == u64::MAX {
+                gap
+            } else {
+                self.gap_ns - self.gap_ns / 8 + gap / 8
+            };
+        }
+    }
+
+    /// The worker's typical gap between due sends as measured so far, ns (`None`
+    /// before the first dispatch).
+    pub fn gap_ns(&self) -> Option<u64> {
+        (self.gap_ns != u64::MAX).then_some(self.gap_ns)
     }
 
     /// The iteration that started at `now` did nothing but look.
@@ -296,7 +326,12 @@ impl Pacer {
         }
         let (mut due_soon, mut target) = (false, 0);
         if let Some(due) = next_due.filter(|_| !stopping) {
-            let (from, awake_by) = aim(due, self.precision, self.late_ns, self.late_tail_ns);
+            let timer = Timer {
+                late: self.late_ns,
+                late_tail: self.late_tail_ns,
+                gap: self.gap_ns,
+            };
+            let (from, awake_by) = aim(due, self.precision, timer);
             if from <= at {
                 at = from;
                 due_soon = true;
@@ -431,32 +466,44 @@ pub fn late_tail(est: u64, measured: u64) -> u64 {
     }
 }
 
+/// What [`aim`] knows of the timer and the timetable, ns: the timer's lateness,
+/// typical and at the 99.5th percentile, and the worker's typical gap between due sends
+/// (`u64::MAX`: not measured yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timer {
+    pub late: u64,
+    pub late_tail: u64,
+    pub gap: u64,
+}
+
 /// Where to aim the wake-up for a send due at `due`: (when to stop sleeping, the
-/// instant to be awake by). `late` and `late_tail` are the timer's measured lateness,
-/// typical and at the 99.5th percentile.
+/// instant to be awake by).
 ///
-/// With a resolution `R`, the wake-up should land by `due + R` (so the dispatch lag
-/// stays within `R`), and as late as that allows (one wake-up sends a window's worth):
-/// the timer is aimed at `due + R` less the lateness's 99.5th percentile, at most `R/2`
-/// (a noisy timer shortens the window, never empties it). Without a resolution, at the
-/// due instant. Then the lead: the fixed spin, or with `--spin auto` twice the typical
-/// lateness when the resolution is finer than a timer gives (spun), else nothing (the
-/// aim already allows for the lateness). Sends never go out before they are due:
-/// whenever the loop wakes, it sends only what is due by then. `due == 0` is "at
-/// once" (`--rate max`).
-pub fn aim(due: Nanos, precision: Precision, late: u64, late_tail: u64) -> (Nanos, Nanos) {
+/// With a resolution `R`, a wake-up may land as late as `due + R` and send everything
+/// due by then: at rates where sends are due closer together than `R` (the worker's
+/// measured gap below `R`), one wake-up sends a window's worth, and the timer is aimed
+/// at `due + R` less the lateness's 99.5th percentile, at most `R/2` (so the dispatch
+/// lag stays within `R`, and a noisy timer shortens the window, never empties it).
+/// Where the gap is `R` or longer (or not yet measured) a window would hold one send
+/// and delay it for nothing: the wake-up is aimed at the due instant itself, and the
+/// dispatch lag is the timer's own lateness. Without a resolution, at the due instant.
+/// Then the lead: the fixed spin, or with `--spin auto` twice the typical lateness when
+/// the resolution is finer than a timer gives (spun), else nothing. Sends never go out
+/// before they are due: whenever the loop wakes, it sends only what is due by then.
+/// `due == 0` is "at once" (`--rate max`).
+pub fn aim(due: Nanos, precision: Precision, timer: Timer) -> (Nanos, Nanos) {
     if due == 0 {
         return (0, 0);
     }
     let r = precision.resolution_ns;
-    let target = if r == 0 {
+    let target = if r == 0 || timer.gap >= r {
         due
     } else {
-        due.saturating_add(r - late_tail.min(r / 2))
+        due.saturating_add(r - timer.late_tail.min(r / 2))
     };
     let lead = match precision.spin {
         Spin::Fixed(ns) => ns,
-        Spin::Auto if precision.fine() => (2 * late).min(SPIN_NS),
+        Spin::Auto if precision.fine() => (2 * timer.late).min(SPIN_NS),
         Spin::Auto => 0,
     };
     (target.saturating_sub(lead), target)
@@ -554,7 +601,8 @@ mod tests {
 
     #[test]
     fn auto_sleeps_to_a_timer_aimed_early_and_spins_only_what_a_sleep_costs() {
-        let p = auto(500_000);
+        let mut p = auto(500_000);
+        p.sent(Some(1_000_000), 10, Some(1_500_000)); // 50 us apart: windows batch
         let late = p.timer_late_p995_ns();
         // A send due at 10 ms: the wake-up is aimed to land by the window's end, 10.5
         // ms, so the timer is aimed the lateness's 99.5th percentile before that.
@@ -574,31 +622,87 @@ mod tests {
             spin,
         };
         let coarse = precision(1_000_000, Spin::Auto);
+        // Sends due 50 us apart: a 1 ms window batches them.
+        let t = |late, late_tail| Timer {
+            late,
+            late_tail,
+            gap: 50_000,
+        };
         // Due at 10 ms, timer 80 us late at p99.5: aimed at 10.92 ms, no spin.
         assert_eq!(
-            aim(10_000_000, coarse, 60_000, 80_000),
+            aim(10_000_000, coarse, t(60_000, 80_000)),
             (10_920_000, 10_920_000)
         );
         // The aim is early by at most half the resolution: a timer 3 ms late at p99.5 still
         // leaves half a window, never aims before the due instant.
-        assert_eq!(aim(10_000_000, coarse, 60_000, 3_000_000).1, 10_500_000);
+        assert_eq!(aim(10_000_000, coarse, t(60_000, 3_000_000)).1, 10_500_000);
         // A resolution of 0 is one wake-up per due send, at its instant; `--spin auto`
         // spins twice the typical lateness before it.
         assert_eq!(
-            aim(10_000_000, precision(0, Spin::Auto), 60_000, 80_000),
+            aim(10_000_000, precision(0, Spin::Auto), t(60_000, 80_000)),
             (9_880_000, 10_000_000)
         );
         // A fixed spin leads the aim by the spin; `--spin 0` sleeps to it.
         let fixed = |ns| precision(1_000_000, Spin::Fixed(ns));
-        assert_eq!(aim(10_000_000, fixed(2_000_000), 0, 80_000).0, 8_920_000);
-        assert_eq!(aim(10_000_000, fixed(0), 0, 80_000).0, 10_920_000);
+        assert_eq!(aim(10_000_000, fixed(2_000_000), t(0, 80_000)).0, 8_920_000);
+        assert_eq!(aim(10_000_000, fixed(0), t(0, 80_000)).0, 10_920_000);
         // `--rate max`: at once.
-        assert_eq!(aim(0, coarse, 60_000, 80_000), (0, 0));
+        assert_eq!(aim(0, coarse, t(60_000, 80_000)), (0, 0));
+    }
+
+    /// Sends due a window or more apart gain nothing from a window: each wake-up is
+    /// aimed at its send's own instant, so the generator adds no delay of its own to
+    /// a low-rate run (the default's ~350 us at 2,000/s in issue 33).
+    #[test]
+    fn a_window_that_would_hold_one_send_is_not_waited_for() {
+        let coarse = Precision {
+            resolution_ns: 100_000,
+            spin: Spin::Auto,
+        };
+        let t = |gap| Timer {
+            late: 60_000,
+            late_tail: 80_000,
+            gap,
+        };
+        // 2,000/s (500 us apart), 10,000/s (exactly the window), not measured yet: at
+        // the due instant.
+        for gap in [500_000, 100_000, u64::MAX] {
+            assert_eq!(aim(10_000_000, coarse, t(gap)), (10_000_000, 10_000_000));
+        }
+        // 20,000/s: the window's worth, aimed at 10 ms + 100 us - 50 us.
+        assert_eq!(aim(10_000_000, coarse, t(50_000)).1, 10_050_000);
+    }
+
+    #[test]
+    fn the_gap_between_due_sends_is_learnt_from_what_each_dispatch_sent() {
+        let mut p = auto(100_000);
+        assert_eq!(p.gap_ns(), None);
+        // Nothing sent, nothing next, or `--rate max` (due 0): no measure.
+        p.sent(Some(1_000), 0, Some(2_000));
+        p.sent(Some(1_000), 3, None);
+        p.sent(Some(0), 3, Some(2_000));
+        assert_eq!(p.gap_ns(), None);
+        // Four sends covered 200 us: 50 us apart, taken whole the first time.
+        p.sent(Some(1_000_000), 4, Some(1_200_000));
+        assert_eq!(p.gap_ns(), Some(50_000));
+        // Then a running mean: an eighth of each measure.
+        p.sent(Some(2_000_000), 1, Some(2_450_000));
+        assert_eq!(p.gap_ns(), Some(50_000 - 6_250 + 56_250));
+        for k in 0..100 {
+            let from = 3_000_000 + k * 500_000;
+            p.sent(Some(from), 1, Some(from + 500_000));
+        }
+        assert!(
+            (499_000..=500_000).contains(&p.gap_ns().unwrap()),
+            "{:?}",
+            p.gap_ns()
+        );
     }
 
     #[test]
     fn a_resolution_finer_than_the_timer_spins_twice_its_lateness() {
-        let p = auto(10_000);
+        let mut p = auto(10_000);
+        p.sent(Some(1_000_000), 100, Some(1_500_000)); // 5 us apart: windows batch
         let late = p.timer_late_ns();
         const { assert!(10_000 < FINE_RESOLUTION_NS) };
         let w = p.wake(false, false, Some(10_000_000));
@@ -614,6 +718,7 @@ mod tests {
     #[test]
     fn a_late_timer_does_not_turn_auto_into_spinning() {
         let mut p = auto(500_000);
+        p.sent(Some(1_000_000), 10, Some(1_500_000)); // 50 us apart: windows batch
         for i in 0..200 {
             let t = i * 2_000_000;
             p.sleep(t, t + 500_000);
@@ -682,10 +787,13 @@ mod tests {
         while now < 2_000_000_000 {
             p.begin(now);
             while p.interval_ended(now).is_some() {}
+            let (first, mut n) = (due, 0);
             while due <= now {
                 lags.push(now - due);
                 due += (-rng.unit().ln() * 1e9 / rate) as u64 + 1;
+                n += 1;
             }
+            p.sent(Some(first), n, Some(due));
             let w = p.wake(false, false, Some(due));
             match p.step(now, w) {
                 Step::Sleep(until) => {

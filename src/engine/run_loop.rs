@@ -146,7 +146,11 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
         }
         let mut work = 0;
         if !w.state().stopping {
+            let first_due = w.next_due();
             work = w.dispatch_due(now_t, now);
+            if work > 0 {
+                pace.sent(first_due, work, w.next_due());
+            }
         }
         work += w.reap() as u64;
         w.after_reap(now_t, now);

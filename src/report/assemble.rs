@@ -312,6 +312,8 @@ pub fn build(
         link_bps,
     };
     let host = host_report(c.series.peak(), c.iface.clone(), link_bps);
+    let workers: Vec<WorkerReport> = c.totals.iter().map(worker_report).collect();
+    let pacing_ctx = pacing_context(plan, &host, &workers);
     let intervals_resolution = c.series.resolution();
     let intervals: Vec<Interval> = c
         .series
@@ -319,7 +321,6 @@ pub fn build(
         .iter()
         .map(|row| shape.interval(row, stopped_ns))
         .collect();
-    let workers: Vec<WorkerReport> = c.totals.iter().map(worker_report).collect();
     let ctr = &c.counters;
     let latency = Percentiles::of(&c.total.latency);
     let service = Percentiles::of(&c.total.service);
@@ -392,7 +393,14 @@ pub fn build(
         service_time_ns: service,
         dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
         rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
-        pacing: pacing(plan, &c.total, ctr.dispatched, c.totals.len(), recorded_ns),
+        pacing: pacing(
+            plan,
+            &c.total,
+            ctr.dispatched,
+            c.totals.len(),
+            recorded_ns,
+            &pacing_ctx,
+        ),
         poisson_fit: poisson_fit(plan, &c.total),
         arrivals: plan.arrivals.to_string(),
         connection_wait_ns: wait,
@@ -698,6 +706,27 @@ fn mode(plan: &RunPlan) -> &'static str {
     }
 }
 
+/// What the pacing check judges a run by besides its gaps: the configured window and
+/// the host's figures that name a cause.
+fn pacing_context(
+    plan: &RunPlan,
+    host: &HostReport,
+    workers: &[WorkerReport],
+) -> crate::metrics::pacing_check::Context {
+    crate::metrics::pacing_check::Context {
+        window_ns: plan.precision.resolution_ns,
+        other_load: host.max_other_load,
+        other_load_core: host.max_other_load_core,
+        steal: host.max_steal,
+        worker_busy: host.max_worker_busy,
+        timer_late_p995_ns: workers
+            .iter()
+            .map(|w| w.timer_late_p995_ns)
+            .max()
+            .unwrap_or(0),
+    }
+}
+
 /// The pacing self-check against the intended arrivals.
 fn pacing(
     plan: &RunPlan,
@@ -705,6 +734,7 @@ fn pacing(
     dispatched: u64,
     workers: usize,
     recorded_ns: u64,
+    ctx: &crate::metrics::pacing_check::Context,
 ) -> Option<crate::metrics::pacing_check::Pacing> {
     crate::metrics::pacing_check::judge(
         &total.pacing,
@@ -720,6 +750,7 @@ fn pacing(
         },
         // A worker's mean intended gap, from what the workers dispatched.
         recorded_ns as f64 * workers as f64 / dispatched.max(1) as f64,
+        ctx,
     )
 }
 
