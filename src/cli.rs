@@ -553,6 +553,12 @@ pub struct RunArgs {
     /// Baseline only: the first rate step, requests per second. Default: 20000.
     #[arg(long, default_value_t = 20_000.0)]
     pub start_rate: f64,
+
+    /// Baseline only: how many times the decisive steps run (the ceiling's step and the
+    /// first saturated one above it); the ceiling is the median of its step's runs,
+    /// with their range, and called unstable when the runs disagree. Default: 3.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: u32,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -240,3 +240,7 @@ pub const PLAN_SHARD_COMMANDS_LISTED_MAX: u64 = 8;
 /// Most `--members-per-connection`: a connection's tick is one write of M frames and
 /// its send region holds 4 ticks of them; seed 000's example multiplexes 100.
 pub const MEMBERS_PER_CONNECTION_MAX: usize = 1024;
+
+/// Most runs of one decisive step (`--repeats`): each is a step's duration, so 20
+/// already makes a baseline of minutes.
+pub const REPEATS_MAX: u32 = 20;

@@ -23,6 +23,7 @@
 use crate::cmd::run::{RunError, execute_step};
 use crate::diagnosis::Diagnosis;
 use crate::metrics::host::{HostSampler, OTHER_LOAD_WARN, STEAL_WARN};
+use crate::metrics::noise::{self, HostNoise};
 use crate::proto::Framing;
 use crate::report::Report;
 use crate::report::progress::Live;
@@ -100,6 +101,8 @@ pub fn sink_connections_per_core(connections: usize, sink_cores: usize) -> usize
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
+    /// 0: a step of the search; k: the k-th repeat of a decisive step (`--repeats`).
+    pub repeat: u32,
     pub intended_rps: f64,
     pub achieved_rps: f64,
     pub valid: bool,
@@ -189,6 +192,19 @@ pub struct Baseline {
     pub payload_bytes: usize,
     /// Over TLS (`--tls`): the sink's TLS front served the steps.
     pub tls: bool,
+    /// The host's noise on the generator cores before the first step
+    /// ([`crate::metrics::noise`]).
+    pub host_noise: HostNoise,
+    /// The `--max-lag` asked for, and the gate the steps were judged at: the same,
+    /// unless the host's idle timer lateness could not hold the one asked for, when
+    /// the steps are judged at the gate the host can hold and the ceiling is labelled
+    /// so (and the command exits 3: no ceiling at the gate asked for).
+    pub max_lag_asked_ns: u64,
+    pub max_lag_ns: u64,
+    /// The decisive steps' repeats (`--repeats`): the ceiling's figures are their
+    /// medians.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Repeats>,
     pub steps: Vec<Step>,
     /// Highest achieved rate of a step that was valid and not saturated (0: none;
     /// `verdict` says what the figure is).
@@ -212,6 +228,7 @@ fn step_of(r: &Report, sink_busy: f64) -> Step {
         || r.requests.errors > 0
         || tls.is_some_and(|t| t.handshakes_failed > 0);
     Step {
+        repeat: 0,
         intended_rps: r.rate.intended_rps,
         achieved_rps: r.rate.achieved_rps,
         valid: r.valid,
@@ -233,12 +250,167 @@ fn step_of(r: &Report, sink_busy: f64) -> Step {
     }
 }
 
-/// The best valid step: the highest achieved rate of a step that was not saturated.
+/// The best valid step of the search (repeats aside): the highest achieved rate of a
+/// step that was not saturated.
 fn best(steps: &[Step]) -> Option<&Step> {
     steps
         .iter()
-        .filter(|s| !s.saturated)
+        .filter(|s| !s.saturated && s.repeat == 0)
         .max_by(|a, b| a.achieved_rps.total_cmp(&b.achieved_rps))
+}
+
+/// The gate the steps are judged at: `asked`, unless the host's idle timer lateness
+/// cannot hold it, then the gate it can hold (never lower than asked).
+pub fn gate_for(noise: &HostNoise, asked_ns: u64) -> u64 {
+    if noise.holds(asked_ns) {
+        asked_ns
+    } else {
+        noise.holdable_gate_ns().max(asked_ns)
+    }
+}
+
+/// The rates that decided the ceiling: the best valid step's and the lowest saturated
+/// one above it (either may be missing).
+pub fn decisive_rates(steps: &[Step]) -> Vec<f64> {
+    let Some(b) = best(steps) else {
+        return Vec::new();
+    };
+    let above = steps
+        .iter()
+        .filter(|s| s.saturated && s.repeat == 0 && s.intended_rps > b.intended_rps)
+        .map(|s| s.intended_rps)
+        .min_by(f64::total_cmp);
+    std::iter::once(b.intended_rps).chain(above).collect()
+}
+
+/// The decisive steps over their runs (`--repeats`): the ceiling is the median of its
+/// step's runs, with their range, and stable only when every run of the ceiling's step
+/// held and every run of the step above it saturated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Repeats {
+    /// Runs of each decisive step, the search's own included.
+    pub runs: u32,
+    pub ceiling_step_rps: f64,
+    /// Runs of the ceiling's step, and how many held (valid, not saturated).
+    pub ceiling_runs: u32,
+    pub ceiling_held: u32,
+    pub achieved_median_rps: f64,
+    pub achieved_min_rps: f64,
+    pub achieved_max_rps: f64,
+    pub cpu_median_ns: f64,
+    pub cpu_min_ns: f64,
+    pub cpu_max_ns: f64,
+    pub lag_p99_median_ns: f64,
+    pub lag_p99_max_ns: f64,
+    /// The lowest saturated step above the ceiling, its runs and how many held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub above_step_rps: Option<f64>,
+    pub above_runs: u32,
+    pub above_held: u32,
+    /// The ceiling lies between the ceiling's step and the one above it: the range a
+    /// ceiling from one baseline is given with.
+    pub range_rps: (f64, Option<f64>),
+    pub stable: bool,
+}
+
+impl Repeats {
+    /// `None` without a valid step.
+    pub fn of(steps: &[Step], runs: u32) -> Option<Repeats> {
+        let rates = decisive_rates(steps);
+        let at = |rate: f64| -> Vec<&Step> {
+            steps.iter().filter(|s| s.intended_rps == rate).collect()
+        };
+        let ceiling = at(*rates.first()?);
+        let held = |v: &[&Step]| v.iter().filter(|s| !s.saturated).count() as u32;
+        let stats = |f: fn(&Step) -> f64| -> (f64, f64, f64) {
+            let mut v: Vec<f64> = ceiling.iter().map(|s| f(s)).collect();
+            v.sort_by(f64::total_cmp);
+            (median(&v), v[0], v[v.len() - 1])
+        };
+        let (a_med, a_min, a_max) = stats(|s| s.achieved_rps);
+        let (c_med, c_min, c_max) = stats(|s| s.busy_cpu_ns_per_request);
+        let (l_med, _, l_max) = stats(|s| s.dispatch_lag_p99_ns as f64);
+        let above = rates.get(1).copied();
+        let above_steps = above.map(at).unwrap_or_default();
+        let (ceiling_runs, ceiling_held) = (ceiling.len() as u32, held(&ceiling));
+        let (above_runs, above_held) = (above_steps.len() as u32, held(&above_steps));
+        Some(Repeats {
+            runs,
+            ceiling_step_rps: rates[0],
+            ceiling_runs,
+            ceiling_held,
+            achieved_median_rps: a_med,
+            achieved_min_rps: a_min,
+            achieved_max_rps: a_max,
+            cpu_median_ns: c_med,
+            cpu_min_ns: c_min,
+            cpu_max_ns: c_max,
+            lag_p99_median_ns: l_med,
+            lag_p99_max_ns: l_max,
+            above_step_rps: above,
+            above_runs,
+            above_held,
+            range_rps: (a_min, above),
+            stable: ceiling_held == ceiling_runs && above_held == 0,
+        })
+    }
+
+    /// `repeats: 171k/s held in 3 of 3 runs (achieved 170.5k-171.0k/s, CPU/request
+    /// 5.6-6.0 us); 190k/s saturated in 3 of 3: stable`.
+    fn render(&self) -> String {
+        let above = self.above_step_rps.map_or(
+            "; no step above it saturated".to_string(),
+            |r| {
+                format!(
+                    "; {}/s saturated in {} of {}",
+                    fmt_rate(r),
+                    self.above_runs - self.above_held,
+                    self.above_runs
+                )
+            },
+        );
+        let verdict = if self.stable {
+            "stable".to_string()
+        } else {
+            "UNSTABLE: the runs of one step disagree, so the host decided the ceiling, not the \
+             generator; rerun on a quiet host (`blaster preflight` shows its noise)"
+                .to_string()
+        };
+        format!(
+            "repeats: {}/s held in {} of {} runs (achieved {}-{}/s, CPU/request {}-{}, lag p99 \
+             up to {}){above}: {verdict}\n",
+            fmt_rate(self.ceiling_step_rps),
+            self.ceiling_held,
+            self.ceiling_runs,
+            fmt_rate(self.achieved_min_rps),
+            fmt_rate(self.achieved_max_rps),
+            fmt_ns(self.cpu_min_ns as u64),
+            fmt_ns(self.cpu_max_ns as u64),
+            fmt_ns(self.lag_p99_max_ns as u64),
+        )
+    }
+}
+
+/// The median of sorted, non-empty `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> f64 {
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+impl Verdict {
+    /// The ceiling's figure, replaced by the median of its step's runs.
+    fn set_rps(&mut self, median: f64) {
+        match self {
+            Verdict::Ceiling { rps } | Verdict::AtLeast { rps, .. } | Verdict::Shared { rps, .. } => {
+                *rps = median
+            }
+            Verdict::NoValidStep { .. } => {}
+        }
+    }
 }
 
 /// What the steps allow the summary to claim (see [`Verdict`]); `sink_cores` names the
@@ -260,7 +432,7 @@ pub fn verdict(steps: &[Step], sink_cores: &[usize], interrupted: bool) -> Verdi
     // The step that stopped the climb: the lowest saturated one above the ceiling.
     let limit = steps
         .iter()
-        .filter(|s| s.saturated && s.intended_rps > b.intended_rps)
+        .filter(|s| s.saturated && s.repeat == 0 && s.intended_rps > b.intended_rps)
         .min_by(|x, y| x.intended_rps.total_cmp(&y.intended_rps));
     let sink = [Some(b), limit]
         .into_iter()
@@ -369,6 +541,26 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     let placement = sink_cores(&plan.cores, plan.control_core, usable);
     let shared_core = placement.shared;
     let sink_cores = placement.cores;
+    // The host's noise first, on the generator cores before anything else runs.
+    let host_noise = noise::probe(
+        &plan.cores,
+        noise::period_for(plan.precision.resolution_ns),
+        noise::PROBE_NS,
+    );
+    crate::errln!("baseline: {}", host_noise.summary(plan.max_lag_ns));
+    let max_lag_ns = gate_for(&host_noise, plan.max_lag_ns);
+    if let Some(remedy) = host_noise.remedy(plan.max_lag_ns) {
+        crate::errln!(
+            "baseline: {remedy}; the steps are judged at --max-lag {}, labelled so",
+            fmt_ns(max_lag_ns)
+        );
+    }
+    let max_lag_asked_ns = plan.max_lag_ns;
+    let judged = RunPlan {
+        max_lag_ns,
+        ..plan.clone()
+    };
+    let plan = &judged;
     let (sink, front, addr) = start_sink(plan, &sink_cores)?;
     announce(plan, &sink_cores, addr, front.is_some(), shared_core);
     let mut steps: Vec<Step> = Vec::new();
@@ -390,27 +582,64 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
             break;
         }
     }
+    // The decisive steps again, `--repeats` runs of each in all.
+    let decisive = decisive_rates(&steps);
+    'repeats: for repeat in 1..plan.repeats {
+        for &rate in &decisive {
+            if result.is_err() || stop.load(Ordering::Relaxed) {
+                break 'repeats;
+            }
+            let number = steps.len() + 1;
+            match run_step(plan, &sink_cores, addr, stop, number, rate) {
+                Ok(Some(step)) => steps.push(Step { repeat, ..step }),
+                Ok(None) => break 'repeats,
+                Err(e) => result = Err(e),
+            }
+        }
+    }
     let interrupted = stop.load(Ordering::Relaxed);
     drop(front);
     let _ = sink.stop();
     result?;
     let best = best(&steps);
+    let repeats = (plan.repeats > 1)
+        .then(|| Repeats::of(&steps, plan.repeats))
+        .flatten();
+    let mut verdict = verdict(&steps, &sink_cores, interrupted);
+    if let Some(r) = &repeats {
+        verdict.set_rps(r.achieved_median_rps);
+    }
+    let median_or = |first: f64, median: fn(&Repeats) -> f64| repeats.as_ref().map_or(first, median);
     Ok(Baseline {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "baseline",
         sink: addr.to_string(),
         worker_cores: plan.cores.clone(),
-        verdict: verdict(&steps, &sink_cores, interrupted),
+        verdict,
+        host_noise,
+        max_lag_asked_ns,
+        max_lag_ns,
+        repeats: repeats.clone(),
         sink_cores,
         shared_core,
         connections: plan.connections,
         payload_bytes: plan.payload.len(),
         tls: plan.tls_sink.is_some(),
         tls_at_ceiling: best.and_then(|s| s.tls),
-        ceiling_rps: best.map_or(0.0, |s| s.achieved_rps),
-        ceiling_rps_per_core: best.map_or(0.0, |s| s.achieved_rps / plan.cores.len() as f64),
-        dispatch_lag_p99_ns_at_ceiling: best.map_or(0, |s| s.dispatch_lag_p99_ns),
-        busy_cpu_ns_per_request_at_ceiling: best.map_or(0.0, |s| s.busy_cpu_ns_per_request),
+        ceiling_rps: median_or(best.map_or(0.0, |s| s.achieved_rps), |r| {
+            r.achieved_median_rps
+        }),
+        ceiling_rps_per_core: median_or(best.map_or(0.0, |s| s.achieved_rps), |r| {
+            r.achieved_median_rps
+        }) / plan.cores.len() as f64,
+        dispatch_lag_p99_ns_at_ceiling: median_or(
+            best.map_or(0.0, |s| s.dispatch_lag_p99_ns as f64),
+            |r| r.lag_p99_median_ns,
+        ) as u64,
+        busy_cpu_ns_per_request_at_ceiling: median_or(
+            best.map_or(0.0, |s| s.busy_cpu_ns_per_request),
+            |r| r.cpu_median_ns,
+        ),
         steps,
         interrupted,
     })
@@ -621,12 +850,16 @@ fn render_header(b: &Baseline) -> String {
 
 /// One row of the step table.
 fn render_step(st: &Step) -> String {
-    let mark = match (st.shared, st.sink_bound) {
+    let mut mark = match (st.shared, st.sink_bound) {
         (true, true) => "  shared core, sink-bound",
         (true, false) => "  shared core",
         (false, true) => "  sink-bound",
         (false, false) => "",
-    };
+    }
+    .to_string();
+    if st.repeat > 0 {
+        mark.push_str(&format!("  repeat {}", st.repeat));
+    }
     let tls = st.tls.map_or(String::new(), |t| {
         format!(
             " {:>11} {:>10}",
@@ -664,11 +897,19 @@ fn render_verdict(b: &Baseline) -> String {
     } else {
         ""
     };
-    let ceiling = if b.tls {
+    let mut ceiling = if b.tls {
         "generator TLS ceiling"
     } else {
         "generator ceiling"
-    };
+    }
+    .to_string();
+    if b.max_lag_ns != b.max_lag_asked_ns {
+        ceiling.push_str(&format!(
+            " at --max-lag {} (this host's floor, not the {} asked for)",
+            fmt_ns(b.max_lag_ns),
+            fmt_ns(b.max_lag_asked_ns)
+        ));
+    }
     // Over TLS the sink's cores also run its front, the usual limit on a small host.
     let sink_what = if b.tls {
         " (its ring and its TLS front, a thread per connection)"
@@ -728,7 +969,21 @@ pub fn render(b: &Baseline) -> String {
     for st in &b.steps {
         s.push_str(&render_step(st));
     }
+    s.push_str(&format!("{}\n", b.host_noise.summary(b.max_lag_asked_ns)));
+    if b.max_lag_ns != b.max_lag_asked_ns {
+        s.push_str(&format!(
+            "no ceiling at --max-lag {}: even idle, this host's timer is late {} at p99, so \
+             every step would fail that gate; below, the steps judged at --max-lag {}, the gate \
+             this host can hold:\n",
+            fmt_ns(b.max_lag_asked_ns),
+            fmt_ns(b.host_noise.timer_late_p99_ns),
+            fmt_ns(b.max_lag_ns),
+        ));
+    }
     s.push_str(&render_verdict(b));
+    if let Some(r) = &b.repeats {
+        s.push_str(&r.render());
+    }
     if let Some(t) = &b.tls_at_ceiling {
         s.push_str(&format!(
             "tls at that rate: {} handshakes ({} full, {} resumed, {} failed), handshake p90 {}; \

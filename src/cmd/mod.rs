@@ -348,8 +348,10 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         if let Some(d) = json_out {
             d.write(&b)?;
         }
-        // No step the generator kept up with: as an invalid run, exit 3.
-        let none = matches!(b.verdict, crate::cmd::baseline::Verdict::NoValidStep { .. });
+        // No step the generator kept up with, or none at the gate asked for (the host
+        // could not hold it even idle): as an invalid run, exit 3.
+        let none = matches!(b.verdict, crate::cmd::baseline::Verdict::NoValidStep { .. })
+            || b.max_lag_ns != b.max_lag_asked_ns;
         return Ok(if none && !b.interrupted {
             Outcome::Invalid
         } else {
@@ -579,7 +581,16 @@ fn preflight_command(a: &RunArgs) -> Result<Outcome, AppError> {
     use crate::cmd::preflight::checks::{Host, Needs, Status, run_all};
     let plan = validate_run(a)?.plan;
     let json_out = json::claim(plan.json.as_deref())?;
-    let checks = run_all(&Needs::of(&plan), &Host::this_machine());
+    let mut checks = run_all(&Needs::of(&plan), &Host::this_machine());
+    let noise = crate::metrics::noise::probe(
+        &plan.cores,
+        crate::metrics::noise::period_for(plan.precision.resolution_ns),
+        crate::metrics::noise::PROBE_NS,
+    );
+    checks.push(crate::cmd::preflight::checks::host_noise(
+        noise,
+        plan.max_lag_ns,
+    ));
     let json_stdout = json::is_stdout(plan.json.as_deref());
     let lines: String = checks.iter().map(|c| format!("{c}\n")).collect();
     emit_text(&lines, json_stdout);

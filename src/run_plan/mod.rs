@@ -135,6 +135,8 @@ pub struct RunPlan {
     pub progress: Progress,
     pub step_duration_ns: u64,
     pub start_rate_rps: f64,
+    /// `--repeats`: runs of each decisive baseline step.
+    pub repeats: u32,
     /// `--shard`, `--start-at`, `--run-id`. With N shards, `connections` and
     /// `connect_rate` above are already this shard's part.
     pub fleet: Fleet,

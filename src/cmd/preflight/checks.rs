@@ -21,6 +21,7 @@ use crate::ports::{self, PortRange};
 use crate::run_plan::RunPlan;
 use crate::run_plan::parse_mem_available;
 use crate::units::{list_cores, parse_core_list};
+use crate::metrics::noise::HostNoise;
 use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -67,13 +68,16 @@ impl fmt::Display for Status {
 
 /// One check's line: what it saw, what the plan needs and the command that fixes it.
 /// Serialises as the script's `{status, check, saw, need, fix}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
     pub status: Status,
     pub check: &'static str,
     pub saw: String,
     pub need: String,
     pub fix: String,
+    /// `host.noise`: the probe's figures ([`HostNoise`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<HostNoise>,
 }
 
 /// The script's line: `printf '%-5s %-19s saw: %s'`, then `; need: ...` and
@@ -99,6 +103,7 @@ impl Check {
             saw,
             need,
             fix,
+            noise: None,
         }
     }
 
@@ -248,6 +253,30 @@ pub fn run_all(needs: &Needs, host: &Host) -> Vec<Check> {
         mem_tcp(needs, host),
         cores_online(needs, host),
     ]
+}
+
+/// `host.noise`: the host's timer lateness, steal and other load on the run's cores,
+/// measured for about a second ([`crate::metrics::noise`]), against the `--max-lag`
+/// gate: WARN when even an idle generator could not hold it here (every step of a run
+/// would be invalid), with the cause and the remedy.
+pub fn host_noise(noise: HostNoise, gate_ns: u64) -> Check {
+    let status = if noise.holds(gate_ns) {
+        Status::Pass
+    } else {
+        Status::Warn
+    };
+    let mut c = Check::new(
+        status,
+        "host.noise",
+        noise.summary(gate_ns),
+        format!(
+            "timer late p99 under {} (80% of --max-lag)",
+            crate::units::fmt_ns(gate_ns * 4 / 5)
+        ),
+        noise.remedy(gate_ns).unwrap_or_default(),
+    );
+    c.noise = Some(noise);
+    c
 }
 
 /// The memory and cores checks `blaster run` adds before connecting (descriptors and
