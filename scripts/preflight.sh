@@ -819,6 +819,11 @@ else
     unreadable cores.online "$CPU/online"
 fi
 
+# The host's noise floor (issue 33): timer lateness of a pinned sleeper, steal and other
+# load on the run's cores, measured for about a second. A shell cannot time a sleeper to
+# microseconds; blaster's own preflight does it with the same flags.
+emit INFO host.noise "measured by blaster itself: \`blaster preflight\` with the same flags (about 1 s on the run's cores)" "" ""
+
 # SMT: a worker per hyperthread of one physical core shares its execution units.
 pairs=()
 keep=()

@@ -890,3 +890,18 @@ fn preflight_refuses_what_run_refuses_with_the_same_line() {
     }
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
 }
+
+/// Issue 33: `--repeats 0` (and past its bound) is one line, exit 2, before anything runs.
+#[test]
+fn repeats_out_of_range_is_usage_error() {
+    expect(
+        &["--cores", "0", "--repeats", "0"],
+        2,
+        "--repeats: must be between 1 and 20, got 0",
+    );
+    expect(
+        &["--cores", "0", "--repeats", "21"],
+        2,
+        "--repeats: must be between 1 and 20, got 21",
+    );
+}

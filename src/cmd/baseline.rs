@@ -317,9 +317,8 @@ impl Repeats {
     /// `None` without a valid step.
     pub fn of(steps: &[Step], runs: u32) -> Option<Repeats> {
         let rates = decisive_rates(steps);
-        let at = |rate: f64| -> Vec<&Step> {
-            steps.iter().filter(|s| s.intended_rps == rate).collect()
-        };
+        let at =
+            |rate: f64| -> Vec<&Step> { steps.iter().filter(|s| s.intended_rps == rate).collect() };
         let ceiling = at(*rates.first()?);
         let held = |v: &[&Step]| v.iter().filter(|s| !s.saturated).count() as u32;
         let stats = |f: fn(&Step) -> f64| -> (f64, f64, f64) {
@@ -358,17 +357,16 @@ impl Repeats {
     /// `repeats: 171k/s held in 3 of 3 runs (achieved 170.5k-171.0k/s, CPU/request
     /// 5.6-6.0 us); 190k/s saturated in 3 of 3: stable`.
     fn render(&self) -> String {
-        let above = self.above_step_rps.map_or(
-            "; no step above it saturated".to_string(),
-            |r| {
+        let above = self
+            .above_step_rps
+            .map_or("; no step above it saturated".to_string(), |r| {
                 format!(
                     "; {}/s saturated in {} of {}",
                     fmt_rate(r),
                     self.above_runs - self.above_held,
                     self.above_runs
                 )
-            },
-        );
+            });
         let verdict = if self.stable {
             "stable".to_string()
         } else {
@@ -405,9 +403,9 @@ impl Verdict {
     /// The ceiling's figure, replaced by the median of its step's runs.
     fn set_rps(&mut self, median: f64) {
         match self {
-            Verdict::Ceiling { rps } | Verdict::AtLeast { rps, .. } | Verdict::Shared { rps, .. } => {
-                *rps = median
-            }
+            Verdict::Ceiling { rps }
+            | Verdict::AtLeast { rps, .. }
+            | Verdict::Shared { rps, .. } => *rps = median,
             Verdict::NoValidStep { .. } => {}
         }
     }
@@ -609,7 +607,8 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     if let Some(r) = &repeats {
         verdict.set_rps(r.achieved_median_rps);
     }
-    let median_or = |first: f64, median: fn(&Repeats) -> f64| repeats.as_ref().map_or(first, median);
+    let median_or =
+        |first: f64, median: fn(&Repeats) -> f64| repeats.as_ref().map_or(first, median);
     Ok(Baseline {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "baseline",
@@ -1086,6 +1085,7 @@ mod tests {
 
     fn step(intended: f64, saturated: bool) -> Step {
         Step {
+            repeat: 0,
             intended_rps: intended,
             achieved_rps: if saturated { intended * 0.5 } else { intended },
             valid: !saturated,
@@ -1112,6 +1112,65 @@ mod tests {
             histograms: crate::report::hdr::Encoded4::of(&crate::metrics::Histograms::new()),
             tls: None,
         }
+    }
+
+    fn again(mut s: Step, repeat: u32, achieved: f64) -> Step {
+        s.repeat = repeat;
+        s.achieved_rps = achieved;
+        s
+    }
+
+    /// Issue 33: the decisive steps are the ceiling's and the first saturated above it;
+    /// the ceiling is the median of its runs with their range, and unstable when runs
+    /// of one step disagree.
+    #[test]
+    fn repeats_give_the_median_and_call_disagreement_unstable() {
+        let search = vec![step(20e3, false), step(30e3, false), step(45e3, true)];
+        assert_eq!(decisive_rates(&search), [30e3, 45e3]);
+        assert_eq!(decisive_rates(&[step(20e3, true)]), Vec::<f64>::new());
+        assert_eq!(Repeats::of(&[step(20e3, true)], 3), None);
+        let mut steps = search.clone();
+        steps.extend([
+            again(step(30e3, false), 1, 29.0e3),
+            again(step(45e3, true), 1, 20e3),
+            again(step(30e3, false), 2, 29.5e3),
+            again(step(45e3, true), 2, 20e3),
+        ]);
+        let r = Repeats::of(&steps, 3).unwrap();
+        assert_eq!((r.ceiling_runs, r.ceiling_held), (3, 3));
+        assert_eq!((r.above_runs, r.above_held), (3, 0));
+        assert_eq!(r.achieved_median_rps, 29.5e3);
+        assert_eq!((r.achieved_min_rps, r.achieved_max_rps), (29e3, 30e3));
+        assert_eq!(r.range_rps, (29e3, Some(45e3)));
+        assert!(r.stable, "{r:?}");
+        assert!(r.render().contains(": stable"), "{}", r.render());
+        // A repeat of the ceiling's step saturates: unstable, and said so.
+        steps[3] = again(step(30e3, true), 1, 15e3);
+        let r = Repeats::of(&steps, 3).unwrap();
+        assert_eq!(r.ceiling_held, 2);
+        assert!(
+            !r.stable && r.render().contains("UNSTABLE"),
+            "{}",
+            r.render()
+        );
+        // The step above holds in a repeat: unstable too.
+        steps[3] = again(step(30e3, false), 1, 29.0e3);
+        steps[4] = again(step(45e3, false), 1, 45e3);
+        let r = Repeats::of(&steps, 3).unwrap();
+        assert_eq!(r.above_held, 1);
+        assert!(!r.stable);
+        // Repeats never move the ceiling the search found.
+        assert_eq!(best(&steps).unwrap().intended_rps, 30e3);
+    }
+
+    #[test]
+    fn a_gate_the_host_cannot_hold_is_raised_to_what_it_can() {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        h.record_n(60_000, 970).unwrap();
+        h.record_n(2_500_000, 30).unwrap();
+        let late = HostNoise::from_parts(&[0], 100_000, 1_000_000_000, &h, &[], &[]);
+        assert_eq!(gate_for(&late, 1_000_000), 5_000_000);
+        assert_eq!(gate_for(&late, 10_000_000), 10_000_000);
     }
 
     fn shared(mut s: Step, other_load: f64) -> Step {
@@ -1204,6 +1263,25 @@ mod tests {
         );
     }
 
+    fn quiet_host() -> HostNoise {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        h.record_n(60_000, 1_000).unwrap();
+        HostNoise::from_parts(&[0], 100_000, 1_000_000_000, &h, &[], &[])
+    }
+
+    #[test]
+    fn a_ceiling_at_a_raised_gate_is_labelled_so() {
+        let mut b = baseline(vec![step(20e3, false), step(30e3, true)]);
+        b.max_lag_ns = 5_000_000;
+        let text = render(&b);
+        assert!(text.contains("no ceiling at --max-lag 1.00 ms"), "{text}");
+        assert!(
+            text.contains("generator ceiling at --max-lag 5.00 ms (this host's floor, not the 1.00 ms asked for): 20.0k/s"),
+            "{text}"
+        );
+        assert!(text.contains("this host: timer late p99"), "{text}");
+    }
+
     fn baseline(steps: Vec<Step>) -> Baseline {
         let best = best(&steps).map_or(0.0, |s| s.achieved_rps);
         Baseline {
@@ -1217,6 +1295,10 @@ mod tests {
             connections: 64,
             payload_bytes: 64,
             tls: false,
+            host_noise: quiet_host(),
+            max_lag_asked_ns: 1_000_000,
+            max_lag_ns: 1_000_000,
+            repeats: None,
             tls_at_ceiling: None,
             ceiling_rps: best,
             ceiling_rps_per_core: best,

@@ -129,8 +129,8 @@ impl HostNoise {
     /// The one line: `this host: timer late p99 2.5 ms (p50 62 us) on cores 0, steal
     /// 4%, other load 0%: a --max-lag under 5 ms cannot hold here`.
     pub fn summary(&self, gate_ns: u64) -> String {
-        use crate::units::{fmt_ns, list_cores};
         use crate::metrics::host::{OTHER_LOAD_WARN, STEAL_WARN};
+        use crate::units::{fmt_ns, list_cores};
         let busy = if self.other_load >= OTHER_LOAD_WARN || self.steal >= STEAL_WARN {
             "; but the cores are not the generator's alone now (other load or steal), so a \
              run measures this host's load too"
@@ -339,7 +339,10 @@ mod tests {
         assert!(!n.summary(1_000_000).contains("not the generator's alone"));
         let mut busy = noise(100);
         busy.other_load = 0.9;
-        assert!(busy.summary(1_000_000).contains("not the generator's alone"));
+        assert!(
+            busy.summary(1_000_000)
+                .contains("not the generator's alone")
+        );
         assert_eq!(n.holdable_gate_ns(), 200_000);
         assert_eq!(noise(700).holdable_gate_ns(), 1_000_000);
         assert_eq!(noise(900).holdable_gate_ns(), 2_000_000);
