@@ -24,6 +24,7 @@ use crate::cmd::run::{RunError, execute_step};
 use crate::diagnosis::Diagnosis;
 use crate::metrics::host::{HostSampler, OTHER_LOAD_WARN, STEAL_WARN};
 use crate::metrics::noise::{self, HostNoise};
+use crate::metrics::spread::{Held, Spread};
 use crate::proto::Framing;
 use crate::report::Report;
 use crate::report::progress::Live;
@@ -317,40 +318,36 @@ impl Repeats {
     /// `None` without a valid step.
     pub fn of(steps: &[Step], runs: u32) -> Option<Repeats> {
         let rates = decisive_rates(steps);
-        let at =
-            |rate: f64| -> Vec<&Step> { steps.iter().filter(|s| s.intended_rps == rate).collect() };
-        let ceiling = at(*rates.first()?);
-        let held = |v: &[&Step]| v.iter().filter(|s| !s.saturated).count() as u32;
-        let stats = |f: fn(&Step) -> f64| -> (f64, f64, f64) {
-            let mut v: Vec<f64> = ceiling.iter().map(|s| f(s)).collect();
-            v.sort_by(f64::total_cmp);
-            (median(&v), v[0], v[v.len() - 1])
+        let at = |rate: f64| -> Vec<&Step> {
+            steps.iter().filter(|s| s.intended_rps == rate).collect()
         };
-        let (a_med, a_min, a_max) = stats(|s| s.achieved_rps);
-        let (c_med, c_min, c_max) = stats(|s| s.busy_cpu_ns_per_request);
-        let (l_med, _, l_max) = stats(|s| s.dispatch_lag_p99_ns as f64);
+        let ceiling = at(*rates.first()?);
+        let spread = |f: fn(&Step) -> f64| Spread::of(ceiling.iter().map(|s| f(s)));
+        let achieved = spread(|s| s.achieved_rps)?;
+        let cpu = spread(|s| s.busy_cpu_ns_per_request)?;
+        let lag = spread(|s| s.dispatch_lag_p99_ns as f64)?;
         let above = rates.get(1).copied();
         let above_steps = above.map(at).unwrap_or_default();
-        let (ceiling_runs, ceiling_held) = (ceiling.len() as u32, held(&ceiling));
-        let (above_runs, above_held) = (above_steps.len() as u32, held(&above_steps));
+        let c = Held::of(ceiling.iter().map(|s| !s.saturated));
+        let a = Held::of(above_steps.iter().map(|s| !s.saturated));
         Some(Repeats {
             runs,
             ceiling_step_rps: rates[0],
-            ceiling_runs,
-            ceiling_held,
-            achieved_median_rps: a_med,
-            achieved_min_rps: a_min,
-            achieved_max_rps: a_max,
-            cpu_median_ns: c_med,
-            cpu_min_ns: c_min,
-            cpu_max_ns: c_max,
-            lag_p99_median_ns: l_med,
-            lag_p99_max_ns: l_max,
+            ceiling_runs: c.runs,
+            ceiling_held: c.held,
+            achieved_median_rps: achieved.median,
+            achieved_min_rps: achieved.min,
+            achieved_max_rps: achieved.max,
+            cpu_median_ns: cpu.median,
+            cpu_min_ns: cpu.min,
+            cpu_max_ns: cpu.max,
+            lag_p99_median_ns: lag.median,
+            lag_p99_max_ns: lag.max,
             above_step_rps: above,
-            above_runs,
-            above_held,
-            range_rps: (a_min, above),
-            stable: ceiling_held == ceiling_runs && above_held == 0,
+            above_runs: a.runs,
+            above_held: a.held,
+            range_rps: (achieved.min, above),
+            stable: c.held == c.runs && a.held == 0,
         })
     }
 
@@ -386,16 +383,6 @@ impl Repeats {
             fmt_ns(self.cpu_max_ns as u64),
             fmt_ns(self.lag_p99_max_ns as u64),
         )
-    }
-}
-
-/// The median of sorted, non-empty `v` (the mean of the middle two for an even count).
-fn median(v: &[f64]) -> f64 {
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 

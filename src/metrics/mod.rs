@@ -8,6 +8,7 @@ pub mod gate;
 pub mod host;
 pub mod noise;
 pub mod pacing_check;
+pub mod spread;
 
 pub use crate::engine::recorder::{Counters, ErrorKind, Histograms, Snapshot};
 pub use gate::{Gate, Verdict};
