@@ -662,6 +662,7 @@ fn connections(plan: &RunPlan, ctr: &Counters, setup: &Setup, total: &Histograms
             .filter(|&(_, n)| n > 0)
             .collect(),
         closed_by_target: ctr.closed_by_target,
+        events_by_kind: Report::events_map(ctr),
         reconnects: ctr.reconnects,
         reconnect_delay_ns: Percentiles::of(&total.reconnect_delay),
         establish_all_ns: setup.establish_ns,
