@@ -693,6 +693,80 @@ fn connection_per_request_handshakes_and_resumption() {
     }
 }
 
+/// Issue 33: `--tls-resume` against a server that resumes nothing gets a note, in the
+/// JSON's diagnosis and in the text, with the count and the server named as the
+/// cause: nginx with its session tickets and cache off issues no session under TLS 1.2,
+/// and under TLS 1.3 issues tickets it then refuses. The same run against nginx with a
+/// shared session cache resumes and gets no note.
+#[test]
+fn issue_33_a_resumption_the_server_never_honoured_gets_a_note() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let ca = certs.path("ca.pem");
+    let off = "ssl_session_tickets off; ssl_session_cache off;";
+    for (extra, version, note) in [
+        (
+            off,
+            "1.2",
+            Some("it issued no session ticket or session id"),
+        ),
+        (off, "1.3", Some("the server refused every one")),
+        ("ssl_session_cache shared:blaster:1m;", "1.3", None),
+    ] {
+        let (_s, port, _d) = nginx_tls_with(&certs, "srv.pem", extra);
+        let (_jd, path) = tmp_json();
+        let target = format!("localhost:{port}");
+        let args = [
+            "run",
+            "--target",
+            &target,
+            "--cores",
+            "0",
+            "--tls",
+            "--tls-ca",
+            &ca,
+            "--tls-version",
+            version,
+            "--http",
+            "GET /",
+            "--rate",
+            "150",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+            "--connect-per-request",
+            "--tls-resume",
+            "1",
+            "--max-lag",
+            "20ms",
+            "--json",
+            path.to_str().unwrap(),
+        ];
+        let out = run(&args, Duration::from_secs(60));
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+        let v = read_json(&path);
+        let t = &v["tls"];
+        assert_eq!(f(&v, "requests.completed"), 300.0, "{}", v["requests"]);
+        let notes: Vec<&serde_json::Value> = (v["diagnosis"].as_array().unwrap().iter())
+            .filter(|d| d["code"] == "tls_resume_not_honoured")
+            .collect();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(cause) = note else {
+            assert!(f(t, "handshakes_resumed") > 0.0, "{t}");
+            assert!(notes.is_empty(), "{notes:?}");
+            assert!(!text.contains("resumed of"), "{text}");
+            continue;
+        };
+        assert_eq!(f(t, "handshakes_resumed"), 0.0, "{t}");
+        assert_eq!(notes.len(), 1, "TLS {version}: {}", v["diagnosis"]);
+        let message = notes[0]["message"].as_str().unwrap();
+        assert!(message.contains("0 resumed of 300 handshakes"), "{message}");
+        assert!(message.contains(cause), "TLS {version}: {message} {t}");
+        assert!(text.contains("0 resumed of 300 handshakes"), "{text}");
+    }
+}
+
 /// A client certificate the test CA signed (`cli.pem`, `cli.key`), and a key of
 /// nothing (`stray.key`).
 fn client_cert(certs: &Certs) {

@@ -37,6 +37,11 @@ pub struct TlsReport {
     pub handshakes_full: u64,
     /// Handshakes that resumed a session.
     pub handshakes_resumed: u64,
+    /// `--tls-resume`: sessions the server issued (TLS 1.3 tickets, TLS 1.2 session ids
+    /// or tickets) to the connections that keep them.
+    pub sessions_issued: u64,
+    /// `--tls-resume`: handshakes that offered a session back.
+    pub sessions_offered: u64,
     /// Failed handshakes by kind (`unknown_ca`, `name_mismatch`, `expired`,
     /// `protocol_version`, `alert_*`, ...); zero counts left out.
     pub failed_by_kind: BTreeMap<&'static str, u64>,

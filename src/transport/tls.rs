@@ -21,6 +21,7 @@ use rustls::unbuffered::{ConnectionState, UnbufferedStatus};
 use rustls::{
     AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error, OtherError,
 };
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Session tickets kept for `--tls-resume` (shared by the workers; rustls's default).
@@ -70,6 +71,8 @@ pub struct TlsClient {
     /// Bytes of the client certificate chain (`--tls-cert`; 0 without): the
     /// handshake's send buffer must hold it.
     pub identity_bytes: usize,
+    /// `--tls-resume`: the sessions the server issued and those offered back to it.
+    pub sessions: Arc<SessionCounts>,
     /// The first handshake that failed, and why (for the one line when no connection
     /// could be established). Written once, on a failure; never on the hot path.
     first_failure: Mutex<Option<(TlsFailure, String)>>,
@@ -125,9 +128,13 @@ impl TlsClient {
         // After the handshake the worker seals and opens records itself
         // (`tls_record`), with the secrets rustls hands over.
         config.enable_secret_extraction = true;
+        let sessions = Arc::new(SessionCounts::default());
         let resuming = (resume_ratio > 0.0).then(|| {
             let mut r = config.clone();
-            r.resumption = rustls::client::Resumption::in_memory_sessions(SESSIONS_CACHED);
+            r.resumption = rustls::client::Resumption::store(Arc::new(CountingStore {
+                inner: rustls::client::ClientSessionMemoryCache::new(SESSIONS_CACHED),
+                counts: sessions.clone(),
+            }));
             Arc::new(r)
         });
         Ok(TlsClient {
@@ -138,6 +145,7 @@ impl TlsClient {
             sni: sni.to_string(),
             insecure,
             identity_bytes: 0,
+            sessions,
             first_failure: Mutex::new(None),
         })
     }
@@ -193,6 +201,94 @@ impl TlsClient {
     /// The first failed handshake: its kind and rustls's description.
     pub fn first_failure(&self) -> Option<(TlsFailure, String)> {
         self.first_failure.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+/// `--tls-resume`, seen from the client's session store: sessions the server issued
+/// (TLS 1.3 tickets, TLS 1.2 session ids or tickets) and handshakes that offered one
+/// back. With the resumed handshakes they tell apart a server that never issues a
+/// session from one that refuses those offered. Counted at connect, never per request.
+#[derive(Debug, Default)]
+pub struct SessionCounts {
+    issued: AtomicU64,
+    offered: AtomicU64,
+}
+
+impl SessionCounts {
+    pub fn issued(&self) -> u64 {
+        self.issued.load(Ordering::Relaxed)
+    }
+
+    pub fn offered(&self) -> u64 {
+        self.offered.load(Ordering::Relaxed)
+    }
+}
+
+/// rustls's in-memory session store, counting into [`SessionCounts`]. rustls looks a
+/// TLS 1.3 ticket up first and a TLS 1.2 session only without one, so a handshake
+/// that offers a session counts once.
+#[derive(Debug)]
+struct CountingStore {
+    inner: rustls::client::ClientSessionMemoryCache,
+    counts: Arc<SessionCounts>,
+}
+
+impl CountingStore {
+    fn offered<T>(&self, found: Option<T>) -> Option<T> {
+        if found.is_some() {
+            self.counts.offered.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    fn issued(&self) {
+        self.counts.issued.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl rustls::client::ClientSessionStore for CountingStore {
+    fn set_kx_hint(&self, server_name: ServerName<'static>, group: rustls::NamedGroup) {
+        self.inner.set_kx_hint(server_name, group)
+    }
+
+    fn kx_hint(&self, server_name: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.inner.kx_hint(server_name)
+    }
+
+    fn set_tls12_session(
+        &self,
+        server_name: ServerName<'static>,
+        value: rustls::client::Tls12ClientSessionValue,
+    ) {
+        self.issued();
+        self.inner.set_tls12_session(server_name, value)
+    }
+
+    fn tls12_session(
+        &self,
+        server_name: &ServerName<'_>,
+    ) -> Option<rustls::client::Tls12ClientSessionValue> {
+        self.offered(self.inner.tls12_session(server_name))
+    }
+
+    fn remove_tls12_session(&self, server_name: &ServerName<'static>) {
+        self.inner.remove_tls12_session(server_name)
+    }
+
+    fn insert_tls13_ticket(
+        &self,
+        server_name: ServerName<'static>,
+        value: rustls::client::Tls13ClientSessionValue,
+    ) {
+        self.issued();
+        self.inner.insert_tls13_ticket(server_name, value)
+    }
+
+    fn take_tls13_ticket(
+        &self,
+        server_name: &ServerName<'static>,
+    ) -> Option<rustls::client::Tls13ClientSessionValue> {
+        self.offered(self.inner.take_tls13_ticket(server_name))
     }
 }
 
