@@ -79,6 +79,14 @@ pub enum Diagnosis {
     /// The kernel says this host's clock is unsynchronised (adjtimex): the start
     /// instant and cross-machine figures depend on it.
     ClockUnsynchronised { max_error_us: u64 },
+    /// `--tls-resume` asked for resumed handshakes and the server resumed none: it
+    /// issued no session to resume (`issued` 0), or refused the `offered` ones.
+    TlsResumeNotHonoured {
+        ratio: f64,
+        handshakes: u64,
+        issued: u64,
+        offered: u64,
+    },
 }
 
 impl Diagnosis {
@@ -97,6 +105,7 @@ impl Diagnosis {
             Diagnosis::ConnectionWaitPoolLimit { .. } => "connection_wait_pool_limit",
             Diagnosis::ClockUnsynchronised { .. } => "clock_unsynchronised",
             Diagnosis::MostRepliesFailed { .. } => "most_replies_failed",
+            Diagnosis::TlsResumeNotHonoured { .. } => "tls_resume_not_honoured",
         }
     }
 
@@ -228,6 +237,25 @@ impl Diagnosis {
                  instant and any comparison with other machines are only as good as it",
                 max_error_us / 1000
             ),
+            Diagnosis::TlsResumeNotHonoured {
+                ratio,
+                handshakes,
+                issued,
+                offered,
+            } if *issued == 0 => format!(
+                "--tls-resume {ratio}: 0 resumed of {handshakes} handshakes: the server did \
+                 not resume sessions (it issued no session ticket or session id), so every \
+                 handshake was full"
+            ),
+            Diagnosis::TlsResumeNotHonoured {
+                ratio,
+                handshakes,
+                offered,
+                ..
+            } => format!(
+                "--tls-resume {ratio}: 0 resumed of {handshakes} handshakes, {offered} of them \
+                 offering a session the server had issued: the server refused every one"
+            ),
         }
     }
 
@@ -278,6 +306,19 @@ impl Diagnosis {
             }
             Diagnosis::ClockUnsynchronised { .. } => {
                 "run chrony or ptp4l so the kernel reports the clock synchronised".into()
+            }
+            Diagnosis::TlsResumeNotHonoured { issued: 0, .. } => {
+                "the handshake figures are those of full handshakes; to measure resumption, \
+                 enable session tickets or a session cache on the server (nginx: \
+                 ssl_session_tickets, ssl_session_cache; openssl s_server: without \
+                 -no_ticket), or drop --tls-resume"
+                    .into()
+            }
+            Diagnosis::TlsResumeNotHonoured { .. } => {
+                "the handshake figures are those of full handshakes; a server that issues \
+                 sessions and refuses them rotates its ticket keys, or keeps its session \
+                 cache per worker or per process (nginx: ssl_session_cache shared:NAME)"
+                    .into()
             }
         }
     }

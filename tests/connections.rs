@@ -80,6 +80,62 @@ fn connection_per_request_completes_every_request_and_times_its_connects() {
     assert!(f(&v, "latency_ns.p50") >= f(&v, "connect_time_ns.p50") * 0.5);
 }
 
+/// Issue 33: every failed request is counted once, under one kind, so the kinds add up
+/// to `requests.errors`, in the JSON and in the text. Against a port nobody listens on,
+/// a request whose own connection is refused fails as `connect_refused` (it used to be
+/// counted `no_connection` as well: 100 errors, 200 by kind); UDP datagrams to it are
+/// `lost`.
+#[test]
+fn issue_33_errors_by_kind_add_up_to_the_errors() {
+    // Below the ephemeral range (see `free_port`): a closed port, which no connect of
+    // the run can take as its own source port and so connect to itself.
+    let target = format!("127.0.0.1:{}", free_port());
+    for mode in ["--connect-per-request", "udp"] {
+        let (_d, path) = tmp_json();
+        let mut args = vec!["run", "--cores", "0", "--target", &target];
+        args.extend(["--rate", "100", "--duration", "1s", "--timeout", "200ms"]);
+        args.extend(["--connections", "4", "--json", path.to_str().unwrap()]);
+        match mode {
+            "udp" => args.extend(["--proto", "udp"]),
+            m => args.push(m),
+        }
+        let out = run(&args, Duration::from_secs(30));
+        // Nothing succeeded: one line, exit 1, the report written all the same.
+        assert_eq!(out.status.code(), Some(1), "{mode}: {}", stderr(&out));
+        let v = read_json(&path);
+        let errors = f(&v, "requests.errors");
+        let kinds = v["errors_by_kind"].as_object().expect("errors_by_kind");
+        let sum: f64 = kinds.values().map(|n| n.as_f64().unwrap()).sum();
+        assert_eq!(sum, errors, "{mode}: {kinds:?}");
+        // Every request due ended as an error (none completed, none cut off).
+        assert!(errors > 0.0, "{}", v["requests"]);
+        assert_eq!(errors, f(&v, "requests.dispatched"), "{}", v["requests"]);
+        if mode == "udp" {
+            assert_eq!(f(&v, "errors_by_kind.lost"), errors, "{kinds:?}");
+        } else {
+            // Each request's own connect was refused: that is its one error.
+            assert_eq!(f(&v, "errors_by_kind.connect_refused"), errors, "{kinds:?}");
+            assert_eq!(f(&v, "connections.failed"), errors, "{}", v["connections"]);
+            // A refusal that failed a request is not a connection event as well.
+            let events = &v["connections"]["events_by_kind"];
+            assert_eq!(events, &serde_json::json!({}), "{}", v["connections"]);
+        }
+        // The text report says the same.
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = (text.lines())
+            .find_map(|l| l.strip_prefix("errors by kind: "))
+            .unwrap_or_else(|| panic!("no errors by kind in {text}"));
+        let text_sum: f64 = (line.split_whitespace())
+            .map(|kv| kv.split_once('=').unwrap().1.parse::<f64>().unwrap())
+            .sum();
+        assert_eq!(text_sum, errors, "{mode}: {line}");
+        assert!(
+            text.contains(&format!(" {errors} errors (")),
+            "{mode}: requests line in {text}"
+        );
+    }
+}
+
 #[test]
 fn holds_20000_connections_over_several_source_addresses() {
     let _g = load_lock();

@@ -347,8 +347,8 @@ fn redis_behind_stunnel_resp_over_tls_exact_counts() {
 }
 
 /// A server whose certificate does not verify: every connection fails its handshake,
-/// and the run ends with one line naming the server and the kind, exit 1.
-fn assert_fails_with(target: &str, args: &[&str], kind: &str, server: &str) {
+/// and the run ends with one line naming the server and the kind, exit 1: that line.
+fn assert_fails_with(target: &str, args: &[&str], kind: &str, server: &str) -> String {
     let mut all = vec!["run", "--target", target, "--cores", "0"];
     all.extend_from_slice(&[
         "--tls",
@@ -371,6 +371,7 @@ fn assert_fails_with(target: &str, args: &[&str], kind: &str, server: &str) {
     assert!(lines[0].contains(&format!(": {kind}: ")), "{kind}: {err}");
     assert!(lines[0].contains(server), "{server}: {err}");
     assert!(lines[0].contains("(3 of 3 connections failed)"), "{err}");
+    lines[0].to_string()
 }
 
 #[test]
@@ -387,7 +388,9 @@ fn verification_failures_are_one_line_each_of_its_kind() {
         "wrong.example",
     );
     let other = certs.path("other-ca.pem");
-    assert_fails_with(&target, &["--tls-ca", &other], "unknown_ca", "127.0.0.1");
+    let line = assert_fails_with(&target, &["--tls-ca", &other], "unknown_ca", "127.0.0.1");
+    // The cause and the fix.
+    assert!(line.contains("give the CA that did"), "{line}");
     let (_e, expired_port, _ed) = nginx_tls(&certs, "expired.pem");
     assert_fails_with(
         &format!("localhost:{expired_port}"),
@@ -416,6 +419,81 @@ fn verification_failures_are_one_line_each_of_its_kind() {
     );
     assert!(matches!(code, Some(0 | 3)), "{err}");
     assert_exact(&v, 100, 3);
+}
+
+/// Issue 33: a self-signed certificate made the usual way, `openssl req -x509` (which
+/// marks it a CA: basicConstraints CA:TRUE, refused by webpki as a server's with
+/// `CaUsedAsEndEntity`), given with `--tls-ca`, is trusted as curl's `--cacert`
+/// trusts it: exactly. Another certificate made the same way is not, and the one line
+/// names the cause and the fix.
+#[test]
+fn issue_33_a_self_signed_certificate_from_openssl_req_is_trusted_by_tls_ca() {
+    let _g = load_lock();
+    let certs = Certs {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let d = certs.dir.path();
+    for (cert, key) in [("srv.pem", "srv.key"), ("stranger.pem", "stranger.key")] {
+        openssl(
+            d,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                key,
+                "-out",
+                cert,
+                "-days",
+                "2",
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            ],
+        );
+    }
+    // What this test is about: openssl marked it a CA.
+    let text = Command::new(require("openssl", "openssl"))
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(d.join("srv.pem"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("CA:TRUE"), "{text}");
+    let (_s, port, _nd) = nginx_tls(&certs, "srv.pem");
+    let target = format!("localhost:{port}");
+    let (code, v, err) = run_json(
+        &target,
+        &[
+            "--tls",
+            "--tls-ca",
+            &certs.path("srv.pem"),
+            "--http",
+            "GET /",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "3",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 100, 3);
+    let stranger = certs.path("stranger.pem");
+    let line = assert_fails_with(&target, &["--tls-ca", &stranger], "unknown_ca", "localhost");
+    for needle in [
+        "CA:TRUE",
+        "openssl req -x509",
+        "give the server's own certificate",
+    ] {
+        assert!(line.contains(needle), "{needle}: {line}");
+    }
 }
 
 #[test]
@@ -612,6 +690,80 @@ fn connection_per_request_handshakes_and_resumption() {
             // Binomial(400, 0.5), seeded: 4 standard deviations either side.
             assert!((160.0..=240.0).contains(&resumed), "{t}");
         }
+    }
+}
+
+/// Issue 33: `--tls-resume` against a server that resumes nothing gets a note, in the
+/// JSON's diagnosis and in the text, with the count and the server named as the
+/// cause: nginx with its session tickets and cache off issues no session under TLS 1.2,
+/// and under TLS 1.3 issues tickets it then refuses. The same run against nginx with a
+/// shared session cache resumes and gets no note.
+#[test]
+fn issue_33_a_resumption_the_server_never_honoured_gets_a_note() {
+    let _g = load_lock();
+    let certs = Certs::make();
+    let ca = certs.path("ca.pem");
+    let off = "ssl_session_tickets off; ssl_session_cache off;";
+    for (extra, version, note) in [
+        (
+            off,
+            "1.2",
+            Some("it issued no session ticket or session id"),
+        ),
+        (off, "1.3", Some("the server refused every one")),
+        ("ssl_session_cache shared:blaster:1m;", "1.3", None),
+    ] {
+        let (_s, port, _d) = nginx_tls_with(&certs, "srv.pem", extra);
+        let (_jd, path) = tmp_json();
+        let target = format!("localhost:{port}");
+        let args = [
+            "run",
+            "--target",
+            &target,
+            "--cores",
+            "0",
+            "--tls",
+            "--tls-ca",
+            &ca,
+            "--tls-version",
+            version,
+            "--http",
+            "GET /",
+            "--rate",
+            "150",
+            "--duration",
+            "2s",
+            "--connections",
+            "8",
+            "--connect-per-request",
+            "--tls-resume",
+            "1",
+            "--max-lag",
+            "20ms",
+            "--json",
+            path.to_str().unwrap(),
+        ];
+        let out = run(&args, Duration::from_secs(60));
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+        let v = read_json(&path);
+        let t = &v["tls"];
+        assert_eq!(f(&v, "requests.completed"), 300.0, "{}", v["requests"]);
+        let notes: Vec<&serde_json::Value> = (v["diagnosis"].as_array().unwrap().iter())
+            .filter(|d| d["code"] == "tls_resume_not_honoured")
+            .collect();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(cause) = note else {
+            assert!(f(t, "handshakes_resumed") > 0.0, "{t}");
+            assert!(notes.is_empty(), "{notes:?}");
+            assert!(!text.contains("resumed of"), "{text}");
+            continue;
+        };
+        assert_eq!(f(t, "handshakes_resumed"), 0.0, "{t}");
+        assert_eq!(notes.len(), 1, "TLS {version}: {}", v["diagnosis"]);
+        let message = notes[0]["message"].as_str().unwrap();
+        assert!(message.contains("0 resumed of 300 handshakes"), "{message}");
+        assert!(message.contains(cause), "TLS {version}: {message} {t}");
+        assert!(text.contains("0 resumed of 300 handshakes"), "{text}");
     }
 }
 

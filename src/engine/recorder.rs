@@ -163,7 +163,11 @@ pub fn errno_slot(errno: i32) -> usize {
         .unwrap_or(CONNECT_ERRNOS.len())
 }
 
-/// Kinds of request and connection errors, each counted separately.
+/// Kinds of failure. A failed request is counted once, under one kind, in
+/// [`Counters::errors`] (so the kinds add up to the request errors); a failure that
+/// failed no request (a persistent connection refused, unsolicited bytes) is a
+/// connection event, counted in [`Counters::events`] instead. A connect that fails
+/// the request waiting for it (connection per request) is that request's error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]
 pub enum ErrorKind {
@@ -181,14 +185,12 @@ pub enum ErrorKind {
     ConnectFailed,
     /// A response that does not parse (or is larger than the receive buffer).
     Protocol,
-    /// Response bytes arrived with no request in flight (a connection-level event).
+    /// Response bytes arrived with no request in flight: a connection event only.
     Unsolicited,
     /// A UDP datagram with no response within the timeout (latency recorded there).
     Lost,
     /// Another send or receive error.
     Io,
-    /// The request's own connection (connection per request) could not be opened.
-    NoConnection,
     /// A reply that parsed but reports failure (`--error-status` HTTP codes, RESP
     /// error replies, memcached `ERROR`/`CLIENT_ERROR`/`SERVER_ERROR`); its latency is
     /// in `error_latency`.
@@ -198,7 +200,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Timeout,
         ErrorKind::BacklogOverflow,
         ErrorKind::ClosedByPeer,
@@ -209,7 +211,6 @@ impl ErrorKind {
         ErrorKind::Unsolicited,
         ErrorKind::Lost,
         ErrorKind::Io,
-        ErrorKind::NoConnection,
         ErrorKind::ErrorReply,
         ErrorKind::TlsHandshake,
     ];
@@ -226,21 +227,9 @@ impl ErrorKind {
             ErrorKind::Unsolicited => "unsolicited",
             ErrorKind::Lost => "lost",
             ErrorKind::Io => "io",
-            ErrorKind::NoConnection => "no_connection",
             ErrorKind::ErrorReply => "error_reply",
             ErrorKind::TlsHandshake => "tls_handshake",
         }
-    }
-
-    /// Whether the error is about a request (as opposed to a connection attempt).
-    pub fn is_request_error(self) -> bool {
-        !matches!(
-            self,
-            ErrorKind::ConnectRefused
-                | ErrorKind::ConnectFailed
-                | ErrorKind::Unsolicited
-                | ErrorKind::TlsHandshake
-        )
     }
 }
 
@@ -268,7 +257,10 @@ pub struct Counters {
     pub closed_by_target: u64,
     /// Connections opened again after the first time (after a close or a failure).
     pub reconnects: u64,
+    /// Failed requests by kind: each failed request once, under one kind.
     pub errors: [u64; ErrorKind::ALL.len()],
+    /// Connection events by kind: failures that failed no request.
+    pub events: [u64; ErrorKind::ALL.len()],
     /// UDP: responses received twice.
     pub duplicates: u64,
     /// UDP: responses that arrived after one with a higher sequence number.
@@ -372,22 +364,32 @@ impl Counters {
         self.failed_errno[errno_slot(errno)] += 1;
     }
 
+    /// Counts one failed request of `kind`.
     #[inline]
     pub fn error(&mut self, kind: ErrorKind) {
+        // Bytes nobody asked for fail no request.
+        debug_assert!(kind != ErrorKind::Unsolicited, "not a request error");
         self.errors[kind as usize] += 1;
+    }
+
+    /// Counts a failure of `kind` that failed no request.
+    #[inline]
+    pub fn event(&mut self, kind: ErrorKind) {
+        self.events[kind as usize] += 1;
     }
 
     pub fn errors_of(&self, kind: ErrorKind) -> u64 {
         self.errors[kind as usize]
     }
 
-    /// Request errors (timeouts, resets, ...), not failed connection attempts.
+    pub fn events_of(&self, kind: ErrorKind) -> u64 {
+        self.events[kind as usize]
+    }
+
+    /// Failed requests (timeouts, resets, refused connects of their own, ...): the
+    /// sum of the kinds, as every failed request is counted under exactly one.
     pub fn request_errors(&self) -> u64 {
-        ErrorKind::ALL
-            .iter()
-            .filter(|k| k.is_request_error())
-            .map(|&k| self.errors_of(k))
-            .sum()
+        self.errors.iter().sum()
     }
 
     /// Remembers the request due `intended_ns`, dispatched at `dispatched_ns`, when it
@@ -420,6 +422,9 @@ impl Counters {
         self.closed_by_target += o.closed_by_target;
         self.reconnects += o.reconnects;
         for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+        for (a, b) in self.events.iter_mut().zip(o.events) {
             *a += b;
         }
         self.duplicates += o.duplicates;
@@ -710,13 +715,15 @@ mod tests {
     fn counters_add_and_split_errors() {
         let mut a = Counters::default();
         a.error(ErrorKind::Timeout);
-        a.error(ErrorKind::ConnectRefused);
+        a.event(ErrorKind::ConnectRefused);
         a.completed = 5;
         let mut t = Counters::default();
         t.add(&a);
         t.add(&a);
         assert_eq!(t.completed, 10);
+        // A connection event is not a request error.
         assert_eq!(t.request_errors(), 2);
-        assert_eq!(t.errors_of(ErrorKind::ConnectRefused), 2);
+        assert_eq!(t.errors_of(ErrorKind::Timeout), 2);
+        assert_eq!(t.events_of(ErrorKind::ConnectRefused), 2);
     }
 }

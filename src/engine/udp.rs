@@ -579,7 +579,7 @@ impl<'p> UdpWorker<'p> {
         // datagrams stay in their window slots and are counted lost at their timeout;
         // in blast mode each is an error.
         if -res == libc::ECONNREFUSED {
-            self.out.counters.error(ErrorKind::ConnectRefused);
+            self.out.counters.event(ErrorKind::ConnectRefused);
         }
         if self.blast {
             for _ in 0..n {

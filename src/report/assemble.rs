@@ -339,6 +339,7 @@ pub fn build(
     if let Some(d) = diagnose_error_replies(ctr, &replies, &plan.error_status) {
         diagnosis.push(d);
     }
+    diagnosis.extend(diagnose_resumption(plan, ctr));
     let http = http_report(plan, ctr, &replies);
     let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
     let mix = mix_report(plan, &c.totals);
@@ -424,6 +425,23 @@ pub fn build(
     }
 }
 
+/// `--tls-resume` that no handshake honoured: a note, once handshakes completed (a
+/// run whose every handshake failed says so on its own). A server that issued
+/// sessions none of which was offered back (every connection opened before the first
+/// ticket came) has not been asked, and gets none.
+fn diagnose_resumption(plan: &RunPlan, ctr: &Counters) -> Option<Diagnosis> {
+    let tls = plan.tls.as_ref()?;
+    let (issued, offered) = (tls.sessions.issued(), tls.sessions.offered());
+    let handshakes = ctr.tls.full + ctr.tls.resumed;
+    let asked = tls.resume_ratio > 0.0 && handshakes > 0 && ctr.tls.resumed == 0;
+    (asked && (issued == 0 || offered > 0)).then_some(Diagnosis::TlsResumeNotHonoured {
+        ratio: tls.resume_ratio,
+        handshakes,
+        issued,
+        offered,
+    })
+}
+
 /// `--tls`: the handshakes of the run.
 fn tls_report(plan: &RunPlan, ctr: &Counters, h: &Histograms) -> Option<super::TlsReport> {
     let tls = plan.tls.as_ref()?;
@@ -432,6 +450,8 @@ fn tls_report(plan: &RunPlan, ctr: &Counters, h: &Histograms) -> Option<super::T
         insecure: tls.insecure,
         handshakes_full: ctr.tls.full,
         handshakes_resumed: ctr.tls.resumed,
+        sessions_issued: tls.sessions.issued(),
+        sessions_offered: tls.sessions.offered(),
         failed_by_kind: crate::transport::tls::TlsFailure::ALL
             .iter()
             .map(|k| (k.name(), ctr.tls.failed[*k as usize]))
@@ -670,6 +690,7 @@ fn connections(plan: &RunPlan, ctr: &Counters, setup: &Setup, total: &Histograms
             .filter(|&(_, n)| n > 0)
             .collect(),
         closed_by_target: ctr.closed_by_target,
+        events_by_kind: Report::events_map(ctr),
         reconnects: ctr.reconnects,
         reconnect_delay_ns: Percentiles::of(&total.reconnect_delay),
         establish_all_ns: setup.establish_ns,

@@ -37,6 +37,11 @@ pub struct TlsReport {
     pub handshakes_full: u64,
     /// Handshakes that resumed a session.
     pub handshakes_resumed: u64,
+    /// `--tls-resume`: sessions the server issued (TLS 1.3 tickets, TLS 1.2 session ids
+    /// or tickets) to the connections that keep them.
+    pub sessions_issued: u64,
+    /// `--tls-resume`: handshakes that offered a session back.
+    pub sessions_offered: u64,
     /// Failed handshakes by kind (`unknown_ca`, `name_mismatch`, `expired`,
     /// `protocol_version`, `alert_*`, ...); zero counts left out.
     pub failed_by_kind: BTreeMap<&'static str, u64>,
@@ -127,6 +132,11 @@ pub struct Connections {
     pub failed_by_errno: BTreeMap<String, u64>,
     /// Established connections the target closed or reset.
     pub closed_by_target: u64,
+    /// Failures that failed no request, by kind: `connect_refused`, `connect_failed`
+    /// and `tls_handshake` of connections no request was waiting for (their attempts
+    /// are also in `failed`), `unsolicited` response bytes; only kinds that occurred.
+    /// Not in `requests.errors` or `errors_by_kind`.
+    pub events_by_kind: BTreeMap<&'static str, u64>,
     pub reconnects: u64,
     /// Delays chosen before reconnects (backoff with jitter).
     pub reconnect_delay_ns: Percentiles,
@@ -508,10 +518,24 @@ impl Machine {
 }
 
 impl Report {
+    /// Failed requests by kind (kinds that occurred): they add up to
+    /// `requests.errors`, each failed request being counted under one kind.
     pub fn errors_map(c: &Counters) -> BTreeMap<&'static str, u64> {
+        let map = Self::kinds_map(|k| c.errors_of(k));
+        debug_assert_eq!(map.values().sum::<u64>(), c.request_errors());
+        map
+    }
+
+    /// Connection events by kind (kinds that occurred): failures that failed no
+    /// request.
+    pub fn events_map(c: &Counters) -> BTreeMap<&'static str, u64> {
+        Self::kinds_map(|k| c.events_of(k))
+    }
+
+    fn kinds_map(count: impl Fn(ErrorKind) -> u64) -> BTreeMap<&'static str, u64> {
         ErrorKind::ALL
             .iter()
-            .map(|&k| (k.name(), c.errors_of(k)))
+            .map(|&k| (k.name(), count(k)))
             .filter(|&(_, n)| n > 0)
             .collect()
     }

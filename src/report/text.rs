@@ -593,6 +593,16 @@ fn write_connections(w: &mut String, r: &Report) {
             .collect();
         let _ = writeln!(w, "connect failures by errno: {}", e.join(" "));
     }
+    if !c.events_by_kind.is_empty() {
+        let e: Vec<String> = (c.events_by_kind.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            w,
+            "connection events (failed no request, not among the errors): {}",
+            e.join(" ")
+        );
+    }
     if let Some(wall) = &c.wall {
         let _ = writeln!(w, "wall: {wall}");
     }

@@ -13,12 +13,15 @@
 //! BoringSSL uses.
 
 use crate::transport::tls_record::RecordLayer;
-use rustls::client::UnbufferedClientConnection;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{UnbufferedClientConnection, WebPkiServerVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::unbuffered::{ConnectionState, UnbufferedStatus};
-use rustls::{AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error};
+use rustls::{
+    AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error, OtherError,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Session tickets kept for `--tls-resume` (shared by the workers; rustls's default).
@@ -68,6 +71,8 @@ pub struct TlsClient {
     /// Bytes of the client certificate chain (`--tls-cert`; 0 without): the
     /// handshake's send buffer must hold it.
     pub identity_bytes: usize,
+    /// `--tls-resume`: the sessions the server issued and those offered back to it.
+    pub sessions: Arc<SessionCounts>,
     /// The first handshake that failed, and why (for the one line when no connection
     /// could be established). Written once, on a failure; never on the hot path.
     first_failure: Mutex<Option<(TlsFailure, String)>>,
@@ -97,11 +102,21 @@ impl TlsClient {
         let mut config = match trust {
             Trust::Roots(certs) => {
                 let mut roots = rustls::RootCertStore::empty();
-                let (added, _ignored) = roots.add_parsable_certificates(certs);
+                let (added, _ignored) = roots.add_parsable_certificates(certs.iter().cloned());
                 if added == 0 {
                     return Err("no usable CA certificate".into());
                 }
-                builder.with_root_certificates(roots).with_no_client_auth()
+                let webpki =
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                        .build()
+                        .map_err(|e| e.to_string())?;
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(Pinning {
+                        webpki,
+                        pinned: certs,
+                    }))
+                    .with_no_client_auth()
             }
             Trust::Insecure => builder
                 .dangerous()
@@ -113,9 +128,13 @@ impl TlsClient {
         // After the handshake the worker seals and opens records itself
         // (`tls_record`), with the secrets rustls hands over.
         config.enable_secret_extraction = true;
+        let sessions = Arc::new(SessionCounts::default());
         let resuming = (resume_ratio > 0.0).then(|| {
             let mut r = config.clone();
-            r.resumption = rustls::client::Resumption::in_memory_sessions(SESSIONS_CACHED);
+            r.resumption = rustls::client::Resumption::store(Arc::new(CountingStore {
+                inner: rustls::client::ClientSessionMemoryCache::new(SESSIONS_CACHED),
+                counts: sessions.clone(),
+            }));
             Arc::new(r)
         });
         Ok(TlsClient {
@@ -126,6 +145,7 @@ impl TlsClient {
             sni: sni.to_string(),
             insecure,
             identity_bytes: 0,
+            sessions,
             first_failure: Mutex::new(None),
         })
     }
@@ -184,6 +204,94 @@ impl TlsClient {
     }
 }
 
+/// `--tls-resume`, seen from the client's session store: sessions the server issued
+/// (TLS 1.3 tickets, TLS 1.2 session ids or tickets) and handshakes that offered one
+/// back. With the resumed handshakes they tell apart a server that never issues a
+/// session from one that refuses those offered. Counted at connect, never per request.
+#[derive(Debug, Default)]
+pub struct SessionCounts {
+    issued: AtomicU64,
+    offered: AtomicU64,
+}
+
+impl SessionCounts {
+    pub fn issued(&self) -> u64 {
+        self.issued.load(Ordering::Relaxed)
+    }
+
+    pub fn offered(&self) -> u64 {
+        self.offered.load(Ordering::Relaxed)
+    }
+}
+
+/// rustls's in-memory session store, counting into [`SessionCounts`]. rustls looks a
+/// TLS 1.3 ticket up first and a TLS 1.2 session only without one, so a handshake
+/// that offers a session counts once.
+#[derive(Debug)]
+struct CountingStore {
+    inner: rustls::client::ClientSessionMemoryCache,
+    counts: Arc<SessionCounts>,
+}
+
+impl CountingStore {
+    fn offered<T>(&self, found: Option<T>) -> Option<T> {
+        if found.is_some() {
+            self.counts.offered.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    fn issued(&self) {
+        self.counts.issued.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl rustls::client::ClientSessionStore for CountingStore {
+    fn set_kx_hint(&self, server_name: ServerName<'static>, group: rustls::NamedGroup) {
+        self.inner.set_kx_hint(server_name, group)
+    }
+
+    fn kx_hint(&self, server_name: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.inner.kx_hint(server_name)
+    }
+
+    fn set_tls12_session(
+        &self,
+        server_name: ServerName<'static>,
+        value: rustls::client::Tls12ClientSessionValue,
+    ) {
+        self.issued();
+        self.inner.set_tls12_session(server_name, value)
+    }
+
+    fn tls12_session(
+        &self,
+        server_name: &ServerName<'_>,
+    ) -> Option<rustls::client::Tls12ClientSessionValue> {
+        self.offered(self.inner.tls12_session(server_name))
+    }
+
+    fn remove_tls12_session(&self, server_name: &ServerName<'static>) {
+        self.inner.remove_tls12_session(server_name)
+    }
+
+    fn insert_tls13_ticket(
+        &self,
+        server_name: ServerName<'static>,
+        value: rustls::client::Tls13ClientSessionValue,
+    ) {
+        self.issued();
+        self.inner.insert_tls13_ticket(server_name, value)
+    }
+
+    fn take_tls13_ticket(
+        &self,
+        server_name: &ServerName<'static>,
+    ) -> Option<rustls::client::Tls13ClientSessionValue> {
+        self.offered(self.inner.take_tls13_ticket(server_name))
+    }
+}
+
 /// Drives a handshake with the ciphertext received so far, `incoming[..*fill]`
 /// (what rustls is done with is removed from its front), writing what rustls sends
 /// after `out[..*out_fill]`. Ok(true) once the handshake is complete, Ok(false) while
@@ -198,7 +306,7 @@ pub fn handshake_step(
     loop {
         let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut incoming[..*fill]);
         let done = match state {
-            Err(e) => return Err((TlsFailure::of(&e), e.to_string())),
+            Err(e) => return Err((TlsFailure::of(&e), describe(&e))),
             Ok(ConnectionState::EncodeTlsData(mut s)) => {
                 *out_fill += s.encode(&mut out[*out_fill..]).map_err(|e| {
                     (
@@ -233,6 +341,32 @@ pub fn handshake_step(
             return Ok(done);
         }
     }
+}
+
+/// Why a handshake failed, in words for the run's one line: rustls's description (or
+/// the words of [`CaNotPinned`], which rustls would show by its `Debug`) and, for a
+/// certificate that did not verify, the fix.
+pub fn describe(e: &Error) -> String {
+    if let Error::InvalidCertificate(CertificateError::Other(OtherError(o))) = e
+        && o.is::<CaNotPinned>()
+    {
+        return format!("invalid peer certificate: {o}");
+    }
+    let fix = match TlsFailure::of(e) {
+        TlsFailure::UnknownCa => {
+            "no certificate in --tls-ca (or the system's store without it) signed the \
+             server's: give the CA that did, or the server's own certificate, with --tls-ca"
+        }
+        TlsFailure::NameMismatch => {
+            "the certificate is not for the name sent: connect by a name it carries, or \
+             send one with --tls-sni"
+        }
+        TlsFailure::Expired | TlsFailure::NotYetValid => {
+            "renew the server's certificate, or check this host's clock"
+        }
+        _ => return e.to_string(),
+    };
+    format!("{e}: {fix}")
 }
 
 /// A completed handshake's session, handed over to the record layer (rustls keeps
@@ -294,6 +428,125 @@ impl ServerCertVerifier for AcceptAny {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// Trust in the certificates of `--tls-ca` (or the system store): webpki's chain
+/// verification, and besides it each of those certificates pinned exactly, as curl's
+/// `--cacert` accepts a server whose certificate is the one given. A self-signed
+/// certificate made the usual way (`openssl req -x509 ...`) is marked a CA
+/// (basicConstraints CA:TRUE), which webpki refuses as a server's
+/// (`CaUsedAsEndEntity`) even when it is the very certificate trusted. The pin checks
+/// what still means something for a certificate trusted by its bytes: its dates (webpki
+/// checks them before the CA flag, so any error but an expiry means they held), its
+/// purpose and its name; and the handshake's signatures are verified with its key
+/// either way, so the server holds the pinned certificate's private key.
+#[derive(Debug)]
+struct Pinning {
+    webpki: Arc<WebPkiServerVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for Pinning {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        let e = match (self.webpki).verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp,
+            now,
+        ) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let pinned = (self.pinned.iter()).any(|p| p.as_ref() == end_entity.as_ref());
+        match (pinned, &e) {
+            (true, Error::InvalidCertificate(c)) if pin_overrides(c) => {
+                let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+                rustls::client::verify_server_name(&cert, server_name)?;
+                Ok(ServerCertVerified::assertion())
+            }
+            (false, _) if is_ca_used_as_end_entity(&e) => Err(Error::InvalidCertificate(
+                CertificateError::Other(OtherError(Arc::new(CaNotPinned))),
+            )),
+            _ => Err(e),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// Whether a pinned certificate is accepted although webpki refused it with `c`: the
+/// refusals about its chain (a CA flag, an issuer not found, its own signature: the
+/// bytes are trusted, not a signer), never those about the certificate itself (its
+/// dates, its purpose, its name, a revocation).
+fn pin_overrides(c: &CertificateError) -> bool {
+    use CertificateError as C;
+    !matches!(
+        c,
+        C::Expired
+            | C::ExpiredContext { .. }
+            | C::NotValidYet
+            | C::NotValidYetContext { .. }
+            | C::InvalidPurpose
+            | C::InvalidPurposeContext { .. }
+            | C::NotValidForName
+            | C::NotValidForNameContext { .. }
+            | C::Revoked
+            | C::BadEncoding
+    )
+}
+
+/// webpki's refusal of a certificate marked a CA (basicConstraints CA:TRUE) as the
+/// server's own.
+fn is_ca_used_as_end_entity(e: &Error) -> bool {
+    matches!(e, Error::InvalidCertificate(CertificateError::Other(OtherError(o)))
+        if matches!(o.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity)))
+}
+
+/// A server certificate marked a CA and not one of the trusted certificates: the
+/// cause and the fix, for the run's one line.
+#[derive(Debug)]
+struct CaNotPinned;
+
+impl std::fmt::Display for CaNotPinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "the server's certificate is marked a CA (basicConstraints CA:TRUE, as \
+             `openssl req -x509` makes it) and is none of the --tls-ca certificates: \
+             give the server's own certificate in --tls-ca (trusted exactly, as curl's \
+             --cacert), or serve one with basicConstraints CA:FALSE signed by a CA in \
+             --tls-ca",
+        )
+    }
+}
+
+impl std::error::Error for CaNotPinned {}
 
 /// The certificates of a PEM file's bytes (`--tls-ca`, `--cert`).
 pub fn parse_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
@@ -448,6 +701,10 @@ impl TlsFailure {
         match e {
             Error::InvalidCertificate(c) => match c {
                 CertificateError::UnknownIssuer => TlsFailure::UnknownCa,
+                // Not trusted: no CA given signed it, and it is not the one given.
+                CertificateError::Other(OtherError(o)) if o.is::<CaNotPinned>() => {
+                    TlsFailure::UnknownCa
+                }
                 CertificateError::NotValidForName
                 | CertificateError::NotValidForNameContext { .. } => TlsFailure::NameMismatch,
                 CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
@@ -637,6 +894,56 @@ mod tests {
         let e = shake(&c, server).unwrap_err();
         assert_eq!(TlsFailure::of(&e), TlsFailure::NameMismatch, "{e}");
         assert!(!format!("{mine:?}").contains("PRIVATE"));
+    }
+
+    /// A self-signed certificate for localhost marked a CA, as `openssl req -x509`
+    /// makes it (basicConstraints CA:TRUE), and its key (PEM each).
+    fn self_signed_ca_localhost() -> (Vec<u8>, Vec<u8>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "localhost");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem().into_bytes(), key.serialize_pem().into_bytes())
+    }
+
+    /// Issue 33: a certificate marked a CA is trusted as the server's when it is
+    /// exactly one of the certificates given (webpki alone refuses it as
+    /// `CaUsedAsEndEntity`); another such certificate is not, with the cause and the
+    /// fix named; the pinned one is still checked for its name.
+    #[test]
+    fn a_ca_marked_self_signed_certificate_is_trusted_when_pinned_exactly() {
+        let (cert, key) = self_signed_ca_localhost();
+        let server = server_config(&cert, &key).unwrap();
+        let trusting = |sni: &str, pem: &[u8], version| {
+            let roots = Trust::Roots(parse_certs(pem).unwrap());
+            TlsClient::new(sni, roots, &[], Some(version), 0.0).unwrap()
+        };
+        for version in [TlsVersion::V13, TlsVersion::V12] {
+            let c = trusting("localhost", &cert, version);
+            assert!(shake(&c, server.clone()).is_ok(), "{version:?}");
+        }
+        // Among other certificates in the file, too.
+        let other = self_signed_localhost().unwrap();
+        let both = [other.cert_pem.clone(), cert.clone()].concat();
+        let c = trusting("localhost", &both, TlsVersion::V13);
+        assert!(shake(&c, server.clone()).is_ok());
+        // Another certificate made the same way: not trusted, cause and fix named.
+        let (stranger, _) = self_signed_ca_localhost();
+        let c = trusting("localhost", &stranger, TlsVersion::V13);
+        let e = shake(&c, server.clone()).unwrap_err();
+        assert_eq!(TlsFailure::of(&e), TlsFailure::UnknownCa, "{e}");
+        let why = describe(&e);
+        for needle in ["CA:TRUE", "openssl req -x509", "--tls-ca", "CA:FALSE"] {
+            assert!(why.contains(needle), "{needle}: {why}");
+        }
+        // The pin trusts the bytes, not any name.
+        let c = trusting("example.com", &cert, TlsVersion::V13);
+        let e = shake(&c, server).unwrap_err();
+        assert_eq!(TlsFailure::of(&e), TlsFailure::NameMismatch, "{e}");
     }
 
     #[test]

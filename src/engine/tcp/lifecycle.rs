@@ -187,9 +187,18 @@ impl Worker<'_> {
     pub(super) fn connect_failed(&mut self, c: u32, errno: i32) {
         self.first_errno.get_or_insert(errno);
         self.out.counters.connect_failed(errno);
-        self.out.counters.error(socket::connect_error_kind(errno));
-        // Only a connection per request has a request waiting for its connect.
-        self.close_conn(c, Some(ErrorKind::NoConnection), Reopen::Backoff);
+        self.open_failed(c, socket::connect_error_kind(errno));
+    }
+
+    /// Connection `c` could not be opened (its connect or its handshake failed with
+    /// `kind`): the requests waiting for it fail as `kind`, each counted once; with
+    /// none waiting (only a connection per request has a request waiting for its
+    /// connect) the failure is a connection event. Retried after the backoff.
+    pub(super) fn open_failed(&mut self, c: u32, kind: ErrorKind) {
+        if self.table.conns[c as usize].inflight == 0 {
+            self.out.counters.event(kind);
+        }
+        self.close_conn(c, Some(kind), Reopen::Backoff);
     }
 
     /// A connection still `Connecting` at its timeout: with TLS, once its TCP connect

@@ -354,7 +354,7 @@ impl Worker<'_> {
             ));
         }
         if self.table.conns[c as usize].inflight == 0 {
-            self.out.counters.error(ErrorKind::Unsolicited);
+            self.out.counters.event(ErrorKind::Unsolicited);
         }
         self.close_conn(c, Some(ErrorKind::Protocol), Reopen::Now);
     }

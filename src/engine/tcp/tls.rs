@@ -16,7 +16,7 @@
 //! Bytes are appended to `tls_out` while a send is in the ring (after the range that
 //! send reads); its completion sends them (see `on_send`).
 
-use super::{Reopen, Worker};
+use super::Worker;
 use crate::clock::Ticks;
 use crate::engine::conn_table::ConnState;
 use crate::engine::recorder::ErrorKind;
@@ -295,7 +295,7 @@ impl Worker<'_> {
                         // A TLS 1.3 server refuses the client's certificate (or its
                         // absence) only after the client's side of the handshake
                         // ended: a failed handshake of the alert's kind, retried
-                        // after the backoff (its requests fail as no_connection).
+                        // after the backoff (its requests fail as tls_handshake).
                         let kind = TlsFailure::of(&rustls::Error::AlertReceived(d.into()));
                         self.tls_failed(c, kind, &e.to_string());
                         return false;
@@ -361,8 +361,7 @@ impl Worker<'_> {
         let ctr = &mut self.out.counters;
         ctr.tls.failed[kind as usize] += 1;
         ctr.connections_failed += 1;
-        ctr.error(ErrorKind::TlsHandshake);
-        self.close_conn(c, Some(ErrorKind::NoConnection), Reopen::Backoff);
+        self.open_failed(c, ErrorKind::TlsHandshake);
     }
 
     /// An established session that cannot go on (a bad record, a fatal alert): its

@@ -178,14 +178,27 @@ impl Cumulative {
         x.family(
             "blaster_errors_total",
             "counter",
-            "Errors by kind; connect_refused, connect_failed and unsolicited are \
-             connection events, not request errors.",
+            "Failed requests by kind (each counted under one kind: they add up to \
+             outcome=\"error\").",
         );
         for k in ErrorKind::ALL {
             x.sample(
                 "blaster_errors_total",
                 &[("kind", k.name())],
                 c.errors_of(k),
+            );
+        }
+        x.family(
+            "blaster_connection_events_total",
+            "counter",
+            "Failures that failed no request, by kind: refused or failed connects and \
+             handshakes no request was waiting for, unsolicited response bytes.",
+        );
+        for k in ErrorKind::ALL {
+            x.sample(
+                "blaster_connection_events_total",
+                &[("kind", k.name())],
+                c.events_of(k),
             );
         }
         for (name, help, v) in [
