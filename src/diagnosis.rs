@@ -79,6 +79,33 @@ pub enum Diagnosis {
     /// The kernel says this host's clock is unsynchronised (adjtimex): the start
     /// instant and cross-machine figures depend on it.
     ClockUnsynchronised { max_error_us: u64 },
+    /// Conntrack dropped new connections or failed to insert them: its table was full.
+    ConntrackTableFull {
+        drop: u64,
+        insert_failed: u64,
+        early_drop: u64,
+        /// The highest `nf_conntrack_count` seen at an interval's end.
+        count: Option<u64>,
+        max: Option<u64>,
+    },
+    /// A CPU's input backlog overflowed (softnet `dropped`).
+    SoftnetBacklogDrops { dropped: u64 },
+    /// NAPI polling ran out of budget with packets left (softnet `time_squeeze`).
+    SoftnetTimeSqueeze { squeezed: u64 },
+    /// A listening socket's accept queue overflowed on this host.
+    ListenOverflows { overflows: u64, drops: u64 },
+    /// TCP retransmitted segments on this host.
+    TcpRetransmits {
+        segments: u64,
+        lost_again: Option<u64>,
+    },
+    /// The NIC missed or dropped received frames.
+    NicRxDrops {
+        iface: Option<String>,
+        missed: u64,
+        dropped: u64,
+        fifo: u64,
+    },
 }
 
 impl Diagnosis {
@@ -97,6 +124,12 @@ impl Diagnosis {
             Diagnosis::ConnectionWaitPoolLimit { .. } => "connection_wait_pool_limit",
             Diagnosis::ClockUnsynchronised { .. } => "clock_unsynchronised",
             Diagnosis::MostRepliesFailed { .. } => "most_replies_failed",
+            Diagnosis::ConntrackTableFull { .. } => "conntrack_table_full",
+            Diagnosis::SoftnetBacklogDrops { .. } => "softnet_backlog_drops",
+            Diagnosis::SoftnetTimeSqueeze { .. } => "softnet_time_squeeze",
+            Diagnosis::ListenOverflows { .. } => "listen_overflows",
+            Diagnosis::TcpRetransmits { .. } => "tcp_retransmits",
+            Diagnosis::NicRxDrops { .. } => "nic_rx_drops",
         }
     }
 
@@ -228,6 +261,54 @@ impl Diagnosis {
                  instant and any comparison with other machines are only as good as it",
                 max_error_us / 1000
             ),
+            Diagnosis::ConntrackTableFull {
+                drop,
+                insert_failed,
+                early_drop,
+                count,
+                max,
+            } => format!(
+                "conntrack table full: the generator host's conntrack dropped {drop} new \
+                 connections, failed {insert_failed} inserts and evicted {early_drop} \
+                 unconfirmed entries during the run; nf_conntrack_count {} of \
+                 nf_conntrack_max {}: those connects time out (ETIMEDOUT after SYN retries)",
+                count.map_or("unknown".to_string(), |c| c.to_string()),
+                max.map_or("unknown".to_string(), |m| m.to_string()),
+            ),
+            Diagnosis::SoftnetBacklogDrops { dropped } => format!(
+                "softnet backlog full: the kernel dropped {dropped} received packets because a \
+                 CPU's input queue was full (/proc/net/softnet_stat dropped)"
+            ),
+            Diagnosis::SoftnetTimeSqueeze { squeezed } => format!(
+                "softnet time squeeze: {squeezed} times packet processing ran out of its \
+                 budget with packets left (/proc/net/softnet_stat time_squeeze): the \
+                 receiving CPUs were the limit"
+            ),
+            Diagnosis::ListenOverflows { overflows, drops } => format!(
+                "listen queue overflow: a listening socket on this host dropped {overflows} \
+                 connections because its accept queue was full ({drops} listen drops in all; \
+                 TcpExt ListenOverflows, ListenDrops)"
+            ),
+            Diagnosis::TcpRetransmits {
+                segments,
+                lost_again,
+            } => format!(
+                "TCP retransmitted {segments} segments on this host during the run{} (Tcp \
+                 RetransSegs, every socket of the namespace): packets were lost on the path \
+                 and their latency includes the retransmission timeout",
+                lost_again.map_or(String::new(), |n| format!(", {n} of them lost again")),
+            ),
+            Diagnosis::NicRxDrops {
+                iface,
+                missed,
+                dropped,
+                fifo,
+            } => format!(
+                "NIC receive drops: {} missed {missed} frames for lack of a ring slot \
+                 (rx_missed_errors), dropped {dropped} (rx_dropped) and overran its FIFO \
+                 {fifo} times (rx_fifo_errors)",
+                iface.as_deref().unwrap_or("the interfaces")
+            ),
         }
     }
 
@@ -278,6 +359,42 @@ impl Diagnosis {
             }
             Diagnosis::ClockUnsynchronised { .. } => {
                 "run chrony or ptp4l so the kernel reports the clock synchronised".into()
+            }
+            Diagnosis::ConntrackTableFull { max, .. } => format!(
+                "raise net.netfilter.nf_conntrack_max (sysctl -w \
+                 net.netfilter.nf_conntrack_max={}) or use NOTRACK for the test ports (an \
+                 nftables rule `notrack` in a raw-priority prerouting and output chain)",
+                max.map_or(524_288, |m| m.saturating_mul(2).max(65_536))
+            ),
+            Diagnosis::SoftnetBacklogDrops { .. } => {
+                "raise net.core.netdev_max_backlog (sysctl -w net.core.netdev_max_backlog=16384), \
+                 and spread receive processing over more CPUs (RSS queues, RPS)"
+                    .into()
+            }
+            Diagnosis::SoftnetTimeSqueeze { .. } => {
+                "raise net.core.netdev_budget and net.core.netdev_budget_usecs, and spread \
+                 the NIC's IRQs over more cores (RSS queues, IRQ affinity) away from --cores"
+                    .into()
+            }
+            Diagnosis::ListenOverflows { .. } => {
+                "the target's listen backlog is the wall: raise net.core.somaxconn and \
+                 net.ipv4.tcp_max_syn_backlog and the backlog the target passes to listen(), \
+                 or have it accept faster"
+                    .into()
+            }
+            Diagnosis::TcpRetransmits { .. } => {
+                "find the loss on the path (a full queue or link, a policer, a NIC dropping: \
+                 see the other drop counters here and on the target); the latency of those \
+                 requests is the path's, not the target's"
+                    .into()
+            }
+            Diagnosis::NicRxDrops { iface, .. } => {
+                let i = iface.as_deref().unwrap_or("IF");
+                format!(
+                    "enlarge the receive ring (ethtool -g {i} shows the maximum, ethtool -G \
+                     {i} rx N sets it) and spread receives over more RSS queues (ethtool -L \
+                     {i} combined N)"
+                )
             }
         }
     }

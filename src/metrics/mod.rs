@@ -6,6 +6,7 @@
 //! write it); it is re-exported here for the layers above.
 pub mod gate;
 pub mod host;
+pub mod kernel;
 pub mod pacing_check;
 
 pub use crate::engine::recorder::{Counters, ErrorKind, Histograms, Snapshot};
