@@ -268,8 +268,8 @@ impl Diagnosis {
                 count,
                 max,
             } => format!(
-                "conntrack table full: the generator host's conntrack dropped {drop} new \
-                 connections, failed {insert_failed} inserts and evicted {early_drop} \
+                "conntrack table full: the generator host's conntrack dropped {drop} packets \
+                 of new connections, failed {insert_failed} inserts and evicted {early_drop} \
                  unconfirmed entries during the run; nf_conntrack_count {} of \
                  nf_conntrack_max {}: those connects time out (ETIMEDOUT after SYN retries)",
                 count.map_or("unknown".to_string(), |c| c.to_string()),
