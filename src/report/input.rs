@@ -51,6 +51,19 @@ pub struct RunInput {
     /// `--workload frames`: the `frames` key's figures the renderers draw.
     #[serde(default)]
     pub frames: Option<FramesInput>,
+    /// The run's observations and warnings (the kernel's drop counters' among them),
+    /// as the JSON has them.
+    #[serde(default)]
+    pub diagnosis: Vec<DiagnosisInput>,
+}
+
+/// One `diagnosis[]` entry: `{code, message, remedy}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct DiagnosisInput {
+    pub code: String,
+    pub message: String,
+    pub remedy: String,
 }
 
 /// The `frames` key as the HTML page reads it (docs/frames.md has every figure).
