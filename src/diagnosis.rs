@@ -473,6 +473,29 @@ mod tests {
                 link_bps: 1,
             },
             Diagnosis::ClosedLoopHidesQueueing { connections: 1 },
+            Diagnosis::ConntrackTableFull {
+                drop: 1,
+                insert_failed: 0,
+                early_drop: 0,
+                count: None,
+                max: None,
+            },
+            Diagnosis::SoftnetBacklogDrops { dropped: 1 },
+            Diagnosis::SoftnetTimeSqueeze { squeezed: 1 },
+            Diagnosis::ListenOverflows {
+                overflows: 1,
+                drops: 1,
+            },
+            Diagnosis::TcpRetransmits {
+                segments: 1,
+                lost_again: None,
+            },
+            Diagnosis::NicRxDrops {
+                iface: None,
+                missed: 1,
+                dropped: 0,
+                fifo: 0,
+            },
         ];
         let mut codes: Vec<&str> = all.iter().map(Diagnosis::code).collect();
         assert!(

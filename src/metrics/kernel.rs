@@ -79,7 +79,7 @@ impl KernelCounters {
 
     /// Adds two intervals' growth: a counter available in either is available in the
     /// sum (an interval that could not read it adds nothing).
-    pub fn add(self, o: Self) -> Self {
+    pub fn plus(self, o: Self) -> Self {
         self.zip(o, |a, b| match (a, b) {
             (Some(a), Some(b)) => Some(a.saturating_add(b)),
             (a, b) => a.or(b),
@@ -444,10 +444,10 @@ Udp: 5 0
             at(Some(0), None)
         );
         assert_eq!(
-            at(Some(5), None).add(at(None, Some(2))),
+            at(Some(5), None).plus(at(None, Some(2))),
             at(Some(5), Some(2))
         );
-        assert_eq!(at(Some(5), None).add(at(Some(1), None)), at(Some(6), None));
+        assert_eq!(at(Some(5), None).plus(at(Some(1), None)), at(Some(6), None));
         assert_eq!(at(Some(5), None).zeroed(), at(Some(0), None));
     }
 

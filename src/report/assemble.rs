@@ -229,7 +229,7 @@ impl Load {
     /// Adds `o`'s kernel counters and keeps conntrack's highest fill: the same for a
     /// merged series entry and for the run's peak.
     pub fn add_kernel(&mut self, o: &Load) {
-        self.kernel = self.kernel.add(o.kernel);
+        self.kernel = self.kernel.plus(o.kernel);
         self.conntrack.count_max = self.conntrack.count_max.max(o.conntrack.count_max);
         self.conntrack.max = o.conntrack.max.or(self.conntrack.max);
     }
