@@ -463,6 +463,20 @@ fn kernel_counters_add_up_over_shards_and_older_shards_still_merge() {
                 && x["message"].as_str().unwrap().starts_with("shard 1: ")),
         "{diag}"
     );
+    // Shard 0 (whose copy the merge starts from) written before the counters: the
+    // others' still add.
+    let old0 = edit(&files[0], &d.join("old0.json"), |v| {
+        v["host"].as_object_mut().unwrap().remove("kernel");
+        for i in v["intervals"].as_array_mut().unwrap() {
+            i.as_object_mut().unwrap().remove("kernel");
+        }
+    });
+    let c5 = edit(&files[2], &d.join("k2b.json"), |v| set(v, 5));
+    let (code, text, v) = merge(&[&old0, &b, &c5], Some(&out));
+    assert!(matches!(code, Some(0 | 3)), "{text}");
+    let v = v.unwrap();
+    assert_eq!(v["host"]["kernel"]["conntrack_drop"], 9, "{}", v["host"]);
+    assert_eq!(v["intervals"][0]["kernel"]["conntrack_drop"], 9);
     let bad = edit(&files[0], &d.join("bad.json"), |v| {
         v["intervals"][0]["kernel"]["softnet_dropped"] = json!(-1);
     });

@@ -556,6 +556,11 @@ fn align_intervals(shards: &[Shard]) -> (Vec<Value>, bool) {
                 return row;
             };
             o.remove("histograms");
+            // A first shard written before the kernel counters must not drop the
+            // others' (rows without the key add nothing).
+            if rows.iter().any(|r| r.get("kernel").is_some()) {
+                o.entry("kernel").or_insert(Value::Null);
+            }
             for key in o.keys().cloned().collect::<Vec<_>>() {
                 let parts: Vec<&Value> = rows.iter().map(|r| &r[&key]).collect();
                 let adds = key.ends_with("_rps")
