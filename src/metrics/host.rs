@@ -252,6 +252,13 @@ impl HostSampler {
         s
     }
 
+    /// The kernel counters' growth for a second nobody sampled: 0 for each counter
+    /// this host exposes (its growth is counted by the next sample), `None` for the
+    /// rest.
+    pub fn kernel_unsampled(&self) -> KernelCounters {
+        self.kernel.counters.zeroed()
+    }
+
     /// The interval since the previous sample. A sample less than 100 ms after the
     /// previous one (rows completed together after a stalled worker) repeats it: too
     /// short a window has no /proc/stat ticks and turns a few packets into Gbit/s.
