@@ -56,13 +56,15 @@ fi
 # read from (tests/progress.rs); nats-server, mosquitto and Python's websockets module
 # (Debian's python3-websockets, for /usr/bin/python3), the real servers the frame
 # adapters are checked against (tests/frame_protos.rs); stunnel4 (TLS in front of
-# redis-server) and openssl (the certificates the tests make) for tests/tls.rs.
+# redis-server) and openssl (the certificates the tests make) for tests/tls.rs; nft,
+# the rule that makes a namespace's traffic tracked by conntrack
+# (tests/kernel_counters.rs).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
     ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
     sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
     sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus tmux:tmux \
-    nats-server:nats-server mosquitto:mosquitto stunnel4:stunnel4 openssl:openssl; do
+    nats-server:nats-server mosquitto:mosquitto stunnel4:stunnel4 openssl:openssl nft:nftables; do
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
         need+=("${pair#*:}")

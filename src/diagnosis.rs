@@ -87,6 +87,33 @@ pub enum Diagnosis {
         issued: u64,
         offered: u64,
     },
+    /// Conntrack dropped new connections or failed to insert them: its table was full.
+    ConntrackTableFull {
+        drop: u64,
+        insert_failed: u64,
+        early_drop: u64,
+        /// The highest `nf_conntrack_count` seen at an interval's end.
+        count: Option<u64>,
+        max: Option<u64>,
+    },
+    /// A CPU's input backlog overflowed (softnet `dropped`).
+    SoftnetBacklogDrops { dropped: u64 },
+    /// NAPI polling ran out of budget with packets left (softnet `time_squeeze`).
+    SoftnetTimeSqueeze { squeezed: u64 },
+    /// A listening socket's accept queue overflowed on this host.
+    ListenOverflows { overflows: u64, drops: u64 },
+    /// TCP retransmitted segments on this host.
+    TcpRetransmits {
+        segments: u64,
+        lost_again: Option<u64>,
+    },
+    /// The NIC missed or dropped received frames.
+    NicRxDrops {
+        iface: Option<String>,
+        missed: u64,
+        dropped: u64,
+        fifo: u64,
+    },
 }
 
 impl Diagnosis {
@@ -106,6 +133,12 @@ impl Diagnosis {
             Diagnosis::ClockUnsynchronised { .. } => "clock_unsynchronised",
             Diagnosis::MostRepliesFailed { .. } => "most_replies_failed",
             Diagnosis::TlsResumeNotHonoured { .. } => "tls_resume_not_honoured",
+            Diagnosis::ConntrackTableFull { .. } => "conntrack_table_full",
+            Diagnosis::SoftnetBacklogDrops { .. } => "softnet_backlog_drops",
+            Diagnosis::SoftnetTimeSqueeze { .. } => "softnet_time_squeeze",
+            Diagnosis::ListenOverflows { .. } => "listen_overflows",
+            Diagnosis::TcpRetransmits { .. } => "tcp_retransmits",
+            Diagnosis::NicRxDrops { .. } => "nic_rx_drops",
         }
     }
 
@@ -256,6 +289,54 @@ impl Diagnosis {
                 "--tls-resume {ratio}: 0 resumed of {handshakes} handshakes, {offered} of them \
                  offering a session the server had issued: the server refused every one"
             ),
+            Diagnosis::ConntrackTableFull {
+                drop,
+                insert_failed,
+                early_drop,
+                count,
+                max,
+            } => format!(
+                "conntrack table full: the generator host's conntrack dropped {drop} packets \
+                 of new connections, failed {insert_failed} inserts and evicted {early_drop} \
+                 unconfirmed entries during the run; nf_conntrack_count {} of \
+                 nf_conntrack_max {}: those connects time out (ETIMEDOUT after SYN retries)",
+                count.map_or("unknown".to_string(), |c| c.to_string()),
+                max.map_or("unknown".to_string(), |m| m.to_string()),
+            ),
+            Diagnosis::SoftnetBacklogDrops { dropped } => format!(
+                "softnet backlog full: the kernel dropped {dropped} received packets because a \
+                 CPU's input queue was full (/proc/net/softnet_stat dropped)"
+            ),
+            Diagnosis::SoftnetTimeSqueeze { squeezed } => format!(
+                "softnet time squeeze: {squeezed} times packet processing ran out of its \
+                 budget with packets left (/proc/net/softnet_stat time_squeeze): the \
+                 receiving CPUs were the limit"
+            ),
+            Diagnosis::ListenOverflows { overflows, drops } => format!(
+                "listen queue overflow: a listening socket on this host dropped {overflows} \
+                 connections because its accept queue was full ({drops} listen drops in all; \
+                 TcpExt ListenOverflows, ListenDrops)"
+            ),
+            Diagnosis::TcpRetransmits {
+                segments,
+                lost_again,
+            } => format!(
+                "TCP retransmitted {segments} segments on this host during the run{} (Tcp \
+                 RetransSegs, every socket of the namespace): packets were lost on the path \
+                 and their latency includes the retransmission timeout",
+                lost_again.map_or(String::new(), |n| format!(", {n} of them lost again")),
+            ),
+            Diagnosis::NicRxDrops {
+                iface,
+                missed,
+                dropped,
+                fifo,
+            } => format!(
+                "NIC receive drops: {} missed {missed} frames for lack of a ring slot \
+                 (rx_missed_errors), dropped {dropped} (rx_dropped) and overran its FIFO \
+                 {fifo} times (rx_fifo_errors)",
+                iface.as_deref().unwrap_or("the interfaces")
+            ),
         }
     }
 
@@ -319,6 +400,42 @@ impl Diagnosis {
                  sessions and refuses them rotates its ticket keys, or keeps its session \
                  cache per worker or per process (nginx: ssl_session_cache shared:NAME)"
                     .into()
+            }
+            Diagnosis::ConntrackTableFull { max, .. } => format!(
+                "raise net.netfilter.nf_conntrack_max (sysctl -w \
+                 net.netfilter.nf_conntrack_max={}) or use NOTRACK for the test ports (an \
+                 nftables rule `notrack` in a raw-priority prerouting and output chain)",
+                max.map_or(524_288, |m| m.saturating_mul(2).max(65_536))
+            ),
+            Diagnosis::SoftnetBacklogDrops { .. } => {
+                "raise net.core.netdev_max_backlog (sysctl -w net.core.netdev_max_backlog=16384), \
+                 and spread receive processing over more CPUs (RSS queues, RPS)"
+                    .into()
+            }
+            Diagnosis::SoftnetTimeSqueeze { .. } => {
+                "raise net.core.netdev_budget and net.core.netdev_budget_usecs, and spread \
+                 the NIC's IRQs over more cores (RSS queues, IRQ affinity) away from --cores"
+                    .into()
+            }
+            Diagnosis::ListenOverflows { .. } => {
+                "the target's listen backlog is the wall: raise net.core.somaxconn and \
+                 net.ipv4.tcp_max_syn_backlog and the backlog the target passes to listen(), \
+                 or have it accept faster"
+                    .into()
+            }
+            Diagnosis::TcpRetransmits { .. } => {
+                "find the loss on the path (a full queue or link, a policer, a NIC dropping: \
+                 see the other drop counters here and on the target); the latency of those \
+                 requests is the path's, not the target's"
+                    .into()
+            }
+            Diagnosis::NicRxDrops { iface, .. } => {
+                let i = iface.as_deref().unwrap_or("IF");
+                format!(
+                    "enlarge the receive ring (ethtool -g {i} shows the maximum, ethtool -G \
+                     {i} rx N sets it) and spread receives over more RSS queues (ethtool -L \
+                     {i} combined N)"
+                )
             }
         }
     }
@@ -397,6 +514,29 @@ mod tests {
                 link_bps: 1,
             },
             Diagnosis::ClosedLoopHidesQueueing { connections: 1 },
+            Diagnosis::ConntrackTableFull {
+                drop: 1,
+                insert_failed: 0,
+                early_drop: 0,
+                count: None,
+                max: None,
+            },
+            Diagnosis::SoftnetBacklogDrops { dropped: 1 },
+            Diagnosis::SoftnetTimeSqueeze { squeezed: 1 },
+            Diagnosis::ListenOverflows {
+                overflows: 1,
+                drops: 1,
+            },
+            Diagnosis::TcpRetransmits {
+                segments: 1,
+                lost_again: None,
+            },
+            Diagnosis::NicRxDrops {
+                iface: None,
+                missed: 1,
+                dropped: 0,
+                fifo: 0,
+            },
         ];
         let mut codes: Vec<&str> = all.iter().map(Diagnosis::code).collect();
         assert!(

@@ -407,3 +407,83 @@ fn merging_100_synthetic_60s_shards_adds_every_shard_and_interval() {
 fn read_schema() -> u32 {
     blaster::report::SCHEMA_VERSION
 }
+
+/// Issue 33, item 6: the kernel's drop counters survive a merge. Each host's counters
+/// add (per interval and in `host.kernel`), a shard written before the counters
+/// existed still merges, each shard's kernel diagnosis is kept naming its shard, and
+/// a counter that is not a count is refused.
+#[test]
+fn kernel_counters_add_up_over_shards_and_older_shards_still_merge() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let files = three_shards(d);
+    let set = |v: &mut Value, drop: u64| {
+        v["host"]["kernel"]["conntrack_drop"] = json!(drop);
+        v["intervals"][0]["kernel"]["conntrack_drop"] = json!(drop);
+    };
+    let a = edit(&files[0], &d.join("k0.json"), |v| {
+        assert!(
+            v["host"]["kernel"]["retrans_segs"].is_u64(),
+            "{}",
+            v["host"]
+        );
+        assert!(
+            v["intervals"][0]["kernel"].is_object(),
+            "{}",
+            v["intervals"][0]
+        );
+        set(v, 3);
+    });
+    let b = edit(&files[1], &d.join("k1.json"), |v| {
+        set(v, 4);
+        v["diagnosis"] = json!([{"code": "conntrack_table_full",
+            "message": "conntrack table full: nf_conntrack_count 9 of nf_conntrack_max 9",
+            "remedy": "raise net.netfilter.nf_conntrack_max"}]);
+    });
+    // Written before the counters: no `kernel` keys at all.
+    let c = edit(&files[2], &d.join("k2.json"), |v| {
+        v["host"].as_object_mut().unwrap().remove("kernel");
+        for i in v["intervals"].as_array_mut().unwrap() {
+            i.as_object_mut().unwrap().remove("kernel");
+        }
+    });
+    let out = d.join("merged.json");
+    let (code, text, v) = merge(&[&a, &b, &c], Some(&out));
+    assert!(matches!(code, Some(0 | 3)), "{text}");
+    let v = v.unwrap();
+    assert_eq!(v["host"]["kernel"]["conntrack_drop"], 7, "{}", v["host"]);
+    assert_eq!(v["intervals"][0]["kernel"]["conntrack_drop"], 7);
+    let diag = &v["diagnosis"];
+    assert!(
+        diag.as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["code"] == "conntrack_table_full"
+                && x["message"].as_str().unwrap().starts_with("shard 1: ")),
+        "{diag}"
+    );
+    // Shard 0 (whose copy the merge starts from) written before the counters: the
+    // others' still add.
+    let old0 = edit(&files[0], &d.join("old0.json"), |v| {
+        v["host"].as_object_mut().unwrap().remove("kernel");
+        for i in v["intervals"].as_array_mut().unwrap() {
+            i.as_object_mut().unwrap().remove("kernel");
+        }
+    });
+    let c5 = edit(&files[2], &d.join("k2b.json"), |v| set(v, 5));
+    let (code, text, v) = merge(&[&old0, &b, &c5], Some(&out));
+    assert!(matches!(code, Some(0 | 3)), "{text}");
+    let v = v.unwrap();
+    assert_eq!(v["host"]["kernel"]["conntrack_drop"], 9, "{}", v["host"]);
+    assert_eq!(v["intervals"][0]["kernel"]["conntrack_drop"], 9);
+    let bad = edit(&files[0], &d.join("bad.json"), |v| {
+        v["intervals"][0]["kernel"]["softnet_dropped"] = json!(-1);
+    });
+    let (code, text, _) = merge(&[&bad, &b], None);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(
+        text.contains("intervals[0].kernel.softnet_dropped"),
+        "{text}"
+    );
+}

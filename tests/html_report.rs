@@ -213,13 +213,15 @@ fn one_run_renders_in_chromium_with_no_network() {
     let (dir, a, _) = runs();
     let out = dir.path().join("report.html");
     let html = render(&[a], &out);
-    assert_self_contained(&html, 8);
+    // Eight charts and the kernel drop counters (issue 33, item 6).
+    assert_self_contained(&html, 9);
     for text in [
         "a.json",
         "time since start (s)",
         "99.9%",
         "gate 1.00 ms",
         "requests per second",
+        "Kernel drop counters",
     ] {
         assert!(html.contains(text), "the page lacks {text:?}");
     }
@@ -247,7 +249,8 @@ fn two_runs_overlay_in_distinct_colours() {
     let (dir, a, b) = runs();
     let out = dir.path().join("cmp.html");
     let html = render(&[a, b], &out);
-    assert_self_contained(&html, 8);
+    // Eight charts and the kernel drop counters (issue 33, item 6).
+    assert_self_contained(&html, 9);
     assert!(
         html.contains("a.json p99") && html.contains("b.json p99"),
         "legend names both files"

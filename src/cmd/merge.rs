@@ -15,6 +15,10 @@
 //! - The merged run is valid only if every shard was and none is missing; missing
 //!   shards are named (`2 of 8 missing: 3, 6`) and make it incomplete, never silently
 //!   smaller.
+//! - The kernel's drop counters (`host.kernel`, `intervals[].kernel`) are each host's
+//!   own: they add over the shards that could read them (`null` only where none
+//!   could), conntrack's fill takes the fullest host's; each shard's kernel diagnoses
+//!   (conntrack, softnet, listen queues, retransmits, NIC) are kept, naming the shard.
 //! - A frames run's `frames` key merges by [`frames`]: counts add, the frame histograms
 //!   add, ratios and percentiles come from the sums; shards of other rooms, tick or
 //!   budget are refused (exit 2).
@@ -175,6 +179,7 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     add_error_latency(&mut out, shards);
     let (intervals, intervals_exact) = align_intervals(shards);
     out["intervals"] = Value::Array(intervals);
+    merge_kernel(&mut out, shards);
     merge_frames(&mut out, shards)?;
     let valid = judge_validity(&mut out, shards, &missing, n);
     let unsynced = merged_fleet(&mut out, shards, &missing, intervals_exact);
@@ -271,6 +276,67 @@ fn add_error_latency(out: &mut Value, shards: &[Shard]) {
         }
         _ => {}
     }
+}
+
+/// The codes of the diagnoses drawn from the kernel's drop counters: a host's own.
+const KERNEL_CODES: [&str; 6] = [
+    "conntrack_table_full",
+    "softnet_backlog_drops",
+    "softnet_time_squeeze",
+    "listen_overflows",
+    "tcp_retransmits",
+    "nic_rx_drops",
+];
+
+/// `host.kernel` summed over the shards that have it, and every shard's kernel
+/// diagnoses in place of the first shard's, each naming its shard (each host hit its
+/// own wall, with its own numbers and fix).
+fn merge_kernel(out: &mut Value, shards: &[Shard]) {
+    let parts: Vec<&Value> = shards
+        .iter()
+        .map(|s| &s.value["host"]["kernel"])
+        .filter(|k| k.is_object())
+        .collect();
+    if !parts.is_empty() && out["host"].is_object() {
+        out["host"]["kernel"] = kernel_sum(&parts);
+    }
+    let Some(list) = out["diagnosis"].as_array_mut() else {
+        return;
+    };
+    let is_kernel = |d: &Value| KERNEL_CODES.iter().any(|c| d["code"] == *c);
+    list.retain(|d| !is_kernel(d));
+    for s in shards {
+        for d in s.value["diagnosis"].as_array().into_iter().flatten() {
+            if is_kernel(d) {
+                let mut d = d.clone();
+                if let Some(m) = d.get("message").and_then(Value::as_str) {
+                    d["message"] = json!(format!("shard {}: {m}", s.index));
+                }
+                list.push(d);
+            }
+        }
+    }
+}
+
+/// Kernel counter objects added key by key: a counter adds over the parts that have
+/// it (`null`, not available, adds nothing; `null` only when no part has it);
+/// conntrack's fill (`conntrack_count_max`, `conntrack_max`) keeps the largest.
+fn kernel_sum(parts: &[&Value]) -> Value {
+    let mut o = Map::new();
+    for part in parts {
+        for (k, v) in part.as_object().into_iter().flatten() {
+            let acc = o.entry(k.clone()).or_insert(Value::Null);
+            if let Some(n) = v.as_u64() {
+                let gauge = k.starts_with("conntrack_count") || k == "conntrack_max";
+                *acc = json!(match acc.as_u64() {
+                    None => n,
+                    Some(a) if gauge => a.max(n),
+                    Some(a) => a.saturating_add(n),
+                });
+            }
+        }
+    }
+    Value::Object(o)
 }
 
 /// The frames' keys, merged (a shard that disagrees or lacks them is refused).
@@ -490,6 +556,11 @@ fn align_intervals(shards: &[Shard]) -> (Vec<Value>, bool) {
                 return row;
             };
             o.remove("histograms");
+            // A first shard written before the kernel counters must not drop the
+            // others' (rows without the key add nothing).
+            if rows.iter().any(|r| r.get("kernel").is_some()) {
+                o.entry("kernel").or_insert(Value::Null);
+            }
             for key in o.keys().cloned().collect::<Vec<_>>() {
                 let parts: Vec<&Value> = rows.iter().map(|r| &r[&key]).collect();
                 let adds = key.ends_with("_rps")
@@ -500,6 +571,8 @@ fn align_intervals(shards: &[Shard]) -> (Vec<Value>, bool) {
                 let keep = key == "second" || key == "duration_s";
                 if key == "frames" {
                     o.insert(key, frames::merge_interval(&parts));
+                } else if key == "kernel" {
+                    o.insert(key, kernel_sum(&parts));
                 } else if adds {
                     o.insert(key, sum_numbers(&parts));
                 } else if !keep {
@@ -664,6 +737,21 @@ mod tests {
         assert_eq!(
             sum_numbers(&[&json!({"n": (1u64 << 53) + 1}), &json!({"n": 2})])["n"],
             (1u64 << 53) + 3
+        );
+    }
+
+    /// Issue 33, item 6: each host's kernel counters add; one that could not read a
+    /// counter adds nothing, and conntrack's fill is the fullest host's.
+    #[test]
+    fn kernel_counters_add_over_the_hosts_that_read_them() {
+        let a = json!({"conntrack_drop": 5, "nic_rx_missed": null, "retrans_segs": 1,
+                       "conntrack_count_max": 40, "conntrack_max": 50});
+        let b = json!({"conntrack_drop": 7, "nic_rx_missed": null, "retrans_segs": null,
+                       "conntrack_count_max": 90, "conntrack_max": 100});
+        assert_eq!(
+            kernel_sum(&[&a, &b]),
+            json!({"conntrack_drop": 12, "nic_rx_missed": null, "retrans_segs": 1,
+                   "conntrack_count_max": 90, "conntrack_max": 100})
         );
     }
 }

@@ -535,7 +535,10 @@ fn collect(
                 let row = complete(
                     c.series.seconds(),
                     &empty,
-                    Load::default(),
+                    Load {
+                        kernel: host.kernel_unsampled(),
+                        ..Load::default()
+                    },
                     shape,
                     stopped,
                     outputs,

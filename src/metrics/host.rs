@@ -2,7 +2,10 @@
 //! /proc/stat counts it, and the traffic of the interface that carries the run (bytes,
 //! packets, drops from /sys/class/net/IF/statistics) against its link speed. Sampled by
 //! the collector once per interval; parsing is pure so tests feed it fixture text.
+//! Each sample also reads the kernel's drop counters ([`super::kernel`]) and keeps
+//! their growth over the interval.
 
+use super::kernel::{self, KernelCounters, KernelSample};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -153,6 +156,12 @@ pub struct HostInterval {
     pub tx_pps: f64,
     pub rx_pps: f64,
     pub drops: u64,
+    /// How much each kernel drop counter grew over the interval (`None`: not
+    /// available on this host).
+    pub kernel: KernelCounters,
+    /// `(nf_conntrack_count, nf_conntrack_max)` at the interval's end, when conntrack
+    /// is loaded.
+    pub conntrack: Option<(u64, u64)>,
 }
 
 /// Samples /proc/stat and the interface counters; each sample covers the time since the
@@ -165,6 +174,8 @@ pub struct HostSampler {
     /// This process's threads at the previous sample: (tid, CPU ticks, last CPU).
     tasks: Vec<TaskTicks>,
     net: Option<NetCounters>,
+    /// The kernel's counters at the previous sample.
+    kernel: KernelSample,
     at: std::time::Instant,
     last: HostInterval,
 }
@@ -232,6 +243,7 @@ impl HostSampler {
             cpu: Vec::new(),
             tasks: Vec::new(),
             net: None,
+            kernel: KernelSample::default(),
             at: std::time::Instant::now(),
             last: HostInterval::default(),
         };
@@ -240,13 +252,24 @@ impl HostSampler {
         s
     }
 
+    /// The kernel counters' growth for a second nobody sampled: 0 for each counter
+    /// this host exposes (its growth is counted by the next sample), `None` for the
+    /// rest.
+    pub fn kernel_unsampled(&self) -> KernelCounters {
+        self.kernel.counters.zeroed()
+    }
+
     /// The interval since the previous sample. A sample less than 100 ms after the
     /// previous one (rows completed together after a stalled worker) repeats it: too
     /// short a window has no /proc/stat ticks and turns a few packets into Gbit/s.
     pub fn sample(&mut self) -> HostInterval {
         let now = std::time::Instant::now();
         if now.duration_since(self.at) < std::time::Duration::from_millis(100) {
-            return self.last.clone();
+            // The kernel counters' growth is left for the next sample to count: a
+            // repeated interval must not count it twice.
+            let mut repeat = self.last.clone();
+            repeat.kernel = repeat.kernel.zeroed();
+            return repeat;
         }
         let secs = now.duration_since(self.at).as_secs_f64().max(1e-6);
         self.at = now;
@@ -297,6 +320,10 @@ impl HostSampler {
             out.drops = n1.drops.saturating_sub(n0.drops);
         }
         self.net = net;
+        let kernel = kernel::read(&self.root, self.iface.as_deref());
+        out.kernel = kernel.counters.since(self.kernel.counters);
+        out.conntrack = kernel.conntrack;
+        self.kernel = kernel;
         self.last = out.clone();
         out
     }

@@ -7,6 +7,7 @@
 pub mod gate;
 pub mod host;
 pub mod noise;
+pub mod kernel;
 pub mod pacing_check;
 pub mod spread;
 

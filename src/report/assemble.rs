@@ -14,6 +14,7 @@ use crate::engine::recorder::WorkerTotals;
 use crate::metrics::host::{
     CORE_BUSY_WATERMARK, HostInterval, LINK_SATURATED, OTHER_LOAD_WARN, STEAL_WARN, read_link_speed,
 };
+use crate::metrics::kernel::{ConntrackFill, KernelCounters};
 use crate::metrics::{Counters, ErrorKind, Gate, Histograms};
 use crate::report::hdr::Encoded4;
 use crate::run_plan::RunPlan;
@@ -42,6 +43,11 @@ pub fn host_report(peak: &Load, iface: Option<String>, link_bps: Option<u64>) ->
         rx_bps_max: peak.rx_bps,
         link_utilization_max: link_bps.map(|l| peak.tx_bps.max(peak.rx_bps) / l as f64),
         drops: peak.drops,
+        kernel: super::KernelReport {
+            counters: peak.kernel,
+            conntrack_count_max: peak.conntrack.count_max,
+            conntrack_max: peak.conntrack.max,
+        },
         core_busy_watermark: CORE_BUSY_WATERMARK,
         link_saturated_at: LINK_SATURATED,
     }
@@ -136,6 +142,7 @@ impl IntervalShape<'_> {
                 .link_bps
                 .map(|l| row.load.tx_bps.max(row.load.rx_bps) / l as f64),
             drops: row.load.drops,
+            kernel: Some(row.load.kernel),
             frames: row
                 .frames
                 .map(|(c, dev)| super::frames::FrameInterval::of(&c, &dev, len_s)),
@@ -212,9 +219,21 @@ pub struct Load {
     pub tx_pps: f64,
     pub rx_pps: f64,
     pub drops: u64,
+    /// The kernel's drop counters' growth (summed when intervals are combined).
+    pub kernel: KernelCounters,
+    /// Conntrack's fill: the highest count at an interval's end, and the max.
+    pub conntrack: ConntrackFill,
 }
 
 impl Load {
+    /// Adds `o`'s kernel counters and keeps conntrack's highest fill: the same for a
+    /// merged series entry and for the run's peak.
+    pub fn add_kernel(&mut self, o: &Load) {
+        self.kernel = self.kernel.plus(o.kernel);
+        self.conntrack.count_max = self.conntrack.count_max.max(o.conntrack.count_max);
+        self.conntrack.max = o.conntrack.max.or(self.conntrack.max);
+    }
+
     /// Keeps the larger of each figure, drops summed: the run's busiest seconds.
     pub fn peak(&mut self, o: &Load) {
         self.core_load = self.core_load.max(o.core_load);
@@ -229,6 +248,7 @@ impl Load {
         self.tx_pps = self.tx_pps.max(o.tx_pps);
         self.rx_pps = self.rx_pps.max(o.rx_pps);
         self.drops += o.drops;
+        self.add_kernel(o);
     }
 
     /// Reduces one interval: the workers' own usage (per worker, with its core) and what
@@ -283,6 +303,11 @@ impl Load {
             tx_pps: host.tx_pps,
             rx_pps: host.rx_pps,
             drops: host.drops,
+            kernel: host.kernel,
+            conntrack: ConntrackFill {
+                count_max: host.conntrack.map(|c| c.0),
+                max: host.conntrack.map(|c| c.1),
+            },
         }
     }
 }

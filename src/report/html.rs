@@ -8,7 +8,8 @@
 //! deserves), drawn from the full histograms the report embeds. Frames runs have their
 //! own sections instead ([`frames`]: deviation over time, frames per second, retention
 //! and late frames, deviation and fan-out spectra, join time). Every run: dispatch lag
-//! over time against the `--max-lag` gate; errors over time; generator core load. Each
+//! over time against the `--max-lag` gate; errors over time; generator core load; the
+//! kernel's drop counters over time, and every run's diagnoses as a list. Each
 //! run has its own colour; within a chart, line styles tell the series apart and a
 //! legend beside the plot names both (file name first).
 //!
@@ -147,6 +148,7 @@ pub fn render(runs: &[RunView]) -> Result<String, RenderError> {
         esc(&names.join(" vs "))
     );
     page.push_str(&runs_table(runs));
+    page.push_str(&diagnoses_list(runs));
     page.push_str(&frames::table(runs));
     for section in sections(runs) {
         let _ = write!(
@@ -229,6 +231,39 @@ fn runs_table(runs: &[RunView]) -> String {
         );
     }
     t.push_str("</table>\n");
+    t
+}
+
+/// Each run's diagnoses as the text report's notes have them: what was seen, then the
+/// remedy; nothing when no run has any.
+fn diagnoses_list(runs: &[RunView]) -> String {
+    if runs.iter().all(|r| r.run.diagnosis.is_empty()) {
+        return String::new();
+    }
+    let mut t = String::from("<section><h2>Diagnoses</h2>\n");
+    for (i, r) in runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.run.diagnosis.is_empty())
+    {
+        let _ = write!(
+            t,
+            "<p><span class=\"sw\" style=\"background:{}\"></span>{}</p><ul>",
+            css_colour(PALETTE[i]),
+            esc(&r.label)
+        );
+        for d in &r.run.diagnosis {
+            let _ = write!(
+                t,
+                "<li class=\"diag\" data-code=\"{}\">{}; <b>{}</b></li>",
+                esc(&d.code),
+                esc(&d.message),
+                esc(&d.remedy)
+            );
+        }
+        t.push_str("</ul>\n");
+    }
+    t.push_str("</section>\n");
     t
 }
 
@@ -391,7 +426,54 @@ fn sections(runs: &[RunView]) -> Vec<Section> {
     out.push(lag_section(&all));
     out.push(errors_section(&all));
     out.push(load_section(&all));
+    let counted = pick(runs, |r| r.run.intervals.iter().any(|i| i.kernel.is_some()));
+    if !counted.is_empty() {
+        out.push(kernel_section(&counted));
+    }
     out
+}
+
+/// The kernel's drops on the generator host per second (conntrack, softnet backlog,
+/// listen queues, the NIC's receive), and its retransmitted segments.
+fn kernel_section(runs: &Picked) -> Section {
+    let n = |c: Option<u64>| c.unwrap_or(0) as f64;
+    Section {
+        heading: "Kernel drop counters",
+        note: "Packets the generator host's kernel dropped per second: conntrack (table \
+               full), the softnet backlog, listen queues and the NIC's receive ring (solid), \
+               and TCP segments retransmitted (dashed). Any of them above zero is a wall \
+               the report's diagnoses name, with the fix."
+            .into(),
+        charts: vec![time_chart(
+            "kernel drops per second",
+            "per second",
+            YAxis::PerSecond,
+            lines_of(runs, |c, r| {
+                let per_s = move |s: &super::Interval, v: f64| v / s.duration_s.max(1e-9);
+                vec![
+                    series(format!("{} drops", r.label), c, false, r.run, move |s| {
+                        let k = s.kernel.unwrap_or_default();
+                        per_s(
+                            s,
+                            n(k.conntrack_drop)
+                                + n(k.conntrack_insert_failed)
+                                + n(k.softnet_dropped)
+                                + n(k.listen_overflows)
+                                + n(k.nic_rx_missed)
+                                + n(k.nic_rx_dropped),
+                        )
+                    }),
+                    series(
+                        format!("{} retransmits", r.label),
+                        c,
+                        true,
+                        r.run,
+                        move |s| per_s(s, n(s.kernel.unwrap_or_default().retrans_segs)),
+                    ),
+                ]
+            }),
+        )],
+    }
 }
 
 fn latency_section(runs: &Picked) -> Section {
@@ -830,6 +912,53 @@ mod tests {
         );
         assert!(!html.contains("Frame arrival deviation"));
         assert!(html.contains("<h2>Latency percentiles over time</h2>"));
+    }
+
+    /// Issue 33, item 6: the diagnoses are listed (message and remedy, the code kept)
+    /// and the kernel's drops drawn over time; a report written before the kernel
+    /// counters has neither section and still draws.
+    #[test]
+    fn diagnoses_are_listed_and_kernel_drops_drawn_when_the_report_has_them() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&frames::tests::frames_report(false)).unwrap();
+        let old = crate::report::input::parse_run("old.json", v.to_string())
+            .unwrap()
+            .input;
+        let html = render(&[RunView {
+            label: "old.json".into(),
+            run: &old,
+        }])
+        .unwrap();
+        assert!(!html.contains("<h2>Diagnoses</h2>") && !html.contains("Kernel drop counters"));
+        for (k, i) in v["intervals"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            i["kernel"] = serde_json::json!({"conntrack_drop": k * 100, "retrans_segs": null});
+        }
+        v["diagnosis"] = serde_json::json!([{"code": "conntrack_table_full",
+            "message": "conntrack table full: nf_conntrack_count 50 of nf_conntrack_max 50",
+            "remedy": "raise net.netfilter.nf_conntrack_max <or NOTRACK>"}]);
+        let run = crate::report::input::parse_run("k.json", v.to_string())
+            .unwrap()
+            .input;
+        let html = render(&[RunView {
+            label: "k.json".into(),
+            run: &run,
+        }])
+        .unwrap();
+        let list = &html[html.find("<h2>Diagnoses</h2>").unwrap()..];
+        let list = &list[..list.find("</section>").unwrap()];
+        assert!(
+            list.contains("data-code=\"conntrack_table_full\""),
+            "{list}"
+        );
+        assert!(list.contains("nf_conntrack_count 50 of nf_conntrack_max 50"));
+        assert!(list.contains("raise net.netfilter.nf_conntrack_max &lt;or NOTRACK&gt;"));
+        assert!(html.contains("<h2>Kernel drop counters</h2>"));
+        assert!(html.contains("k.json drops"));
     }
 
     #[test]

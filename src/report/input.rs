@@ -4,7 +4,8 @@
 //! anything is merged, compared or drawn:
 //!
 //! - every counter (`requests`, `bytes`, `errors_by_kind`, `connections`, the
-//!   percentile summaries, `intervals[]`, `mix[]`) is a non-negative integer, and
+//!   percentile summaries, `intervals[]`, `mix[]`) is a non-negative integer (each
+//!   kernel drop counter of `intervals[].kernel` one or `null`, not available), and
 //!   `rate` holds non-negative numbers;
 //! - every embedded histogram decodes, through [`hdr::decode`]'s bounds (declared
 //!   lengths against the bytes present, the decompressed size, the counts its bounds
@@ -50,6 +51,19 @@ pub struct RunInput {
     /// `--workload frames`: the `frames` key's figures the renderers draw.
     #[serde(default)]
     pub frames: Option<FramesInput>,
+    /// The run's observations and warnings (the kernel's drop counters' among them),
+    /// as the JSON has them.
+    #[serde(default)]
+    pub diagnosis: Vec<DiagnosisInput>,
+}
+
+/// One `diagnosis[]` entry: `{code, message, remedy}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct DiagnosisInput {
+    pub code: String,
+    pub message: String,
+    pub remedy: String,
 }
 
 /// The `frames` key as the HTML page reads it (docs/frames.md has every figure).
@@ -343,6 +357,13 @@ fn check_counters(v: &Value) -> Result<(), Bad> {
             let f = format!("intervals[{k}].{key}");
             if key == "errors" || key == "drops" || key == "second" {
                 count(x, &f)?;
+            } else if key == "kernel" {
+                // The kernel's drop counters: each a count, or null (not available).
+                for (k, c) in x.as_object().into_iter().flatten() {
+                    if !c.is_null() {
+                        count(c, &format!("{f}.{k}"))?;
+                    }
+                }
             } else if key.ends_with("_rps") || key.ends_with("_bps") || key.ends_with("_pps") {
                 non_negative(x, &f)?;
             }

@@ -15,6 +15,7 @@ pub mod series;
 pub mod text;
 
 use crate::diagnosis::Diagnosis;
+use crate::metrics::kernel::{self, ConntrackFill, KernelCounters};
 use crate::metrics::{Counters, ErrorKind, Histograms};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -233,6 +234,11 @@ pub struct Interval {
     /// max(tx, rx) over the link speed; `null` without one (loopback).
     pub link_utilization: Option<f64>,
     pub drops: u64,
+    /// How much each of the kernel's drop counters grew in the interval on the
+    /// generator host (`null` each: not available here; the key is absent from
+    /// reports written before it). See [`crate::metrics::kernel`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelCounters>,
     /// `--workload frames`: the interval's frame figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames: Option<frames::FrameInterval>,
@@ -274,6 +280,8 @@ pub struct HostReport {
     pub rx_bps_max: f64,
     pub link_utilization_max: Option<f64>,
     pub drops: u64,
+    /// The kernel's drop counters over the run, with conntrack's fill.
+    pub kernel: KernelReport,
     pub core_busy_watermark: f64,
     pub link_saturated_at: f64,
 }
@@ -319,8 +327,27 @@ impl HostReport {
                 link_bps: self.link_speed_bps.unwrap_or(0),
             });
         }
+        let k = &self.kernel;
+        let fill = ConntrackFill {
+            count_max: k.conntrack_count_max,
+            max: k.conntrack_max,
+        };
+        w.extend(kernel::diagnoses(&k.counters, fill, self.iface.as_deref()));
         w
     }
+}
+
+/// `host.kernel`: each kernel drop counter's growth over the run (the sum of the
+/// intervals'; `null`: not available on this host), and conntrack's fill.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelReport {
+    #[serde(flatten)]
+    pub counters: KernelCounters,
+    /// The highest `nf_conntrack_count` at an interval's end (`null`: conntrack not
+    /// loaded).
+    pub conntrack_count_max: Option<u64>,
+    /// `nf_conntrack_max` (`null`: conntrack not loaded).
+    pub conntrack_max: Option<u64>,
 }
 
 /// UDP figures (`--proto udp`).

@@ -8,7 +8,8 @@
 //! than [`SERIES_ENTRIES_MAX`] entries. Only the entry being filled holds live
 //! histograms; a closed one keeps its percentiles and its histograms compressed. A
 //! merged entry's counts are the sum of its seconds, its traffic rates their mean, its
-//! loads (core load, worker busy, other load, steal) the busiest second's, its frames'
+//! loads (core load, worker busy, other load, steal) the busiest second's, its kernel
+//! drop counters their sum, its frames'
 //! `connections_active` the last second's; [`Series::peak`] keeps every per-second
 //! maximum for the report's host figures. Exporters (`--hdr-log`, `--csv`) still get
 //! every second as it completes.
@@ -170,6 +171,7 @@ fn merge_into(into: &mut Row, s: &Row) {
     a.tx_pps += b.tx_pps;
     a.rx_pps += b.rx_pps;
     a.drops += b.drops;
+    a.add_kernel(b);
     if let Some((c, _)) = &s.frames {
         let (acc, _) = into.frames.get_or_insert_with(Default::default);
         // A gauge: the entry's is its last second's.

@@ -371,7 +371,8 @@ fn write_workers(w: &mut String, r: &Report) {
     }
 }
 
-/// The host: core load, steal, the interface's traffic and link, drops.
+/// The host: core load, steal, the interface's traffic and link, drops, and the
+/// kernel's drop counters.
 fn write_host(w: &mut String, r: &Report) {
     let h = &r.host;
     let link = match (h.link_speed_bps, h.link_utilization_max) {
@@ -391,6 +392,33 @@ fn write_host(w: &mut String, r: &Report) {
         h.rx_bps_max / 1e6,
         h.drops
     );
+    let _ = writeln!(w, "{}", kernel_line(&h.kernel));
+}
+
+/// The kernel's drop counters over the run, each as a count or `n/a` (this host does
+/// not expose it); a grown one is also a diagnosis below.
+fn kernel_line(k: &super::KernelReport) -> String {
+    let n = |c: Option<u64>| c.map_or("n/a".to_string(), |c| c.to_string());
+    let c = &k.counters;
+    format!(
+        "kernel: conntrack drop {}, insert_failed {}, early_drop {} (nf_conntrack_count up \
+         to {} of nf_conntrack_max {}); softnet dropped {}, time_squeeze {}; listen \
+         overflows {}, drops {}; TCP retransmitted segments {}; NIC rx_missed {}, \
+         rx_dropped {}, rx_fifo {}",
+        n(c.conntrack_drop),
+        n(c.conntrack_insert_failed),
+        n(c.conntrack_early_drop),
+        n(k.conntrack_count_max),
+        n(k.conntrack_max),
+        n(c.softnet_dropped),
+        n(c.softnet_time_squeeze),
+        n(c.listen_overflows),
+        n(c.listen_drops),
+        n(c.retrans_segs),
+        n(c.nic_rx_missed),
+        n(c.nic_rx_dropped),
+        n(c.nic_rx_fifo),
+    )
 }
 
 /// UDP: sent, received, lost, duplicates, reordered, late, foreign, joined.

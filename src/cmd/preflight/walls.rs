@@ -175,13 +175,9 @@ fn etimedout(ctx: &WallContext) -> String {
     }
 }
 
-/// Reads `<root>/proc/sys/net/netfilter/nf_conntrack_count` and `nf_conntrack_max`;
-/// `None` when conntrack is not loaded (files absent) or either is unreadable.
-pub fn read_conntrack(root: &Path) -> Option<(u64, u64)> {
-    let count = read_proc_u64(root, "proc/sys/net/netfilter/nf_conntrack_count")?;
-    let max = read_proc_u64(root, "proc/sys/net/netfilter/nf_conntrack_max")?;
-    Some((count, max))
-}
+/// `(nf_conntrack_count, nf_conntrack_max)`, read where the per-interval kernel
+/// counters read them (one reader for the preflight wall and the run's diagnosis).
+pub use crate::metrics::kernel::read_conntrack;
 
 /// Reads one number from `<root>/<rel>` (`proc/sys/fs/nr_open`, `proc/sys/fs/file-max`,
 /// ...); `None` if absent or not a number.
