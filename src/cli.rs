@@ -847,6 +847,13 @@ pub struct SearchArgs {
     #[arg(long, default_value = "5s")]
     pub step_duration: String,
 
+    /// How many times the decisive steps run (the last good one and the first bad one
+    /// above it, once the search has converged): the max safe throughput is then the
+    /// median of its step's runs, with their range, and the result is called unstable
+    /// when the runs of one step disagree. At most 20. Default: 1.
+    #[arg(long, default_value_t = 1)]
+    pub repeats: u32,
+
     /// Highest rate to try, requests per second (frames: connections, whole rooms):
     /// the search ends there when the SLO still holds. Default: no limit.
     #[arg(long)]

@@ -318,9 +318,8 @@ impl Repeats {
     /// `None` without a valid step.
     pub fn of(steps: &[Step], runs: u32) -> Option<Repeats> {
         let rates = decisive_rates(steps);
-        let at = |rate: f64| -> Vec<&Step> {
-            steps.iter().filter(|s| s.intended_rps == rate).collect()
-        };
+        let at =
+            |rate: f64| -> Vec<&Step> { steps.iter().filter(|s| s.intended_rps == rate).collect() };
         let ceiling = at(*rates.first()?);
         let spread = |f: fn(&Step) -> f64| Spread::of(ceiling.iter().map(|s| f(s)));
         let achieved = spread(|s| s.achieved_rps)?;

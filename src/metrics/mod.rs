@@ -6,8 +6,8 @@
 //! write it); it is re-exported here for the layers above.
 pub mod gate;
 pub mod host;
-pub mod noise;
 pub mod kernel;
+pub mod noise;
 pub mod pacing_check;
 pub mod spread;
 

@@ -123,7 +123,7 @@ impl RunPlan {
             progress: super::Progress::from_flags(a.progress, a.quiet),
             step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,
             start_rate_rps: check_rate("start-rate", a.start_rate)?,
-            repeats: repeats(a.repeats)?,
+            repeats: super::parse::check_repeats(a.repeats)?,
         };
         let rate_text = match (rate_given, &plan.shape) {
             (Some(_), Some(s)) => s.spec().to_string(),
@@ -897,21 +897,6 @@ fn check_requests(
         framing,
         max_response,
     })
-}
-
-/// `--repeats`: from 1 to [`REPEATS_MAX`].
-pub fn repeats(n: u32) -> Result<u32, PlanError> {
-    if (1..=crate::limits::REPEATS_MAX).contains(&n) {
-        Ok(n)
-    } else {
-        Err(err(
-            "repeats",
-            format!(
-                "must be between 1 and {}, got {n}",
-                crate::limits::REPEATS_MAX
-            ),
-        ))
-    }
 }
 
 /// `--spin` (auto, 0, or a duration of at most [`SPIN_NS_MAX`]) and `--resolution`

@@ -12,7 +12,9 @@ mod workers;
 
 pub use facts::{FdFacts, HostFacts, RingLayout, parse_mem_available};
 pub use frames::ROOM_SIZE_DEFAULT;
-pub use parse::{check_rate, parse_cores, parse_duration, parse_size, unescape, usable_cores};
+pub use parse::{
+    check_rate, check_repeats, parse_cores, parse_duration, parse_size, unescape, usable_cores,
+};
 pub use sink::sink_config;
 
 use crate::engine::Transport;

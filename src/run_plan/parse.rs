@@ -164,6 +164,19 @@ pub fn parse_size(flag: &'static str, s: &str) -> Result<usize, PlanError> {
     Ok(v)
 }
 
+/// `--repeats`: from 1 to [`crate::limits::REPEATS_MAX`] (the baseline's and `search`'s).
+pub fn check_repeats(n: u32) -> Result<u32, PlanError> {
+    let max = crate::limits::REPEATS_MAX;
+    if (1..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(err(
+            "repeats",
+            format!("must be between 1 and {max}, got {n}"),
+        ))
+    }
+}
+
 /// A rate in requests/s, at most [`RATE_RPS_MAX`] (the one rate check, shared with
 /// `blaster search`).
 pub fn check_rate(flag: &'static str, r: f64) -> Result<f64, PlanError> {

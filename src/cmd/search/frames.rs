@@ -30,6 +30,7 @@ pub(super) fn render(r: &SearchReport) -> String {
     write_header(&mut s, r);
     write_rows(&mut s, r);
     write_conclusions(&mut s, r);
+    super::write_repeats(&mut s, r);
     write_stopped_by(&mut s, r);
     if r.interrupted {
         let _ = writeln!(

@@ -44,6 +44,7 @@
 use crate::cli::{RunArgs, SearchArgs};
 use crate::cmd::run::{RunError, execute_step};
 use crate::limits::DURATION_NS_MAX;
+use crate::metrics::spread::{Held, Spread};
 use crate::report::Report;
 use crate::report::progress::Live;
 use crate::run_plan::{HostFacts, PlanError, ROOM_SIZE_DEFAULT, RunPlan};
@@ -105,6 +106,8 @@ pub struct SearchConfig {
     /// good one.
     pub precision: f64,
     pub step_duration_ns: u64,
+    /// `--repeats`: runs of each decisive step.
+    pub repeats: u32,
 }
 
 fn err(flag: &'static str, message: impl Into<String>) -> PlanError {
@@ -212,6 +215,7 @@ pub fn config_from_args(a: &SearchArgs) -> Result<SearchConfig, PlanError> {
         max,
         precision: parse_precision(&a.precision)?,
         step_duration_ns: step as u64,
+        repeats: crate::run_plan::check_repeats(a.repeats)?,
     })
 }
 
@@ -286,6 +290,9 @@ pub fn step_plan(
 pub enum Phase {
     Climb,
     Bisect,
+    /// A decisive step run again (`--repeats`): it never moves the search's
+    /// conclusions, only their spread ([`Repeated`]).
+    Repeat,
 }
 
 impl Phase {
@@ -293,8 +300,62 @@ impl Phase {
         match self {
             Phase::Climb => "climb",
             Phase::Bisect => "bisect",
+            Phase::Repeat => "repeat",
         }
     }
+}
+
+/// The decisive steps over their runs (`--repeats`): the last good step's and the
+/// first bad one's above it (values on the search's axis).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Repeated {
+    pub good_value: f64,
+    pub good: Held,
+    /// Achieved rate and latency p99 over the good step's runs.
+    pub achieved_rps: Spread,
+    pub latency_p99_ns: Spread,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bad_value: Option<f64>,
+    pub bad: Held,
+    /// Every run of the good step good and every run of the bad one bad.
+    pub stable: bool,
+}
+
+impl Repeated {
+    /// From every step measured: `None` without a good step of the search itself.
+    pub fn of(axis: Axis, steps: &[Step]) -> Option<Repeated> {
+        let (good, bad) = decisive(axis, steps);
+        let good_value = axis.of(good?);
+        let at = |v: f64| steps.iter().filter(move |s| axis.of(s) == v);
+        let bad_value = bad.map(|s| axis.of(s));
+        let good_runs = Held::of(at(good_value).map(Step::good));
+        let bad_runs = bad_value.map_or(Held { runs: 0, held: 0 }, |v| {
+            Held::of(at(v).map(Step::good))
+        });
+        Some(Repeated {
+            good_value,
+            good: good_runs,
+            achieved_rps: Spread::of(at(good_value).map(|s| s.achieved_rps))?,
+            latency_p99_ns: Spread::of(at(good_value).map(|s| s.latency_p99_ns as f64))?,
+            bad_value,
+            bad: bad_runs,
+            stable: good_runs.held == good_runs.runs && bad_runs.held == 0,
+        })
+    }
+}
+
+/// The search's own decisive steps (repeats aside): the best good one and the lowest
+/// bad one on the axis.
+fn decisive(axis: Axis, steps: &[Step]) -> (Option<&Step>, Option<&Step>) {
+    let own = || steps.iter().filter(|s| s.phase != Phase::Repeat);
+    let best = own().filter(|s| s.good()).max_by(|a, b| match axis {
+        Axis::Rate => a.achieved_rps.total_cmp(&b.achieved_rps),
+        Axis::Connections { .. } => a.connections.cmp(&b.connections),
+    });
+    let bad = own()
+        .filter(|s| !s.good())
+        .min_by(|a, b| axis.of(a).total_cmp(&axis.of(b)));
+    (best, bad)
 }
 
 /// Why the planner ends the search.
@@ -699,6 +760,12 @@ pub struct SearchReport {
     /// (the figure), else null.
     pub saturation: Option<Saturation>,
     pub interrupted: bool,
+    /// `--repeats` above 1: the decisive steps over their runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Repeated>,
+    /// The host's noise on the generator cores before the first step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_noise: Option<crate::metrics::noise::HostNoise>,
 }
 
 impl SearchReport {
@@ -713,14 +780,6 @@ impl SearchReport {
     }
 }
 
-/// The bad step lowest on the axis, if any.
-fn lowest_bad(axis: Axis, steps: &[Step]) -> Option<&Step> {
-    steps
-        .iter()
-        .filter(|s| !s.good())
-        .min_by(|a, b| axis.of(a).total_cmp(&axis.of(b)))
-}
-
 /// The conclusions from the steps measured (pure).
 pub fn conclude(
     plan: &RunPlan,
@@ -730,12 +789,13 @@ pub fn conclude(
     interrupted: bool,
 ) -> SearchReport {
     let axis = cfg.axis;
-    // Rate: the highest achieved rate; connections: the largest count.
-    let best = steps.iter().filter(|s| s.good()).max_by(|a, b| match axis {
-        Axis::Rate => a.achieved_rps.total_cmp(&b.achieved_rps),
-        Axis::Connections { .. } => a.connections.cmp(&b.connections),
-    });
-    let bad = lowest_bad(axis, &steps);
+    // Rate: the highest achieved rate; connections: the largest count (repeats aside).
+    let (best, bad) = decisive(axis, &steps);
+    let repeated = steps
+        .iter()
+        .any(|s| s.phase == Phase::Repeat)
+        .then(|| Repeated::of(axis, &steps))
+        .flatten();
     let stopped_by = match bad.map(|s| s.outcome) {
         Some(StepOutcome::Invalid | StepOutcome::GeneratorBound) => StoppedBy::Generator,
         Some(StepOutcome::LinkBound) => StoppedBy::Link,
@@ -743,7 +803,10 @@ pub fn conclude(
         None if interrupted => StoppedBy::Interrupted,
         None => StoppedBy::Max,
     };
-    let mut valid: Vec<&Step> = steps.iter().filter(|s| s.valid).collect();
+    let mut valid: Vec<&Step> = steps
+        .iter()
+        .filter(|s| s.valid && s.phase != Phase::Repeat)
+        .collect();
     valid.sort_by(|a, b| axis.of(a).total_cmp(&axis.of(b)));
     let points: Vec<(f64, f64)> = valid
         .iter()
@@ -784,7 +847,11 @@ pub fn conclude(
             frame_bytes: frames.map(|f| f.frame_size),
             room_size: frames.map(|f| f.grid.room_size),
         },
-        max_safe_throughput_rps: best.map(|s| s.achieved_rps),
+        max_safe_throughput_rps: repeated
+            .as_ref()
+            .filter(|_| rate_axis)
+            .map(|r| r.achieved_rps.median)
+            .or(best.map(|s| s.achieved_rps)),
         max_safe_intended_rps: best.map(|s| s.intended_rps),
         latency_p99_ns_at_max_safe: best.map(|s| s.latency_p99_ns),
         latency_mean_ns_at_max_safe: best.map(|s| s.latency_mean_ns),
@@ -799,6 +866,8 @@ pub fn conclude(
         stopped_by,
         saturation: bad.and_then(|s| s.saturation.filter(|_| s.ends_search())),
         interrupted,
+        repeats: repeated,
+        host_noise: None,
         steps,
     }
 }
@@ -813,6 +882,21 @@ pub fn run(
     stop: &Arc<AtomicBool>,
     mut on_step: impl FnMut(&SearchReport) -> Result<(), RunError>,
 ) -> Result<SearchReport, RunError> {
+    // The host's noise first: a gate the host cannot hold even idle makes every step
+    // invalid, and the search would stop as generator-bound without saying why.
+    let noise = crate::metrics::noise::probe(
+        &plan.cores,
+        crate::metrics::noise::period_for(plan.precision.resolution_ns),
+        crate::metrics::noise::PROBE_NS,
+    );
+    crate::errln!("search: {}", noise.summary(plan.max_lag_ns));
+    if let Some(remedy) = noise.remedy(plan.max_lag_ns) {
+        crate::errln!("search: {remedy}");
+    }
+    let finish = |mut r: SearchReport| {
+        r.host_noise = Some(noise.clone());
+        r
+    };
     let mut steps: Vec<Step> = Vec::new();
     let mut interrupted = false;
     loop {
@@ -844,12 +928,38 @@ pub fn run(
         crate::errln!("search: {}", step_line(&step));
         let ends = step.ends_search();
         steps.push(step);
-        on_step(&conclude(plan, target, cfg, steps.clone(), false))?;
+        on_step(&finish(conclude(plan, target, cfg, steps.clone(), false)))?;
         if ends {
             break;
         }
     }
-    Ok(conclude(plan, target, cfg, steps, interrupted))
+    // The decisive steps again, `--repeats` runs of each in all.
+    let (good, bad) = decisive(cfg.axis, &steps);
+    let values: Vec<f64> = [good, bad]
+        .into_iter()
+        .flatten()
+        .map(|s| cfg.axis.of(s))
+        .collect();
+    'repeats: for repeat in 1..cfg.repeats {
+        for &value in &values {
+            if interrupted || stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break 'repeats;
+            }
+            let label = format!("search step {} (repeat {repeat})", steps.len() + 1);
+            let step = step_plan(plan, r, facts, cfg, value)?;
+            let report = execute_step(&step, target, stop, Live::for_step(plan.progress, label))?;
+            if report.interrupted {
+                interrupted = true;
+                break 'repeats;
+            }
+            let step = Step::of(&report, Phase::Repeat, &cfg.slo);
+            crate::errln!("search: {}", step_line(&step));
+            steps.push(step);
+            on_step(&finish(conclude(plan, target, cfg, steps.clone(), false)))?;
+        }
+    }
+    Ok(finish(conclude(plan, target, cfg, steps, interrupted)))
 }
 
 /// The progress line of one step.
@@ -885,8 +995,51 @@ pub fn render(r: &SearchReport) -> String {
     write_header(w, r);
     write_steps(w, r);
     write_conclusions(w, r);
+    write_repeats(w, r);
     write_stopped_by(w, r);
     s
+}
+
+/// The host's noise line and, with `--repeats`, the decisive steps over their runs.
+pub(super) fn write_repeats(w: &mut String, r: &SearchReport) {
+    if let Some(n) = &r.host_noise {
+        let _ = writeln!(w, "{}", n.summary(r.config.max_lag_ns));
+    }
+    let Some(rep) = &r.repeats else {
+        return;
+    };
+    let value = |v: f64| match r.config.axis {
+        "connections" => format!("{v} connections"),
+        _ => format!("{}/s", fmt_rate(v)),
+    };
+    let bad = rep.bad_value.map_or(String::new(), |v| {
+        format!(
+            "; {} bad in {} of {}",
+            value(v),
+            rep.bad.runs - rep.bad.held,
+            rep.bad.runs
+        )
+    });
+    let _ = writeln!(
+        w,
+        "repeats: {} good in {} of {} runs (achieved median {}/s, {}-{}/s; p99 {}-{}){bad}: {}",
+        value(rep.good_value),
+        rep.good.held,
+        rep.good.runs,
+        fmt_rate(rep.achieved_rps.median),
+        fmt_rate(rep.achieved_rps.min),
+        fmt_rate(rep.achieved_rps.max),
+        fmt_ns(rep.latency_p99_ns.min as u64),
+        fmt_ns(rep.latency_p99_ns.max as u64),
+        if rep.stable {
+            "stable".to_string()
+        } else {
+            "UNSTABLE: runs of one step disagree, so the host or the target's noise decided \
+             where the limit lies, not the search; rerun on a quiet host or with longer \
+             --step-duration"
+                .to_string()
+        }
+    );
 }
 
 /// The first line: target, SLO, the steps' start and growth, precision, the plan.

@@ -15,6 +15,7 @@ fn cfg(growth: Growth, max: Option<f64>) -> SearchConfig {
         max,
         precision: 0.05,
         step_duration_ns: 1_000_000_000,
+        repeats: 1,
     }
 }
 
@@ -506,4 +507,66 @@ fn tls_steps_show_their_handshake_p90() {
     assert!(step_line(&r.steps[0]).contains("tls handshake p90 48.00 ms"));
     let plain = conclude(&plan(), t, &c, vec![step(2000.0, 2000.0, 3.0, Pass)], false);
     assert!(!render(&plain).contains("tls p90"));
+}
+
+fn repeat(mut s: Step) -> Step {
+    s.phase = Phase::Repeat;
+    s
+}
+
+/// Issue 33: repeats of the decisive steps give the max safe throughput as the median
+/// of the good step's runs, never move the search's own conclusions, and are called
+/// unstable when runs of one step disagree.
+#[test]
+fn repeats_give_the_median_and_never_move_the_conclusions() {
+    use StepOutcome::*;
+    let c = cfg(Growth::Factor(1.5), None);
+    let t: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let search = vec![
+        step(1000.0, 999.0, 3.0, Pass),
+        step(1500.0, 1498.0, 3.1, Pass),
+        step(2250.0, 2000.0, 90.0, SloBroken),
+    ];
+    let mut steps = search.clone();
+    steps.extend([
+        repeat(step(1500.0, 1490.0, 3.4, Pass)),
+        repeat(step(2250.0, 2010.0, 80.0, SloBroken)),
+        repeat(step(1500.0, 1496.0, 3.2, Pass)),
+        repeat(step(2250.0, 1990.0, 95.0, SloBroken)),
+    ]);
+    let r = conclude(&plan(), t, &c, steps.clone(), false);
+    let rep = r.repeats.as_ref().unwrap();
+    assert_eq!(
+        (rep.good_value, rep.good.runs, rep.good.held),
+        (1500.0, 3, 3)
+    );
+    assert_eq!(
+        (rep.bad_value, rep.bad.runs, rep.bad.held),
+        (Some(2250.0), 3, 0)
+    );
+    assert!(rep.stable);
+    assert_eq!(r.max_safe_throughput_rps, Some(1496.0));
+    assert_eq!(
+        (rep.achieved_rps.min, rep.achieved_rps.max),
+        (1490.0, 1498.0)
+    );
+    assert_eq!(r.first_bad_rps, Some(2250.0));
+    let text = render(&r);
+    assert!(
+        text.contains("repeats: 1500/s good in 3 of 3 runs"),
+        "{text}"
+    );
+    assert!(text.contains(": stable"), "{text}");
+    // A repeat of the bad step met the SLO: it stays the first bad step, and the
+    // result is unstable.
+    steps[4] = repeat(step(2250.0, 2240.0, 4.0, Pass));
+    let r = conclude(&plan(), t, &c, steps, false);
+    assert_eq!(r.first_bad_rps, Some(2250.0));
+    assert_eq!(r.max_safe_intended_rps, Some(1500.0));
+    let rep = r.repeats.as_ref().unwrap();
+    assert_eq!(rep.bad.held, 1);
+    assert!(!rep.stable);
+    assert!(render(&r).contains("UNSTABLE"), "{}", render(&r));
+    // Without repeats, no repeats object.
+    assert!(conclude(&plan(), t, &c, search, false).repeats.is_none());
 }
