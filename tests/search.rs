@@ -61,6 +61,8 @@ fn pool_limit_search(sink: &Sink) -> Result<(), Miss> {
             "1500ms",
             "--max-lag",
             "20ms",
+            "--repeats",
+            "2",
             "--json",
             p,
         ],
@@ -69,10 +71,30 @@ fn pool_limit_search(sink: &Sink) -> Result<(), Miss> {
     let text = String::from_utf8_lossy(&out.stdout);
     let err = stderr(&out);
     let v = read_json(&path);
+    // Issue 33: the host's noise before the first step, and the decisive steps twice.
+    assert!(err.contains("search: this host: timer late p99"), "{err}");
+    assert!(f(&v, "host_noise.wakeups") > 1_000.0, "{}", v["host_noise"]);
+    let all = v["steps"].as_array().unwrap();
+    let repeats: Vec<&serde_json::Value> = all.iter().filter(|s| s["phase"] == "repeat").collect();
+    let rep = &v["repeats"];
+    assert_eq!(
+        repeats.len(),
+        2,
+        "one more run of the last good and the first bad: {text}"
+    );
+    assert_eq!(rep["good"]["runs"], 2, "{rep}");
+    assert_eq!(rep["good_value"], v["max_safe_intended_rps"], "{rep}");
+    assert_eq!(rep["bad_value"], v["first_bad_rps"], "{rep}");
+    assert!(text.contains("repeats: "), "{text}");
+    let steps: Vec<serde_json::Value> = all
+        .iter()
+        .filter(|s| s["phase"] != "repeat")
+        .cloned()
+        .collect();
+    let steps = &steps;
     // Structure first (not retried): the report's shape and every step's figures.
     assert_eq!(v["mode"], "search");
     assert_eq!(v["slo_spec"], "p99<100ms");
-    let steps = v["steps"].as_array().unwrap();
     for s in steps {
         for k in [
             "achieved_rps",

@@ -821,6 +821,11 @@ pub fn conclude(
     let is_frames = frames.is_some();
     let rate_axis = axis == Axis::Rate;
     let best_frames = best.and_then(|s| s.frames.as_ref());
+    let safe_rps = repeated
+        .as_ref()
+        .filter(|_| rate_axis)
+        .map(|r| r.achieved_rps.median)
+        .or(best.map(|s| s.achieved_rps));
     SearchReport {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "search",
@@ -847,15 +852,12 @@ pub fn conclude(
             frame_bytes: frames.map(|f| f.frame_size),
             room_size: frames.map(|f| f.grid.room_size),
         },
-        max_safe_throughput_rps: repeated
-            .as_ref()
-            .filter(|_| rate_axis)
-            .map(|r| r.achieved_rps.median)
-            .or(best.map(|s| s.achieved_rps)),
+        max_safe_throughput_rps: safe_rps,
         max_safe_intended_rps: best.map(|s| s.intended_rps),
         latency_p99_ns_at_max_safe: best.map(|s| s.latency_p99_ns),
         latency_mean_ns_at_max_safe: best.map(|s| s.latency_mean_ns),
-        inflight_at_max_safe: best.map(|s| s.achieved_rps * s.latency_mean_ns / 1e9),
+        // Little's law at the figure reported (the median of the runs with --repeats).
+        inflight_at_max_safe: safe_rps.zip(best).map(|(r, s)| r * s.latency_mean_ns / 1e9),
         knee_rps: knee_step.map(|s| s.achieved_rps),
         first_bad_rps: bad.map(|s| s.intended_rps),
         max_safe_connections: best.filter(|_| is_frames).map(|s| s.connections),
