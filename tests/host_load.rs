@@ -3,18 +3,8 @@
 //! of the test's own is reported as NIC-saturated.
 mod common;
 use common::*;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// A busy loop pinned to core 0, killed on drop.
-struct Hog(Child);
-
-impl Drop for Hog {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn a_hog_on_the_generator_core_raises_the_core_load_warning() {
@@ -34,10 +24,7 @@ fn a_hog_on_the_generator_core_raises_the_core_load_warning() {
         "--json",
         path.to_str().unwrap(),
     ];
-    let _hog = Hog(Command::new("taskset")
-        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-        .spawn()
-        .unwrap());
+    let _hog = Hog::on_core(0);
     let out = run(&args, Duration::from_secs(30));
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let v = read_json(&path);

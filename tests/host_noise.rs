@@ -8,8 +8,7 @@
 
 mod common;
 
-use common::{f, load_lock, read_json, run, stderr, tmp_json};
-use std::process::{Child, Command, Stdio};
+use common::{Hog, f, load_lock, read_json, run, stderr, tmp_json};
 use std::time::Duration;
 
 /// `blaster preflight --cores 0 ...`: the `host.noise` check of its JSON array.
@@ -38,16 +37,6 @@ fn noise_check() -> serde_json::Value {
         .clone()
 }
 
-/// A busy loop pinned to core 0 at nice -20, killed when dropped.
-struct Hog(Child);
-
-impl Drop for Hog {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn the_probe_sees_a_noisy_core_and_not_an_idle_one() {
     let _g = load_lock();
@@ -72,21 +61,7 @@ fn the_probe_sees_a_noisy_core_and_not_an_idle_one() {
         "idle lateness p99 {idle:?} ns"
     );
     // A hog at nice -20 on the probed core: the sleeper waits out its slices.
-    let hog = Hog(Command::new("taskset")
-        .args([
-            "-c",
-            "0",
-            "nice",
-            "-n",
-            "-20",
-            "sh",
-            "-c",
-            "while :; do :; done",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("taskset starts the hog"));
+    let hog = Hog::niced(0, -20);
     std::thread::sleep(Duration::from_millis(200));
     let c = noise_check();
     drop(hog);

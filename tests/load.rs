@@ -432,30 +432,6 @@ fn loopback_baseline_reports_a_ceiling() {
     );
 }
 
-/// A process spinning on one core for as long as the value lives (killed by its pid
-/// on drop).
-struct BusyLoop(std::process::Child);
-
-impl BusyLoop {
-    fn on_core(core: usize) -> BusyLoop {
-        let child = Command::new("taskset")
-            .args(["-c", &core.to_string(), "sh", "-c", "while :; do :; done"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("taskset (util-linux) starts the busy loop");
-        BusyLoop(child)
-    }
-}
-
-impl Drop for BusyLoop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Issue 21: the baseline on a host whose generator core is busy says so, naming the
 /// core and the share taken, instead of presenting the number as the generator's.
 /// Whichever way the steps went (a ceiling on a shared core, or no valid step at all),
@@ -471,7 +447,7 @@ fn the_baseline_names_a_shared_generator_core() {
         return;
     }
     let (_dir, path) = tmp_json();
-    let busy = BusyLoop::on_core(0);
+    let busy = Hog::on_core(0);
     let out = run(
         &[
             "--cores",

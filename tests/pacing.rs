@@ -19,8 +19,7 @@
 
 mod common;
 
-use common::{Miss, Quiet, Sink, f, load_lock, on_a_quiet_host, run, stderr, tmp_json};
-use std::process::{Child, Command, Stdio};
+use common::{Hog, Miss, Quiet, Sink, f, load_lock, on_a_quiet_host, run, stderr, tmp_json};
 use std::time::Duration;
 
 /// The worker core, and no steal on it at all. Steal is counted in 10 ms jiffies, and
@@ -69,27 +68,6 @@ fn paced_run(sink: &Sink, rate: &str, arrivals: &str) -> (serde_json::Value, Str
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     (common::read_json(&path), text)
-}
-
-/// A busy loop pinned to core 0, killed when dropped.
-struct Hog(Child);
-
-impl Hog {
-    fn start() -> Hog {
-        Hog(Command::new("taskset")
-            .args(["-c", "0", "sh", "-c", "while :; do :; done"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("taskset starts the hog"))
-    }
-}
-
-impl Drop for Hog {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
@@ -152,7 +130,7 @@ fn constant_on_an_idle_core_passes() {
 fn a_hog_on_the_worker_core_fails_with_the_reason() {
     let _g = load_lock();
     let sink = Sink::start(&[]);
-    let _hog = Hog::start();
+    let _hog = Hog::on_core(0);
     for (rate, arrivals) in [("2000", "poisson"), ("20000", "constant")] {
         let (v, text) = paced_run(&sink, rate, arrivals);
         let p = &v["pacing"];

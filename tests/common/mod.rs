@@ -623,3 +623,40 @@ impl Drop for EndlessFifo {
         // Not finished within 2 s: left detached rather than hanging the test.
     }
 }
+
+/// A busy loop (`sh -c 'while :; do :; done'`) pinned to one core, killed when dropped:
+/// the other process a test puts on a generator core. [`Hog::niced`] runs it at a
+/// nice level (-20: it then holds the core against a waking sleeper for whole slices).
+pub struct Hog(Child);
+
+impl Hog {
+    pub fn on_core(core: usize) -> Hog {
+        Hog::spawn(core, None)
+    }
+
+    pub fn niced(core: usize, nice: i32) -> Hog {
+        Hog::spawn(core, Some(nice))
+    }
+
+    fn spawn(core: usize, nice: Option<i32>) -> Hog {
+        let mut args = vec!["-c".to_string(), core.to_string()];
+        if let Some(n) = nice {
+            args.extend(["nice".into(), "-n".into(), n.to_string()]);
+        }
+        args.extend(["sh", "-c", "while :; do :; done"].map(String::from));
+        Hog(std::process::Command::new("taskset")
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("taskset (util-linux) starts the busy loop"))
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
