@@ -79,6 +79,11 @@ pub struct CompareArgs {
     /// JSON).
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// Confidence level of the intervals compare decides with (recomputed from each
+    /// report's per-second histograms): strictly between 0 and 1. Default: 0.95.
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
 }
 
 /// Flags shared by `run` and `search`: the target, the connections and what goes
@@ -230,6 +235,12 @@ pub struct LoadArgs {
     /// Default: 1ms.
     #[arg(long, default_value = "1ms")]
     pub max_lag: String,
+
+    /// Confidence level of the intervals printed beside every percentile, the achieved
+    /// rate and the error ratio (a bootstrap over the run's one-second intervals, see
+    /// docs/metrics.md): strictly between 0 and 1. Default: 0.95.
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
 
     /// TLS over every connection (see `TlsArgs`).
     #[command(flatten)]

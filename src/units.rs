@@ -39,6 +39,17 @@ pub fn fmt_ns(ns: u64) -> String {
     }
 }
 
+/// The one check of a confidence level (`--confidence`): strictly between 0 and 1 (so
+/// not NaN). The error is one line without the flag.
+pub fn check_level(v: f64) -> Result<f64, String> {
+    if v > 0.0 && v < 1.0 {
+        return Ok(v);
+    }
+    Err(format!(
+        "a confidence level is strictly between 0 and 1 (e.g. 0.95), got {v}"
+    ))
+}
+
 /// A quantile as a percentile's name: 0.5 -> `50`, 0.999 -> `99.9`, 0.9999 -> `99.99`.
 pub fn fmt_quantile(q: f64) -> String {
     let s = format!("{:.4}", q * 100.0);
