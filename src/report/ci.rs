@@ -151,9 +151,24 @@ impl Builder {
         }
     }
 
-    /// The intervals: the run's `ci` key, and each histogram's (`None` when an entry
-    /// lacked it, as older reports' do). `totals` are the run's four histograms,
-    /// `rate` and `error_ratio` the run's figures the intervals are around.
+    /// The units gathered: each histogram's (`None` when an entry lacked it, as older
+    /// reports' do) and the counts'.
+    pub fn parts(self) -> Parts {
+        let missing = self.missing;
+        let mut units = self
+            .units
+            .into_iter()
+            .enumerate()
+            .map(|(k, b)| (!missing[k]).then(|| b.build()));
+        Parts {
+            units: std::array::from_fn(|_| units.next().flatten()),
+            completed: self.completed,
+            errors: self.errors,
+            seconds: self.seconds,
+        }
+    }
+
+    /// [`Builder::parts`], then [`Parts::finish`].
     pub fn finish(
         self,
         totals: [&Histogram<u64>; 4],
@@ -161,11 +176,68 @@ impl Builder {
         error_ratio: f64,
         s: &Settings,
     ) -> (RunCi, [Option<HistCi>; 4]) {
+        self.parts().finish(totals, rate, error_ratio, s)
+    }
+
+    /// A JSON report's entries (`intervals[]`: `second`, `duration_s`,
+    /// `achieved_rps`, `errors`, `histograms`), the histograms `which` (indices into
+    /// [`super::input::MAIN_HISTOGRAMS`]) decoded, the others left out. An entry
+    /// without a histogram (an older report, a merged second a shard lacked) leaves
+    /// that histogram without intervals.
+    pub fn of_json(v: &serde_json::Value, which: &[usize]) -> Builder {
+        let rows: &[serde_json::Value] = v["intervals"].as_array().map_or(&[], Vec::as_slice);
+        let starts: Vec<u64> = rows
+            .iter()
+            .map(|r| r["second"].as_u64().unwrap_or(0))
+            .collect();
+        let secs = |r: &serde_json::Value| r["duration_s"].as_f64().unwrap_or(0.0);
+        let span = rows.last().map_or(0, |r| {
+            r["second"].as_u64().unwrap_or(0) + secs(r).ceil().max(1.0) as u64
+        });
+        let mut b = Builder::new(&starts, span);
+        for k in 0..4 {
+            if !which.contains(&k) {
+                b.missing[k] = true;
+            }
+        }
+        for (i, r) in rows.iter().enumerate() {
+            let completed = (r["achieved_rps"].as_f64().unwrap_or(0.0) * secs(r)).round() as u64;
+            b.counts(i, completed, r["errors"].as_u64().unwrap_or(0), secs(r));
+            for &k in which {
+                let key = super::input::MAIN_HISTOGRAMS[k].0;
+                let h = r["histograms"][key]
+                    .as_str()
+                    .and_then(|s| super::hdr::decode(s).ok());
+                b.histogram(i, k, h.as_ref());
+            }
+        }
+        b
+    }
+}
+
+/// A run's resampling units, gathered by a [`Builder`].
+pub struct Parts {
+    /// Each of the four histograms' units (`None`: some entry lacked it).
+    pub units: [Option<Units>; 4],
+    completed: Vec<f64>,
+    errors: Vec<f64>,
+    seconds: Vec<f64>,
+}
+
+impl Parts {
+    /// The intervals: the run's `ci` key, and each histogram's. `totals` are the run's
+    /// four histograms, `rate` and `error_ratio` the run's figures the intervals are
+    /// around.
+    pub fn finish(
+        &self,
+        totals: [&Histogram<u64>; 4],
+        rate: f64,
+        error_ratio: f64,
+        s: &Settings,
+    ) -> (RunCi, [Option<HistCi>; 4]) {
         let units = self.completed.len();
         let mut reasons = BTreeMap::new();
-        let ended: Vec<f64> = (self.completed.iter().zip(&self.errors))
-            .map(|(c, e)| c + e)
-            .collect();
+        let (rate_b, errors_b) = self.rate_and_errors(rate, error_ratio, s);
         let mut keep = |name: &str, b: Bounds| match b {
             Bounds::Range { low, high } => Some(Range { low, high }),
             Bounds::TooFew(why) => {
@@ -173,14 +245,8 @@ impl Builder {
                 None
             }
         };
-        let achieved_rps = keep(
-            "achieved_rps",
-            ci::ratio(&self.completed, &self.seconds, rate, &s.stream(100)),
-        );
-        let error_ratio = keep(
-            "error_ratio",
-            ci::proportion(&self.errors, &ended, error_ratio, &s.stream(101)),
-        );
+        let achieved_rps = keep("achieved_rps", rate_b);
+        let error_ratio = keep("error_ratio", errors_b);
         let run = RunCi {
             level: s.level,
             method: ci::METHOD.to_string(),
@@ -191,12 +257,35 @@ impl Builder {
             reasons,
         };
         let mut hists: [Option<HistCi>; 4] = Default::default();
-        for (k, (b, total)) in self.units.into_iter().zip(totals).enumerate() {
-            if !self.missing[k] {
-                hists[k] = Some(hist_ci(&b.build(), total, &s.stream(k as u64)));
-            }
+        for (k, (u, total)) in self.units.iter().zip(totals).enumerate() {
+            hists[k] = u.as_ref().map(|u| hist_ci(u, total, &s.stream(k as u64)));
         }
         (run, hists)
+    }
+
+    /// The interval of quantile `q` of histogram `k` (`None`: no units for it), drawn
+    /// as [`Parts::finish`] draws it.
+    pub fn quantile(
+        &self,
+        k: usize,
+        total: &Histogram<u64>,
+        q: f64,
+        s: &Settings,
+    ) -> Option<Bounds> {
+        let u = self.units[k].as_ref()?;
+        ci::quantiles(u, total, &[q], &s.stream(k as u64)).pop()
+    }
+
+    /// The achieved rate's and the error ratio's intervals, around `rate` and
+    /// `error_ratio`, drawn as [`Parts::finish`] draws them.
+    pub fn rate_and_errors(&self, rate: f64, error_ratio: f64, s: &Settings) -> (Bounds, Bounds) {
+        let ended: Vec<f64> = (self.completed.iter().zip(&self.errors))
+            .map(|(c, e)| c + e)
+            .collect();
+        (
+            ci::ratio(&self.completed, &self.seconds, rate, &s.stream(100)),
+            ci::proportion(&self.errors, &ended, error_ratio, &s.stream(101)),
+        )
     }
 }
 
