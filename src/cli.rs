@@ -636,6 +636,13 @@ pub struct SinkArgs {
     #[arg(long)]
     pub delay: Option<String>,
 
+    /// A random service delay before each reply instead of a fixed one: `exp:MEAN`,
+    /// exponential with mean MEAN (e.g. `exp:200us`), drawn per reply from --seed, so
+    /// every percentile of it is known (p = -MEAN ln(1 - q): p50 = 0.693 MEAN, p99 =
+    /// 4.61 MEAN). TCP, not in broadcast mode. Default: none.
+    #[arg(long, conflicts_with = "delay")]
+    pub delay_dist: Option<String>,
+
     /// Freeze all serving for this long once every --every (first freeze at half of
     /// --every after the first request), e.g. `--stall 1s --every 10s`.
     #[arg(long, requires = "every")]

@@ -488,25 +488,27 @@ pub fn render(c: &Comparison) -> String {
         c.level * 100.0,
         c.method
     );
-    let noisy = c
-        .rows
-        .iter()
-        .any(|r| r.limit_percent.is_some() && r.verdict == "within noise");
+    let limited = c.rows.iter().any(|r| r.limit_percent.is_some());
+    let apart: Vec<String> = (c.rows.iter())
+        .filter(|r| matches!(r.verdict, "worse" | "better"))
+        .map(|r| format!("{} {}", r.metric, r.verdict))
+        .collect();
     let _ = writeln!(
         s,
         "{}",
         if c.regressed {
             "REGRESSED: NEW crossed a --max-regression limit, beyond both runs' intervals"
-        } else if noisy {
-            "within noise: an estimate crossed its limit, but the intervals overlap it; no regression"
-        } else if c
-            .rows
-            .iter()
-            .all(|r| matches!(r.verdict, "within noise" | "same"))
-        {
-            "within noise: no figure differs beyond the intervals"
+                .to_string()
+        } else if !limited && !apart.is_empty() {
+            format!(
+                "beyond noise: {} (no --max-regression limit, so no gate)",
+                apart.join(", ")
+            )
+        } else if limited {
+            "within noise: no limited figure is worse beyond its limit and both intervals"
+                .to_string()
         } else {
-            "no limit crossed"
+            "within noise: no figure differs beyond the intervals".to_string()
         }
     );
     s
