@@ -1,3 +1,6 @@
+//! The estimator's tests: the quantile functions against their tables, the too-few rules, and
+//! the coverage of 100 seeded synthetic runs drawn from a known distribution.
+
 use super::*;
 use crate::metrics::Histograms;
 

@@ -116,16 +116,13 @@ impl Worker {
             }
             (None, true) => self.delay_ts.as_deref().map(|t| t as *const _),
         };
-        let timer = match ts {
-            Some(ts) => Some(
-                opcode::Timeout::new(ts)
-                    .flags(types::TimeoutFlags::ETIME_SUCCESS)
-                    .build()
-                    .flags(squeue::Flags::IO_LINK)
-                    .user_data(Token::new(index as u32, Op::Timeout, conn.generation).encode()),
-            ),
-            _ => None,
-        };
+        let timer = ts.map(|ts| {
+            opcode::Timeout::new(ts)
+                .flags(types::TimeoutFlags::ETIME_SUCCESS)
+                .build()
+                .flags(squeue::Flags::IO_LINK)
+                .user_data(Token::new(index as u32, Op::Timeout, conn.generation).encode())
+        });
         self.conns[index].sending = true;
         match timer {
             // SAFETY: the send reads from a pool buffer (kept out of the pool until
