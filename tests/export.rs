@@ -74,6 +74,20 @@ fn exporters_agree_with_the_report() {
     assert!(!v["machine"]["kernel"].as_str().unwrap().is_empty());
     assert!(v["machine"]["command_line"].as_array().unwrap().len() > 5);
 
+    // Issue 33: the confidence intervals beside the CSV, one row per figure (a 3 s run
+    // has too few seconds for an interval: the rows say so).
+    let ci = std::fs::read_to_string(dir.path().join("r.ci.csv")).expect("r.ci.csv written");
+    let lines: Vec<&str> = ci.lines().collect();
+    assert_eq!(lines[0], "figure,percentile,value,low,high,level,note");
+    assert_eq!(lines.len(), 1 + 4 * 5 + 2, "{ci}");
+    let p50 = format!("latency_ns,p50,{},", v["latency_ns"]["p50"]);
+    assert!(lines[1].starts_with(&p50), "{ci}");
+    assert!(
+        lines[1].ends_with(",0.95,too few samples: 3 intervals with samples; 5 needed"),
+        "{ci}"
+    );
+    assert!(lines.last().unwrap().starts_with("error_ratio,,"), "{ci}");
+
     // The interval log, read by the hdrhistogram crate's own reader.
     let log = std::fs::read_to_string(dir.path().join("r.hlog")).unwrap();
     let lines: Vec<&str> = log.lines().collect();

@@ -478,6 +478,16 @@ fn confidence(
         errors as f64 / ended as f64,
         &crate::metrics::ci::Settings::new(plan.confidence, plan.seed),
     );
+    if plan.frames.is_some() {
+        // A frames run's rate and errors are the frames block's (frames sent,
+        // received, lost), not these counts: docs/frames.md.
+        for figure in ["achieved_rps", "error_ratio"] {
+            run.reasons
+                .insert(figure.into(), "frames: see the frames block".into());
+        }
+        run.achieved_rps = None;
+        run.error_ratio = None;
+    }
     if plan.transport == Transport::UdpBlast {
         // Nothing is answered: the achieved rate is the datagrams sent, not counted per
         // second.
