@@ -200,7 +200,10 @@ impl Exporter for Csv {
         self.out.commit()?;
         let rows = ci_rows(report);
         if !rows.is_empty() && crate::report::output::is_rewritable(&path) {
-            std::fs::write(ci_path(&path), rows)?;
+            // Whole or not at all, as every output (a temporary renamed over it).
+            crate::report::output::Pending::claim(&ci_path(&path))
+                .and_then(|p| p.commit(rows.as_bytes()))
+                .map_err(io::Error::other)?;
         }
         Ok(())
     }
