@@ -79,6 +79,11 @@ pub struct CompareArgs {
     /// JSON).
     #[arg(long)]
     pub json: Option<PathBuf>,
+
+    /// Confidence level of the intervals compare decides with (recomputed from each
+    /// report's per-second histograms): strictly between 0 and 1. Default: 0.95.
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
 }
 
 /// Flags shared by `run` and `search`: the target, the connections and what goes
@@ -231,6 +236,12 @@ pub struct LoadArgs {
     /// Default: 1ms.
     #[arg(long, default_value = "1ms")]
     pub max_lag: String,
+
+    /// Confidence level of the intervals printed beside every percentile, the achieved
+    /// rate and the error ratio (a bootstrap over the run's one-second intervals, see
+    /// docs/metrics.md): strictly between 0 and 1. Default: 0.95.
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
 
     /// TLS over every connection (see `TlsArgs`).
     #[command(flatten)]
@@ -631,6 +642,13 @@ pub struct SinkArgs {
     /// Fixed service delay before each reply, e.g. `2ms`. Default: none.
     #[arg(long)]
     pub delay: Option<String>,
+
+    /// A random service delay before each reply instead of a fixed one: `exp:MEAN`,
+    /// exponential with mean MEAN (e.g. `exp:200us`), drawn per reply from --seed, so
+    /// every percentile of it is known (p = -MEAN ln(1 - q): p50 = 0.693 MEAN, p99 =
+    /// 4.61 MEAN). TCP, not in broadcast mode. Default: none.
+    #[arg(long, conflicts_with = "delay")]
+    pub delay_dist: Option<String>,
 
     /// Freeze all serving for this long once every --every (first freeze at half of
     /// --every after the first request), e.g. `--stall 1s --every 10s`.

@@ -121,6 +121,21 @@ pub const RING_FILES_MIN: u64 = 1024;
 pub const RINGS_PER_CORE_MAX: u64 = 64;
 /// Length of a report interval (the live line, `intervals[]`).
 pub const INTERVAL_NS: u64 = 1_000_000_000;
+/// Bootstrap resamples behind every confidence interval (`metrics::ci`): at a 95%
+/// level the ends are the 10th lowest and highest of 400 estimates, steady to a few
+/// tenths of a percent of the estimate, and 400 merges of at most [`CI_BLOCKS_MAX`]
+/// sparse histograms take milliseconds once, at report time.
+pub const CI_RESAMPLES: usize = 400;
+/// Fewest resampling units (intervals, or blocks of them) an interval is given from:
+/// below five, the resamples are too few distinct runs to say anything about spread.
+pub const CI_UNITS_MIN: usize = 5;
+/// Most resampling units: a long run's seconds are grouped into at most this many
+/// blocks of consecutive seconds, which keeps the bootstrap cheap and absorbs
+/// correlation between neighbouring seconds (a batch-means block).
+pub const CI_BLOCKS_MAX: usize = 50;
+/// Fewest samples beyond a quantile for its interval: p99 needs 1,000 samples, p99.99
+/// 100,000. With fewer, the tail is a handful of values and no resampling resolves it.
+pub const CI_TAIL_SAMPLES_MIN: u64 = 10;
 /// Connects one core keeps pending at once (split over its rings): a larger storm
 /// overflows the target's
 /// SYN queue, and the dropped SYNs come back as 1 s retransmits that measure the

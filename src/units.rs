@@ -39,6 +39,44 @@ pub fn fmt_ns(ns: u64) -> String {
     }
 }
 
+/// The one check of a confidence level (`--confidence`): strictly between 0 and 1 (so
+/// not NaN). The error is one line without the flag.
+pub fn check_level(v: f64) -> Result<f64, String> {
+    if v > 0.0 && v < 1.0 {
+        return Ok(v);
+    }
+    Err(format!(
+        "a confidence level is strictly between 0 and 1 (e.g. 0.95), got {v}"
+    ))
+}
+
+/// A quantile as a percentile's name: 0.5 -> `50`, 0.999 -> `99.9`, 0.9999 -> `99.99`.
+pub fn fmt_quantile(q: f64) -> String {
+    let s = format!("{:.4}", q * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// An interval in the unit `fmt_ns` would give `point`: `[1.20, 1.27]` for a point of
+/// 1.23 ms, so the interval reads beside it without repeating the unit.
+pub fn fmt_ns_interval(point: u64, low: u64, high: u64) -> String {
+    let (div, digits) = if point < 1_000 {
+        (1.0, 0)
+    } else if point < 1_000_000 {
+        (1e3, 1)
+    } else if point < 1_000_000_000 {
+        (1e6, 2)
+    } else {
+        (1e9, 2)
+    };
+    format!(
+        "[{:.*}, {:.*}]",
+        digits,
+        low as f64 / div,
+        digits,
+        high as f64 / div
+    )
+}
+
 /// Human form of a rate: `20000`, `183.4k`, `1.20M`.
 pub fn fmt_rate(r: f64) -> String {
     if r < 10_000.0 {

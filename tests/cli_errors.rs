@@ -905,3 +905,22 @@ fn repeats_out_of_range_is_usage_error() {
         "--repeats: must be between 1 and 20, got 21",
     );
 }
+
+/// Issue 33: a confidence level outside (0, 1) is one line and exit 2, for `run` and
+/// for `compare` (checked before any file is read).
+#[test]
+fn a_confidence_level_outside_0_1_is_a_usage_error() {
+    for level in ["0", "1", "1.5", "-0.2", "NaN"] {
+        let flag = format!("--confidence={level}");
+        expect(
+            &["run", "--target", T, "--rate", "100", &flag],
+            2,
+            "--confidence: a confidence level is strictly between 0 and 1",
+        );
+        expect(
+            &["compare", "a.json", "b.json", &flag],
+            2,
+            "--confidence: a confidence level is strictly between 0 and 1",
+        );
+    }
+}

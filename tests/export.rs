@@ -74,6 +74,20 @@ fn exporters_agree_with_the_report() {
     assert!(!v["machine"]["kernel"].as_str().unwrap().is_empty());
     assert!(v["machine"]["command_line"].as_array().unwrap().len() > 5);
 
+    // Issue 33: the confidence intervals beside the CSV, one row per figure (a 3 s run
+    // has too few seconds for an interval: the rows say so).
+    let ci = std::fs::read_to_string(dir.path().join("r.ci.csv")).expect("r.ci.csv written");
+    let lines: Vec<&str> = ci.lines().collect();
+    assert_eq!(lines[0], "figure,percentile,value,low,high,level,note");
+    assert_eq!(lines.len(), 1 + 4 * 5 + 2, "{ci}");
+    let p50 = format!("latency_ns,p50,{},", v["latency_ns"]["p50"]);
+    assert!(lines[1].starts_with(&p50), "{ci}");
+    assert!(
+        lines[1].ends_with(",0.95,too few samples: 3 intervals with samples; 5 needed"),
+        "{ci}"
+    );
+    assert!(lines.last().unwrap().starts_with("error_ratio,,"), "{ci}");
+
     // The interval log, read by the hdrhistogram crate's own reader.
     let log = std::fs::read_to_string(dir.path().join("r.hlog")).unwrap();
     let lines: Vec<&str> = log.lines().collect();
@@ -330,22 +344,29 @@ fn compare_gates_a_slower_target() {
         compare_real_runs(dir.path(), &fast, &slow).map_err(miss)
     });
     // Whatever the host did: BASE with every latency 25% longer must cross p99=15%, and
-    // 5% longer must not.
+    // 5% longer must not. Every second's histogram is scaled with the run's: compare
+    // decides with the intervals drawn from them (issue 33).
     let scaled = |factor: f64, name: &str| {
         use base64::Engine as _;
         use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+        let scale = |enc: &serde_json::Value| -> serde_json::Value {
+            let h = decode(enc.as_str().unwrap());
+            let mut out = Histogram::<u64>::new_with_bounds(1, h.high(), 3).unwrap();
+            for x in h.iter_recorded() {
+                let value = (x.value_iterated_to() as f64 * factor) as u64;
+                out.record_n(value, x.count_at_value()).unwrap();
+            }
+            let mut buf = Vec::new();
+            V2DeflateSerializer::new()
+                .serialize(&out, &mut buf)
+                .unwrap();
+            base64::engine::general_purpose::STANDARD.encode(buf).into()
+        };
         let mut v = read_json(&fast);
-        let h = decode(v["histograms"]["latency"].as_str().unwrap());
-        let mut out = Histogram::<u64>::new_with_bounds(1, h.high(), 3).unwrap();
-        for x in h.iter_recorded() {
-            let value = (x.value_iterated_to() as f64 * factor) as u64;
-            out.record_n(value, x.count_at_value()).unwrap();
+        v["histograms"]["latency"] = scale(&v["histograms"]["latency"]);
+        for iv in v["intervals"].as_array_mut().unwrap() {
+            iv["histograms"]["latency"] = scale(&iv["histograms"]["latency"]);
         }
-        let mut buf = Vec::new();
-        V2DeflateSerializer::new()
-            .serialize(&out, &mut buf)
-            .unwrap();
-        v["histograms"]["latency"] = base64::engine::general_purpose::STANDARD.encode(buf).into();
         let p = dir.path().join(name);
         std::fs::write(&p, v.to_string()).unwrap();
         p.to_str().unwrap().to_string()

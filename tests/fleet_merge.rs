@@ -401,6 +401,22 @@ fn merging_100_synthetic_60s_shards_adds_every_shard_and_interval() {
     // Each interval's latency histogram holds the 100 shards' 5,000 samples.
     let h = intervals[59]["histograms"]["latency"].as_str().unwrap();
     assert_eq!(decode(h).len(), 100 * 5_000);
+    // Issue 33: the merged run's intervals, from the merged seconds (60 of them, in 50
+    // blocks), around the merged estimates.
+    assert_eq!(m["ci"]["units"], 50, "{}", m["ci"]);
+    let ci = &m["latency_ns"]["ci"];
+    for p in ["p50", "p99"] {
+        let est = m["latency_ns"][p].as_u64().unwrap();
+        let (l, h) = (
+            ci[p]["low"].as_u64().unwrap(),
+            ci[p]["high"].as_u64().unwrap(),
+        );
+        assert!(l <= est && est <= h, "{p}: {est} outside [{l}, {h}]");
+    }
+    assert!(
+        text.contains("latency: p50 ") && text.contains("confidence intervals"),
+        "{text}"
+    );
 }
 
 /// The schema this build writes.

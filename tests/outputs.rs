@@ -377,12 +377,22 @@ fn a_runs_outputs_go_through_devices_links_and_fifos() {
     );
     let csv = std::fs::read_to_string(d.join("real.csv")).unwrap();
     assert!(csv.starts_with("time_s,"), "{csv}");
+    // The confidence intervals beside it, named after the path given (issue 33).
+    let ci = std::fs::read_to_string(d.join("link.ci.csv")).unwrap();
+    assert!(ci.starts_with("figure,percentile,"), "{ci}");
     let log = reader.finish();
     assert!(log.contains("Tag=latency,"), "{log}");
     assert!(file_type(&fifo).is_fifo());
     assert_eq!(
         names(d),
-        ["link.csv", "log.fifo", "null", "r.json", "real.csv"]
+        [
+            "link.ci.csv",
+            "link.csv",
+            "log.fifo",
+            "null",
+            "r.json",
+            "real.csv"
+        ]
     );
     // `-` is stdout for the report commands' outputs too.
     let j = s(&json);
@@ -405,7 +415,14 @@ fn a_runs_outputs_go_through_devices_links_and_fifos() {
     }
     assert_eq!(
         names(d),
-        ["link.csv", "log.fifo", "null", "r.json", "real.csv"]
+        [
+            "link.ci.csv",
+            "link.csv",
+            "log.fifo",
+            "null",
+            "r.json",
+            "real.csv"
+        ]
     );
 }
 

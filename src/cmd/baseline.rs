@@ -235,7 +235,7 @@ fn step_of(r: &Report, sink_busy: f64) -> Step {
         valid: r.valid,
         saturated,
         invalid_reasons: r.invalid_reasons.clone(),
-        dispatch_lag_p99_ns: r.dispatch_lag_ns.map_or(0, |l| l.p99),
+        dispatch_lag_p99_ns: r.dispatch_lag_ns.as_ref().map_or(0, |l| l.p99),
         latency_p50_ns: r.latency_ns.p50,
         latency_p99_ns: r.latency_ns.p99,
         errors: r.requests.errors,

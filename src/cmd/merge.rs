@@ -180,6 +180,7 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     let (intervals, intervals_exact) = align_intervals(shards);
     out["intervals"] = Value::Array(intervals);
     merge_kernel(&mut out, shards);
+    add_confidence(&mut out, shards)?;
     merge_frames(&mut out, shards)?;
     let valid = judge_validity(&mut out, shards, &missing, n);
     let unsynced = merged_fleet(&mut out, shards, &missing, intervals_exact);
@@ -244,6 +245,44 @@ fn add_histograms(out: &mut Value, shards: &[Shard]) -> Result<(), MergeError> {
         }
         out[*key] = serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
         out["histograms"][*h] = json!(hdr::encode(&sum));
+    }
+    Ok(())
+}
+
+/// The merged run's confidence intervals, from the merged seconds (each second's
+/// histograms the sum of the shards', see [`align_intervals`]) and the merged totals, at
+/// the first shard's level (`ci.level`; the default for reports before it), seeded by
+/// the run's seed. A histogram whose seconds are not all exact gets no interval.
+fn add_confidence(out: &mut Value, shards: &[Shard]) -> Result<(), MergeError> {
+    use crate::report::ci::Builder;
+    let level = shards[0].value["ci"]["level"]
+        .as_f64()
+        .unwrap_or(crate::metrics::ci::LEVEL_DEFAULT);
+    let s = crate::metrics::ci::Settings::new(level, out["seed"].as_u64().unwrap_or(0));
+    let mut totals = Vec::with_capacity(4);
+    for (h, _) in HISTOGRAMS {
+        let t = out["histograms"][h]
+            .as_str()
+            .and_then(|e| hdr::decode(e).ok())
+            .ok_or_else(|| refused(&shards[0].path, format!("histograms.{h}: not decodable")))?;
+        totals.push(t);
+    }
+    let r = &out["requests"];
+    let (completed, errors) = (
+        r["completed"].as_u64().unwrap_or(0),
+        r["errors"].as_u64().unwrap_or(0),
+    );
+    let (run, hists) = Builder::of_json(out, &[0, 1, 2, 3]).finish(
+        [&totals[0], &totals[1], &totals[2], &totals[3]],
+        out["rate"]["achieved_rps"].as_f64().unwrap_or(0.0),
+        errors as f64 / (completed + errors).max(1) as f64,
+        &s,
+    );
+    out["ci"] = serde_json::to_value(&run).unwrap_or(Value::Null);
+    for ((_, key), ci) in HISTOGRAMS.iter().zip(hists) {
+        if let (Some(ci), Some(o)) = (ci, out[*key].as_object_mut()) {
+            o.insert("ci".into(), serde_json::to_value(ci).unwrap_or(Value::Null));
+        }
     }
     Ok(())
 }
@@ -667,13 +706,26 @@ fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u
             ms(&fr["fanout_ns"]["p99"]),
         );
     }
+    let ci: Option<crate::report::ci::HistCi> = serde_json::from_value(l["ci"].clone()).ok();
+    let at = |key: &str| {
+        let v = l[key].as_u64().unwrap_or(0);
+        let shown = crate::units::fmt_ns(v);
+        match &ci {
+            Some(c) => format!("{shown}{}", c.show(key, v)),
+            None => shown,
+        }
+    };
     let _ = writeln!(
         s,
-        "latency: p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, max {:.3} ms",
-        ms(&l["p50"]),
-        ms(&l["p99"]),
-        ms(&l["p999"]),
+        "latency: p50 {}, p99 {}, p99.9 {}, max {:.3} ms{}",
+        at("p50"),
+        at("p99"),
+        at("p999"),
         ms(&l["max"]),
+        ci.as_ref().map_or(String::new(), |c| format!(
+            " ([brackets]: {:.0}% confidence intervals)",
+            c.level * 100.0
+        )),
     );
     let _ = writeln!(
         s,

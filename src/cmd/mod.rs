@@ -442,7 +442,11 @@ fn search_command(a: &SearchArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, App
 /// `blaster compare BASE NEW`: the table, and exit 4 when a --max-regression limit is
 /// crossed.
 fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
-    use crate::cmd::compare::{DEFAULT_PERCENTILES, Metric, RunFigures, compare, parse_limits};
+    use crate::cmd::compare::{
+        DEFAULT_PERCENTILES, Metric, RunFigures, check_same_workload, compare, parse_limits,
+    };
+    let level = crate::units::check_level(a.confidence)
+        .map_err(|m| AppError::Usage(format!("--confidence: {m}")))?;
     let limits = a
         .max_regression
         .as_deref()
@@ -473,6 +477,13 @@ fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
         Ok(RunFigures::of(&crate::report::input::read_run(p)?))
     };
     let (base, new) = (load(&a.base)?, load(&a.new)?);
+    check_same_workload(&base, &new).map_err(|m| {
+        AppError::Usage(format!(
+            "{} against {}: {m}",
+            a.base.display(),
+            a.new.display()
+        ))
+    })?;
     let c = compare(
         &a.base.display().to_string(),
         &base,
@@ -480,6 +491,7 @@ fn compare_command(a: &CompareArgs) -> Result<Outcome, AppError> {
         &new,
         &shown,
         &limits,
+        level,
     );
     emit_text(
         &crate::cmd::compare::render(&c),

@@ -4,6 +4,7 @@
 //!
 //! The per-worker recorder itself lives in [`crate::engine::recorder`] (the worker loops
 //! write it); it is re-exported here for the layers above.
+pub mod ci;
 pub mod gate;
 pub mod host;
 pub mod kernel;

@@ -340,9 +340,8 @@ pub fn build(
     let workers: Vec<WorkerReport> = c.totals.iter().map(worker_report).collect();
     let pacing_ctx = pacing_context(plan, &host, &workers);
     let intervals_resolution = c.series.resolution();
-    let intervals: Vec<Interval> = c
-        .series
-        .finish()
+    let rows = c.series.finish();
+    let intervals: Vec<Interval> = rows
         .iter()
         .map(|row| shape.interval(row, stopped_ns))
         .collect();
@@ -374,6 +373,16 @@ pub fn build(
         ctr.completed as f64 / elapsed
     };
     let features = ring_features(&setup.features, &c.totals);
+    let (run_ci, [latency_ci, service_ci, lag_ci, wait_ci]) = confidence(
+        plan,
+        &rows,
+        &intervals,
+        &c.total,
+        achieved_rps,
+        ctr.request_errors(),
+        ctr.completed,
+    );
+    let with = |p: Percentiles, ci| super::Summary { p, ci };
     Report {
         schema_version: SCHEMA_VERSION,
         valid: verdict.valid,
@@ -415,9 +424,10 @@ pub fn build(
         host,
         memory: memory(plan, &setup),
         mode: mode(plan),
-        latency_ns: latency,
-        service_time_ns: service,
-        dispatch_lag_ns: (!plan.closed_loop).then(|| Percentiles::of(&c.total.dispatch_lag)),
+        latency_ns: with(latency, latency_ci),
+        service_time_ns: with(service, service_ci),
+        dispatch_lag_ns: (!plan.closed_loop)
+            .then(|| with(Percentiles::of(&c.total.dispatch_lag), lag_ci)),
         rate_spec: plan.shape.as_ref().map(|s| s.spec().to_string()),
         pacing: pacing(
             plan,
@@ -429,7 +439,8 @@ pub fn build(
         ),
         poisson_fit: poisson_fit(plan, &c.total),
         arrivals: plan.arrivals.to_string(),
-        connection_wait_ns: wait,
+        connection_wait_ns: with(wait, wait_ci),
+        ci: Some(run_ci),
         workers,
         io_uring_features: features,
         threads: Vec::new(),
@@ -465,6 +476,79 @@ fn diagnose_resumption(plan: &RunPlan, ctr: &Counters) -> Option<Diagnosis> {
         issued,
         offered,
     })
+}
+
+/// The confidence intervals (`--confidence`) from the run's own entries: each row's
+/// histograms (decoded one at a time) and counts; the bootstrap is seeded by the run's
+/// seed, so a report is reproducible.
+fn confidence(
+    plan: &RunPlan,
+    rows: &[Row],
+    intervals: &[Interval],
+    total: &Histograms,
+    achieved_rps: f64,
+    errors: u64,
+    completed: u64,
+) -> (super::ci::RunCi, [Option<super::ci::HistCi>; 4]) {
+    let starts: Vec<u64> = rows.iter().map(|r| r.start_s).collect();
+    let span = rows.last().map_or(0, |r| r.start_s + r.len_s.max(1));
+    let mut b = super::ci::Builder::new(&starts, span);
+    for (i, (row, iv)) in rows.iter().zip(intervals).enumerate() {
+        b.counts(i, row.completed, row.errors, iv.duration_s);
+        let enc = row.histograms.as_ref();
+        for (k, s) in enc
+            .map(|e| {
+                [
+                    &e.latency,
+                    &e.service_time,
+                    &e.dispatch_lag,
+                    &e.connection_wait,
+                ]
+            })
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            b.histogram(i, k, super::hdr::decode(s).ok().as_ref());
+        }
+        if enc.is_none() {
+            for k in 0..4 {
+                b.histogram(i, k, None);
+            }
+        }
+    }
+    let ended = (completed + errors).max(1);
+    let (mut run, hists) = b.finish(
+        [
+            &total.latency,
+            &total.service,
+            &total.dispatch_lag,
+            &total.connection_wait,
+        ],
+        achieved_rps,
+        errors as f64 / ended as f64,
+        &crate::metrics::ci::Settings::new(plan.confidence, plan.seed),
+    );
+    if plan.frames.is_some() {
+        // A frames run's rate and errors are the frames block's (frames sent,
+        // received, lost), not these counts: docs/frames.md.
+        for figure in ["achieved_rps", "error_ratio"] {
+            run.reasons
+                .insert(figure.into(), "frames: see the frames block".into());
+        }
+        run.achieved_rps = None;
+        run.error_ratio = None;
+    }
+    if plan.transport == Transport::UdpBlast {
+        // Nothing is answered: the achieved rate is the datagrams sent, not counted per
+        // second.
+        run.achieved_rps = None;
+        run.reasons.insert(
+            "achieved_rps".into(),
+            "udp-blast: the rate sent is not kept per interval".into(),
+        );
+    }
+    (run, hists)
 }
 
 /// `--tls`: the handshakes of the run.

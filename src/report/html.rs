@@ -214,23 +214,35 @@ fn runs_table(runs: &[RunView]) -> String {
             t,
             "<tr><td class=\"l\"><span class=\"sw\" style=\"background:{}\"></span>{}</td>\
              <td class=\"l\">{} ({})</td><td>{valid}</td><td>{:.1} s</td><td>{}/s</td>\
-             <td>{}/s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             css_colour(PALETTE[i]),
             esc(&r.label),
             esc(&run.target),
             esc(&run.mode),
             run.duration_s,
             fmt_rate(run.rate.intended_rps),
-            fmt_rate(run.rate.achieved_rps),
-            ns(run.latency_ns.p50),
-            ns(run.latency_ns.p99),
-            ns(run.latency_ns.p999),
+            rate_ci(run),
+            ns_ci(run, &run.latency_ns, "p50"),
+            ns_ci(run, &run.latency_ns, "p99"),
+            ns_ci(run, &run.latency_ns, "p999"),
             ns(run.latency_ns.max),
-            ns(run.service_time_ns.p99),
+            ns_ci(run, &run.service_time_ns, "p99"),
             lag,
         );
     }
     t.push_str("</table>\n");
+    if let Some(level) = runs
+        .iter()
+        .find_map(|r| r.run.latency_ns.ci.as_ref().map(|c| c.level))
+    {
+        let _ = writeln!(
+            t,
+            "<p>[brackets]: {:.0}% confidence intervals, {} (docs/metrics.md); n/a: too few \
+             samples to resolve that percentile.</p>",
+            level * 100.0,
+            crate::metrics::ci::METHOD
+        );
+    }
     t
 }
 
@@ -265,6 +277,32 @@ fn diagnoses_list(runs: &[RunView]) -> String {
     }
     t.push_str("</section>\n");
     t
+}
+
+/// The achieved rate with its interval, when the report has one.
+fn rate_ci(run: &super::input::RunInput) -> String {
+    let r = fmt_rate(run.rate.achieved_rps);
+    match run.ci.as_ref().and_then(|c| c.achieved_rps) {
+        Some(ci) => format!("{r}/s [{}, {}]", fmt_rate(ci.low), fmt_rate(ci.high)),
+        None => format!("{r}/s"),
+    }
+}
+
+/// A percentile (`key` as the JSON names it) with its interval, when the report has
+/// them; a frames run has no latency.
+fn ns_ci(run: &super::input::RunInput, s: &super::input::SummaryInput, key: &str) -> String {
+    if run.frames.is_some() {
+        return "&ndash;".to_string();
+    }
+    let v = match key {
+        "p50" => s.p50,
+        "p99" => s.p99,
+        _ => s.p999,
+    };
+    match &s.ci {
+        Some(ci) => format!("{}{}", fmt_ns(v), esc(&ci.show(key, v))),
+        None => fmt_ns(v),
+    }
 }
 
 struct Section {

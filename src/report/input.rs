@@ -40,10 +40,14 @@ pub struct RunInput {
     pub config: ConfigInput,
     pub duration_s: f64,
     pub rate: RateInput,
-    pub latency_ns: Percentiles,
-    pub service_time_ns: Percentiles,
+    pub latency_ns: SummaryInput,
+    pub service_time_ns: SummaryInput,
     /// `null` in closed loop (no timetable).
     pub dispatch_lag_ns: Option<Percentiles>,
+    /// The confidence intervals' level, method, rate and error ratio (absent from
+    /// reports before them).
+    #[serde(default)]
+    pub ci: Option<super::ci::RunCi>,
     pub intervals: Vec<Interval>,
     pub requests: RequestsInput,
     /// The run's merged histograms, encoded (see [`super::hdr`]).
@@ -64,6 +68,23 @@ pub struct DiagnosisInput {
     pub code: String,
     pub message: String,
     pub remedy: String,
+}
+
+/// A histogram's percentiles with their intervals (`ci`, absent from reports before
+/// them); reads as its [`Percentiles`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct SummaryInput {
+    #[serde(flatten)]
+    pub p: Percentiles,
+    #[serde(default)]
+    pub ci: Option<super::ci::HistCi>,
+}
+
+impl std::ops::Deref for SummaryInput {
+    type Target = Percentiles;
+    fn deref(&self) -> &Percentiles {
+        &self.p
+    }
 }
 
 /// The `frames` key as the HTML page reads it (docs/frames.md has every figure).
@@ -292,6 +313,8 @@ fn check_counts(v: &Value, field: &str, numbers_only: bool) -> Result<(), Bad> {
                 let f = format!("{field}.{k}");
                 if k == "mean" && x.is_number() {
                     non_negative(x, &f)?;
+                } else if k == "ci" {
+                    check_ci(x, &f)?;
                 } else {
                     check_counts(x, &f, numbers_only)?;
                 }
@@ -300,6 +323,19 @@ fn check_counts(v: &Value, field: &str, numbers_only: bool) -> Result<(), Bad> {
         }
         Value::Number(_) => count(v, field).map(drop),
         _ if numbers_only => Err(bad(field, format!("{v} is not a count"))),
+        _ => Ok(()),
+    }
+}
+
+/// A `ci` object (beside a histogram's percentiles, or the run's): every number in it
+/// non-negative (its level, each interval's ends), `null` for an interval not given;
+/// anything else (its method, the reasons) is text. Reports before it have none.
+fn check_ci(v: &Value, field: &str) -> Result<(), Bad> {
+    match v {
+        Value::Object(o) => o
+            .iter()
+            .try_for_each(|(k, x)| check_ci(x, &format!("{field}.{k}"))),
+        Value::Number(_) => non_negative(v, field),
         _ => Ok(()),
     }
 }

@@ -2,6 +2,7 @@
 //! rendered as text (`text`) or JSON (`json`). The JSON schema is documented in
 //! docs/report.md; `schema_version` changes when a key changes meaning or goes away.
 pub mod assemble;
+pub mod ci;
 pub mod export;
 pub mod fleet_report;
 pub mod frames;
@@ -26,6 +27,30 @@ use std::collections::BTreeMap;
 /// `mix[].latency_histogram`, search and baseline `steps[].histograms`), `machine`,
 /// `intervals[].latency_p90_ns` / `latency_p999_ns` / `latency_max_ns`.
 pub const SCHEMA_VERSION: u32 = 3;
+
+/// A histogram's percentiles with their confidence intervals (`latency_ns`: the
+/// percentiles, and `ci` beside them; see [`ci`]). Reads as its [`Percentiles`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    #[serde(flatten)]
+    pub p: Percentiles,
+    /// Absent when the run kept no per-second histograms of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci: Option<ci::HistCi>,
+}
+
+impl std::ops::Deref for Summary {
+    type Target = Percentiles;
+    fn deref(&self) -> &Percentiles {
+        &self.p
+    }
+}
+
+impl From<Percentiles> for Summary {
+    fn from(p: Percentiles) -> Summary {
+        Summary { p, ci: None }
+    }
+}
 
 /// `--tls`: the server name, the trust, and the handshakes.
 #[derive(Debug, Clone, Serialize)]
@@ -439,10 +464,10 @@ pub struct Report {
     pub memory: Memory,
     /// `persistent`, `hold`, `per_request` or `closed_loop`.
     pub mode: &'static str,
-    pub latency_ns: Percentiles,
-    pub service_time_ns: Percentiles,
+    pub latency_ns: Summary,
+    pub service_time_ns: Summary,
     /// `null` in closed loop (no timetable).
-    pub dispatch_lag_ns: Option<Percentiles>,
+    pub dispatch_lag_ns: Option<Summary>,
     /// The `--rate` spec (`null` without a timetable).
     pub rate_spec: Option<String>,
     /// `constant` or `poisson`.
@@ -454,7 +479,11 @@ pub struct Report {
     /// timetable): see [`crate::metrics::pacing_check`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pacing: Option<crate::metrics::pacing_check::Pacing>,
-    pub connection_wait_ns: Percentiles,
+    pub connection_wait_ns: Summary,
+    /// The confidence intervals' level and method, and the achieved rate's and the
+    /// error ratio's intervals (each histogram's are in its `ci`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci: Option<ci::RunCi>,
     pub workers: Vec<WorkerReport>,
     pub io_uring_features: Vec<&'static str>,
     /// Every thread of the process seen during the run and the CPU it last ran on

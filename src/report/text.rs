@@ -159,8 +159,9 @@ fn write_rate(w: &mut String, r: &Report) {
         }
         let _ = writeln!(
             w,
-            "rate: achieved {}/s of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
+            "rate: achieved {}/s{} of intended {}/s ({:.1}%) over {:.2} s ({:.2} s scheduled); sent {}/s",
             fmt_rate(r.rate.achieved_rps),
+            r.ci.as_ref().map_or(String::new(), |c| c.show_rate()),
             fmt_rate(r.rate.intended_rps),
             100.0 * r.rate.achieved_rps / r.rate.intended_rps.max(1e-9),
             r.elapsed_s,
@@ -228,24 +229,32 @@ fn write_latency(w: &mut String, r: &Report) {
             let _ = writeln!(w, "  connections active per interval: {}", series.join(" "));
         }
     } else {
-        let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "latency", "service time");
-        let _ = writeln!(w, "{:<10} {:>12} {:>14}", "", "(intended)", "(closed-loop)");
+        let _ = writeln!(w, "{:<10} {:<30} {:<30}", "", "latency", "service time");
+        let _ = writeln!(w, "{:<10} {:<30} {:<30}", "", "(intended)", "(closed-loop)");
         type Pick = fn(&Percentiles) -> u64;
-        let rows: [(&str, Pick); 6] = [
-            ("p50", |p| p.p50),
-            ("p90", |p| p.p90),
-            ("p99", |p| p.p99),
-            ("p99.9", |p| p.p999),
-            ("p99.99", |p| p.p9999),
-            ("max", |p| p.max),
+        let rows: [(&str, &str, Pick); 6] = [
+            ("p50", "p50", |p| p.p50),
+            ("p90", "p90", |p| p.p90),
+            ("p99", "p99", |p| p.p99),
+            ("p99.9", "p999", |p| p.p999),
+            ("p99.99", "p9999", |p| p.p9999),
+            ("max", "", |p| p.max),
         ];
-        for (name, f) in rows {
+        for (name, key, f) in rows {
             let _ = writeln!(
                 w,
-                "{:<10} {:>12} {:>14}",
+                "{:<10} {:<30} {:<30}",
                 name,
-                fmt_ns(f(&r.latency_ns)),
-                fmt_ns(f(&r.service_time_ns))
+                with_ci(&r.latency_ns, key, f),
+                with_ci(&r.service_time_ns, key, f)
+            );
+        }
+        if let Some(ci) = r.latency_ns.ci.as_ref() {
+            let _ = writeln!(
+                w,
+                "[brackets]: {:.0}% confidence intervals, {} (docs/metrics.md)",
+                ci.level * 100.0,
+                crate::metrics::ci::METHOD
             );
         }
         let _ = writeln!(
@@ -256,13 +265,23 @@ fn write_latency(w: &mut String, r: &Report) {
     }
 }
 
+/// `1.23 ms [1.20, 1.27]`: a percentile (`key` as the JSON names it; empty: none, the
+/// max) with its interval when the summary has them.
+fn with_ci(s: &super::Summary, key: &str, f: fn(&Percentiles) -> u64) -> String {
+    let v = f(s);
+    match s.ci.as_ref().filter(|_| !key.is_empty()) {
+        Some(ci) => format!("{}{}", fmt_ns(v), ci.show(key, v)),
+        None => fmt_ns(v),
+    }
+}
+
 /// The generator's health: dispatch lag against its gate, and the connection wait.
 fn write_health(w: &mut String, r: &Report) {
     if let Some(lag) = &r.dispatch_lag_ns {
         let _ = writeln!(
             w,
             "dispatch lag     p99 {:>10}  max {:>10}   (generator health; gate: p99 < {})",
-            fmt_ns(lag.p99),
+            with_ci(lag, "p99", |p| p.p99),
             fmt_ns(lag.max),
             fmt_ns(r.config.max_lag_ns)
         );
@@ -296,7 +315,7 @@ fn write_health(w: &mut String, r: &Report) {
     let _ = writeln!(
         w,
         "connection wait  p99 {:>10}  max {:>10}   (due request waiting for a free connection)",
-        fmt_ns(r.connection_wait_ns.p99),
+        with_ci(&r.connection_wait_ns, "p99", |p| p.p99),
         fmt_ns(r.connection_wait_ns.max)
     );
 }
@@ -311,6 +330,15 @@ fn write_requests(w: &mut String, r: &Report) {
             "requests: {} due, {} sent, {} completed, {} errors ({} timeouts), {} cut off by the end",
             q.dispatched, q.sent, q.completed, q.errors, q.timeouts, q.cut_off
         );
+        if let Some(ci) = &r.ci {
+            let ended = (q.completed + q.errors).max(1);
+            let _ = writeln!(
+                w,
+                "error ratio: {:.3}%{} of requests that ended",
+                q.errors as f64 * 100.0 / ended as f64,
+                ci.show_error_ratio()
+            );
+        }
     }
     if r.error_replies > 0 {
         let kinds: Vec<String> = (r.error_replies_by_kind.iter())

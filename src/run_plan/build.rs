@@ -119,6 +119,8 @@ impl RunPlan {
             error_status: a.error_status.parse().map_err(|m| err("error-status", m))?,
             timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
             max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
+            confidence: crate::units::check_level(a.confidence)
+                .map_err(|m| err("confidence", m))?,
             json: a.json.clone(),
             progress: super::Progress::from_flags(a.progress, a.quiet),
             step_duration_ns: duration_ns("step-duration", &a.step_duration, DURATION_NS_MAX)?,

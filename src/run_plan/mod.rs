@@ -132,6 +132,8 @@ pub struct RunPlan {
     pub error_status: crate::proto::ErrorStatus,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
+    /// `--confidence`: the level of the report's confidence intervals, in (0, 1).
+    pub confidence: f64,
     pub json: Option<PathBuf>,
     /// What the run shows on stderr while it measures (`--progress`, `--quiet`).
     pub progress: Progress,

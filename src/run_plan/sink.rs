@@ -160,6 +160,9 @@ fn sink_transport(a: &SinkArgs, mode: SinkMode) -> Result<(), PlanError> {
     if a.delay.is_some() {
         return Err(err("delay", "needs TCP: the UDP sink answers at once"));
     }
+    if a.delay_dist.is_some() {
+        return Err(err("delay-dist", "needs TCP: the UDP sink answers at once"));
+    }
     if a.stall.is_some() && mode != SinkMode::Broadcast {
         return Err(err(
             "stall",
@@ -191,6 +194,31 @@ pub fn sink_config(
         .delay
         .as_deref()
         .map(|d| parse_duration("delay", d))
+        .transpose()?;
+    let delay_exp_mean = a
+        .delay_dist
+        .as_deref()
+        .map(|d| {
+            let mean = d.strip_prefix("exp:").ok_or_else(|| {
+                err(
+                    "delay-dist",
+                    format!(
+                        "expected exp:MEAN (an exponential of mean MEAN, e.g. exp:200us), got {d:?}"
+                    ),
+                )
+            })?;
+            let mean = parse_duration("delay-dist", mean)?;
+            if mean.is_zero() {
+                return Err(err("delay-dist", "the mean must be above 0"));
+            }
+            if mode == SinkMode::Broadcast {
+                return Err(err(
+                    "delay-dist",
+                    "not in broadcast mode (its relay holds every send by --delay)",
+                ));
+            }
+            Ok(mean)
+        })
         .transpose()?;
     let stall = match (&a.stall, &a.every) {
         (Some(s), Some(e)) => {
@@ -279,6 +307,7 @@ pub fn sink_config(
             mode,
             request_size: a.request_size,
             delay,
+            delay_exp_mean,
             stall,
             max_connections_per_core: a.max_connections,
             udp: a.udp,

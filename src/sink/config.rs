@@ -136,6 +136,10 @@ pub struct SinkConfig {
     pub request_size: usize,
     /// Fixed service delay before each reply.
     pub delay: Option<Duration>,
+    /// A random service delay before each reply instead: exponential with this mean,
+    /// drawn per reply from `seed` (`--delay-dist exp:MEAN`), so a test knows every
+    /// percentile of it (p = -mean ln(1 - q)). TCP request/reply modes only.
+    pub delay_exp_mean: Option<Duration>,
     /// (S, P): freeze all serving for S once every P, first at P/2 after the first
     /// request byte.
     pub stall: Option<(Duration, Duration)>,
@@ -199,6 +203,7 @@ impl Default for SinkConfig {
             mode: SinkMode::Echo,
             request_size: 0,
             delay: None,
+            delay_exp_mean: None,
             stall: None,
             max_connections_per_core: DEFAULT_CONNECTIONS_PER_CORE,
             udp: false,
@@ -243,6 +248,14 @@ pub(super) fn validate(cfg: &SinkConfig) -> Result<(), SinkError> {
         return bad(format!(
             "mode fixed:N: N must be between 1 and {FIXED_REPLY_BYTES_MAX}, got {n}"
         ));
+    }
+    if cfg.delay_exp_mean.is_some() && cfg.delay.is_some() {
+        return bad("delay_exp_mean: one service delay, fixed or random, not both".into());
+    }
+    if cfg.delay_exp_mean.is_some() && cfg.mode == SinkMode::Broadcast {
+        return bad(
+            "delay_exp_mean: not in broadcast mode (its relay holds every send by --delay)".into(),
+        );
     }
     if let Some((freeze, period)) = cfg.stall
         && (period.is_zero() || freeze >= period)
@@ -337,7 +350,7 @@ fn validate_udp(cfg: &SinkConfig) -> Result<(), SinkError> {
             cfg.drop_ratio
         ));
     }
-    if cfg.delay.is_some() {
+    if cfg.delay.is_some() || cfg.delay_exp_mean.is_some() {
         return bad("delay: not supported by the UDP sink".into());
     }
     if cfg.stall.is_some() && cfg.mode != SinkMode::Broadcast {

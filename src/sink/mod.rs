@@ -443,6 +443,7 @@ fn start_with(cfg: &SinkConfig, tuning: server::Tuning) -> Result<SinkHandle, Si
         mode: cfg.mode,
         request_size: cfg.request_size,
         delay: cfg.delay,
+        delay_exp_mean: cfg.delay_exp_mean,
         stall: cfg
             .stall
             .map(|(freeze, period)| Stall::new(started, freeze, period)),

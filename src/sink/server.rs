@@ -130,6 +130,8 @@ pub(crate) struct Shared {
     pub mode: SinkMode,
     pub request_size: usize,
     pub delay: Option<Duration>,
+    /// `--delay-dist exp:MEAN`: each reply's delay drawn from an exponential.
+    pub delay_exp_mean: Option<Duration>,
     pub stall: Option<Stall>,
     pub stop: AtomicBool,
     /// Fixed mode: a whole number of replies of b'x'; empty otherwise.
@@ -385,6 +387,10 @@ struct Worker {
     waiting: Vec<u32>,
     /// The service delay, boxed so its address is stable while a timer refers to it.
     delay_ts: Option<Box<types::Timespec>>,
+    /// `--delay-dist`: each connection's drawn delay (a connection has one delayed
+    /// send at a time), sized with the table at start, and the draws' generator.
+    delay_each: Option<Box<[types::Timespec]>>,
+    delay_rng: fastrand::Rng,
     accept_armed: bool,
     accept_retry_at: Option<Instant>,
     /// Multishot receives work (kernel 6.0+); else single-shot, re-armed each time.
@@ -421,6 +427,11 @@ impl Worker {
             .delay
             .filter(|d| !d.is_zero())
             .map(|d| Box::new(types::Timespec::from(d)));
+        let delay_each = shared
+            .delay_exp_mean
+            .map(|_| vec![types::Timespec::new(); n].into_boxed_slice());
+        // Its own stream, so the delays drawn do not move which connections are reset.
+        let delay_rng = super::thread_rng(shared.seed ^ 0xde1a_u64 << 32, spec.index);
         let next_close = shared.close_every.map(|every| shared.started + every);
         let rng = super::thread_rng(shared.seed, spec.index);
         let relay = shared
@@ -437,6 +448,8 @@ impl Worker {
             free,
             waiting: Vec::with_capacity(n),
             delay_ts,
+            delay_each,
+            delay_rng,
             accept_armed: false,
             accept_retry_at: None,
             recv_multishot: true,
@@ -682,6 +695,7 @@ impl Worker {
             self.bufs.leak();
             std::mem::forget(Arc::clone(&self.shared));
             std::mem::forget(self.delay_ts.take());
+            std::mem::forget(self.delay_each.take());
             std::mem::forget(self.relay.take());
         } else {
             let _ = self

@@ -13,6 +13,7 @@ fn config(mode: SinkMode) -> SinkConfig {
         mode,
         request_size: 0,
         delay: None,
+        delay_exp_mean: None,
         stall: None,
         max_connections_per_core: 64,
         udp: false,
@@ -200,6 +201,42 @@ fn discard_never_replies() {
     assert_eq!(stats.bytes_received, 1000);
     assert_eq!(stats.bytes_sent, 0);
     assert_eq!(stats.replies, 0);
+}
+
+/// `--delay-dist exp:MEAN`: each reply waits its own exponential draw. 300 replies of
+/// mean 2 ms, one at a time: every one at least its draw (never less than 0), their
+/// median near 0.693 x 2 ms and their spread an exponential's (a fixed delay would
+/// put p10 and p90 together: here p90 / p10 is about 22).
+#[test]
+fn a_random_delay_is_exponential() {
+    let mut cfg = config(SinkMode::Echo);
+    cfg.delay_exp_mean = Some(Duration::from_millis(2));
+    cfg.seed = 5;
+    let sink = start(&cfg).expect("sink starts");
+    let mut c = connect(sink.local_addr());
+    let mut took: Vec<Duration> = (0..300)
+        .map(|_| {
+            let t = Instant::now();
+            c.write_all(b"d").expect("write");
+            assert_eq!(read_n(&mut c, 1), b"d");
+            t.elapsed()
+        })
+        .collect();
+    took.sort();
+    let at = |q: f64| took[(q * took.len() as f64) as usize].as_secs_f64() * 1e3;
+    let (p10, p50, p90) = (at(0.1), at(0.5), at(0.9));
+    // Exponential of mean 2 ms: p10 0.21, p50 1.39, p90 4.61 ms (the loopback and a
+    // busy host add to each).
+    assert!((1.0..2.5).contains(&p50), "p50 {p50:.3} ms");
+    assert!(p90 / p10 > 5.0, "p10 {p10:.3} ms, p90 {p90:.3} ms");
+    assert!(p90 > 3.5, "p90 {p90:.3} ms");
+    assert!(
+        start(&SinkConfig {
+            delay: Some(Duration::from_millis(1)),
+            ..cfg.clone()
+        })
+        .is_err()
+    );
 }
 
 #[test]

@@ -628,7 +628,7 @@ impl Step {
             completed: r.requests.completed,
             errors: r.requests.errors,
             error_ratio: r.requests.errors as f64 / r.requests.dispatched.max(1) as f64,
-            dispatch_lag_p99_ns: r.dispatch_lag_ns.map_or(0, |p| p.p99),
+            dispatch_lag_p99_ns: r.dispatch_lag_ns.as_ref().map_or(0, |p| p.p99),
             generator_busy_ratio_max: r.workers.iter().map(|w| w.busy_ratio).fold(0.0, f64::max),
             valid: r.valid,
             invalid_reasons: r.invalid_reasons.clone(),

@@ -18,6 +18,13 @@
 //! frames as counted in the interval, the arrival deviation's percentiles and the
 //! connections up) and leaves the latency columns empty: frames are never answered,
 //! so there is no request latency to print (a 0 would read as an instant answer).
+//!
+//! The run's confidence intervals are whole-run figures, not a column of the series:
+//! when the run ends they go to a second file beside it, the path with `.ci.csv` for
+//! its extension (`r.csv` -> `r.ci.csv`; not written when FILE is a stream such as
+//! `-`), one row per figure ([`CI_HEADER`]): each percentile of the four per-request
+//! histograms, the achieved rate and the error ratio, with the estimate, the ends,
+//! the level, and the reason when there is no interval (the ends then empty).
 
 use super::{Exporter, IntervalView, OutputFile};
 use crate::report::frames::FrameInterval;
@@ -29,6 +36,66 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const HEADER: &str = "time_s,epoch_s,duration_s,intended_rps,achieved_rps,\
 latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,errors,\
 dispatch_lag_p99_ns,core_load,link_utilization";
+
+/// The header of the `.ci.csv` file.
+pub const CI_HEADER: &str = "figure,percentile,value,low,high,level,note";
+
+/// Where the `.ci.csv` of `path` goes.
+pub fn ci_path(path: &Path) -> std::path::PathBuf {
+    path.with_extension("ci.csv")
+}
+
+/// The `.ci.csv` text of `r` (empty when it has no intervals).
+pub fn ci_rows(r: &Report) -> String {
+    let Some(run) = &r.ci else {
+        return String::new();
+    };
+    let mut s = format!("{CI_HEADER}\n");
+    let level = run.level;
+    let hists = [
+        ("latency_ns", Some(&r.latency_ns)),
+        ("service_time_ns", Some(&r.service_time_ns)),
+        ("dispatch_lag_ns", r.dispatch_lag_ns.as_ref()),
+        ("connection_wait_ns", Some(&r.connection_wait_ns)),
+    ];
+    for (name, h) in hists {
+        let Some(h) = h else { continue };
+        let Some(ci) = &h.ci else { continue };
+        let points = [h.p50, h.p90, h.p99, h.p999, h.p9999];
+        for ((key, _), v) in crate::report::ci::QUANTILES.iter().zip(points) {
+            let (low, high, note) = match ci.get(key) {
+                Ok(x) => (x.low.to_string(), x.high.to_string(), String::new()),
+                Err(why) => (String::new(), String::new(), why.replace(',', ";")),
+            };
+            s += &format!("{name},{key},{v},{low},{high},{level},{note}\n");
+        }
+    }
+    let ended = (r.requests.completed + r.requests.errors).max(1);
+    let figures = [
+        ("achieved_rps", r.rate.achieved_rps, run.achieved_rps),
+        (
+            "error_ratio",
+            r.requests.errors as f64 / ended as f64,
+            run.error_ratio,
+        ),
+    ];
+    for (name, v, range) in figures {
+        let (low, high, note) = match range {
+            Some(x) => (x.low.to_string(), x.high.to_string(), String::new()),
+            None => (
+                String::new(),
+                String::new(),
+                run.reasons
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_default()
+                    .replace(',', ";"),
+            ),
+        };
+        s += &format!("{name},,{v},{low},{high},{level},{note}\n");
+    }
+    s
+}
 
 /// The columns a frames run appends to [`HEADER`].
 pub const FRAME_COLUMNS: &str = "frames_up_fps,frames_down_fps,frames_retention,frames_late,\
@@ -128,8 +195,17 @@ impl Exporter for Csv {
         self.out.flush()
     }
 
-    fn finish(self: Box<Self>, _report: &Report) -> io::Result<()> {
-        self.out.commit()
+    fn finish(self: Box<Self>, report: &Report) -> io::Result<()> {
+        let path = self.out.path().to_path_buf();
+        self.out.commit()?;
+        let rows = ci_rows(report);
+        if !rows.is_empty() && crate::report::output::is_rewritable(&path) {
+            // Whole or not at all, as every output (a temporary renamed over it).
+            crate::report::output::Pending::claim(&ci_path(&path))
+                .and_then(|p| p.commit(rows.as_bytes()))
+                .map_err(io::Error::other)?;
+        }
+        Ok(())
     }
 
     fn path(&self) -> &Path {

@@ -103,16 +103,26 @@ impl Worker {
             .flags(libc::MSG_NOSIGNAL)
             .build())
         .user_data(token.encode());
-        let timer = match (&self.delay_ts, first) {
-            (Some(ts), true) => Some(
-                opcode::Timeout::new(&**ts)
-                    .flags(types::TimeoutFlags::ETIME_SUCCESS)
-                    .build()
-                    .flags(squeue::Flags::IO_LINK)
-                    .user_data(Token::new(index as u32, Op::Timeout, conn.generation).encode()),
-            ),
-            _ => None,
+        // The delay's timespec: the fixed one, or this connection's own, drawn now.
+        let ts: Option<*const types::Timespec> = match (&mut self.delay_each, first) {
+            (_, false) => None,
+            (Some(each), true) => {
+                let mean = self.shared.delay_exp_mean.unwrap_or_default().as_nanos() as f64;
+                let ns = (-(1.0 - self.delay_rng.f64()).ln() * mean) as u64;
+                each[index] = types::Timespec::new()
+                    .sec(ns / 1_000_000_000)
+                    .nsec((ns % 1_000_000_000) as u32);
+                Some(&each[index])
+            }
+            (None, true) => self.delay_ts.as_deref().map(|t| t as *const _),
         };
+        let timer = ts.map(|ts| {
+            opcode::Timeout::new(ts)
+                .flags(types::TimeoutFlags::ETIME_SUCCESS)
+                .build()
+                .flags(squeue::Flags::IO_LINK)
+                .user_data(Token::new(index as u32, Op::Timeout, conn.generation).encode())
+        });
         self.conns[index].sending = true;
         match timer {
             // SAFETY: the send reads from a pool buffer (kept out of the pool until
@@ -121,7 +131,9 @@ impl Worker {
             // under this send are reserved until its completion, whichever
             // connection then holds the slot; leaked at shutdown if it never
             // comes); the timespec is boxed in the Worker and
-            // never replaced while operations are in flight.
+            // never replaced while operations are in flight (a connection's drawn
+            // one is rewritten only when it arms its next delayed send, after the
+            // completion of this one).
             Some(timer) => unsafe { self.push(&[timer, send]) },
             // SAFETY: as above, the send's source buffer outlives the operation.
             None => unsafe { self.push(&[send]) },
