@@ -102,6 +102,12 @@ pub const FINE_RESOLUTION_NS: u64 = 100_000;
 /// 350 us of the generator's own delay to every latency at 2,000/s, and batched sends
 /// past the pacing check above 2,500/s), at 0.6-0.7x oha's CPU per request.
 pub const RESOLUTION_NS: u64 = 100_000;
+/// A worker whose sends are due at least this far apart (1,000/s or less) has
+/// `--spin auto` aim each wake-up early by the timer's lateness p99.5 (at most a quarter
+/// of the gap) and spin the rest: the timer's tail (250-350 us at p99 on this VM after
+/// sleeps of milliseconds) would otherwise be the dispatch lag p99, and at these rates
+/// the spinning costs at most a quarter of the core.
+pub const LOW_RATE_GAP_NS: u64 = 1_000_000;
 /// Coarsest `--resolution`: dispatch lag up to this much is the price asked for.
 pub const RESOLUTION_NS_MAX: u64 = 100_000_000;
 /// Longest `--spin`.

@@ -15,7 +15,8 @@
 
 use crate::clock::Nanos;
 use crate::limits::{
-    FINE_RESOLUTION_NS, SLEEP_CPU_NS, SPIN_NS, TIMER_LATE_NS_INITIAL, TIMER_LATE_TAIL_NS_INITIAL,
+    FINE_RESOLUTION_NS, LOW_RATE_GAP_NS, SLEEP_CPU_NS, SPIN_NS, TIMER_LATE_NS_INITIAL,
+    TIMER_LATE_TAIL_NS_INITIAL,
 };
 
 /// `--spin`: how the loop waits for a due send.
@@ -353,7 +354,8 @@ impl Pacer {
     #[inline]
     pub fn step(&self, now: Nanos, wake: Wake) -> Step {
         if wake.due_soon && self.precision.spin == Spin::Auto && !self.fine() {
-            return if wake.target <= now + SLEEP_CPU_NS {
+            // Woken by a timer aimed early (a low rate's lead): spin the rest.
+            return if wake.target <= now + SLEEP_CPU_NS || now >= wake.at {
                 Step::Spin
             } else {
                 Step::Sleep(wake.at.max(now + 1_000))
@@ -488,7 +490,9 @@ pub struct Timer {
 /// and delay it for nothing: the wake-up is aimed at the due instant itself, and the
 /// dispatch lag is the timer's own lateness. Without a resolution, at the due instant.
 /// Then the lead: the fixed spin, or with `--spin auto` twice the typical lateness when
-/// the resolution is finer than a timer gives (spun), else nothing. Sends never go out
+/// the resolution is finer than a timer gives (spun), the lateness's 99.5th percentile
+/// (at most a quarter of the gap) at low rates ([`LOW_RATE_GAP_NS`]: the timer's tail
+/// would be the lag p99, and the spin is cheap there), else nothing. Sends never go out
 /// before they are due: whenever the loop wakes, it sends only what is due by then.
 /// `due == 0` is "at once" (`--rate max`).
 pub fn aim(due: Nanos, precision: Precision, timer: Timer) -> (Nanos, Nanos) {
@@ -504,6 +508,9 @@ pub fn aim(due: Nanos, precision: Precision, timer: Timer) -> (Nanos, Nanos) {
     let lead = match precision.spin {
         Spin::Fixed(ns) => ns,
         Spin::Auto if precision.fine() => (2 * timer.late).min(SPIN_NS),
+        Spin::Auto if timer.gap >= LOW_RATE_GAP_NS && timer.gap != u64::MAX => {
+            timer.late_tail.min(timer.gap / 4).min(SPIN_NS)
+        }
         Spin::Auto => 0,
     };
     (target.saturating_sub(lead), target)
@@ -671,6 +678,35 @@ mod tests {
         }
         // 20,000/s: the window's worth, aimed at 10 ms + 100 us - 50 us.
         assert_eq!(aim(10_000_000, coarse, t(50_000)).1, 10_050_000);
+    }
+
+    /// At 1,000/s and less the timer is aimed early by its lateness p99.5 (at most a
+    /// quarter of the gap) and the rest is spun, so its tail is not the lag p99.
+    #[test]
+    fn a_low_rate_is_aimed_early_by_the_timers_tail_and_spun() {
+        let auto = Precision {
+            resolution_ns: 100_000,
+            spin: Spin::Auto,
+        };
+        let t = |late_tail, gap| Timer {
+            late: 60_000,
+            late_tail,
+            gap,
+        };
+        // 100/s, tail 300 us: the timer at 10 ms - 300 us, awake by 10 ms.
+        assert_eq!(aim(10_000_000, auto, t(300_000, 10_000_000)), (9_700_000, 10_000_000));
+        // 1,000/s with a 400 us tail: at most a quarter of the 1 ms gap.
+        assert_eq!(aim(10_000_000, auto, t(400_000, 1_000_000)).0, 9_750_000);
+        // 2,000/s, or not measured yet: no lead.
+        assert_eq!(aim(10_000_000, auto, t(300_000, 500_000)).0, 10_000_000);
+        assert_eq!(aim(10_000_000, auto, t(300_000, u64::MAX)).0, 10_000_000);
+        // The loop sleeps to the early timer, then spins from it to the due instant.
+        let mut p = Pacer::with_precision(1_000_000_000, 5_000_000_000, auto);
+        p.sent(Some(1_000_000), 1, Some(11_000_000));
+        let w = p.wake(false, false, Some(20_000_000));
+        assert!(w.at < w.target && w.target == 20_000_000, "{w:?}");
+        assert_eq!(p.step(w.at - 100_000, w), Step::Sleep(w.at));
+        assert_eq!(p.step(w.at + 20_000, w), Step::Spin);
     }
 
     #[test]
