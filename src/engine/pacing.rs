@@ -694,7 +694,10 @@ mod tests {
             gap,
         };
         // 100/s, tail 300 us: the timer at 10 ms - 300 us, awake by 10 ms.
-        assert_eq!(aim(10_000_000, auto, t(300_000, 10_000_000)), (9_700_000, 10_000_000));
+        assert_eq!(
+            aim(10_000_000, auto, t(300_000, 10_000_000)),
+            (9_700_000, 10_000_000)
+        );
         // 1,000/s with a 400 us tail: at most a quarter of the 1 ms gap.
         assert_eq!(aim(10_000_000, auto, t(400_000, 1_000_000)).0, 9_750_000);
         // 2,000/s, or not measured yet: no lead.
