@@ -408,7 +408,7 @@ fn loopback_baseline_reports_a_ceiling() {
             // Issue 33: the host's noise first, and the decisive steps three times each.
             assert!(text.contains("this host: timer late p99"), "{text}");
             assert!(text.contains("repeats: "), "{text}");
-            assert_eq!(v["repeats"]["ceiling_runs"], 3, "{}", v["repeats"]);
+            assert_eq!(v["repeats"]["ceiling"]["runs"], 3, "{}", v["repeats"]);
             assert!(f(&v, "host_noise.wakeups") > 1_000.0, "{}", v["host_noise"]);
             // The first step (40,000/s, a sixth of this VM's measured ceiling) held.
             ensure(f(&v, "ceiling_rps") >= 40_000.0, || {

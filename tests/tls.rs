@@ -199,6 +199,31 @@ fn run_json(target: &str, args: &[&str]) -> (Option<i32>, serde_json::Value, Str
     (out.status.code(), v, err)
 }
 
+/// `GET /` over TLS trusting `ca`, 100 requests over 3 connections in 1 s: every one
+/// answered, each connection shook hands once ([`assert_exact`]).
+fn assert_trusted_get(target: &str, ca: &str) {
+    let (code, v, err) = run_json(
+        target,
+        &[
+            "--tls",
+            "--tls-ca",
+            ca,
+            "--http",
+            "GET /",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "3",
+            "--max-lag",
+            "20ms",
+        ],
+    );
+    assert!(matches!(code, Some(0 | 3)), "{err}");
+    assert_exact(&v, 100, 3);
+}
+
 /// Every request sent was answered, none failed, and each of `connections` shook
 /// hands exactly once (one handshake sample each, none failed).
 fn assert_exact(v: &serde_json::Value, requests: u64, connections: u64) {
@@ -399,26 +424,7 @@ fn verification_failures_are_one_line_each_of_its_kind() {
         "localhost",
     );
     // The same server trusted: the handshake is what failed above, nothing else.
-    let (code, v, err) = run_json(
-        &target,
-        &[
-            "--tls",
-            "--tls-ca",
-            &ca,
-            "--http",
-            "GET /",
-            "--rate",
-            "100",
-            "--duration",
-            "1s",
-            "--connections",
-            "3",
-            "--max-lag",
-            "20ms",
-        ],
-    );
-    assert!(matches!(code, Some(0 | 3)), "{err}");
-    assert_exact(&v, 100, 3);
+    assert_trusted_get(&target, &ca);
 }
 
 /// Issue 33: a self-signed certificate made the usual way, `openssl req -x509` (which
@@ -465,26 +471,7 @@ fn issue_33_a_self_signed_certificate_from_openssl_req_is_trusted_by_tls_ca() {
     assert!(text.contains("CA:TRUE"), "{text}");
     let (_s, port, _nd) = nginx_tls(&certs, "srv.pem");
     let target = format!("localhost:{port}");
-    let (code, v, err) = run_json(
-        &target,
-        &[
-            "--tls",
-            "--tls-ca",
-            &certs.path("srv.pem"),
-            "--http",
-            "GET /",
-            "--rate",
-            "100",
-            "--duration",
-            "1s",
-            "--connections",
-            "3",
-            "--max-lag",
-            "20ms",
-        ],
-    );
-    assert!(matches!(code, Some(0 | 3)), "{err}");
-    assert_exact(&v, 100, 3);
+    assert_trusted_get(&target, &certs.path("srv.pem"));
     let stranger = certs.path("stranger.pem");
     let line = assert_fails_with(&target, &["--tls-ca", &stranger], "unknown_ca", "localhost");
     for needle in [

@@ -292,25 +292,17 @@ pub struct Repeats {
     /// Runs of each decisive step, the search's own included.
     pub runs: u32,
     pub ceiling_step_rps: f64,
-    /// Runs of the ceiling's step, and how many held (valid, not saturated).
-    pub ceiling_runs: u32,
-    pub ceiling_held: u32,
-    pub achieved_median_rps: f64,
-    pub achieved_min_rps: f64,
-    pub achieved_max_rps: f64,
-    pub cpu_median_ns: f64,
-    pub cpu_min_ns: f64,
-    pub cpu_max_ns: f64,
-    pub lag_p99_median_ns: f64,
-    pub lag_p99_max_ns: f64,
+    /// The ceiling step's runs, and how many held (valid, not saturated).
+    pub ceiling: Held,
+    /// Over the ceiling step's runs: the achieved rate, busy CPU per request and
+    /// dispatch lag p99.
+    pub achieved_rps: Spread,
+    pub cpu_ns: Spread,
+    pub lag_p99_ns: Spread,
     /// The lowest saturated step above the ceiling, its runs and how many held.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub above_step_rps: Option<f64>,
-    pub above_runs: u32,
-    pub above_held: u32,
-    /// The ceiling lies between the ceiling's step and the one above it: the range a
-    /// ceiling from one baseline is given with.
-    pub range_rps: (f64, Option<f64>),
+    pub above: Held,
     pub stable: bool,
 }
 
@@ -318,35 +310,27 @@ impl Repeats {
     /// `None` without a valid step.
     pub fn of(steps: &[Step], runs: u32) -> Option<Repeats> {
         let rates = decisive_rates(steps);
-        let at =
-            |rate: f64| -> Vec<&Step> { steps.iter().filter(|s| s.intended_rps == rate).collect() };
-        let ceiling = at(*rates.first()?);
-        let spread = |f: fn(&Step) -> f64| Spread::of(ceiling.iter().map(|s| f(s)));
-        let achieved = spread(|s| s.achieved_rps)?;
-        let cpu = spread(|s| s.busy_cpu_ns_per_request)?;
-        let lag = spread(|s| s.dispatch_lag_p99_ns as f64)?;
-        let above = rates.get(1).copied();
-        let above_steps = above.map(at).unwrap_or_default();
-        let c = Held::of(ceiling.iter().map(|s| !s.saturated));
-        let a = Held::of(above_steps.iter().map(|s| !s.saturated));
+        let at = |rate: f64| steps.iter().filter(move |s| s.intended_rps == rate);
+        let ceiling_step_rps = *rates.first()?;
+        let spread = |f: fn(&Step) -> f64| Spread::of(at(ceiling_step_rps).map(f));
+        let above_step_rps = rates.get(1).copied();
+        let ceiling = Held::of(at(ceiling_step_rps).map(|s| !s.saturated));
+        let above = Held::of(
+            above_step_rps
+                .into_iter()
+                .flat_map(at)
+                .map(|s| !s.saturated),
+        );
         Some(Repeats {
             runs,
-            ceiling_step_rps: rates[0],
-            ceiling_runs: c.runs,
-            ceiling_held: c.held,
-            achieved_median_rps: achieved.median,
-            achieved_min_rps: achieved.min,
-            achieved_max_rps: achieved.max,
-            cpu_median_ns: cpu.median,
-            cpu_min_ns: cpu.min,
-            cpu_max_ns: cpu.max,
-            lag_p99_median_ns: lag.median,
-            lag_p99_max_ns: lag.max,
-            above_step_rps: above,
-            above_runs: a.runs,
-            above_held: a.held,
-            range_rps: (achieved.min, above),
-            stable: c.held == c.runs && a.held == 0,
+            ceiling_step_rps,
+            ceiling,
+            achieved_rps: spread(|s| s.achieved_rps)?,
+            cpu_ns: spread(|s| s.busy_cpu_ns_per_request)?,
+            lag_p99_ns: spread(|s| s.dispatch_lag_p99_ns as f64)?,
+            above_step_rps,
+            above,
+            stable: ceiling.held == ceiling.runs && above.held == 0,
         })
     }
 
@@ -359,8 +343,8 @@ impl Repeats {
                 format!(
                     "; {}/s saturated in {} of {}",
                     fmt_rate(r),
-                    self.above_runs - self.above_held,
-                    self.above_runs
+                    self.above.runs - self.above.held,
+                    self.above.runs
                 )
             });
         let verdict = if self.stable {
@@ -374,13 +358,13 @@ impl Repeats {
             "repeats: {}/s held in {} of {} runs (achieved {}-{}/s, CPU/request {}-{}, lag p99 \
              up to {}){above}: {verdict}\n",
             fmt_rate(self.ceiling_step_rps),
-            self.ceiling_held,
-            self.ceiling_runs,
-            fmt_rate(self.achieved_min_rps),
-            fmt_rate(self.achieved_max_rps),
-            fmt_ns(self.cpu_min_ns as u64),
-            fmt_ns(self.cpu_max_ns as u64),
-            fmt_ns(self.lag_p99_max_ns as u64),
+            self.ceiling.held,
+            self.ceiling.runs,
+            fmt_rate(self.achieved_rps.min),
+            fmt_rate(self.achieved_rps.max),
+            fmt_ns(self.cpu_ns.min as u64),
+            fmt_ns(self.cpu_ns.max as u64),
+            fmt_ns(self.lag_p99_ns.max as u64),
         )
     }
 }
@@ -591,10 +575,17 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         .flatten();
     let mut verdict = verdict(&steps, &sink_cores, interrupted);
     if let Some(r) = &repeats {
-        verdict.set_rps(r.achieved_median_rps);
+        verdict.set_rps(r.achieved_rps.median);
     }
-    let median_or =
-        |first: f64, median: fn(&Repeats) -> f64| repeats.as_ref().map_or(first, median);
+    // The ceiling's figures: the median of its step's runs with --repeats, else its one.
+    let at_ceiling = |first: fn(&Step) -> f64, median: fn(&Repeats) -> f64| {
+        repeats
+            .as_ref()
+            .map(median)
+            .or(best.map(first))
+            .unwrap_or(0.0)
+    };
+    let ceiling_rps = at_ceiling(|s| s.achieved_rps, |r| r.achieved_rps.median);
     Ok(Baseline {
         schema_version: crate::report::SCHEMA_VERSION,
         mode: "baseline",
@@ -611,19 +602,15 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         payload_bytes: plan.payload.len(),
         tls: plan.tls_sink.is_some(),
         tls_at_ceiling: best.and_then(|s| s.tls),
-        ceiling_rps: median_or(best.map_or(0.0, |s| s.achieved_rps), |r| {
-            r.achieved_median_rps
-        }),
-        ceiling_rps_per_core: median_or(best.map_or(0.0, |s| s.achieved_rps), |r| {
-            r.achieved_median_rps
-        }) / plan.cores.len() as f64,
-        dispatch_lag_p99_ns_at_ceiling: median_or(
-            best.map_or(0.0, |s| s.dispatch_lag_p99_ns as f64),
-            |r| r.lag_p99_median_ns,
+        ceiling_rps,
+        ceiling_rps_per_core: ceiling_rps / plan.cores.len() as f64,
+        dispatch_lag_p99_ns_at_ceiling: at_ceiling(
+            |s| s.dispatch_lag_p99_ns as f64,
+            |r| r.lag_p99_ns.median,
         ) as u64,
-        busy_cpu_ns_per_request_at_ceiling: median_or(
-            best.map_or(0.0, |s| s.busy_cpu_ns_per_request),
-            |r| r.cpu_median_ns,
+        busy_cpu_ns_per_request_at_ceiling: at_ceiling(
+            |s| s.busy_cpu_ns_per_request,
+            |r| r.cpu_ns.median,
         ),
         steps,
         interrupted,
@@ -1123,17 +1110,17 @@ mod tests {
             again(step(45e3, true), 2, 20e3),
         ]);
         let r = Repeats::of(&steps, 3).unwrap();
-        assert_eq!((r.ceiling_runs, r.ceiling_held), (3, 3));
-        assert_eq!((r.above_runs, r.above_held), (3, 0));
-        assert_eq!(r.achieved_median_rps, 29.5e3);
-        assert_eq!((r.achieved_min_rps, r.achieved_max_rps), (29e3, 30e3));
-        assert_eq!(r.range_rps, (29e3, Some(45e3)));
+        assert_eq!((r.ceiling.runs, r.ceiling.held), (3, 3));
+        assert_eq!((r.above.runs, r.above.held), (3, 0));
+        assert_eq!(r.achieved_rps.median, 29.5e3);
+        assert_eq!((r.achieved_rps.min, r.achieved_rps.max), (29e3, 30e3));
+        assert_eq!(r.above_step_rps, Some(45e3));
         assert!(r.stable, "{r:?}");
         assert!(r.render().contains(": stable"), "{}", r.render());
         // A repeat of the ceiling's step saturates: unstable, and said so.
         steps[3] = again(step(30e3, true), 1, 15e3);
         let r = Repeats::of(&steps, 3).unwrap();
-        assert_eq!(r.ceiling_held, 2);
+        assert_eq!(r.ceiling.held, 2);
         assert!(
             !r.stable && r.render().contains("UNSTABLE"),
             "{}",
@@ -1143,7 +1130,7 @@ mod tests {
         steps[3] = again(step(30e3, false), 1, 29.0e3);
         steps[4] = again(step(45e3, false), 1, 45e3);
         let r = Repeats::of(&steps, 3).unwrap();
-        assert_eq!(r.above_held, 1);
+        assert_eq!(r.above.held, 1);
         assert!(!r.stable);
         // Repeats never move the ceiling the search found.
         assert_eq!(best(&steps).unwrap().intended_rps, 30e3);

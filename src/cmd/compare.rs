@@ -680,55 +680,13 @@ mod tests {
     fn rate_drop_and_error_points() {
         let base = figures(&[100], 1000.0, 0);
         let limits = parse_limits("rate=-1%,errors=0.1%").unwrap();
-        assert!(
-            compare(
-                "a",
-                &base,
-                "b",
-                &figures(&[100], 985.0, 0),
-                &[],
-                &limits,
-                0.95
-            )
-            .regressed
-        );
-        assert!(
-            !compare(
-                "a",
-                &base,
-                "b",
-                &figures(&[100], 995.0, 0),
-                &[],
-                &limits,
-                0.95
-            )
-            .regressed
-        );
+        let regressed =
+            |new: RunFigures| compare("a", &base, "b", &new, &[], &limits, 0.95).regressed;
+        assert!(regressed(figures(&[100], 985.0, 0)));
+        assert!(!regressed(figures(&[100], 995.0, 0)));
         // 20 errors of 10,000 = 0.2 points more than none.
-        assert!(
-            compare(
-                "a",
-                &base,
-                "b",
-                &figures(&[100], 1000.0, 20),
-                &[],
-                &limits,
-                0.95
-            )
-            .regressed
-        );
-        assert!(
-            !compare(
-                "a",
-                &base,
-                "b",
-                &figures(&[100], 1000.0, 5),
-                &[],
-                &limits,
-                0.95
-            )
-            .regressed
-        );
+        assert!(regressed(figures(&[100], 1000.0, 20)));
+        assert!(!regressed(figures(&[100], 1000.0, 5)));
     }
 
     #[test]

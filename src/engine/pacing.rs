@@ -227,6 +227,7 @@ impl Pacer {
 
     /// The worker's typical gap between due sends as measured so far, ns (`None`
     /// before the first dispatch).
+    #[cfg(test)]
     pub fn gap_ns(&self) -> Option<u64> {
         (self.gap_ns != u64::MAX).then_some(self.gap_ns)
     }
