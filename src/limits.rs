@@ -100,13 +100,16 @@ pub const FINE_RESOLUTION_NS: u64 = 100_000;
 /// wake-up is aimed at its send's own instant. The dispatch lag p99 then stays within
 /// about 150 us on an idle host at every rate (issue 33: the earlier 500 us added some
 /// 350 us of the generator's own delay to every latency at 2,000/s, and batched sends
-/// past the pacing check above 2,500/s), at 0.6-0.7x oha's CPU per request.
+/// past the pacing check above 2,500/s). Its price, measured on the project's VM
+/// (`RATES="100 1000 2000 5000 20000" MODES="default auto500" DUR=6 RUNS=3
+/// bench/pacing.sh`): 1.18x oha's CPU per request at 2,000/s and 1.65x at 20,000/s
+/// (500 us: 1.13x and 0.77x), for a lag p99 of 116 and 97 us (500 us: 154 and 473 us).
 pub const RESOLUTION_NS: u64 = 100_000;
 /// A worker whose sends are due at least this far apart (1,000/s or less) has
 /// `--spin auto` aim each wake-up early by the timer's lateness p99.5 (at most a quarter
-/// of the gap) and spin the rest: the timer's tail (250-350 us at p99 on this VM after
-/// sleeps of milliseconds) would otherwise be the dispatch lag p99, and at these rates
-/// the spinning costs at most a quarter of the core.
+/// of the gap) and spin the rest: the timer's tail (`workers[].timer_late_p995_ns`
+/// 160-260 us on this VM after sleeps of 1-10 ms) would otherwise be the dispatch lag
+/// p99, and at these rates the spinning costs at most a quarter of the core.
 pub const LOW_RATE_GAP_NS: u64 = 1_000_000;
 /// Coarsest `--resolution`: dispatch lag up to this much is the price asked for.
 pub const RESOLUTION_NS_MAX: u64 = 100_000_000;
