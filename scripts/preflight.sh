@@ -88,7 +88,7 @@ RUN_VALUE_FLAGS=" --reconnect-backoff --keepalive --arrivals --max-response --sp
 --body-file --mix --timeout --max-lag --workload --tick --frame-size --room-size \
 --frame-budget --down-size --connect-rate --heartbeat --heartbeat-payload --link-speed \
 --duration --hdr-log --percentiles --csv --metrics-listen --metrics-linger --slo \
---start-at --run-id --step-duration --start-rate --warmup --error-status --frame-proto \
+--start-at --run-id --step-duration --start-rate --repeats --confidence --warmup --error-status --frame-proto \
 --frame-topic --ws-path --senders-per-room --members-per-connection --tls-sni --tls-ca --alpn --tls-version --tls-resume --tls-cert --tls-key "
 RUN_SWITCHES=" --linger0 --no-reconnect --echo-to-sender --aggregate --hold --no-response \
 --progress --quiet --tls --tls-insecure "

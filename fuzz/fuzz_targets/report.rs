@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
 
     let f = RunFigures::of(&run);
     let limits = parse_limits("p99=0%,max=0%,errors=0%,rate=0%").unwrap();
-    let c = compare("a", &f, "a", &f, &[Metric::Latency(50.0)], &limits);
+    let c = compare("a", &f, "a", &f, &[Metric::Latency(50.0)], &limits, 0.95);
     assert!(!c.regressed, "a run regressed against itself");
 
     // The reader accepted it: it is UTF-8.

@@ -339,7 +339,9 @@ fn merge_kernel(out: &mut Value, shards: &[Shard]) {
     if !parts.is_empty() && out["host"].is_object() {
         out["host"]["kernel"] = kernel_sum(&parts);
     }
-    let Some(list) = out["diagnosis"].as_array_mut() else {
+    // `get_mut`, not `out["diagnosis"]`: indexing a report without diagnoses would
+    // insert a null there, which no reader takes for the list it is.
+    let Some(list) = out.get_mut("diagnosis").and_then(Value::as_array_mut) else {
         return;
     };
     let is_kernel = |d: &Value| KERNEL_CODES.iter().any(|c| d["code"] == *c);
