@@ -1233,4 +1233,52 @@ mod tests {
             ErrorCode::COMPRESSION_ERROR
         );
     }
+
+    proptest::proptest! {
+        /// The fuzz target's loop in small (cargo test runs it, libFuzzer does not
+        /// run here): random frames of every type, mostly well-formed so they get
+        /// past the parser into the state, never panic the codec or HPACK.
+        #[test]
+        fn random_frames_never_panic(
+            frames in proptest::collection::vec(
+                (0u8..11, proptest::prelude::any::<u8>(), 0u32..12,
+                 proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)),
+                1..40,
+            ),
+            table in 0usize..3,
+        ) {
+            let local = LocalSettings {
+                header_table_size: [0, 64, 4096][table],
+                header_block_bytes_max: 64,
+                ..LocalSettings::default()
+            };
+            let mut c = Connection::new(local, 4);
+            let mut out = [0u8; 256];
+            for (kind, flags, stream, payload) in frames {
+                let _ = c.open_stream();
+                let bytes = raw(kind, flags, stream, &payload);
+                let FrameParsed::Complete { frame, consumed } = parse_frame(&bytes, 16_384) else {
+                    continue;
+                };
+                proptest::prop_assert_eq!(consumed, bytes.len());
+                match c.receive(&frame, &bytes, |_, _, _| {}) {
+                    Err(_) => break,
+                    Ok(Event::Data { stream, connection_update, stream_update, .. }) => {
+                        if connection_update > 0 {
+                            fr::write_window_update(&mut out, 0, connection_update).unwrap();
+                        }
+                        if stream_update > 0 {
+                            fr::write_window_update(&mut out, stream, stream_update).unwrap();
+                        }
+                    }
+                    Ok(Event::WindowUpdate { stream }) if stream != 0 => {
+                        let n = c.send_capacity(stream);
+                        c.consume_send(stream, n);
+                    }
+                    Ok(_) => {}
+                }
+                proptest::prop_assert!(c.open_streams() <= 4);
+            }
+        }
+    }
 }

@@ -189,11 +189,12 @@ pub fn parse_frame(input: &[u8], max_frame_size: u32) -> FrameParsed {
             return invalid(E::FRAME_SIZE_ERROR, "PADDED frame without a pad length");
         };
         start += 1;
-        end -= pad as usize;
         // The pad length byte and the padding must fit in the payload, leaving the
         // fields below; padding as long as the payload is a PROTOCOL_ERROR (§6.1).
-        if end < start {
-            return invalid(E::PROTOCOL_ERROR, "padding longer than the frame payload");
+        // Checked subtraction: a pad length above the whole frame must not wrap.
+        match end.checked_sub(pad as usize).filter(|&e| e >= start) {
+            Some(e) => end = e,
+            None => return invalid(E::PROTOCOL_ERROR, "padding longer than the frame payload"),
         }
     }
     let fixed = match kind {
@@ -562,6 +563,11 @@ mod tests {
             ErrorCode::PROTOCOL_ERROR
         );
         assert_eq!(code(&raw(1, PADDED, 1, b"\x01")), ErrorCode::PROTOCOL_ERROR);
+        // A pad length above the whole frame (header included) must not wrap.
+        assert_eq!(
+            code(&raw(0, PADDED, 1, b"\xffab")),
+            ErrorCode::PROTOCOL_ERROR
+        );
         // PADDED with no payload at all.
         assert_eq!(code(&raw(0, PADDED, 1, b"")), ErrorCode::FRAME_SIZE_ERROR);
         // HEADERS with PADDED and PRIORITY: pad length, 5 priority bytes, block, pad.
