@@ -33,10 +33,18 @@
 //! as request errors ([`ErrorStatus`] chooses the HTTP codes). `echo`, `fixed:N`,
 //! `delimiter:` and `length-prefixed:` have no notion of error: every response is an
 //! answer.
+//!
+//! HTTP/2 is not a framer: one connection carries many streams whose frames interleave,
+//! and reading them needs per-connection state (settings, flow-control windows, the
+//! HPACK table). Its sans-I/O client codec is [`h2`], built the same way (frames read
+//! in place from a `&[u8]` and answered `Complete` / `Incomplete` / `Invalid`, writers
+//! into a `&mut [u8]`, the framers' test matrix, a fuzz target), for the workload that
+//! will drive it.
 mod delimiter;
 mod fixed;
 pub mod frame;
 pub mod frame_proto;
+pub mod h2;
 mod http1;
 mod length_prefixed;
 mod memcached;
