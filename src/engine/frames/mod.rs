@@ -1,9 +1,9 @@
 //! The frames engine (`--workload frames`, issue 14): a workload of its own beside
 //! request/response. Every connection sends one frame per tick on the absolute
-//! timetable of [`timetable`]; what arrives is checked frame by frame, by source and
-//! sequence number, in [`accounting`]. Nothing here completes a request: a frame is
-//! never answered, it is relayed to the other members of its room by a broadcast
-//! server (`blaster sink --mode broadcast`).
+//! timetable of [`crate::schedule::frames`]; what arrives is checked frame by frame,
+//! by source and sequence number, in [`accounting`]. Nothing here completes a request:
+//! a frame is never answered, it is relayed to the other members of its room by a
+//! broadcast server (`blaster sink --mode broadcast`).
 //!
 //! The loop: now -> send every frame now due (dispatch lag recorded as for requests,
 //! so the validity gate applies) -> reap completions (sends, receives, connects) ->
@@ -20,10 +20,7 @@
 
 pub mod accounting;
 pub mod downlink;
-pub mod timetable;
 mod tls;
-
-pub use timetable::{FrameCursor, FrameGrid};
 
 use super::conn_table::{IndexQueue, REGISTERED};
 use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
@@ -46,6 +43,7 @@ use crate::proto::frame::{Entry, FrameHeader, HEADER_BYTES, LEN_PREFIX_BYTES};
 use crate::proto::frame_proto::{
     CONTROL_BYTES_MAX, Control, Down, FrameProto, Join, JoinError, JoinFailure, Role,
 };
+use crate::schedule::FrameCursor;
 use crate::transport::tls_record::RecordLayer;
 use accounting::{FrameBook, MemberBooks};
 use crossbeam_channel::{Receiver, Sender};
@@ -1601,8 +1599,8 @@ fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::frames::timetable::SENDERS_ALL;
     use crate::engine::worker_plan::FramePlan;
+    use crate::schedule::{FrameGrid, SENDERS_ALL};
 
     pub(crate) fn worker_plan(connections: usize) -> WorkerPlan {
         let mut p = WorkerPlan::for_tests(connections);
