@@ -90,7 +90,7 @@ pub struct WorkerPlan {
 pub struct FramePlan {
     /// The server's protocol (`--frame-proto`) and what its messages name.
     pub spec: crate::proto::frame_proto::FrameSpec,
-    pub grid: super::frames::FrameGrid,
+    pub grid: crate::schedule::FrameGrid,
     pub frame_size: usize,
     /// Arrival deviation beyond this is late (`--frame-budget`, default one tick).
     pub budget_ns: u64,

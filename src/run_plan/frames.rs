@@ -3,13 +3,12 @@
 use super::parse::*;
 use super::*;
 use crate::cli::RunArgs;
-use crate::engine::frames::FrameGrid;
-use crate::engine::frames::timetable::SENDERS_ALL;
 use crate::engine::worker_plan::FramePlan;
 use crate::limits::*;
 use crate::proto::frame_proto::{
     Echo, FrameProtoKind, FrameSpec, SpecError, TOPIC_DEFAULT, WS_PATH_DEFAULT,
 };
+use crate::schedule::{FrameGrid, SENDERS_ALL};
 
 /// `--room-size` when not given.
 pub const ROOM_SIZE_DEFAULT: usize = 10;

@@ -25,12 +25,17 @@
 //! [`Arrivals`] is what a worker holds: one enum over the three timetables, with
 //! [`Schedule`] for the due instants and [`Arrivals::count_before`] for the number of
 //! requests before the run's end (known in advance only for constant arrivals).
+//!
+//! The frames workload (`--workload frames`) has a timetable of its own, [`frames`]:
+//! every connection sends one frame per tick at its phase within the tick.
 mod constant;
+pub mod frames;
 mod poisson;
 mod shapes;
 pub mod shard;
 
 pub use constant::{Constant, Paced};
+pub use frames::{FrameCursor, FrameGrid, SENDERS_ALL};
 pub use poisson::{Poisson, exp1};
 pub use shapes::{
     CHAOS_SAMPLE_NS, CHAOS_SAMPLES_MAX, RateShape, RateSpec, SHAPE_PIECES_MAX, lorenz_x,

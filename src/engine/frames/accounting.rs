@@ -22,10 +22,10 @@
 //! the frame's intended send instant; a frame some receiver never got gives no sample
 //! and counts as incomplete.
 
-use super::timetable::FrameGrid;
 use crate::clock::Nanos;
 use crate::engine::recorder::{FrameCounters, Histograms};
 use crate::proto::frame::{Entry, FrameHeader};
+use crate::schedule::FrameGrid;
 
 /// Sequence numbers remembered per (receiver, source).
 pub const WINDOW_SEQS: u64 = 128;
@@ -511,7 +511,7 @@ impl MemberBooks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::frames::timetable::SENDERS_ALL;
+    use crate::schedule::SENDERS_ALL;
 
     const TICK: u64 = 20_000_000;
 

@@ -31,10 +31,10 @@
 //! receiver's 128-tick window.
 
 use super::accounting::{Seen, SeqWindow};
-use super::timetable::FrameGrid;
 use crate::clock::Nanos;
 use crate::engine::recorder::{FrameCounters, Histograms};
 use crate::proto::frame::FrameHeader;
+use crate::schedule::FrameGrid;
 
 /// A receiver's first expected tick, not fixed yet.
 const UNSET: u64 = u64::MAX;
@@ -244,7 +244,7 @@ impl DownBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::frames::timetable::SENDERS_ALL;
+    use crate::schedule::SENDERS_ALL;
 
     const TICK: u64 = 20_000_000;
 
