@@ -8,6 +8,7 @@ use super::ring::{FAULT_SUBMIT_ENV, PushError, Ring};
 use super::worker_plan::WorkerPlan;
 use crate::clock::Clock;
 use crate::limits::SNAPSHOTS_QUEUED_PER_WORKER;
+use crate::transport::tls::{TlsClient, TlsFailure};
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::AtomicBool;
 
@@ -186,6 +187,30 @@ impl Outbox {
             spares: Vec::with_capacity(HISTOGRAM_SPARES),
             allocations: 0,
         }
+    }
+
+    /// A connection's TLS handshake completed after `took_ns`: its time recorded, the
+    /// handshake counted full or resumed.
+    pub fn tls_opened(&mut self, took_ns: u64, resumed: bool) {
+        self.hist.tls_handshake.saturating_record(took_ns);
+        let t = &mut self.counters.tls;
+        if resumed {
+            t.resumed += 1;
+        } else {
+            t.full += 1;
+        }
+    }
+
+    /// A connection's TLS handshake failed (`kind`, rustls's `why`): counted by kind
+    /// as a failed connection attempt, and remembered by `client` for the run's one
+    /// line. Closing the connection is the workload's business.
+    #[cold]
+    pub fn tls_failed(&mut self, client: Option<&TlsClient>, kind: TlsFailure, why: &str) {
+        if let Some(tls) = client {
+            tls.note_failure(kind, why);
+        }
+        self.counters.tls.failed[kind as usize] += 1;
+        self.counters.connections_failed += 1;
     }
 
     /// Allocates the spare sets ([`HISTOGRAM_SPARES`]): called once the schedule is

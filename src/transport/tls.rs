@@ -1,23 +1,22 @@
 //! TLS with rustls: the client configuration a run shares (trust, SNI, ALPN, version,
-//! client certificate), the handshake driven over the caller's buffers, the server
-//! configuration of the sink, and handshake failures sorted into kinds.
+//! client certificate), the server configuration of the sink, and handshake failures
+//! sorted into kinds.
 //!
 //! The engine owns the I/O: io_uring moves ciphertext between the socket and pre-sized
-//! per-connection buffers (this kernel has no kTLS). rustls's unbuffered connection
-//! shakes hands in them ([`handshake_step`]); then [`established`] hands its secrets
-//! to the record layer ([`crate::transport::tls_record`]), which serves the requests.
-//! Everything here runs at start-up, at connect or on a failure, never per request.
+//! per-connection buffers (this kernel has no kTLS). Each connection's session
+//! ([`crate::transport::tls_session`]) shakes hands in them with rustls's unbuffered
+//! connection, then hands its secrets to the record layer
+//! ([`crate::transport::tls_record`]), which serves the requests. Everything here runs
+//! at start-up, at connect or on a failure, never per request.
 //!
 //! The crypto provider is `ring`: it builds with a C compiler alone (aws-lc-rs needs
 //! cmake and Go or prebuilt objects), and its AES-GCM and ChaCha20 are the assembly
 //! BoringSSL uses.
 
-use crate::transport::tls_record::RecordLayer;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{UnbufferedClientConnection, WebPkiServerVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::unbuffered::{ConnectionState, UnbufferedStatus};
 use rustls::{
     AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, Error, OtherError,
 };
@@ -177,15 +176,23 @@ impl TlsClient {
 
     /// A new client session (at connect; never per request): rustls's unbuffered
     /// connection, which reads from and writes into the caller's buffers, for the
-    /// handshake ([`handshake_step`]); then [`established`] turns it into a
-    /// [`RecordLayer`]. With `resume`, the session offers a ticket an earlier
-    /// handshake received (the first handshakes have none and are full).
+    /// handshake; then its secrets go to the record layer (both in a
+    /// [`TlsSession`](crate::transport::tls_session::TlsSession)). With `resume`, the
+    /// session offers a ticket an earlier handshake received (the first handshakes
+    /// have none and are full).
     pub fn session(&self, resume: bool) -> Result<UnbufferedClientConnection, Error> {
         let config = match (&self.resuming, resume) {
             (Some(r), true) => r.clone(),
             _ => self.config.clone(),
         };
         UnbufferedClientConnection::new(config, self.server_name.clone())
+    }
+
+    /// Whether a new session tries to resume (`--tls-resume`): `draw`, a uniform
+    /// number in [0, 1) from the worker's seeded stream, is drawn only when the ratio
+    /// is above 0 (a run without resumption draws nothing).
+    pub fn resumes(&self, draw: impl FnOnce() -> f64) -> bool {
+        self.resume_ratio > 0.0 && draw() < self.resume_ratio
     }
 
     /// Remembers the first failed handshake.
@@ -292,57 +299,6 @@ impl rustls::client::ClientSessionStore for CountingStore {
     }
 }
 
-/// Drives a handshake with the ciphertext received so far, `incoming[..*fill]`
-/// (what rustls is done with is removed from its front), writing what rustls sends
-/// after `out[..*out_fill]`. Ok(true) once the handshake is complete, Ok(false) while
-/// it waits for the server; Err: the handshake failed, with its kind and reason.
-pub fn handshake_step(
-    conn: &mut UnbufferedClientConnection,
-    incoming: &mut [u8],
-    fill: &mut usize,
-    out: &mut [u8],
-    out_fill: &mut usize,
-) -> Result<bool, (TlsFailure, String)> {
-    loop {
-        let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut incoming[..*fill]);
-        let done = match state {
-            Err(e) => return Err((TlsFailure::of(&e), describe(&e))),
-            Ok(ConnectionState::EncodeTlsData(mut s)) => {
-                *out_fill += s.encode(&mut out[*out_fill..]).map_err(|e| {
-                    (
-                        TlsFailure::Other,
-                        format!("a handshake message does not fit the send buffer ({e})"),
-                    )
-                })?;
-                None
-            }
-            Ok(ConnectionState::TransmitTlsData(s)) => {
-                s.done(); // the bytes are in `out`; the caller sends them
-                None
-            }
-            Ok(ConnectionState::BlockedHandshake) => Some(false),
-            Ok(ConnectionState::WriteTraffic(_)) => Some(true),
-            Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
-                return Err((
-                    TlsFailure::Closed,
-                    "the server closed the session during the handshake".into(),
-                ));
-            }
-            Ok(_) => {
-                return Err((
-                    TlsFailure::Other,
-                    "application data before the handshake completed".into(),
-                ));
-            }
-        };
-        incoming.copy_within(discard..*fill, 0);
-        *fill -= discard;
-        if let Some(done) = done {
-            return Ok(done);
-        }
-    }
-}
-
 /// Why a handshake failed, in words for the run's one line: rustls's description (or
 /// the words of [`CaNotPinned`], which rustls would show by its `Debug`) and, for a
 /// certificate that did not verify, the fix.
@@ -367,15 +323,6 @@ pub fn describe(e: &Error) -> String {
         _ => return e.to_string(),
     };
     format!("{e}: {fix}")
-}
-
-/// A completed handshake's session, handed over to the record layer (rustls keeps
-/// the secrets for key updates and the session tickets still to come).
-pub fn established(conn: UnbufferedClientConnection) -> Result<RecordLayer, String> {
-    let (secrets, kernel) = conn
-        .dangerous_into_kernel_connection()
-        .map_err(|e| e.to_string())?;
-    RecordLayer::new(secrets, kernel).map_err(|e| e.to_string())
 }
 
 /// `--tls-insecure`: accepts any certificate for any name, but still checks that the

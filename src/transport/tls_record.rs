@@ -175,6 +175,18 @@ impl RecordLayer {
         plain + records * (HEADER_BYTES + EXPLICIT_NONCE_BYTES + TAG_BYTES)
     }
 
+    /// The largest plaintext whose sealed records fit `space` bytes (a key update's
+    /// record included): what one send may take when its ciphertext must fit a region.
+    pub fn plain_fitting(space: usize) -> usize {
+        let room = space.saturating_sub(crate::limits::TLS_RECORD_OVERHEAD_BYTES);
+        let mut n = room;
+        while n > 0 && RecordLayer::sealed_len(n) > room {
+            let records = n.div_ceil(PLAINTEXT_MAX);
+            n = n.saturating_sub((RecordLayer::sealed_len(n) - room).max(records));
+        }
+        n
+    }
+
     /// Seals `plain` as application data records into `out`; returns the bytes
     /// written, or None when `out` is too small (nothing is sent then).
     pub fn seal(&mut self, plain: &[u8], out: &mut [u8]) -> Option<usize> {
@@ -365,7 +377,8 @@ impl RecordLayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::tls::{TlsClient, TlsVersion, Trust, established, handshake_step};
+    use crate::transport::tls::{TlsClient, TlsVersion, Trust};
+    use crate::transport::tls_session::shake_in_memory;
     use rustls::CipherSuite as S;
     use std::io::{Read, Write};
 
@@ -391,32 +404,11 @@ mod tests {
             .unwrap();
         let mut server = rustls::ServerConnection::new(std::sync::Arc::new(config)).unwrap();
         let tls = TlsClient::new("localhost", Trust::Insecure, &[], Some(version), 0.0).unwrap();
-        let mut client = tls.session(false).unwrap();
-        let (mut incoming, mut fill) = (vec![0u8; RECORD_MAX], 0);
-        let mut out = vec![0u8; 4096];
-        loop {
-            let mut written = 0;
-            let done = handshake_step(
-                &mut client,
-                &mut incoming,
-                &mut fill,
-                &mut out,
-                &mut written,
-            )
-            .unwrap();
-            server.read_tls(&mut &out[..written]).unwrap();
-            server.process_new_packets().unwrap();
-            let mut sent = Vec::new();
-            server.write_tls(&mut sent).unwrap();
-            if done {
-                let mut rest = incoming[..fill].to_vec();
-                rest.extend(sent);
-                assert_eq!(client.negotiated_cipher_suite().unwrap().suite(), suite);
-                return (established(client).unwrap(), server, rest);
-            }
-            incoming[fill..fill + sent.len()].copy_from_slice(&sent);
-            fill += sent.len();
-        }
+        let mut region = vec![0u8; RECORD_MAX];
+        let (client, _) = shake_in_memory(&tls, false, &mut server, &mut region).unwrap();
+        let (records, held) = client.into_records();
+        assert_eq!(records.kernel.negotiated_cipher_suite().suite(), suite);
+        (records, server, region[..held].to_vec())
     }
 
     /// Every AEAD this layer implements, in both versions, against rustls's own
@@ -475,6 +467,25 @@ mod tests {
                 matches!(rl.open(&mut pending), Err(RecordError::Decrypt)),
                 "{suite:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_plaintext_that_fits_seals_within_the_space() {
+        use crate::limits::TLS_RECORD_OVERHEAD_BYTES;
+        for space in [0, 1, 63, 64, 65, 100, 2048, 16_448, 16_500, 40_000, 300_000] {
+            let n = RecordLayer::plain_fitting(space);
+            if n > 0 {
+                assert!(
+                    RecordLayer::sealed_len(n) + TLS_RECORD_OVERHEAD_BYTES <= space,
+                    "{space}: {n}"
+                );
+            }
+            // Not much less than the space allows: one record's overhead per 16 KiB.
+            let slack = TLS_RECORD_OVERHEAD_BYTES
+                + (space / PLAINTEXT_MAX + 1) * 29
+                + space / PLAINTEXT_MAX;
+            assert!(n + slack >= space, "{space}: {n}");
         }
     }
 }

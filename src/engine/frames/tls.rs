@@ -14,36 +14,27 @@
 //! and the handshake's own time is recorded (`tls_handshake`). No plaintext byte ever
 //! leaves a `--tls` socket: join bytes wait until the session is open. Nothing here
 //! allocates per frame: the session is created at connect.
+//!
+//! The session is the transport's ([`TlsSession`], the same the request/response
+//! engine runs); what is here is this engine's: its regions, its sends (one ciphertext
+//! send in flight, the plaintext send riding on it) and what a failure closes.
 
 use super::FrameWorker;
-use crate::clock::{Nanos, Ticks};
+use crate::clock::Nanos;
 use crate::engine::ring::on_target;
 use crate::limits::TLS_RECV_BUFFER_BYTES;
 use crate::proto::frame_proto::FrameProtoKind;
-use crate::transport::tls::{TlsFailure, established, handshake_step};
-use crate::transport::tls_record::{Content, RecordError, RecordLayer};
+use crate::transport::tls::TlsFailure;
+use crate::transport::tls_record::RecordLayer;
+use crate::transport::tls_session::{Record, Shake, TlsSession};
 use io_uring::opcode;
-use rustls::client::UnbufferedClientConnection;
 
 /// Plaintext sealed in one piece at most (a TLS record's).
-pub(super) const PLAIN_CHUNK: usize = 1 << 14;
+pub(super) use crate::transport::tls_record::PLAINTEXT_MAX as PLAIN_CHUNK;
 
-/// Where a session is. (Boxed in its [`Session`]; a session spends its life in the
-/// largest variant.)
-#[allow(clippy::large_enum_variant)]
-enum Phase {
-    Handshake(UnbufferedClientConnection),
-    Open(RecordLayer),
-    Gone,
-}
-
-/// One socket's TLS state.
+/// One socket's TLS session, and its ciphertext going out.
 pub(super) struct Session {
-    phase: Phase,
-    /// When the TCP connect completed (or NATS's `INFO` arrived): the handshake's start.
-    started: Ticks,
-    /// Ciphertext waiting in the socket's `tls_in` region (an unfinished record).
-    in_fill: usize,
+    tls: TlsSession,
     /// Ciphertext in `tls_out`: `[out_off, out_end)` not yet sent; a send in the ring
     /// (`out_busy`) reads from `out_off`, new ciphertext goes after `out_end`.
     out_off: usize,
@@ -52,20 +43,16 @@ pub(super) struct Session {
     /// The plaintext send riding on the ciphertext: done (with `.1` bytes) once
     /// `out_off` reaches `.0`.
     plain: Option<(usize, u32)>,
-    /// Application data arrived (a fatal alert before it is a refused handshake).
-    data_seen: bool,
 }
 
-/// The largest plaintext whose sealed records fit `space` bytes (a key update's record
-/// included).
-pub(super) fn plain_fitting(space: usize) -> usize {
-    let room = space.saturating_sub(crate::limits::TLS_RECORD_OVERHEAD_BYTES);
-    let mut n = room;
-    while n > 0 && RecordLayer::sealed_len(n) > room {
-        let records = n.div_ceil(PLAIN_CHUNK);
-        n = n.saturating_sub((RecordLayer::sealed_len(n) - room).max(records));
+impl Session {
+    /// Where new ciphertext goes: `out_end`, moved back to the start of the region
+    /// when nothing is waiting or in flight.
+    fn out_start(&mut self) {
+        if !self.out_busy && self.out_off == self.out_end {
+            (self.out_off, self.out_end) = (0, 0);
+        }
     }
-    n
 }
 
 /// Whether the protocol's server speaks first in plaintext and the client upgrades
@@ -86,7 +73,7 @@ impl FrameWorker<'_> {
         match self.sessions.get(c as usize) {
             None => false,
             Some(None) => true,
-            Some(Some(s)) => !matches!(s.phase, Phase::Open(_)),
+            Some(Some(s)) => !s.tls.is_open(),
         }
     }
 
@@ -94,28 +81,27 @@ impl FrameWorker<'_> {
     /// receive (into `tls_in` from now on).
     pub(super) fn tls_start(&mut self, c: u32) {
         let tls = self.plan.tls.as_ref().expect("sessions only with --tls");
-        let resume = tls.resume_ratio > 0.0 && self.rng.f64() < tls.resume_ratio;
-        match tls.session(resume) {
-            Ok(conn) => {
+        let resume = tls.resumes(|| self.rng.f64());
+        match TlsSession::start(tls, resume, self.clock.ticks()) {
+            Ok(tls) => {
                 self.sessions[c as usize] = Some(Box::new(Session {
-                    phase: Phase::Handshake(conn),
-                    started: self.clock.ticks(),
-                    in_fill: 0,
+                    tls,
                     out_off: 0,
                     out_end: 0,
                     out_busy: false,
                     plain: None,
-                    data_seen: false,
                 }));
                 self.tls_handshake(c, self.clock.now_ns());
             }
-            Err(e) => self.tls_failed(c, TlsFailure::of(&e), &e.to_string()),
+            Err((kind, why)) => self.tls_failed(c, kind, &why),
         }
     }
 
     /// Arms socket `c`'s receive into its `tls_in` region, after the ciphertext held.
     pub(super) fn tls_arm_recv(&mut self, c: u32) {
-        let fill = self.sessions[c as usize].as_ref().map_or(0, |s| s.in_fill);
+        let fill = self.sessions[c as usize]
+            .as_mut()
+            .map_or(0, |s| s.tls.arm_recv());
         let base = c as usize * TLS_RECV_BUFFER_BYTES;
         let buf = self
             .tls_in
@@ -154,16 +140,14 @@ impl FrameWorker<'_> {
     /// that fitted, once their ciphertext has left.
     pub(super) fn tls_send_plain(&mut self, c: u32, ctl: bool, off: usize, len: usize) {
         let out_len = self.tls_out_len;
-        let Some(s) = self.sessions[c as usize].as_mut() else {
+        let Some(s) = self.sessions[c as usize]
+            .as_mut()
+            .filter(|s| s.tls.is_open())
+        else {
             return;
         };
-        let Phase::Open(records) = &mut s.phase else {
-            return;
-        };
-        if !s.out_busy && s.out_off == s.out_end {
-            (s.out_off, s.out_end) = (0, 0);
-        }
-        let n = len.min(plain_fitting(out_len - s.out_end));
+        s.out_start();
+        let n = len.min(RecordLayer::plain_fitting(out_len - s.out_end));
         let plain = if ctl {
             &self.ctl[c as usize].busy[..n]
         } else {
@@ -172,7 +156,7 @@ impl FrameWorker<'_> {
         };
         let obase = c as usize * out_len;
         let out = self.tls_out.region_mut(obase + s.out_end..obase + out_len);
-        match records.seal(plain, out) {
+        match s.tls.seal(plain, out) {
             Some(w) if n > 0 => {
                 s.out_end += w;
                 s.plain = Some((s.out_end, n as u32));
@@ -213,7 +197,9 @@ impl FrameWorker<'_> {
     pub(super) fn tls_on_recv(&mut self, c: u32, res: usize, now: Nanos) {
         let generation = self.conns[c as usize].generation;
         if let Some(s) = self.sessions[c as usize].as_mut() {
-            s.in_fill += res;
+            let base = c as usize * TLS_RECV_BUFFER_BYTES;
+            let region = self.tls_in.region_mut(base..base + TLS_RECV_BUFFER_BYTES);
+            s.tls.received(region, res);
         }
         let open = self.tls_handshake(c, now) && self.tls_records(c, now);
         if open && self.conns[c as usize].generation == generation {
@@ -222,59 +208,32 @@ impl FrameWorker<'_> {
     }
 
     /// One step of socket `c`'s handshake, if it is shaking hands; when it completes,
-    /// the session becomes a record layer and the join starts. Returns false when the
-    /// socket was closed.
+    /// the join starts. Returns false when the socket was closed.
     fn tls_handshake(&mut self, c: u32, now: Nanos) -> bool {
         let out_len = self.tls_out_len;
         let Some(s) = self.sessions[c as usize].as_mut() else {
             return false;
         };
-        let Phase::Handshake(conn) = &mut s.phase else {
+        if !s.tls.is_handshaking() {
             return true;
-        };
-        if !s.out_busy && s.out_off == s.out_end {
-            (s.out_off, s.out_end) = (0, 0);
         }
+        s.out_start();
         let base = c as usize * TLS_RECV_BUFFER_BYTES;
         let incoming = self.tls_in.region_mut(base..base + TLS_RECV_BUFFER_BYTES);
         let obase = c as usize * out_len;
         let out = self.tls_out.region_mut(obase..obase + out_len);
-        let step = handshake_step(conn, incoming, &mut s.in_fill, out, &mut s.out_end);
-        let full = s.in_fill == TLS_RECV_BUFFER_BYTES;
-        match step {
+        match s.tls.handshake(incoming, out, &mut s.out_end) {
             Err((kind, why)) => {
                 self.tls_failed(c, kind, &why);
                 false
             }
-            Ok(false) if full => {
-                let why = "a handshake message larger than the receive buffer";
-                self.tls_failed(c, TlsFailure::Other, why);
-                false
-            }
-            Ok(false) => {
+            Ok(Shake::Waiting) => {
                 self.tls_flush_out(c);
                 true
             }
-            Ok(true) => {
-                let Phase::Handshake(conn) = std::mem::replace(&mut s.phase, Phase::Gone) else {
-                    unreachable!("checked above");
-                };
-                let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-                match established(conn) {
-                    Ok(records) => s.phase = Phase::Open(records),
-                    Err(why) => {
-                        self.tls_failed(c, TlsFailure::Other, &why);
-                        return false;
-                    }
-                }
-                let took = self.clock.between_ns(s.started, self.clock.ticks());
-                self.out.hist.tls_handshake.saturating_record(took.max(1));
-                let t = &mut self.out.counters.tls;
-                if resumed {
-                    t.resumed += 1;
-                } else {
-                    t.full += 1;
-                }
+            Ok(Shake::Done { resumed }) => {
+                let took = self.clock.between_ns(s.tls.started, self.clock.ticks());
+                self.out.tls_opened(took.max(1), resumed);
                 self.tls_flush_out(c); // the client's Finished
                 self.session_open(c, now);
                 self.conns[c as usize].fd != -1
@@ -283,8 +242,7 @@ impl FrameWorker<'_> {
     }
 
     /// Opens the whole records of socket `c`'s ciphertext and hands their plaintext to
-    /// the join and the frame decoder; an unfinished record moves to the front.
-    /// Returns false when the socket was closed.
+    /// the join and the frame decoder. Returns false when the socket was closed.
     fn tls_records(&mut self, c: u32, now: Nanos) -> bool {
         let base = c as usize * TLS_RECV_BUFFER_BYTES;
         let generation = self.conns[c as usize].generation;
@@ -293,44 +251,27 @@ impl FrameWorker<'_> {
             let Some(s) = self.sessions[c as usize].as_mut() else {
                 return false;
             };
-            let Phase::Open(records) = &mut s.phase else {
-                return true; // still shaking hands
-            };
-            let fill = s.in_fill;
             let region = self.tls_in.region_mut(base..base + TLS_RECV_BUFFER_BYTES);
-            match records.open(&mut region[off..fill]) {
-                Ok(None) => {
-                    region.copy_within(off..fill, 0);
-                    s.in_fill = fill - off;
-                    return true;
-                }
-                Ok(Some((used, Content::Data(r)))) => {
-                    s.data_seen = true;
-                    let plain = off + r.start..off + r.end;
-                    off += used;
+            match s.tls.next_record(region, &mut off) {
+                Record::Data(plain) => {
                     if !self.tls_plaintext(c, plain, now)
                         || self.conns[c as usize].generation != generation
                     {
                         return false;
                     }
                 }
-                Ok(Some((_, Content::Closed))) => {
+                Record::More => return true,
+                Record::Closed => {
                     self.disconnect(c, now);
                     return false;
                 }
-                Ok(Some((used, Content::Control))) => off += used,
-                Err(e) => {
-                    if let RecordError::Alert(d) = e
-                        && !s.data_seen
-                        && self.conns[c as usize].joining
-                    {
-                        // A TLS 1.3 server refuses the client's certificate (or its
-                        // absence) only after the client's side of the handshake.
-                        let kind = TlsFailure::of(&rustls::Error::AlertReceived(d.into()));
-                        self.tls_failed(c, kind, &e.to_string());
-                    } else {
-                        self.tls_broken(c, &e.to_string(), now);
-                    }
+                // Refused while joining: a failed handshake; after, a broken session.
+                Record::Refused((kind, why)) if self.conns[c as usize].joining => {
+                    self.tls_failed(c, kind, &why);
+                    return false;
+                }
+                Record::Refused((_, why)) | Record::Broken(why) => {
+                    self.tls_broken(c, &why, now);
                     return false;
                 }
             }
@@ -362,12 +303,7 @@ impl FrameWorker<'_> {
     /// remembered for the run's one line, the socket reopened after the backoff.
     #[cold]
     pub(super) fn tls_failed(&mut self, c: u32, kind: TlsFailure, why: &str) {
-        if let Some(tls) = &self.plan.tls {
-            tls.note_failure(kind, why);
-        }
-        let ctr = &mut self.out.counters;
-        ctr.tls.failed[kind as usize] += 1;
-        ctr.connections_failed += 1;
+        self.out.tls_failed(self.plan.tls.as_deref(), kind, why);
         let conn = &mut self.conns[c as usize];
         if conn.joining {
             conn.joining = false;
@@ -390,7 +326,7 @@ impl FrameWorker<'_> {
     pub(super) fn tls_timed_out(&mut self, c: u32) -> bool {
         let shaking = matches!(
             self.sessions.get(c as usize),
-            Some(Some(s)) if matches!(s.phase, Phase::Handshake(_))
+            Some(Some(s)) if s.tls.is_handshaking()
         );
         if shaking {
             let why = format!(
@@ -406,24 +342,6 @@ impl FrameWorker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_plaintext_that_fits_seals_within_the_space() {
-        for space in [0, 1, 63, 64, 65, 100, 2048, 16_448, 16_500, 40_000, 300_000] {
-            let n = plain_fitting(space);
-            if n > 0 {
-                assert!(
-                    RecordLayer::sealed_len(n) + crate::limits::TLS_RECORD_OVERHEAD_BYTES <= space,
-                    "{space}: {n}"
-                );
-            }
-            // Not much less than the space allows: one record's overhead per 16 KiB.
-            let slack = crate::limits::TLS_RECORD_OVERHEAD_BYTES
-                + (space / PLAIN_CHUNK + 1) * 29
-                + space / PLAIN_CHUNK;
-            assert!(n + slack >= space, "{space}: {n}");
-        }
-    }
 
     /// Frames over TLS allocate nothing per frame once the session is open: a
     /// connection in a room of one, whose echo server (rustls, a thread) sends every

@@ -98,13 +98,9 @@ impl Worker<'_> {
             // Ciphertext: after what waits in this connection's region of `tls_in`
             // (an unfinished record; never the whole region).
             let size = crate::limits::TLS_RECV_BUFFER_BYTES;
-            let fill = match self.sessions[c as usize].as_mut() {
-                Some(s) => {
-                    s.recv_at = s.in_fill;
-                    s.in_fill
-                }
-                None => 0,
-            };
+            let fill = self.sessions[c as usize]
+                .as_mut()
+                .map_or(0, |s| s.arm_recv());
             let base = c as usize * size;
             let ptr = self.tls_in.kernel_ptr(base + fill..base + size);
             on_socket!(self, c, conn.fd, |t| opcode::Recv::new(

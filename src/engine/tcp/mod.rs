@@ -137,7 +137,7 @@ struct Worker<'p> {
     staging_len: usize,
     /// `--tls`: each connection's session (None until its TCP connect completes).
     /// Empty without TLS.
-    sessions: Vec<Option<Box<tls::Session>>>,
+    sessions: Vec<Option<Box<crate::transport::tls_session::TlsSession>>>,
     /// `--tls`: per connection, `tls_out_len` bytes of ciphertext to send.
     tls_out: IoBuf,
     tls_out_len: usize,

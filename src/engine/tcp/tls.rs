@@ -8,10 +8,11 @@
 //! buffer is copied into it) until records are whole, and `tls_out` holds what goes
 //! out. During the handshake rustls's unbuffered connection reads and writes those
 //! regions; once it completes, rustls hands over the traffic secrets and the
-//! connection's [`RecordLayer`] seals requests straight into `tls_out` and opens
+//! connection's [`TlsSession`] seals requests straight into `tls_out` and opens
 //! responses in place in `tls_in`, whose plaintext the framer reads as on a plain
 //! connection. Nothing of this allocates per request; the session is created at
-//! connect.
+//! connect. The session is the transport's (the frames engine runs the same one);
+//! what is here is where its bytes go in this engine's buffers and ring.
 //!
 //! Bytes are appended to `tls_out` while a send is in the ring (after the range that
 //! send reads); its completion sends them (see `on_send`).
@@ -21,58 +22,22 @@ use crate::clock::Ticks;
 use crate::engine::conn_table::ConnState;
 use crate::engine::recorder::ErrorKind;
 use crate::limits::TLS_RECV_BUFFER_BYTES;
-use crate::transport::tls::{TlsFailure, handshake_step};
-use crate::transport::tls_record::{Content, RecordError, RecordLayer};
-use rustls::client::UnbufferedClientConnection;
-
-/// Where a session is. (Boxed with its [`Session`]; the variants' sizes differ, but
-/// a session spends its life in the largest.)
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Phase {
-    Handshake(UnbufferedClientConnection),
-    Open(RecordLayer),
-    /// Between the two, or after a failure (the connection is closing).
-    Gone,
-}
-
-/// One connection's TLS state.
-pub(super) struct Session {
-    pub phase: Phase,
-    /// When the TCP connect completed (the handshake's start).
-    pub connected: Ticks,
-    /// Bytes of ciphertext waiting in the connection's `tls_in` region (an
-    /// unfinished record).
-    pub in_fill: usize,
-    /// Where in the region the single-shot receive in the ring writes (the fill when
-    /// it was armed; records consumed meanwhile move the fill down).
-    pub recv_at: usize,
-    /// Application data has arrived (a fatal alert before it is a refused handshake).
-    pub data_seen: bool,
-}
+use crate::transport::tls::TlsFailure;
+use crate::transport::tls_session::{Record, Shake, TlsSession};
 
 impl Worker<'_> {
     /// The TCP connect of `c` completed at `now_t`: its handshake starts.
     pub(super) fn start_handshake(&mut self, c: u32, now_t: Ticks) {
-        let tls = self
-            .plan
-            .tls
-            .as_ref()
-            .expect("TLS sessions only with --tls");
+        let tls = (self.plan.tls.as_ref()).expect("TLS sessions only with --tls");
         // `--tls-resume`: drawn per connection from the worker's seeded stream.
-        let resume = tls.resume_ratio > 0.0 && self.rng.f64() < tls.resume_ratio;
-        match tls.session(resume) {
-            Ok(conn) => {
-                self.sessions[c as usize] = Some(Box::new(Session {
-                    phase: Phase::Handshake(conn),
-                    connected: now_t,
-                    in_fill: 0,
-                    recv_at: 0,
-                    data_seen: false,
-                }));
+        let resume = tls.resumes(|| self.rng.f64());
+        match TlsSession::start(tls, resume, now_t) {
+            Ok(session) => {
+                self.sessions[c as usize] = Some(Box::new(session));
                 self.arm_recv(c);
                 self.tls_process(c, now_t); // the ClientHello
             }
-            Err(e) => self.tls_failed(c, TlsFailure::of(&e), &e.to_string()),
+            Err((kind, why)) => self.tls_failed(c, kind, &why),
         }
     }
 
@@ -102,10 +67,7 @@ impl Worker<'_> {
     pub(super) fn tls_write(&mut self, c: u32, len: usize) {
         let start = self.tls_out_start(c);
         let out_len = self.tls_out_len;
-        let Some(s) = self.sessions[c as usize].as_mut() else {
-            return;
-        };
-        let Phase::Open(records) = &mut s.phase else {
+        let Some(s) = self.sessions[c as usize].as_mut().filter(|s| s.is_open()) else {
             return;
         };
         let plain = if self.render {
@@ -116,7 +78,7 @@ impl Worker<'_> {
         };
         let base = c as usize * out_len;
         let out = self.tls_out.region_mut(base + start..base + out_len);
-        match records.seal(plain, out) {
+        match s.seal(plain, out) {
             Some(n) => self.tls_sent(c, n),
             None => self.tls_broken(c, "requests do not fit the TLS send buffer"),
         }
@@ -134,16 +96,14 @@ impl Worker<'_> {
     ) -> bool {
         let base = c as usize * TLS_RECV_BUFFER_BYTES;
         let Some(bid) = bid else {
-            // A single-shot receive: the bytes are in the region at `recv_at`.
+            // A single-shot receive: the bytes are in the region where it was armed.
             let Some(s) = self.sessions[c as usize].as_mut() else {
                 return false;
             };
-            if s.recv_at != s.in_fill {
-                self.tls_in
-                    .region_mut(base..base + TLS_RECV_BUFFER_BYTES)
-                    .copy_within(s.recv_at..s.recv_at + total, s.in_fill);
-            }
-            s.in_fill += total;
+            s.received(
+                self.tls_in.region_mut(base..base + TLS_RECV_BUFFER_BYTES),
+                total,
+            );
             return self.tls_process(c, now_t);
         };
         // The ring is lent out while its bytes are fed (as in `on_recv`); held in
@@ -160,12 +120,8 @@ impl Worker<'_> {
                 break;
             };
             // Never full here: a whole record fits, and whole ones were consumed.
-            let n = (TLS_RECV_BUFFER_BYTES - s.in_fill).min(total - off);
-            self.tls_in
-                .region_mut(base + s.in_fill..base + s.in_fill + n)
-                .copy_from_slice(&data[off..off + n]);
-            s.in_fill += n;
-            off += n;
+            let region = self.tls_in.region_mut(base..base + TLS_RECV_BUFFER_BYTES);
+            off += s.append(region, &data[off..]);
             open = self.tls_process(c, now_t);
         }
         let mut br = std::mem::ManuallyDrop::into_inner(br);
@@ -177,13 +133,8 @@ impl Worker<'_> {
     /// Works through the ciphertext waiting in `c`'s `tls_in` region. Returns false
     /// when the connection was closed.
     fn tls_process(&mut self, c: u32, now_t: Ticks) -> bool {
-        let handshaking = matches!(
-            self.sessions[c as usize].as_deref(),
-            Some(Session {
-                phase: Phase::Handshake(_),
-                ..
-            })
-        );
+        let handshaking =
+            (self.sessions[c as usize].as_deref()).is_some_and(|s| s.is_handshaking());
         if handshaking && !self.tls_handshake(c, now_t) {
             return false;
         }
@@ -197,116 +148,69 @@ impl Worker<'_> {
         open
     }
 
-    /// One step of `c`'s handshake; when it completes, the session becomes a record
-    /// layer and the connection is ready. Returns false when the connection closed.
+    /// One step of `c`'s handshake; when it completes, the connection is ready.
+    /// Returns false when the connection closed.
     fn tls_handshake(&mut self, c: u32, now_t: Ticks) -> bool {
         let start = self.tls_out_start(c);
         let out_len = self.tls_out_len;
         let Some(s) = self.sessions[c as usize].as_mut() else {
             return false;
         };
-        let Phase::Handshake(conn) = &mut s.phase else {
-            return true;
-        };
         let base = c as usize * TLS_RECV_BUFFER_BYTES;
         let incoming = self.tls_in.region_mut(base..base + TLS_RECV_BUFFER_BYTES);
         let obase = c as usize * out_len;
         let out = self.tls_out.region_mut(obase + start..obase + out_len);
         let mut written = 0;
-        let step = handshake_step(conn, incoming, &mut s.in_fill, out, &mut written);
-        let full = s.in_fill == TLS_RECV_BUFFER_BYTES;
+        let step = s.handshake(incoming, out, &mut written);
+        let started = s.started;
         self.tls_sent(c, written);
         match step {
             Err((kind, why)) => {
                 self.tls_failed(c, kind, &why);
                 false
             }
-            Ok(false) if full => {
-                self.tls_failed(
-                    c,
-                    TlsFailure::Other,
-                    "a handshake message larger than the receive buffer",
-                );
-                false
-            }
-            Ok(false) => true,
-            Ok(true) => {
-                let s = self.sessions[c as usize]
-                    .as_mut()
-                    .expect("a handshake has a session");
-                let Phase::Handshake(conn) = std::mem::replace(&mut s.phase, Phase::Gone) else {
-                    unreachable!("checked above");
-                };
-                let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-                match crate::transport::tls::established(conn) {
-                    Ok(records) => s.phase = Phase::Open(records),
-                    Err(why) => {
-                        self.tls_failed(c, TlsFailure::Other, &why);
-                        return false;
-                    }
-                }
-                self.handshake_done(c, now_t, resumed);
+            Ok(Shake::Waiting) => true,
+            Ok(Shake::Done { resumed }) => {
+                let took = self.clock.ns(now_t).saturating_sub(self.clock.ns(started));
+                self.out.tls_opened(took, resumed);
+                self.established(c, now_t);
                 self.table.conns[c as usize].state == ConnState::Ready
             }
         }
     }
 
     /// Opens the whole records of `c`'s ciphertext (`region`, its part of `tls_in`)
-    /// and frames their plaintext; an unfinished record moves to the front. Returns
-    /// false when the connection was closed.
+    /// and frames their plaintext. Returns false when the connection was closed.
     fn tls_records(&mut self, c: u32, region: &mut [u8], now_t: Ticks) -> bool {
         let mut off = 0;
         loop {
             let Some(s) = self.sessions[c as usize].as_mut() else {
                 return false;
             };
-            let Phase::Open(records) = &mut s.phase else {
-                return true; // still shaking hands
-            };
-            let fill = s.in_fill;
-            match records.open(&mut region[off..fill]) {
-                Ok(None) => {
-                    region.copy_within(off..fill, 0);
-                    s.in_fill = fill - off;
-                    return true;
-                }
-                Ok(Some((used, content))) => {
-                    let at = off;
-                    off += used;
-                    match content {
-                        Content::Data(r) => {
-                            s.data_seen = true;
-                            let plain = &region[at + r.start..at + r.end];
-                            if !self.tls_plaintext(c, plain, now_t) {
-                                return false;
-                            }
-                        }
-                        Content::Closed => {
-                            self.peer_closed(c, now_t);
-                            return false;
-                        }
-                        Content::Control => {}
-                    }
-                }
-                Err(e) => {
-                    if let RecordError::Alert(d) = e
-                        && !s.data_seen
-                    {
-                        // A TLS 1.3 server refuses the client's certificate (or its
-                        // absence) only after the client's side of the handshake
-                        // ended: a failed handshake of the alert's kind, retried
-                        // after the backoff (its requests fail as tls_handshake).
-                        let kind = TlsFailure::of(&rustls::Error::AlertReceived(d.into()));
-                        self.tls_failed(c, kind, &e.to_string());
+            match s.next_record(region, &mut off) {
+                Record::Data(r) => {
+                    if !self.tls_plaintext(c, &region[r], now_t) {
                         return false;
                     }
-                    self.tls_broken(c, &e.to_string());
+                }
+                Record::More => return true,
+                Record::Closed => {
+                    self.peer_closed(c, now_t);
+                    return false;
+                }
+                // A failed handshake of the alert's kind, retried after the backoff
+                // (its requests fail as tls_handshake).
+                Record::Refused((kind, why)) => {
+                    self.tls_failed(c, kind, &why);
+                    return false;
+                }
+                Record::Broken(why) => {
+                    self.tls_broken(c, &why);
                     return false;
                 }
             }
         }
     }
-
     /// Frames `data`, plaintext of `c`, as a provided buffer's bytes are framed.
     /// Returns false when the connection was closed.
     fn tls_plaintext(&mut self, c: u32, data: &[u8], now_t: Ticks) -> bool {
@@ -330,37 +234,12 @@ impl Worker<'_> {
         true
     }
 
-    /// `c`'s handshake completed at `now_t`: recorded, counted full or resumed, and
-    /// the connection is ready.
-    fn handshake_done(&mut self, c: u32, now_t: Ticks, resumed: bool) {
-        let s = self.sessions[c as usize]
-            .as_ref()
-            .expect("a handshake has a session");
-        let took = self
-            .clock
-            .ns(now_t)
-            .saturating_sub(self.clock.ns(s.connected));
-        self.out.hist.tls_handshake.saturating_record(took);
-        let t = &mut self.out.counters.tls;
-        if resumed {
-            t.resumed += 1;
-        } else {
-            t.full += 1;
-        }
-        self.established(c, now_t);
-    }
-
     /// A handshake of `c` failed (`kind`, rustls's `why`): counted by kind as a failed
     /// connection attempt, remembered for the run's one line, retried after the
     /// backoff.
     #[cold]
     pub(super) fn tls_failed(&mut self, c: u32, kind: TlsFailure, why: &str) {
-        if let Some(tls) = &self.plan.tls {
-            tls.note_failure(kind, why);
-        }
-        let ctr = &mut self.out.counters;
-        ctr.tls.failed[kind as usize] += 1;
-        ctr.connections_failed += 1;
+        self.out.tls_failed(self.plan.tls.as_deref(), kind, why);
         self.open_failed(c, ErrorKind::TlsHandshake);
     }
 
