@@ -389,7 +389,7 @@ fn run_command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     // A worker whose ring failed: what it measured is reported above, and the run
     // ends as an environment error.
     if let Some(e) = report.worker_error {
-        return Err(RunError::Worker(e.to_string()).into());
+        return Err(RunError::Worker(e).into());
     }
     // Nothing answered is not a success, whatever the gate says about the generator.
     if let Some(why) = report.nothing_succeeded() {
@@ -706,7 +706,10 @@ fn sink_command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppErro
     let front = match tls {
         Some(config) => Some(
             crate::sink::tls_front::TlsFront::start(public, sink.local_addr(), config).map_err(
-                |e| RunError::Worker(format!("sink --tls: cannot listen on {public}: {e}")),
+                |source| RunError::SinkTlsFront {
+                    addr: public,
+                    source,
+                },
             )?,
         ),
         None => None,

@@ -877,7 +877,7 @@ impl<'p> FrameWorker<'p> {
             },
             first_errno: self.first_errno,
             establish_ns: self.clock.now_ns() - started,
-            fatal: self.ls.fatal.as_ref().map(|e| e.to_string()),
+            fatal: self.ls.fatal.clone(),
             features: self.features.clone(),
             join_error: self.first_join_error.clone(),
         }
