@@ -2,6 +2,10 @@
 //! start them on one shared time zero, collect their interval snapshots (merging
 //! histograms, printing the live line), and build the report.
 
+mod command;
+
+pub use command::{ValidRun, command, validate};
+
 use crate::clock::Clock;
 use crate::diagnosis::Diagnosis;
 use crate::engine::driver::WorkerError;

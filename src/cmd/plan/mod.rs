@@ -20,7 +20,10 @@
 //! (`--cost-ns-per-msg`) or measured: a baseline's busy CPU per request (`--from`), or
 //! a frames run's client CPU per frame sent or received (`--from-frames`).
 
+mod command;
 pub mod fleet_plan;
+
+pub use command::command;
 
 use crate::cli::PlanArgs;
 use crate::limits::{

@@ -1209,6 +1209,9 @@ fn write_stopped_by(w: &mut String, r: &SearchReport) {
 }
 
 mod axis;
+mod command;
 mod frames;
+
+pub use command::command;
 #[cfg(test)]
 mod tests;
