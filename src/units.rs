@@ -1,6 +1,6 @@
-//! Leaf helpers shared by every layer: the human forms of durations, rates and core
-//! lists, and the parsers of values given in units. Nothing here imports another module
-//! of the crate, so anything may use it.
+//! Leaf helpers shared by every layer: the human forms of durations, rates, counts,
+//! amounts and core lists, and the parsers of values given in units. Nothing here imports
+//! another module of the crate, so anything may use it.
 
 /// The one duration grammar of every flag and spec (`--duration`, `--timeout`,
 /// `--backoff`, `--rate` shapes, `--slo`, ...): humantime's, e.g. `10s`, `500ms`,
