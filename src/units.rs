@@ -1,6 +1,6 @@
-//! Leaf helpers shared by every layer: the human forms of durations, rates and core
-//! lists, and the parsers of values given in units. Nothing here imports another module
-//! of the crate, so anything may use it.
+//! Leaf helpers shared by every layer: the human forms of durations, rates, counts,
+//! amounts and core lists, and the parsers of values given in units. Nothing here imports
+//! another module of the crate, so anything may use it.
 
 /// The one duration grammar of every flag and spec (`--duration`, `--timeout`,
 /// `--backoff`, `--rate` shapes, `--slo`, ...): humantime's, e.g. `10s`, `500ms`,
@@ -154,6 +154,79 @@ pub fn parse_link_speed(s: &str) -> Result<u64, String> {
     }
 }
 
+/// `4,000,000`.
+pub fn fmt_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An amount at the precision that matters: `157`, `3.5`, `0.25`.
+pub fn fmt_amount(v: f64) -> String {
+    let a = v.abs();
+    if a >= 10.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A large rate: `2.4M`, `310k`, `950`; `3.1e15` past a billion.
+pub fn fmt_big(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{v:.2e}")
+    } else if v >= 1e6 {
+        format!("{}M", fmt_amount(v / 1e6))
+    } else if v >= 1e4 {
+        format!("{}k", fmt_amount(v / 1e3))
+    } else {
+        fmt_amount(v)
+    }
+}
+
+/// A number as the user may have typed it: `0.65`, `200000`, and `1e-300` rather than
+/// three hundred digits.
+pub fn fmt_input(v: f64) -> String {
+    let a = v.abs();
+    if v != 0.0 && a.is_finite() && !(1e-4..1e15).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A number without a useless `.0`, as `--rate` and the shapes take it: `1000`, `0.5`.
+pub fn fmt_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A nanosecond count as humantime writes a duration: `1s 500ms`, `2m`.
+pub fn fmt_duration(ns: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_nanos(ns)).to_string()
+}
+
+/// Seconds with one decimal, or hours beyond an hour: `12.5 s`, `1.5 h`.
+pub fn fmt_s(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,5 +310,23 @@ mod tests {
         assert!(parse_link_speed("fast").is_err());
         assert!(parse_link_speed("0gbit").is_err());
         assert!(parse_link_speed("-5m").is_err());
+    }
+
+    #[test]
+    fn counts_amounts_and_numbers() {
+        assert_eq!(fmt_count(4_000_000), "4,000,000");
+        assert_eq!(fmt_count(999), "999");
+        assert_eq!(fmt_count(1000), "1,000");
+        assert_eq!(fmt_amount(157.44), "157");
+        assert_eq!(fmt_amount(3.51), "3.5");
+        assert_eq!(fmt_amount(0.254), "0.25");
+        assert_eq!(fmt_amount(12.0), "12");
+        assert_eq!(fmt_big(2_400_000.0), "2.4M");
+        assert_eq!(fmt_number(1000.0), "1000");
+        assert_eq!(fmt_number(0.5), "0.5");
+        assert_eq!(fmt_number(120_000_000.0), "120000000");
+        assert_eq!(fmt_input(1e-300), "1e-300");
+        assert_eq!(fmt_s(90 * 60 * 1_000_000_000), "1.5 h");
+        assert_eq!(fmt_duration(1_500_000_000), "1s 500ms");
     }
 }

@@ -7,6 +7,7 @@
 
 use crate::clock::Clock;
 use crate::limits::START_AHEAD_NS_MAX;
+use crate::units::fmt_s;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Nanoseconds since the Unix epoch, now (CLOCK_REALTIME; 0 before 1970).
@@ -70,16 +71,6 @@ fn unparsable(s: &str) -> String {
         "expected an RFC 3339 time such as 2025-06-01T12:00:00Z or Unix milliseconds \
          such as 1748779200000, got {s:?}"
     )
-}
-
-/// Seconds with one decimal, or hours beyond an hour, for the start-at messages.
-fn fmt_s(ns: u64) -> String {
-    let s = ns as f64 / 1e9;
-    if s >= 3600.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{s:.1} s")
-    }
 }
 
 /// RFC 3339 to Unix ns. humantime reads the UTC form; a numeric offset is split off

@@ -325,8 +325,8 @@ fn plan_from_a_frames_run_charges_its_measured_cpu_per_frame() {
     let cpu_line = line(&text, "cpu:");
     let want = format!(
         "x {} ns = {} cores for messages",
-        blaster::cmd::plan::fmt_amount(per_frame),
-        blaster::cmd::plan::fmt_amount(expected_cores)
+        blaster::units::fmt_amount(per_frame),
+        blaster::units::fmt_amount(expected_cores)
     );
     assert!(cpu_line.contains(&want), "{want:?} not in {cpu_line}");
 

@@ -646,7 +646,7 @@ fn start_sink(
                 config.clone(),
                 sink_cores,
             )
-            .map_err(|e| RunError::Worker(format!("the baseline's TLS front: {e}")))?,
+            .map_err(RunError::BaselineTlsFront)?,
         ),
         None => None,
     };

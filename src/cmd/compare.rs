@@ -27,7 +27,11 @@
 //! compared: [`check_same_workload`].
 //!
 //! Pure: parsing, loading from a parsed JSON value, comparing and rendering; the command
-//! in `cmd` reads the files and maps the outcome to the exit code.
+//! ([`command`]) reads the files and maps the outcome to the exit code.
+
+mod command;
+
+pub use command::command;
 
 use crate::metrics::ci::{Bounds, Settings};
 use crate::report::SCHEMA_VERSION;

@@ -23,7 +23,10 @@
 //!   add, ratios and percentiles come from the sums; shards of other rooms, tick or
 //!   budget are refused (exit 2).
 
+mod command;
 mod frames;
+
+pub use command::command;
 
 use crate::report::input::{
     CheckedRun, InputError, MAIN_HISTOGRAMS as HISTOGRAMS, parse_run, read_run,

@@ -2,8 +2,13 @@
 //! start them on one shared time zero, collect their interval snapshots (merging
 //! histograms, printing the live line), and build the report.
 
+mod command;
+
+pub use command::{ValidRun, command, validate};
+
 use crate::clock::Clock;
 use crate::diagnosis::Diagnosis;
+use crate::engine::driver::WorkerError;
 use crate::engine::frames::run_frames_worker;
 use crate::engine::pacing::Usage;
 use crate::engine::recorder::{CONNECT_ERRNOS, WorkerTotals};
@@ -48,8 +53,17 @@ pub enum RunError {
         failed: usize,
         connections: usize,
     },
-    #[error("{0}")]
-    Worker(String),
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    /// The TLS front before the baseline's in-process sink could not start.
+    #[error("the baseline's TLS front: {0}")]
+    BaselineTlsFront(std::io::Error),
+    /// `blaster sink --tls`: the TLS front could not listen on `--listen`.
+    #[error("sink --tls: cannot listen on {addr}: {source}")]
+    SinkTlsFront {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     /// The run tried and nothing succeeded (its report is written all the same).
     #[error("{0}")]
     NothingSucceeded(String),
@@ -87,7 +101,7 @@ pub fn execute_step(
 ) -> Result<Report, RunError> {
     let report = execute(step, target, stop, live, &mut Outputs::none())?;
     match &report.worker_error {
-        Some(e) => Err(RunError::Worker(e.to_string())),
+        Some(e) => Err(RunError::Worker(e.clone())),
         None => Ok(report),
     }
 }
@@ -209,7 +223,7 @@ fn spawn_workers(
                 Transport::Tcp => run_worker(wp, stop, ch),
                 Transport::Udp | Transport::UdpBlast => run_udp_worker(wp, stop, ch),
             })
-            .map_err(|e| RunError::Worker(format!("cannot start a worker thread: {e}")))?;
+            .map_err(|e| WorkerError::Spawn(Arc::new(e)))?;
         fleet.handles.push(h);
     }
     // Only the workers hold senders now: a worker that dies before Ready ends the wait.
@@ -244,7 +258,7 @@ impl Fleet {
     fn join(self) -> Result<(), RunError> {
         for h in self.handles {
             if h.join().is_err() {
-                return Err(RunError::Worker("a worker thread panicked".into()));
+                return Err(WorkerError::Panicked.into());
             }
         }
         Ok(())

@@ -22,9 +22,9 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
 
 use crate::limits::DURATION_NS_MAX;
+use crate::units::fmt_duration;
 
 /// Backoff parameters; see the module documentation for the formula.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -141,10 +141,6 @@ fn parse_f64(key: &'static str, v: &str, lo: f64, hi: f64) -> Result<f64, Backof
             format!("expected a number from {lo} to {hi}, got {v:?}"),
         )),
     }
-}
-
-fn fmt_duration(ns: u64) -> String {
-    humantime::format_duration(Duration::from_nanos(ns)).to_string()
 }
 
 /// Largest multiplier accepted: beyond this the second delay is already the cap.

@@ -10,6 +10,7 @@ use crate::clock::Clock;
 use crate::limits::SNAPSHOTS_QUEUED_PER_WORKER;
 use crate::transport::tls::{TlsClient, TlsFailure};
 use crossbeam_channel::{Receiver, Sender};
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// Sent once the worker's connections are open (or failed), before the schedule starts.
@@ -23,16 +24,18 @@ pub struct Ready {
     /// From the first connect to the last established one, ns.
     pub establish_ns: u64,
     /// A setup failure that stops this worker (ring, pinning is not one).
-    pub fatal: Option<String>,
+    pub fatal: Option<WorkerError>,
     pub features: Vec<&'static str>,
     /// Frames with `--frame-proto`: why the first failed join failed.
     pub join_error: Option<String>,
 }
 
-/// What stops a worker in the middle of its run. The worker ends its run at once, sends
-/// what it measured so far (its last snapshot carries the error), and the run ends
-/// with this as its one line and exit code 1.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// What stops a worker, in its setup, its connect phase or the middle of its run, and
+/// what stops the main thread from starting or joining one. A worker that fails in
+/// its run ends it at once and sends what it measured so far (its last snapshot
+/// carries the error); either way the run ends with this as its one line and exit
+/// code 1.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum WorkerError {
     /// io_uring_enter failed with an error that is not transient (ENOMEM, say): the
     /// ring cannot take more work.
@@ -44,6 +47,20 @@ pub enum WorkerError {
         "worker {worker}: io_uring submission queue stayed full after {rounds} submits: the kernel took no more work"
     )]
     SubmitStuck { worker: usize, rounds: u32 },
+    /// The worker could not set itself up (its ring, its sockets); `what` names the
+    /// step (`io_uring setup`).
+    #[error("worker {worker}: {what} failed: {source}")]
+    Setup {
+        worker: usize,
+        what: &'static str,
+        source: Arc<std::io::Error>,
+    },
+    /// The main thread could not start a worker thread.
+    #[error("cannot start a worker thread: {0}")]
+    Spawn(Arc<std::io::Error>),
+    /// A worker thread panicked.
+    #[error("a worker thread panicked")]
+    Panicked,
 }
 
 impl WorkerError {
@@ -117,7 +134,7 @@ pub fn drive<'p, W: Engine>(
     plan: &'p WorkerPlan,
     stop: &AtomicBool,
     ch: Channels,
-    what: &str,
+    what: &'static str,
     make: impl FnOnce(&'p WorkerPlan, Sender<Snapshot>, Receiver<Histograms>) -> std::io::Result<W>,
 ) {
     let Channels {
@@ -131,7 +148,7 @@ pub fn drive<'p, W: Engine>(
     }
     let mut w = match make(plan, snap_tx, recycle_rx) {
         Ok(w) => w,
-        Err(e) => return setup_failed(&ready_tx, plan, what, &e),
+        Err(e) => return setup_failed(&ready_tx, plan, what, e),
     };
     let ready = w.connect(stop);
     let fatal = ready.fatal.is_some();
@@ -272,14 +289,23 @@ impl Outbox {
 }
 
 /// Tells the main thread that worker `plan.index` could not start.
-pub fn setup_failed(ready_tx: &Sender<Ready>, plan: &WorkerPlan, what: &str, e: &std::io::Error) {
+pub fn setup_failed(
+    ready_tx: &Sender<Ready>,
+    plan: &WorkerPlan,
+    what: &'static str,
+    e: std::io::Error,
+) {
     let _ = ready_tx.send(Ready {
         worker: plan.index,
         established: 0,
         failed: plan.connections,
         first_errno: e.raw_os_error(),
         establish_ns: 0,
-        fatal: Some(format!("worker {}: {what} failed: {e}", plan.index)),
+        fatal: Some(WorkerError::Setup {
+            worker: plan.index,
+            what,
+            source: Arc::new(e),
+        }),
         features: Vec::new(),
         join_error: None,
     });
@@ -408,13 +434,13 @@ pub(crate) mod tests {
     #[test]
     fn a_full_ring_and_a_failed_submit_are_told_apart() {
         let full = WorkerError::submit(3, &PushError::Full { rounds: 64 });
-        assert_eq!(
+        assert!(matches!(
             full,
             WorkerError::SubmitStuck {
                 worker: 3,
                 rounds: 64
             }
-        );
+        ));
         assert!(
             full.to_string()
                 .starts_with("worker 3: io_uring submission queue stayed full after 64 submits"),
@@ -422,12 +448,35 @@ pub(crate) mod tests {
         );
         let enomem = std::io::Error::from_raw_os_error(libc::ENOMEM);
         let failed = WorkerError::submit(1, &PushError::Submit(enomem));
-        assert_eq!(
+        assert!(matches!(
             failed,
             WorkerError::Submit {
                 worker: 1,
                 errno: libc::ENOMEM
             }
+        ));
+    }
+
+    /// A setup failure and the main thread's own failures read as they always did.
+    #[test]
+    fn setup_and_thread_failures_keep_their_line() {
+        let enomem = || Arc::new(std::io::Error::from_raw_os_error(libc::ENOMEM));
+        let setup = WorkerError::Setup {
+            worker: 2,
+            what: "io_uring setup",
+            source: enomem(),
+        };
+        assert_eq!(
+            setup.to_string(),
+            format!("worker 2: io_uring setup failed: {}", enomem())
+        );
+        assert_eq!(
+            WorkerError::Spawn(enomem()).to_string(),
+            format!("cannot start a worker thread: {}", enomem())
+        );
+        assert_eq!(
+            WorkerError::Panicked.to_string(),
+            "a worker thread panicked"
         );
     }
 

@@ -24,6 +24,7 @@
 use super::mix64;
 use crate::clock::Nanos;
 use crate::limits::RATE_RPS_MAX;
+use crate::units::fmt_number;
 use std::sync::Arc;
 
 const NS_PER_S: f64 = 1e9;
@@ -551,7 +552,7 @@ fn parse_spike(body: &str, spec: &str, duration_ns: Nanos) -> Result<RateShape, 
         return Err(format!(
             "spike: at={} is not before the end of the run ({})",
             k.get("at").unwrap_or_default(),
-            humantime::format_duration(std::time::Duration::from_nanos(duration_ns))
+            crate::units::fmt_duration(duration_ns)
         ));
     }
     let mut b = Builder::new();
@@ -873,15 +874,6 @@ fn duration_value(shape: &str, what: &str, v: &str) -> Result<f64, String> {
         return Err(format!("{shape}: {what} {v} is longer than a day"));
     }
     Ok(d.as_nanos() as f64)
-}
-
-/// A number without a useless `.0`: `1000`, `0.5`.
-fn fmt_number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@
 use super::{ClusterPlan, FramesCost, PlanInput};
 use crate::limits::PLAN_SHARD_COMMANDS_LISTED_MAX;
 use crate::proto::frame::{FRAME_BYTES_MAX, HEADER_BYTES};
+use crate::units::fmt_number;
 use serde::Serialize;
 
 /// The fleet: what to run where.
@@ -76,15 +77,6 @@ fn worker_cores(cores: u64) -> String {
         0 | 1 => "0".into(),
         2 => "1".into(),
         n => format!("1-{}", n - 1),
-    }
-}
-
-/// A number as `--rate` takes it: whole numbers without a fraction.
-fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
     }
 }
 
@@ -168,11 +160,11 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
         "--target",
         &i.target,
         "--rate",
-        &number(i.users as f64 * i.up_msg_rate),
+        &fmt_number(i.users as f64 * i.up_msg_rate),
         "--connections",
         &plan.connections.to_string(),
         "--payload-size",
-        &number(i.up_bytes.round()),
+        &fmt_number(i.up_bytes.round()),
         "--duration",
         &i.duration,
     ]
@@ -317,8 +309,6 @@ mod tests {
         assert_eq!(sh_quote(""), "''");
         assert_eq!(sh_quote("shard-$SHARD.json"), "shard-$SHARD.json");
         assert_eq!(sh_quote("a$HOME"), "'a$HOME'");
-        assert_eq!(number(120_000_000.0), "120000000");
-        assert_eq!(number(2.5), "2.5");
     }
 
     fn frames_input(streams: u64) -> (PlanInput, FramesCost) {
@@ -380,7 +370,7 @@ mod tests {
             "{a}"
         );
         // The fleet: each machine its share of the 40,000 connections, no --shard.
-        let plan = super::super::plan_cluster(&i);
+        let plan = super::super::model::plan_cluster(&i);
         let fleet = fleet_plan(&i, &plan);
         assert_eq!(fleet.workload, "frames");
         let share = 40_000u64.div_ceil(plan.generators);

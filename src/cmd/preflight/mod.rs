@@ -4,7 +4,10 @@
 //! [`checks`], which `blaster preflight` prints in full.
 
 pub mod checks;
+mod command;
 pub mod walls;
+
+pub use command::command;
 
 use crate::limits::FD_MARGIN;
 use crate::ports;

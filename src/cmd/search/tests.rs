@@ -4,6 +4,7 @@
 use super::*;
 use crate::cli::{Cli, Command};
 use crate::limits::RATE_RPS_MAX;
+use crate::slo::{Observed, Slo};
 use clap::Parser;
 
 fn cfg(growth: Growth, max: Option<f64>) -> SearchConfig {

@@ -61,7 +61,7 @@ impl FrameWorker<'_> {
             },
             first_errno: self.first_errno,
             establish_ns: self.clock.now_ns() - started,
-            fatal: self.ls.fatal.as_ref().map(|e| e.to_string()),
+            fatal: self.ls.fatal.clone(),
             features: self.features.clone(),
             join_error: self.first_join_error.clone(),
         }

@@ -4,7 +4,7 @@
 use super::{REGISTER_BATCH, Reopen, Worker};
 use crate::clock::Nanos;
 use crate::engine::conn_table::ConnState;
-use crate::engine::driver::Ready;
+use crate::engine::driver::{Ready, WorkerError};
 use crate::limits::WAIT_NS_MAX;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -79,7 +79,7 @@ impl Worker<'_> {
             };
             self.submit_and_wait(wait);
             if let Some(e) = &self.ls.fatal {
-                return self.ready(Some(e.to_string()), 0);
+                return self.ready(Some(e.clone()), 0);
             }
             let before = self.out.counters.connections_opened;
             self.reap();
@@ -92,11 +92,10 @@ impl Worker<'_> {
                 self.close_conn(c, None, Reopen::Now); // Ctrl-C during the connect phase
             }
         }
-        let fatal = self.ls.fatal.as_ref().map(|e| e.to_string());
-        self.ready(fatal, established_at - started)
+        self.ready(self.ls.fatal.clone(), established_at - started)
     }
 
-    pub(super) fn ready(&self, fatal: Option<String>, establish_ns: u64) -> Ready {
+    pub(super) fn ready(&self, fatal: Option<WorkerError>, establish_ns: u64) -> Ready {
         let established = self
             .table
             .conns
