@@ -80,16 +80,23 @@ impl IoBuf {
     }
 
     /// The address of region `r` for an operation (the kernel reads or writes
-    /// `r.len()` bytes from it). No reference is made; the owner must not touch `r`
-    /// until the operation has completed.
+    /// `r.len()` bytes from it). No reference outlives the call; the owner must not
+    /// touch `r` until the operation has completed.
+    ///
+    /// `&mut self`, although only a pointer comes back: the pointer is taken through a
+    /// `&mut` to `r`, which must not overlap a `&[u8]` from [`IoBuf::region`] that safe
+    /// code still holds. Through `&self` it could (`let a = b.region(r); b.kernel_ptr(r)`
+    /// and `a` is then used after a unique borrow of its bytes: undefined behaviour
+    /// without an `unsafe` in sight); through `&mut self` the borrow checker refuses it.
     #[inline]
     #[track_caller]
-    pub fn kernel_ptr(&self, r: Range<usize>) -> *mut u8 {
+    pub fn kernel_ptr(&mut self, r: Range<usize>) -> *mut u8 {
         self.check(&r);
-        // SAFETY: `r` lies inside the allocation (checked). The pointer is taken
-        // through a reference to exactly `r` (dropped at once), so under Miri it is
-        // valid for `r` only and is invalidated by any later reference that reaches
-        // into `r`, which is what the tests below check for.
+        // SAFETY: `r` lies inside the allocation (checked), and `&mut self` means no
+        // reference this buffer handed out is alive, so the `&mut` to exactly `r` made
+        // here (dropped at once) aliases nothing. The pointer is taken through it, so
+        // under Miri it is valid for `r` only and is invalidated by any later
+        // reference that reaches into `r`, which is what the tests below check for.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(r.start), r.len()) }
             .as_mut_ptr()
     }
@@ -148,9 +155,9 @@ impl Drop for IoBuf {
     }
 }
 
-/// Under Miri (`cargo +nightly miri test --lib iobuf`): no syscalls, no io_uring. The
-/// "kernel" is a raw pointer from [`IoBuf::kernel_ptr`] written while the worker
-/// uses other regions, as a receive in flight is.
+/// Under Miri (`cargo +nightly miri test --lib engine::iobuf`): no syscalls, no
+/// io_uring. The "kernel" is a raw pointer from [`IoBuf::kernel_ptr`] written while
+/// the worker uses other regions, as a receive in flight is.
 #[cfg(test)]
 mod tests {
     use super::*;
