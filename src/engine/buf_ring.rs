@@ -218,6 +218,14 @@ mod tests {
         }
     }
 
+    /// A ring of `entries` buffers of `buf_len` bytes, all provided, and the kernel
+    /// that picks from it.
+    fn provided(entries: u16, buf_len: usize, bgid: u16) -> (BufRing, Kernel) {
+        let mut br = BufRing::unregistered(entries, buf_len, bgid).unwrap();
+        br.provide_all();
+        (br, Kernel { head: 0 })
+    }
+
     /// Writes `bytes` through a raw pointer, as the kernel does (no reference).
     fn write_through(p: *mut u8, bytes: &[u8]) {
         // SAFETY: the tests pass addresses of provided buffers at least this long.
@@ -226,9 +234,7 @@ mod tests {
 
     #[test]
     fn the_kernel_fills_buffers_while_the_worker_reads_others_and_gives_them_back() {
-        let mut br = BufRing::unregistered(4, 8, 0).unwrap();
-        br.provide_all();
-        let mut k = Kernel { head: 0 };
+        let (mut br, mut k) = provided(4, 8, 0);
         let a = k.recv(&br, b"aaaa");
         // A receive in flight has picked the next buffer and writes it in two parts
         // while the worker frames the first one.
@@ -257,9 +263,7 @@ mod tests {
 
     #[test]
     fn a_send_out_of_a_buffer_reads_it_while_the_kernel_fills_another() {
-        let mut br = BufRing::unregistered(2, 8, 7).unwrap();
-        br.provide_all();
-        let mut k = Kernel { head: 0 };
+        let (mut br, mut k) = provided(2, 8, 7);
         let echo = k.recv(&br, b"echo me!");
         // The echo's send reads from byte 5 on while a receive fills the other buffer.
         let send = br.ptr(echo, 5);
