@@ -227,9 +227,9 @@ impl Ring {
     ///
     /// # Safety
     /// `ring_addr` must be page aligned and valid for `entries * 16` bytes, and that
-    /// memory and every buffer an entry ever names must stay valid until the group is
-    /// unregistered or this ring is dropped, whichever first (a shutdown that cannot
-    /// wait for its operations leaks them instead).
+    /// memory and every buffer an entry ever names must stay valid while an operation
+    /// that may pick a buffer of the group is in the ring (a shutdown that cannot wait
+    /// for its operations leaks them instead).
     pub(crate) unsafe fn register_buf_ring(
         &mut self,
         ring_addr: u64,
