@@ -9,8 +9,9 @@
 #      without permission for network namespaces, prints a `SKIP name: reason` line),
 #      and fails when more than 3 were, naming them;
 #   4. checks formatting and clippy -D warnings;
-#   5. runs the unit tests of the kernel-shared buffer type (src/engine/iobuf.rs)
-#      under Miri, adding the nightly miri component when it is missing;
+#   5. runs the unit tests of the kernel-shared buffer type (src/engine/iobuf.rs) and
+#      of its piecemeal lenders (engine/buf_ring.rs, sink/send_queue.rs) under Miri,
+#      adding the nightly miri component when it is missing;
 #   6. runs the fuzz smoke when bench/fuzz.sh exists.
 # Every step runs even when an earlier one failed; the summary names the failed steps
 # and the exit status is 0 only when all passed.
@@ -131,10 +132,12 @@ fi
 step fmt cargo fmt --check
 step clippy cargo clippy --release --all-targets -- -D warnings
 
-# --- 5. Miri: the I/O buffer type's aliasing rules ---------------------------------
-# The iobuf tests make no syscall (no io_uring), so Miri can run them: a pointer lent
-# to the "kernel" must survive the worker's use of other regions. About a minute the
-# first time (Miri builds the dependencies), seconds after; bounded at 20 minutes.
+# --- 5. Miri: the aliasing rules of kernel-shared memory ----------------------------
+# The tests of IoBuf and of the two users that lend it out piecemeal (the provided-
+# buffer ring, the sink's send queues) make no syscall (no io_uring), so Miri can run
+# them: a pointer lent to the "kernel" must survive the worker's use of other regions.
+# About a minute the first time (Miri builds the dependencies), seconds after; bounded
+# at 20 minutes.
 miri_ready() {
     cargo +nightly miri --version >/dev/null 2>&1 && return 0
     command -v rustup >/dev/null || return 1
@@ -144,7 +147,7 @@ miri_ready() {
     rustup component add --toolchain nightly miri rust-src || return 1
 }
 if miri_ready; then
-    step miri timeout 1200 cargo +nightly miri test --lib iobuf
+    step miri timeout 1200 cargo +nightly miri test --lib -- engine::iobuf:: engine::buf_ring:: sink::send_queue::
 else
     failed+=(miri)
     echo "== miri: FAILED (no nightly toolchain with the miri component, and rustup could not add it)"

@@ -38,7 +38,8 @@
 //! `engine::recorder`, which the loops write) -> [`metrics`] -> [`sink`] ->
 //! [`run_plan`] -> [`report`] -> [`slo`] -> the commands ([`cmd`]: run, preflight,
 //! baseline, search, plan, report, compare, merge, sink). A helper a low layer needs
-//! belongs in a low layer, not imported from above.
+//! belongs in a low layer, not imported from above: `tests/layers.rs` reads this
+//! order and fails on an import that points up it.
 pub mod bounded;
 pub mod cli;
 pub mod clock;

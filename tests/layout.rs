@@ -26,7 +26,8 @@ Imports point one way, each layer using only the layers before it: leaf helpers
 `schedule`, `transport` (TLS) -> `engine` (the per-worker recorder, `engine/recorder.rs`, lives here
 because the worker loops write it; `metrics` re-exports it) -> `metrics` -> `sink` ->
 `run_plan` -> `report` -> `slo` -> the commands (`cmd/`: one module per subcommand,
-`cmd/mod.rs` dispatches).
+`cmd/mod.rs` dispatches). `tests/layers.rs` reads this order from `src/lib.rs` and fails
+on an import that points up it.
 
 | file | what it is |
 |---|---|

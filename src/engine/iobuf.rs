@@ -6,7 +6,8 @@
 //! while the kernel may be writing another connection's region at that very moment.
 //! [`IoBuf`] owns the allocation through a raw pointer and never makes a reference to
 //! more than the region asked for: operations get a raw pointer and a length
-//! ([`IoBuf::kernel_ptr`]), the worker gets `&[u8]` / `&mut [u8]` to one region
+//! ([`IoBuf::kernel_ptr`]; [`IoBuf::kernel_ptr_read`] for bytes many sends read at
+//! once), the worker gets `&[u8]` / `&mut [u8]` to one region
 //! ([`IoBuf::region`], [`IoBuf::region_mut`]) or moves bytes inside one
 //! ([`IoBuf::copy_within`]). Which regions the kernel is using is the owner's
 //! bookkeeping (a region is re-armed only after its operation completed); this type
@@ -80,18 +81,37 @@ impl IoBuf {
     }
 
     /// The address of region `r` for an operation (the kernel reads or writes
-    /// `r.len()` bytes from it). No reference is made; the owner must not touch `r`
-    /// until the operation has completed.
+    /// `r.len()` bytes from it). No reference outlives the call; the owner must not
+    /// touch `r` until the operation has completed.
+    ///
+    /// `&mut self`, although only a pointer comes back: the pointer is taken through a
+    /// `&mut` to `r`, which must not overlap a `&[u8]` from [`IoBuf::region`] that safe
+    /// code still holds. Through `&self` it could (`let a = b.region(r); b.kernel_ptr(r)`
+    /// and `a` is then used after a unique borrow of its bytes: undefined behaviour
+    /// without an `unsafe` in sight); through `&mut self` the borrow checker refuses it.
     #[inline]
     #[track_caller]
-    pub fn kernel_ptr(&self, r: Range<usize>) -> *mut u8 {
+    pub fn kernel_ptr(&mut self, r: Range<usize>) -> *mut u8 {
         self.check(&r);
-        // SAFETY: `r` lies inside the allocation (checked). The pointer is taken
-        // through a reference to exactly `r` (dropped at once), so under Miri it is
-        // valid for `r` only and is invalidated by any later reference that reaches
-        // into `r`, which is what the tests below check for.
+        // SAFETY: `r` lies inside the allocation (checked), `&mut self` means no
+        // reference this buffer handed out is alive, and no operation is using `r` (the
+        // owner's contract above), so the `&mut` to exactly `r` made here (dropped at
+        // once) aliases nothing. The pointer is taken through it, so
+        // under Miri it is valid for `r` only and is invalidated by any later
+        // reference that reaches into `r`, which is what the tests below check for.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(r.start), r.len()) }
             .as_mut_ptr()
+    }
+
+    /// The address of region `r` for operations that only read it, any number at once
+    /// (sends of bytes written once at start). The pointer is taken through a shared
+    /// reference, so several stay valid side by side, where each [`IoBuf::kernel_ptr`]
+    /// to the same bytes would invalidate the one before; any later `&mut` reaching
+    /// into `r` invalidates them all. The kernel must never write through it.
+    #[inline]
+    #[track_caller]
+    pub fn kernel_ptr_read(&self, r: Range<usize>) -> *const u8 {
+        self.region(r).as_ptr()
     }
 
     /// The bytes of region `r` (no operation may be writing them).
@@ -148,9 +168,9 @@ impl Drop for IoBuf {
     }
 }
 
-/// Under Miri (`cargo +nightly miri test --lib iobuf`): no syscalls, no io_uring. The
-/// "kernel" is a raw pointer from [`IoBuf::kernel_ptr`] written while the worker
-/// uses other regions, as a receive in flight is.
+/// Under Miri (`cargo +nightly miri test --lib engine::iobuf`): no syscalls, no
+/// io_uring. The "kernel" is a raw pointer from [`IoBuf::kernel_ptr`] written while
+/// the worker uses other regions, as a receive in flight is.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +211,31 @@ mod tests {
         kernel_writes(recv, b"RRRR");
         assert_eq!(sent, b"ssss");
         assert_eq!(b.region(0..12), b"RRRRsssstttt");
+    }
+
+    #[test]
+    fn sends_of_the_same_bytes_stay_valid_side_by_side() {
+        let b = IoBuf::from_vec(b"request".to_vec());
+        // Three connections send the one request at once; a fourth reads part of it.
+        let sends = [
+            b.kernel_ptr_read(0..7),
+            b.kernel_ptr_read(0..7),
+            b.kernel_ptr_read(3..7),
+        ];
+        assert_eq!(
+            b.region(0..3),
+            b"req",
+            "the worker may read the bytes meanwhile"
+        );
+        // SAFETY: each points at initialised bytes of `b` that no `&mut` covers.
+        let sent: Vec<&[u8]> = unsafe {
+            vec![
+                std::slice::from_raw_parts(sends[0], 7),
+                std::slice::from_raw_parts(sends[1], 7),
+                std::slice::from_raw_parts(sends[2], 4),
+            ]
+        };
+        assert_eq!(sent, [&b"request"[..], b"request", b"uest"]);
     }
 
     #[test]

@@ -20,7 +20,10 @@ use std::os::fd::RawFd;
 const CQ_ENTRIES_MAX: u32 = 65536;
 
 pub struct Ring {
-    pub uring: IoUring,
+    /// Private: every entry goes through [`Ring::push`] (its safety contract) and every
+    /// registration through a method here, so no caller hands the kernel memory
+    /// behind the wrapper's back.
+    uring: IoUring,
     /// Names of the setup flags and features in use, for the report.
     pub features: Vec<&'static str>,
     /// Test hook ([`Ring::fail_submits_after`]): submits left before every submit fails.
@@ -205,6 +208,46 @@ impl Ring {
         {
             self.features.push("iowq_max_workers");
         }
+    }
+
+    /// Registers a sparse file table of `slots` entries (`IORING_REGISTER_FILES2`
+    /// with no descriptors), for operations on [`Target::Fixed`] slots.
+    pub fn register_files_sparse(&mut self, slots: u32) -> io::Result<()> {
+        self.uring.submitter().register_files_sparse(slots)
+    }
+
+    /// Puts `fds` into the file table from slot `first` on (-1 leaves a slot empty);
+    /// returns how many slots the kernel updated, which may be fewer than `fds.len()`.
+    pub fn register_files_update(&mut self, first: u32, fds: &[RawFd]) -> io::Result<usize> {
+        self.uring.submitter().register_files_update(first, fds)
+    }
+
+    /// Registers a provided-buffer ring of `entries` 16-byte entries at `ring_addr`
+    /// under group `bgid` (`IORING_REGISTER_PBUF_RING`).
+    ///
+    /// # Safety
+    /// `ring_addr` must be page aligned and valid for `entries * 16` bytes, and that
+    /// memory and every buffer an entry ever names must stay valid while an operation
+    /// that may pick a buffer of the group is in the ring (a shutdown that cannot wait
+    /// for its operations leaks them instead).
+    pub(crate) unsafe fn register_buf_ring(
+        &mut self,
+        ring_addr: u64,
+        entries: u16,
+        bgid: u16,
+    ) -> io::Result<()> {
+        // SAFETY: forwarded to the caller's contract above.
+        unsafe {
+            self.uring
+                .submitter()
+                .register_buf_ring_with_flags(ring_addr, entries, bgid, 0)
+        }
+    }
+
+    /// Unregisters provided-buffer group `bgid`: the kernel picks no more buffers from
+    /// it (a receive in flight that wants one fails with ENOBUFS).
+    pub fn unregister_buf_ring(&mut self, bgid: u16) -> io::Result<()> {
+        self.uring.submitter().unregister_buf_ring(bgid)
     }
 
     /// Queues an entry; when the submission queue is full, makes room first

@@ -19,10 +19,9 @@
 
 use std::io;
 
-use io_uring::IoUring;
-
 use super::token::NO_BUF;
 use crate::engine::buf_ring::BufRing;
+use crate::engine::ring::Ring;
 use crate::limits::SINK_RECV_POOL_SHARES;
 
 /// A FIFO of buffers linked through the pool (head and tail; [`NO_BUF`] when empty)
@@ -63,14 +62,14 @@ impl BufPool {
     /// Registers `entries` (a power of two, at most 32768) buffers of `buf_bytes`
     /// under group `bgid` with `ring`, all provided to the kernel.
     pub(crate) fn new(
-        ring: &IoUring,
+        ring: &mut Ring,
         entries: u16,
         buf_bytes: usize,
         bgid: u16,
     ) -> io::Result<BufPool> {
         assert!(entries < NO_BUF);
         Ok(BufPool {
-            ring: BufRing::new(&ring.submitter(), entries, buf_bytes, bgid)?,
+            ring: BufRing::new(ring, entries, buf_bytes, bgid)?,
             filled: vec![0; entries as usize].into_boxed_slice(),
             next: vec![NO_BUF; entries as usize].into_boxed_slice(),
             lent: 0,
@@ -133,7 +132,7 @@ impl BufPool {
     }
 
     /// The address of byte `off` of buffer `bid` (for a send).
-    pub(crate) fn ptr(&self, bid: u16, off: usize) -> *const u8 {
+    pub(crate) fn ptr(&mut self, bid: u16, off: usize) -> *const u8 {
         self.ring.ptr(bid, off)
     }
 

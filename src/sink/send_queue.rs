@@ -14,6 +14,12 @@
 //! in-flight range reserved; the next incarnation appends after it and sends nothing
 //! until the stale completion ([`SendQueues::sent`] with the whole in-flight length)
 //! releases it. Bytes under a send are therefore never rewritten while it runs.
+//!
+//! The bytes are an [`IoBuf`]: while one slot's send is in flight the worker appends
+//! to other slots (and to the free part of the same one), so no reference may span
+//! more than the bytes being written. The tests run under Miri (`scripts/test.sh`).
+
+use crate::engine::iobuf::IoBuf;
 
 /// Bytes of one connection's send queue (of one member's: a connection of M members
 /// gets M times this, up to [`QUEUE_BYTES_MAX`]).
@@ -32,7 +38,7 @@ struct Queue {
 }
 
 pub(crate) struct SendQueues {
-    bytes: Box<[u8]>,
+    bytes: IoBuf,
     queues: Box<[Queue]>,
     /// Bytes of each slot's queue.
     cap: usize,
@@ -43,7 +49,7 @@ impl SendQueues {
     pub(crate) fn with_capacity(slots: usize, cap: usize) -> SendQueues {
         assert!(cap.is_power_of_two() && cap <= QUEUE_BYTES_MAX);
         SendQueues {
-            bytes: vec![0; slots * cap].into_boxed_slice(),
+            bytes: IoBuf::zeroed(slots * cap),
             queues: vec![Queue::default(); slots].into_boxed_slice(),
             cap,
         }
@@ -63,12 +69,19 @@ impl SendQueues {
             return false;
         }
         let q = &mut self.queues[slot];
-        let ring = &mut self.bytes[slot * self.cap..(slot + 1) * self.cap];
+        let base = slot * self.cap;
         let mut at = q.tail as usize % self.cap;
+        // Only the free bytes are written, each part in at most two pieces (up to the
+        // end of the ring, then from its start): the send in flight reads the others.
         for part in parts {
             let first = part.len().min(self.cap - at);
-            ring[at..at + first].copy_from_slice(&part[..first]);
-            ring[..part.len() - first].copy_from_slice(&part[first..]);
+            let (to_end, from_start) = part.split_at(first);
+            self.bytes
+                .region_mut(base + at..base + at + first)
+                .copy_from_slice(to_end);
+            self.bytes
+                .region_mut(base..base + from_start.len())
+                .copy_from_slice(from_start);
             at = (at + part.len()) % self.cap;
         }
         q.tail = q.tail.wrapping_add(n as u32);
@@ -87,7 +100,8 @@ impl SendQueues {
         let at = q.head as usize % self.cap;
         let len = queued.min(self.cap - at);
         q.inflight = len as u32;
-        Some((self.bytes[slot * self.cap + at..].as_ptr(), len))
+        let start = slot * self.cap + at;
+        Some((self.bytes.kernel_ptr(start..start + len).cast_const(), len))
     }
 
     /// The send in flight on `slot` ended having sent `n` bytes (at most its length;
@@ -113,6 +127,9 @@ impl SendQueues {
     }
 }
 
+/// Pure (no syscall), so they run under Miri too (`cargo +nightly miri test --lib
+/// sink::send_queue`): a send's pointer is read after the worker appended to the same
+/// and to other slots, as the kernel reads a send in flight.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +199,38 @@ mod tests {
         // ...and the stale completion releases it.
         q.sent(0, len);
         assert_eq!(take(&mut q, 0), b"new");
+    }
+
+    #[test]
+    fn sends_in_flight_on_several_slots_survive_appends_everywhere_else() {
+        let cap = 64;
+        let mut q = SendQueues::with_capacity(3, cap);
+        // Slot 0's send covers the end of its ring; slot 1's frame wraps around it.
+        assert!(q.push(0, &[&[0; 40]]));
+        assert_eq!(take(&mut q, 0).len(), 40);
+        assert!(q.push(0, &[b"zero-to-the-end:", &[b'.'; 8]]));
+        let (p0, n0) = q.begin_send(0).unwrap();
+        assert!(q.push(1, &[&[0; 62]]));
+        assert_eq!(take(&mut q, 1).len(), 62);
+        assert!(q.push(1, &[b"one"]));
+        let (p1, n1) = q.begin_send(1).unwrap();
+        // While both sends are in flight: appends to slot 2, to the free part of slot 1
+        // and to slot 0 after the wrap (the bytes before its send).
+        assert!(q.push(2, &[b"two"]));
+        assert!(q.push(1, &[b"-more"]));
+        assert!(q.push(0, &[&[b'w'; 30]]));
+        // SAFETY: both ranges stay reserved until `sent`.
+        let (s0, s1) = unsafe {
+            (
+                std::slice::from_raw_parts(p0, n0),
+                std::slice::from_raw_parts(p1, n1),
+            )
+        };
+        assert_eq!((s0, s1), (&b"zero-to-the-end:........"[..], &b"on"[..]));
+        q.sent(0, n0);
+        q.sent(1, n1);
+        assert_eq!(take(&mut q, 0), [b'w'; 30]);
+        assert_eq!(take(&mut q, 1), b"e-more");
+        assert_eq!(take(&mut q, 2), b"two");
     }
 }

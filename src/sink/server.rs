@@ -309,13 +309,11 @@ fn build_ring(spec: RingSpec, shared: &Shared) -> Result<(Ring, BufPool), SinkEr
     // out of the way.
     ring.hold_completions(spec.table * (OPS_PER_CONN_MAX + 1) + usize::from(shared.recv_buffers));
     if spec.direct {
-        ring.uring
-            .submitter()
-            .register_files_sparse(spec.table as u32)
+        ring.register_files_sparse(spec.table as u32)
             .map_err(ring_error(core, sq_entries))?;
     }
     let pool = BufPool::new(
-        &ring.uring,
+        &mut ring,
         shared.recv_buffers,
         RECV_BUFFER_BYTES,
         BUFFER_GROUP,
@@ -698,11 +696,7 @@ impl Worker {
             std::mem::forget(self.delay_each.take());
             std::mem::forget(self.relay.take());
         } else {
-            let _ = self
-                .ring
-                .uring
-                .submitter()
-                .unregister_buf_ring(self.bufs.bgid());
+            let _ = self.ring.unregister_buf_ring(self.bufs.bgid());
         }
     }
 }

@@ -64,8 +64,6 @@ impl FrameWorker<'_> {
         let fd = if self.fixed_files
             && self
                 .ring
-                .uring
-                .submitter()
                 .register_files_update(c, &[fd])
                 .is_ok_and(|n| n == 1)
         {

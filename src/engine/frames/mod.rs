@@ -343,12 +343,7 @@ impl<'p> FrameWorker<'p> {
         let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
         ring.confine_io_workers(plan.core);
         arm_fault_hook(&mut ring);
-        let fixed_files = !udp
-            && ring
-                .uring
-                .submitter()
-                .register_files_sparse(n as u32)
-                .is_ok();
+        let fixed_files = !udp && ring.register_files_sparse(n as u32).is_ok();
         let mut features = ring.features.clone();
         features.push(if udp { "frames_udp" } else { "frames_tcp" });
         if fixed_files {

@@ -139,14 +139,14 @@ impl Worker<'_> {
             generation: conn.generation,
         };
         let (done, end) = (conn.send_done as usize, conn.send_len as usize);
-        let ptr = if self.plan.tls.is_some() {
+        let ptr: *const u8 = if self.plan.tls.is_some() {
             let base = c as usize * self.tls_out_len;
             self.tls_out.kernel_ptr(base + done..base + end)
         } else if self.render {
             let base = c as usize * self.staging_len;
             self.staging.kernel_ptr(base + done..base + end)
         } else {
-            self.send_buf.kernel_ptr(done..end)
+            self.send_buf.kernel_ptr_read(done..end)
         };
         let n = (end - done) as u32;
         let entry = on_socket!(self, c, conn.fd, |t| opcode::Send::new(t, ptr, n).build())

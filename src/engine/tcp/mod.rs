@@ -265,15 +265,11 @@ impl<'p> Worker<'p> {
         let buf_count = (plan.connections * 2)
             .clamp(64, RECV_BUFFERS_MAX)
             .next_power_of_two() as u16;
-        let fixed_files = ring
-            .uring
-            .submitter()
-            .register_files_sparse(plan.connections as u32)
-            .is_ok();
+        let fixed_files = ring.register_files_sparse(plan.connections as u32).is_ok();
         if fixed_files {
             ring.features.push("registered_files");
         }
-        let buf_ring = match BufRing::new(&ring.uring.submitter(), buf_count, RECV_CHUNK_BYTES, 0) {
+        let buf_ring = match BufRing::new(&mut ring, buf_count, RECV_CHUNK_BYTES, 0) {
             Ok(b) => {
                 ring.features.push("multishot_recv");
                 ring.features.push("provided_buffer_ring");
