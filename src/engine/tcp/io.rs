@@ -154,7 +154,8 @@ impl Worker<'_> {
         self.table.conns[c as usize].send_armed = true;
         // SAFETY: the send reads `n` bytes of this connection's region of `staging`
         // (or of `send_buf`, never written after start; or, with TLS, of `tls_out`,
-        // which `tls_pump` writes only while no send is armed), bounds checked by
+        // where new ciphertext goes only after the bytes an armed send reads:
+        // `tls_out_start`), bounds checked by
         // `kernel_ptr`, owned by the worker and never reallocated; the region is not
         // written again until the send completes (`sending` > 0 keeps `flush_sends`
         // away, and a closed connection reopens only once `ops` is 0), and it outlives
