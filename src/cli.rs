@@ -211,6 +211,17 @@ pub struct LoadArgs {
     #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "mix"])]
     pub http: Option<String>,
 
+    /// Send the requests (`--http`, or the http1 entries of a `--mix`) as HTTP/2:
+    /// h2c with prior knowledge, or h2 over `--tls` (ALPN `h2`). Many requests share
+    /// a connection as streams (--streams-per-connection).
+    #[arg(long)]
+    pub http2: bool,
+
+    /// With --http2: streams in flight per connection, at most the server's
+    /// MAX_CONCURRENT_STREAMS. Default: 100.
+    #[arg(long, value_name = "N", requires = "http2")]
+    pub streams_per_connection: Option<usize>,
+
     /// HTTP header `Name: value`, repeatable (with --http or http1 entries of --mix).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,

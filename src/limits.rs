@@ -72,6 +72,10 @@ pub const SNAPSHOTS_QUEUED_PER_WORKER: usize = 8;
 pub const HELD_CONNECTION_BYTES_MAX: usize = 160;
 /// Receive buffer per connection (holds several pipelined responses).
 pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
+/// `--http2`: each connection's receive buffer, frames rather than responses: a whole
+/// frame of the largest size the client accepts (16 KiB + 9 bytes) kept while the rest
+/// arrives, and room after it.
+pub const HTTP2_RECV_BUFFER_BYTES: usize = 32 << 10;
 /// Default of `--spin`: the worker sleeps until this long before the next due send and
 /// spins on the TSC for the rest. Timer wake-ups on the reference VM arrive 60-70 us
 /// late on a quiet host and milliseconds late on a busy one (waking a halted vCPU);

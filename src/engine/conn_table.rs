@@ -37,7 +37,16 @@ pub struct Req {
     pub seq: u64,
     /// Index of its entry in the request set (a `--mix` entry; 0 otherwise).
     pub entry: u16,
+    /// `--http2`: the response's status once its headers arrived (0 before).
+    pub status: u16,
+    /// `--http2`: its stream id once sent (0 before), [`ANSWERED`] once its response
+    /// completed while an older request of the connection still waits for its own.
+    pub stream: u32,
 }
+
+/// [`Req::stream`] of a request answered out of order (HTTP/2): its slot is freed when
+/// every older request of its connection has been answered too.
+pub const ANSWERED: u32 = u32::MAX;
 
 #[derive(Debug, Clone)]
 pub struct Conn {
@@ -178,6 +187,10 @@ pub struct ConnTable {
     pub conns: Vec<Conn>,
     pub slots: Box<[Req]>,
     pub pipeline: u32,
+    /// `--http2`: per connection, the requests it may carry at once (the pipeline, or
+    /// fewer when the server's MAX_CONCURRENT_STREAMS says so; 0 after a GOAWAY).
+    /// Empty otherwise: every connection carries `pipeline`.
+    pub caps: Vec<u32>,
 }
 
 impl ConnTable {
@@ -213,6 +226,7 @@ impl ConnTable {
             conns,
             slots: zeroed_reqs(connections * pipeline),
             pipeline: pipeline as u32,
+            caps: Vec::new(),
         }
     }
 
@@ -264,7 +278,16 @@ impl ConnTable {
     #[inline]
     pub fn has_free_slot(&self, c: u32) -> bool {
         let conn = &self.conns[c as usize];
-        conn.state == ConnState::Ready && conn.inflight < self.pipeline
+        conn.state == ConnState::Ready
+            && conn.inflight < self.caps.get(c as usize).copied().unwrap_or(self.pipeline)
+    }
+
+    /// Pops the requests at the front of `c`'s FIFO already answered out of order.
+    #[inline]
+    pub fn pop_answered(&mut self, c: u32) {
+        while self.front(c).is_some_and(|r| r.stream == ANSWERED) {
+            self.pop_front(c);
+        }
     }
 }
 

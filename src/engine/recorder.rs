@@ -197,10 +197,13 @@ pub enum ErrorKind {
     ErrorReply,
     /// A TLS handshake failed (counted by kind in [`TlsCounters`]).
     TlsHandshake,
+    /// The server reset the request's HTTP/2 stream (RST_STREAM other than
+    /// REFUSED_STREAM, which is retried).
+    StreamReset,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Timeout,
         ErrorKind::BacklogOverflow,
         ErrorKind::ClosedByPeer,
@@ -213,6 +216,7 @@ impl ErrorKind {
         ErrorKind::Io,
         ErrorKind::ErrorReply,
         ErrorKind::TlsHandshake,
+        ErrorKind::StreamReset,
     ];
 
     pub fn name(self) -> &'static str {
@@ -229,6 +233,7 @@ impl ErrorKind {
             ErrorKind::Io => "io",
             ErrorKind::ErrorReply => "error_reply",
             ErrorKind::TlsHandshake => "tls_handshake",
+            ErrorKind::StreamReset => "stream_reset",
         }
     }
 }

@@ -83,6 +83,16 @@ pub struct WorkerPlan {
     pub frames: Option<FramePlan>,
     /// `--tls`: the client each connection's session comes from.
     pub tls: Option<Arc<crate::transport::tls::TlsClient>>,
+    /// `--http2`: requests go out as HTTP/2 streams, `pipeline` of them at most per
+    /// connection (fewer when the server says so).
+    pub http2: Option<Http2Plan>,
+}
+
+/// `--http2`, as every worker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Plan {
+    /// `http` (h2c, prior knowledge) or `https` (h2 over TLS, ALPN `h2`).
+    pub scheme: &'static str,
 }
 
 /// `--workload frames`, as every worker sees it.

@@ -75,8 +75,10 @@ impl RunPlan {
         let (rate_rps, shape) = rate(a, spec, &rated)?;
         let requests = requests(a, facts)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
+        let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;
         let mut plan = RunPlan {
+            http2,
             tls,
             tls_sink,
             frames,
@@ -112,7 +114,11 @@ impl RunPlan {
             precision: precision(a)?,
             duration_ns: duration,
             warmup_ns: warmup,
-            pipeline: a.pipeline,
+            pipeline: if http2.is_some() {
+                a.streams_per_connection.unwrap_or(HTTP2_STREAMS_DEFAULT)
+            } else {
+                a.pipeline
+            },
             payload: checked.payload.into(),
             requests: Arc::new(requests),
             framing: checked.framing,
@@ -421,13 +427,20 @@ fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<Tl
             None => return Err(err("tls", "the system's CA certificates were not read")),
         }
     };
-    let alpn: Vec<String> = t
+    let mut alpn: Vec<String> = t
         .alpn
         .as_deref()
         .map(|l| l.split(',').map(|p| p.trim().to_string()).collect())
         .unwrap_or_default();
     if alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
         return Err(err("alpn", "each protocol must be 1 to 255 bytes"));
+    }
+    if a.http2 {
+        if alpn.is_empty() {
+            alpn.push("h2".into());
+        } else if !alpn.iter().any(|p| p == "h2") {
+            return Err(err("alpn", "--http2 over TLS offers h2: add it to --alpn"));
+        }
     }
     let sni = t.tls_sni.clone().unwrap_or_else(|| {
         a.target
@@ -470,6 +483,82 @@ fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<Tl
         None => client,
     };
     Ok((Some(Arc::new(client)), baseline.map(|(_, server)| server)))
+}
+
+
+/// Streams per connection with `--http2` unless `--streams-per-connection` says.
+const HTTP2_STREAMS_DEFAULT: usize = 100;
+
+/// `--http2` and `--streams-per-connection`: HTTP/1.1 requests (`--http`, http1 entries
+/// of a mix) sent as streams over TCP; every entry must convert (no connection
+/// headers) with a body of one DATA frame.
+fn http2_plan(
+    a: &RunArgs,
+    requests: &RequestSet,
+    transport: Transport,
+    has_target: bool,
+    frames: bool,
+) -> Result<Option<crate::engine::worker_plan::Http2Plan>, PlanError> {
+    use crate::proto::h2::request::block_from_http1;
+    if !a.http2 {
+        return Ok(None);
+    }
+    let refused = [
+        (transport != Transport::Tcp, "udp", "HTTP/2 runs over TCP"),
+        (frames, "workload", "HTTP/2 carries requests, not frames (yet)"),
+        (
+            a.connect_per_request,
+            "connect-per-request",
+            "not with --http2 yet: streams share a connection",
+        ),
+        (
+            a.pipeline != 1,
+            "pipeline",
+            "with --http2, requests in flight per connection are --streams-per-connection",
+        ),
+        (
+            !has_target,
+            "http2",
+            "the loopback baseline's sink does not speak HTTP/2 yet: give --target",
+        ),
+    ];
+    if let Some((_, flag, why)) = refused.into_iter().find(|(bad, _, _)| *bad) {
+        return Err(err(flag, why));
+    }
+    if let Some(n) = a.streams_per_connection
+        && !(1..=PIPELINE_MAX).contains(&n)
+    {
+        return Err(err(
+            "streams-per-connection",
+            format!("must be between 1 and {PIPELINE_MAX}, got {n}"),
+        ));
+    }
+    let scheme = if a.tls.tls { "https" } else { "http" };
+    let mut block = Vec::new();
+    let mut out = vec![0u8; requests.max_len()];
+    for e in &requests.entries {
+        if e.framing != Framing::Http1 {
+            return Err(err(
+                "http2",
+                "sends HTTP requests: give --http, or a --mix whose entries are http1",
+            ));
+        }
+        let n = e
+            .template
+            .render(&Default::default(), &mut fastrand::Rng::with_seed(0), &mut out);
+        let body = block_from_http1(&out[..n], scheme, &mut block)
+            .map_err(|m| err("http2", format!("request {:?}: {m}", e.name)))?;
+        if body.len() > crate::proto::h2::FRAME_SIZE_MIN as usize {
+            return Err(err(
+                "body",
+                format!(
+                    "with --http2 a request body is at most {} bytes (one DATA frame)",
+                    crate::proto::h2::FRAME_SIZE_MIN
+                ),
+            ));
+        }
+    }
+    Ok(Some(crate::engine::worker_plan::Http2Plan { scheme }))
 }
 
 /// The name the TLS baseline's certificate carries and its client sends.

@@ -122,6 +122,9 @@ pub struct RunPlan {
     pub duration_ns: u64,
     /// `--warmup`: the first part of `duration_ns` that is run but not recorded.
     pub warmup_ns: u64,
+    /// `--http2`: requests as HTTP/2 streams (`pipeline` is then the streams per
+    /// connection).
+    pub http2: Option<crate::engine::worker_plan::Http2Plan>,
     pub pipeline: usize,
     /// The request when it is one static payload (else empty; see `requests`).
     pub payload: Arc<[u8]>,

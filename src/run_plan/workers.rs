@@ -35,8 +35,13 @@ impl RunPlan {
         let connect_gap_ns = self
             .connect_rate
             .map_or(0, |r| (w as f64 * 1e9 / r).round().max(1.0) as u64);
-        let recv_buffer_bytes =
-            (self.response_len() * self.pipeline).clamp(4096, RECV_BUFFER_BYTES_MAX);
+        // HTTP/2 reads frames, whatever the responses' length: a whole frame of the
+        // largest size this side accepts (16 KiB + 9) kept, and room after it.
+        let recv_buffer_bytes = if self.http2.is_some() {
+            HTTP2_RECV_BUFFER_BYTES
+        } else {
+            (self.response_len() * self.pipeline).clamp(4096, RECV_BUFFER_BYTES_MAX)
+        };
         let timeout_s = self.timeout_ns as f64 / 1e9;
         (0..w)
             .map(|i| {
@@ -118,6 +123,7 @@ impl RunPlan {
                     },
                     frames: self.frames.clone(),
                     tls: self.tls.clone(),
+                    http2: self.http2,
                 }
             })
             .collect()

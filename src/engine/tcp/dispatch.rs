@@ -36,6 +36,7 @@ impl Worker<'_> {
                 .plan
                 .requests
                 .choose(&mut request_rng(self.plan.seed, seq)),
+            ..Req::default()
         };
         self.out.counters.dispatched += 1;
         self.assign(c, req);
@@ -119,6 +120,7 @@ impl Worker<'_> {
                     .plan
                     .requests
                     .choose(&mut request_rng(self.plan.seed, seq)),
+                ..Req::default()
             };
             n += 1;
             if self.recorded(intended) {

@@ -17,6 +17,7 @@ impl Worker<'_> {
                 break;
             }
             self.table.pop_front(c);
+            self.table.pop_answered(c);
             self.inflight -= 1;
             let conn = &mut self.table.conns[c as usize];
             conn.unsent = conn.unsent.min(conn.inflight);

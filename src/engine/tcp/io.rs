@@ -3,6 +3,7 @@
 //! the sends that cover each connection's unsent requests.
 
 use super::{Reopen, Worker};
+use crate::clock::{Nanos, Ticks};
 use crate::engine::conn_table::ConnState;
 use crate::engine::socket;
 use crate::engine::token::{Op, Token};
@@ -242,8 +243,21 @@ impl Worker<'_> {
             return;
         }
         conn.sending = 0;
-        if conn.unsent > 0 {
+        if conn.unsent > 0 || self.h2_ctl_pending(c) {
             self.mark_flush(c);
+        }
+    }
+
+    /// Request slot `i` goes on the wire at `t` (`t_ns`): its send instant, and the
+    /// time it waited for its connection.
+    #[inline]
+    pub(super) fn stamp_sent(&mut self, i: usize, t: Ticks, t_ns: Nanos) {
+        let req = &mut self.table.slots[i];
+        req.sent = t;
+        let wait = t_ns.saturating_sub(self.clock.ns(req.dispatched));
+        if req.intended_ns >= self.plan.warmup_ns {
+            self.out.hist.connection_wait.saturating_record(wait);
+            self.out.counters.sent += 1;
         }
     }
 
@@ -259,8 +273,12 @@ impl Worker<'_> {
         let t_ns = self.clock.ns(t);
         let payload_len = self.plan.payload.len();
         while let Some(c) = self.flush_q.pop() {
+            self.table.conns[c as usize].in_flush_queue = false;
+            if self.h2.is_some() {
+                self.flush_h2(c, t, t_ns);
+                continue;
+            }
             let conn = &mut self.table.conns[c as usize];
-            conn.in_flush_queue = false;
             if conn.state != ConnState::Ready || conn.sending > 0 || conn.unsent == 0 {
                 continue;
             }
@@ -273,13 +291,8 @@ impl Worker<'_> {
             let mut len = 0;
             for nth in first..first + k {
                 let i = self.table.slot_index(c, nth);
-                let req = &mut self.table.slots[i];
-                req.sent = t;
-                let wait = t_ns.saturating_sub(self.clock.ns(req.dispatched));
-                if req.intended_ns >= self.plan.warmup_ns {
-                    self.out.hist.connection_wait.saturating_record(wait);
-                    self.out.counters.sent += 1;
-                }
+                self.stamp_sent(i, t, t_ns);
+                let req = &self.table.slots[i];
                 if self.render {
                     let ctx = Ctx {
                         seq: req.seq,

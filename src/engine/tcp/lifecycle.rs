@@ -5,7 +5,7 @@
 use super::workload::Workload;
 use super::{Reopen, Worker};
 use crate::clock::{Clock, Nanos};
-use crate::engine::conn_table::{ConnState, REGISTERED};
+use crate::engine::conn_table::{ANSWERED, ConnState, REGISTERED};
 use crate::engine::recorder::ErrorKind;
 use crate::engine::socket;
 use crate::engine::token::{Op, Token, next_generation};
@@ -231,6 +231,9 @@ impl Worker<'_> {
     /// Connection `c` is open (connected, and with TLS its handshake done) at `now_t`:
     /// ready for requests.
     pub(super) fn established(&mut self, c: u32, now_t: crate::clock::Ticks) {
+        if self.h2_handshaking(c) {
+            return; // HTTP/2: ready once the server's SETTINGS arrive (`h2.rs`)
+        }
         self.connecting -= 1;
         let conn = &mut self.table.conns[c as usize];
         conn.attempts = 0;
@@ -281,6 +284,9 @@ impl Worker<'_> {
     /// cut off when the run is stopping). It reopens as `reopen` says.
     pub(super) fn close_conn(&mut self, c: u32, kind: Option<ErrorKind>, reopen: Reopen) {
         while let Some(req) = self.table.pop_front(c) {
+            if req.stream == ANSWERED {
+                continue; // answered out of order (HTTP/2): already counted
+            }
             self.inflight -= 1;
             // Cut off by Ctrl-C or the end of the run; but a target that closes or
             // fails during the drain after the natural end has failed those requests.

@@ -41,6 +41,7 @@ mod connect;
 mod dispatch;
 mod expiry;
 pub mod fit;
+mod h2;
 mod io;
 mod lifecycle;
 mod recv;
@@ -210,6 +211,9 @@ struct Worker<'p> {
     first_bad: Option<String>,
     /// Exact HTTP status codes and error-reply kinds over the run.
     replies: ReplyTally,
+    /// `--http2`: the connections' HTTP/2 state (None without it).
+    h2: Option<Box<h2::H2Side>>,
+    h2_counts: h2::H2Counts,
     /// Operations submitted whose completion has not been reaped: buffers they point
     /// into must stay alive until this is zero (see the `Drop` below).
     ops_in_ring: u64,
@@ -284,13 +288,17 @@ impl<'p> Worker<'p> {
             .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
             .collect();
         let framer = entry_framers[0].clone();
-        let render = plan.requests.static_bytes().is_none();
+        let h2 = h2::H2Side::new(plan).map_err(std::io::Error::other)?;
+        // HTTP/2 writes each request into the staging region (its stream id differs).
+        let render = h2.is_some() || plan.requests.static_bytes().is_none();
         let send_buf = if render {
             IoBuf::default()
         } else {
             IoBuf::from_vec(plan.payload.repeat(plan.pipeline))
         };
-        let staging_len = if render {
+        let staging_len = if let Some(h2) = &h2 {
+            h2.staging_len(plan.pipeline)
+        } else if render {
             plan.requests.max_len() * plan.pipeline
         } else {
             0
@@ -342,7 +350,13 @@ impl<'p> Worker<'p> {
             }),
             plan,
             ring,
-            table: ConnTable::new(plan.connections, plan.pipeline, framer),
+            table: {
+                let mut t = ConnTable::new(plan.connections, plan.pipeline, framer);
+                if plan.http2.is_some() {
+                    t.caps = vec![plan.pipeline as u32; plan.connections];
+                }
+                t
+            },
             ready_q: IndexQueue::with_capacity(plan.connections),
             deferred_q: IndexQueue::with_capacity(plan.connections),
             active_q: IndexQueue::with_capacity(plan.connections),
@@ -396,6 +410,8 @@ impl<'p> Worker<'p> {
             last_done_ns: 0,
             first_bad: None,
             replies: ReplyTally::new(),
+            h2,
+            h2_counts: h2::H2Counts::default(),
             ops_in_ring: 0,
             #[cfg(test)]
             scan_visits: 0,

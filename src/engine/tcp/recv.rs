@@ -77,6 +77,13 @@ impl Worker<'_> {
                 }
                 return;
             }
+            if self.table.conns[c as usize].state == ConnState::Connecting
+                && self.plan.tls.is_none()
+            {
+                // Closed or reset before the server's HTTP/2 SETTINGS.
+                self.open_failed(c, ErrorKind::ClosedByPeer);
+                return;
+            }
             if self.table.conns[c as usize].state == ConnState::Connecting {
                 // Closed or reset during the TLS handshake.
                 let why = if res == 0 {
@@ -224,6 +231,9 @@ impl Worker<'_> {
     /// connection was closed (protocol error, `Connection: close`, connection per
     /// request done).
     pub(super) fn parse(&mut self, c: u32, input: &[u8], now_t: Ticks) -> Option<usize> {
+        if self.h2.is_some() {
+            return self.parse_h2(c, input, now_t);
+        }
         let end = input.len();
         let mut pos = 0;
         while pos < end {
@@ -377,6 +387,14 @@ impl Worker<'_> {
         let Some(req) = self.table.pop_front(c) else {
             return false;
         };
+        self.answered(c, req, done, failed);
+        true
+    }
+
+    /// Records `req`, a request of `c` in flight, as answered at `done`: a success, or
+    /// when `failed` an error reply (counted as an error, its latency kept apart).
+    #[inline]
+    pub(super) fn answered(&mut self, c: u32, req: Req, done: Ticks, failed: bool) {
         self.inflight -= 1;
         self.completed_total += 1;
         // A kernel timestamp read against a wall clock that stepped back could lie
@@ -419,6 +437,5 @@ impl Worker<'_> {
             let queued = closed_loop.reissue_q.push(c);
             debug_assert!(queued, "one request in flight per connection");
         }
-        true
     }
 }

@@ -131,7 +131,10 @@ impl Hooks for Worker<'_> {
             self.out.counters.cut_off += 1;
         }
         for c in 0..self.table.conns.len() as u32 {
-            while self.table.pop_front(c).is_some() {
+            while let Some(req) = self.table.pop_front(c) {
+                if req.stream == crate::engine::conn_table::ANSWERED {
+                    continue;
+                }
                 self.inflight -= 1;
                 self.out.counters.cut_off += 1;
             }

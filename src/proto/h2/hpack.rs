@@ -117,7 +117,7 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 
 /// One field: indexed when the static table has it exactly, else a literal without
 /// indexing (pattern 0000, 4-bit name index, 0 for a literal name).
-fn put_field(out: &mut Vec<u8>, name: &str, value: &str) {
+pub(super) fn put_field(out: &mut Vec<u8>, name: &str, value: &str) {
     if let Some(i) = STATIC
         .iter()
         .position(|&(n, v)| n == name && v == value && !v.is_empty())

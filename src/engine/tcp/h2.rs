@@ -1,0 +1,537 @@
+//! `--http2`: requests as HTTP/2 streams over the worker's connections, the codec of
+//! `proto::h2` driven from the worker's receive and send paths.
+//!
+//! A connection opens (TCP, and TLS with ALPN `h2`), sends the preface and its
+//! SETTINGS, and is ready once the server's SETTINGS arrive: that exchange is part of
+//! its connect, like a TLS handshake. Each request takes a slot of the connection's
+//! FIFO as with HTTP/1.1 and a stream when it is sent; its response completes it by
+//! stream id, in any order. A slot answered out of order is freed once every older
+//! request of its connection is answered too (`ANSWERED`), so a slow stream holds the
+//! slots behind it, not their latencies. At most `pipeline` requests are in flight per
+//! connection, fewer when the server's MAX_CONCURRENT_STREAMS is lower (`caps`).
+//!
+//! Control frames the codec asks for (SETTINGS ACK, PING ACK, WINDOW_UPDATE,
+//! RST_STREAM) wait in the connection's `ctl` bytes and go out at the front of its next
+//! send. A request whose body the send windows cannot take yet waits, unsent, for a
+//! WINDOW_UPDATE (a flow-control stall, counted). A GOAWAY stops new streams on the
+//! connection; the requests the server says it did not process go back to the backlog
+//! (retried on another connection, counted), the others finish, then it closes and
+//! reopens.
+
+use super::{Reopen, Worker};
+use crate::clock::{Nanos, Ticks};
+use crate::engine::conn_table::{ANSWERED, ConnState, Req};
+use crate::engine::recorder::ErrorKind;
+use crate::engine::worker_plan::WorkerPlan;
+use crate::proto::h2::conn::OpenRefused;
+use crate::proto::h2::request::{block_from_http1, request_len, write_request};
+use crate::proto::h2::{
+    Connection, ErrorCode, Event, FrameParsed, H2Error, LocalSettings, WINDOW_MAX, frame,
+    parse_frame,
+};
+use crate::request::{Ctx, RENDER_STREAM, request_rng};
+
+/// Control bytes a connection can hold between sends: the preface with its SETTINGS
+/// and window raise, acknowledgements, window updates and resets.
+const CTL_BYTES: usize = 256;
+/// Largest header block kept across CONTINUATION frames (responses' headers).
+const HEADER_BLOCK_MAX: usize = 16 << 10;
+
+/// The worker's HTTP/2 side: each connection's codec state, and what converts a
+/// request once.
+pub(super) struct H2Side {
+    conns: Vec<H2Conn>,
+    /// Per request-set entry whose bytes never change: its header block and body,
+    /// converted at start. `None` for templated entries (converted per request into
+    /// `scratch` and `block`).
+    fixed: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    scratch: Vec<u8>,
+    block: Vec<u8>,
+    scheme: &'static str,
+    local: LocalSettings,
+    /// Bytes of `staging` each request may take at most.
+    pub(super) request_bytes: usize,
+}
+
+struct H2Conn {
+    conn: Option<Box<Connection>>,
+    /// The connection generation this state belongs to: a reopened connection starts
+    /// afresh.
+    generation: u32,
+    /// The server's first SETTINGS arrived: the connection is ready.
+    settled: bool,
+    /// Requests wait for a window: counted once per stall.
+    stalled: bool,
+    ctl: [u8; CTL_BYTES],
+    ctl_len: usize,
+}
+
+/// What the HTTP/2 side counted, over the run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct H2Counts {
+    pub goaways: u64,
+    pub retried: u64,
+    pub stream_resets: u64,
+    pub flow_stalls: u64,
+    pub control_dropped: u64,
+}
+
+impl H2Side {
+    /// `None` without `--http2`. Fails when an entry cannot be sent as HTTP/2 (the
+    /// plan checked it; this is the engine's own guard).
+    pub(super) fn new(plan: &WorkerPlan) -> Result<Option<Box<H2Side>>, String> {
+        let Some(h2) = plan.http2 else {
+            return Ok(None);
+        };
+        let local = LocalSettings {
+            // Responses never wait for this side's window: updates are rare.
+            initial_window_size: WINDOW_MAX,
+            connection_window: WINDOW_MAX,
+            header_block_bytes_max: HEADER_BLOCK_MAX,
+            ..LocalSettings::default()
+        };
+        let max_len = plan.requests.max_len();
+        let mut block = Vec::with_capacity(2 * max_len + 64);
+        let mut fixed = Vec::new();
+        for e in &plan.requests.entries {
+            if e.template.is_static() {
+                let bytes = e.template.static_bytes();
+                let body = block_from_http1(bytes, h2.scheme, &mut block)?;
+                fixed.push(Some((block.clone(), bytes[body].to_vec())));
+            } else {
+                fixed.push(None);
+            }
+        }
+        Ok(Some(Box::new(H2Side {
+            conns: (0..plan.connections)
+                .map(|_| H2Conn {
+                    conn: None,
+                    generation: u32::MAX,
+                    settled: false,
+                    stalled: false,
+                    ctl: [0; CTL_BYTES],
+                    ctl_len: 0,
+                })
+                .collect(),
+            fixed,
+            scratch: vec![0; max_len],
+            block,
+            scheme: h2.scheme,
+            local,
+            request_bytes: request_len(2 * max_len + 64, max_len, local.max_frame_size),
+        })))
+    }
+
+    /// Staging bytes per connection: the control bytes and `pipeline` requests.
+    pub(super) fn staging_len(&self, pipeline: usize) -> usize {
+        CTL_BYTES + pipeline * self.request_bytes
+    }
+
+    /// Queues a control frame for `c`; one that does not fit is dropped and counted
+    /// (only a flood of PINGs between two sends fills the room).
+    fn ctl(
+        &mut self,
+        c: u32,
+        counts: &mut H2Counts,
+        write: impl FnOnce(&mut [u8]) -> Result<usize, frame::TooSmall>,
+    ) {
+        let hc = &mut self.conns[c as usize];
+        match write(&mut hc.ctl[hc.ctl_len..]) {
+            Ok(n) => hc.ctl_len += n,
+            Err(_) => counts.control_dropped += 1,
+        }
+    }
+}
+
+impl Worker<'_> {
+    /// Whether `c`, just connected (TCP, and TLS), still waits for the server's
+    /// SETTINGS; the first call for a connection sends the preface.
+    pub(super) fn h2_handshaking(&mut self, c: u32) -> bool {
+        let generation = self.table.conns[c as usize].generation;
+        let streams = self.plan.pipeline;
+        let Some(h2) = self.h2.as_deref_mut() else {
+            return false;
+        };
+        let hc = &mut h2.conns[c as usize];
+        if hc.generation == generation {
+            return !hc.settled;
+        }
+        let conn = Connection::new(h2.local, streams);
+        hc.ctl_len = conn
+            .write_preface(&mut hc.ctl)
+            .expect("the preface fits the control bytes");
+        hc.conn = Some(Box::new(conn));
+        hc.generation = generation;
+        hc.settled = false;
+        hc.stalled = false;
+        self.table.caps[c as usize] = self.table.pipeline;
+        if !self.table.conns[c as usize].recv_armed {
+            self.arm_recv(c);
+        }
+        self.mark_flush(c);
+        true
+    }
+
+    fn h2_conn(&mut self, c: u32) -> &mut Connection {
+        let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+        h2.conns[c as usize].conn.as_deref_mut().expect("an open HTTP/2 connection")
+    }
+
+    /// Frames `input` as HTTP/2 frames of `c`: whole frames are applied, a partial one
+    /// is left (its bytes not counted as taken). Returns the bytes taken, or `None`
+    /// when the connection was closed.
+    pub(super) fn parse_h2(&mut self, c: u32, input: &[u8], now_t: Ticks) -> Option<usize> {
+        let max_frame = self.h2.as_deref().expect("HTTP/2 side").local.max_frame_size;
+        let mut pos = 0;
+        loop {
+            match parse_frame(&input[pos..], max_frame) {
+                FrameParsed::Incomplete => break,
+                FrameParsed::Invalid(e) => {
+                    self.h2_failed(c, e, &input[pos..]);
+                    return None;
+                }
+                FrameParsed::Complete { frame, consumed } => {
+                    let bytes = &input[pos..];
+                    let event = self.h2_conn(c).receive(&frame, bytes, |_, _, _| {});
+                    match event {
+                        Err(e) => {
+                            self.h2_failed(c, e, bytes);
+                            return None;
+                        }
+                        Ok(ev) => {
+                            if !self.h2_event(c, ev, now_t) {
+                                return None;
+                            }
+                        }
+                    }
+                    pos += consumed;
+                }
+            }
+        }
+        if self.h2_ctl_pending(c) {
+            self.mark_flush(c);
+        }
+        Some(pos)
+    }
+
+    /// Control bytes wait to go out on `c`.
+    pub(super) fn h2_ctl_pending(&self, c: u32) -> bool {
+        self.h2
+            .as_deref()
+            .is_some_and(|h2| h2.conns[c as usize].ctl_len > 0)
+    }
+
+    fn h2_ctl(&mut self, c: u32, write: impl FnOnce(&mut [u8]) -> Result<usize, frame::TooSmall>) {
+        let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+        h2.ctl(c, &mut self.h2_counts, write);
+    }
+
+    /// Acts on one event of `c`'s codec. Returns false when the connection closed.
+    fn h2_event(&mut self, c: u32, ev: Event<'_>, now_t: Ticks) -> bool {
+        match ev {
+            Event::Settings => {
+                self.h2_ctl(c, frame::write_settings_ack);
+                let peer_max = self.h2_conn(c).peer().max_concurrent_streams;
+                let cap = self.table.pipeline.min(peer_max);
+                if self.table.caps[c as usize] != 0 {
+                    self.table.caps[c as usize] = cap;
+                }
+                let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+                let hc = &mut h2.conns[c as usize];
+                if !hc.settled {
+                    hc.settled = true;
+                    self.established(c, now_t);
+                }
+            }
+            Event::Ping(opaque) => self.h2_ctl(c, |out| frame::write_ping(out, opaque, true)),
+            Event::Headers {
+                stream,
+                summary,
+                end_stream,
+                open,
+            } => {
+                if let Some(i) = self.h2_slot(c, stream).filter(|_| open) {
+                    if let Some(status) = summary.status.filter(|&s| s >= 200) {
+                        self.table.slots[i].status = status;
+                    }
+                    if end_stream {
+                        self.h2_answered(c, i, now_t);
+                    }
+                }
+            }
+            Event::Data {
+                stream,
+                end_stream,
+                open,
+                connection_update,
+                stream_update,
+                ..
+            } => {
+                if connection_update > 0 {
+                    self.h2_ctl(c, |out| frame::write_window_update(out, 0, connection_update));
+                }
+                if stream_update > 0 && open && !end_stream {
+                    self.h2_ctl(c, |out| frame::write_window_update(out, stream, stream_update));
+                }
+                if end_stream
+                    && open
+                    && let Some(i) = self.h2_slot(c, stream)
+                {
+                    self.h2_answered(c, i, now_t);
+                }
+            }
+            Event::WindowUpdate { .. } => {
+                let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+                h2.conns[c as usize].stalled = false;
+                if self.table.conns[c as usize].unsent > 0 {
+                    self.mark_flush(c);
+                }
+            }
+            Event::Reset { stream, code } => {
+                if let Some(i) = self.h2_slot(c, stream) {
+                    self.h2_reset(c, i, code);
+                }
+            }
+            Event::StreamError { stream, code, .. } => {
+                self.h2_ctl(c, |out| frame::write_rst_stream(out, stream, code));
+                if let Some(i) = self.h2_slot(c, stream) {
+                    let req = self.table.slots[i];
+                    self.h2_failed_stream(c, i, &req, ErrorKind::Protocol);
+                }
+            }
+            Event::GoAway {
+                last_stream_id, ..
+            } => return self.h2_goaway(c, last_stream_id),
+            Event::SettingsAck | Event::PingAck(_) | Event::HeadersPending | Event::Ignored => {}
+        }
+        true
+    }
+
+    /// The slot of `c`'s request on `stream`, among those sent.
+    fn h2_slot(&self, c: u32, stream: u32) -> Option<usize> {
+        let conn = &self.table.conns[c as usize];
+        (0..conn.inflight - conn.unsent)
+            .map(|nth| self.table.slot_index(c, nth))
+            .find(|&i| self.table.slots[i].stream == stream)
+    }
+
+    /// The response in slot `i` of `c` is whole at `now_t`: the request is answered
+    /// (a failure when its status is in `--error-status`).
+    fn h2_answered(&mut self, c: u32, i: usize, now_t: Ticks) {
+        let req = self.table.slots[i];
+        let failed = req.status != 0 && self.plan.error_status.contains(req.status);
+        self.answered(c, req, now_t, failed);
+        if req.status != 0 && self.recorded(req.intended_ns) {
+            let class = (req.status / 100) as usize;
+            self.out.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;
+            self.replies.http(req.status);
+        }
+        self.h2_retire(c, i);
+    }
+
+    /// Slot `i` of `c` is done: freed at once at the front, else when the older ones
+    /// are; a connection the server is closing closes once nothing is left on it.
+    fn h2_retire(&mut self, c: u32, i: usize) {
+        self.table.slots[i].stream = ANSWERED;
+        self.table.pop_answered(c);
+        if self.table.caps[c as usize] == 0 && self.table.conns[c as usize].inflight == 0 {
+            self.close_conn(c, None, Reopen::Now);
+        }
+    }
+
+    /// The server reset the stream in slot `i`: REFUSED_STREAM means it did nothing
+    /// with it (RFC 9113 §8.7), so the request is retried; any other code fails it.
+    fn h2_reset(&mut self, c: u32, i: usize, code: ErrorCode) {
+        let req = self.table.slots[i];
+        self.h2_counts.stream_resets += 1;
+        if code == ErrorCode::REFUSED_STREAM {
+            self.h2_requeue(i);
+            self.h2_retire(c, i);
+        } else {
+            self.h2_failed_stream(c, i, &req, ErrorKind::StreamReset);
+        }
+    }
+
+    fn h2_failed_stream(&mut self, c: u32, i: usize, req: &Req, kind: ErrorKind) {
+        self.inflight -= 1;
+        self.request_error(req, kind, None);
+        self.h2_retire(c, i);
+    }
+
+    /// Slot `i`'s request goes back to the backlog with its intended instant (its
+    /// latency keeps counting from there), to be sent on another connection; the slot
+    /// is marked answered, and freed by the caller.
+    fn h2_requeue(&mut self, i: usize) {
+        let mut req = self.table.slots[i];
+        self.table.slots[i].stream = ANSWERED;
+        self.inflight -= 1;
+        req.stream = 0;
+        req.status = 0;
+        if self.backlog.push(req) {
+            self.h2_counts.retried += 1;
+            self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
+        } else {
+            self.request_error(&req, ErrorKind::BacklogOverflow, None);
+        }
+    }
+
+    /// GOAWAY: no new stream here; what the server did not process (streams above
+    /// `last`, and requests not yet sent) is retried elsewhere; the rest finishes,
+    /// then the connection closes and reopens. Returns false when it closed now.
+    fn h2_goaway(&mut self, c: u32, last: u32) -> bool {
+        self.h2_counts.goaways += 1;
+        self.table.caps[c as usize] = 0;
+        let conn = &self.table.conns[c as usize];
+        let (inflight, unsent) = (conn.inflight, conn.unsent);
+        for nth in 0..inflight {
+            let i = self.table.slot_index(c, nth);
+            let stream = self.table.slots[i].stream;
+            // Not yet sent (stream 0), or above what the server processed.
+            if stream != ANSWERED && (nth >= inflight - unsent || stream > last) {
+                self.h2_requeue(i);
+            }
+        }
+        // The unsent ones are the newest: they leave from the back.
+        let conn = &mut self.table.conns[c as usize];
+        conn.inflight -= unsent;
+        conn.unsent = 0;
+        self.table.pop_answered(c);
+        if self.table.conns[c as usize].inflight == 0 {
+            self.close_conn(c, None, Reopen::Now);
+            return false;
+        }
+        true
+    }
+
+    /// A connection error (RFC 9113 §5.4.1): GOAWAY is owed but the connection ends
+    /// anyway; its requests fail as protocol errors and it reopens.
+    fn h2_failed(&mut self, c: u32, e: H2Error, bytes: &[u8]) {
+        let connecting = self.table.conns[c as usize].state == ConnState::Connecting;
+        if connecting && self.first_bad.is_none() {
+            // Not HTTP/2 at all (an HTTP/1.1 server answering the preface, say).
+            self.first_bad = Some(format!(
+                "the server did not answer the HTTP/2 preface with SETTINGS ({e}): \"{}\"",
+                crate::proto::escape_prefix(bytes, 64)
+            ));
+        }
+        self.protocol_error(c, &e.to_string(), bytes);
+    }
+
+    /// Writes what `c` owes and the requests it may send now into its staging region
+    /// and sends them: control frames first, then each unsent request as a new stream
+    /// while streams and send windows allow.
+    pub(super) fn flush_h2(&mut self, c: u32, t: Ticks, t_ns: Nanos) {
+        let conn = &self.table.conns[c as usize];
+        let ready = match conn.state {
+            _ if conn.send_armed => return, // on_send flushes again
+            ConnState::Ready => true,
+            ConnState::Connecting => false,
+            _ => return,
+        };
+        let base = c as usize * self.staging_len;
+        let end = base + self.staging_len;
+        // Lent out while the requests are written, so the worker can stamp them.
+        let mut h2 = self.h2.take().expect("HTTP/2 side");
+        let hc = &mut h2.conns[c as usize];
+        let mut len = hc.ctl_len;
+        self.staging
+            .region_mut(base..base + len)
+            .copy_from_slice(&hc.ctl[..len]);
+        hc.ctl_len = 0;
+        let mut k = 0;
+        if ready {
+            let conn = &self.table.conns[c as usize];
+            let first = conn.inflight - conn.unsent;
+            for nth in first..conn.inflight {
+                let i = self.table.slot_index(c, nth);
+                let req = self.table.slots[i];
+                let ctx = Ctx {
+                    seq: req.seq,
+                    conn: (self.plan.conn_offset + c as usize) as u64,
+                    worker: self.plan.index as u64,
+                    time_ns: self.unix_at_start_ns + req.intended_ns,
+                };
+                let out = self.staging.region_mut(base + len..end);
+                match h2.write(c, &req, &ctx, self.plan, out, &mut self.h2_counts) {
+                    Some((stream, n)) => {
+                        self.table.slots[i].stream = stream;
+                        len += n;
+                        k += 1;
+                        self.stamp_sent(i, t, t_ns);
+                    }
+                    None => break,
+                }
+            }
+        }
+        self.h2 = Some(h2);
+        if len == 0 {
+            return;
+        }
+        let conn = &mut self.table.conns[c as usize];
+        conn.sending = k;
+        conn.unsent -= k;
+        conn.send_done = 0;
+        if self.plan.tls.is_some() {
+            self.tls_write(c, len);
+            return;
+        }
+        conn.send_len = len as u32;
+        self.push_send(c);
+    }
+}
+
+impl H2Side {
+    /// Writes `req` as a new stream of `c` into `out`: its stream id and the bytes
+    /// written, or `None` when it must wait (no stream free, a window too small, the
+    /// server going away).
+    fn write(
+        &mut self,
+        c: u32,
+        req: &Req,
+        ctx: &Ctx,
+        plan: &WorkerPlan,
+        out: &mut [u8],
+        counts: &mut H2Counts,
+    ) -> Option<(u32, usize)> {
+        let (block, body): (&[u8], &[u8]) = match &self.fixed[req.entry as usize] {
+            Some((block, body)) => (block, body),
+            None => {
+                let template = &plan.requests.entries[req.entry as usize].template;
+                // Drawn from the request's global sequence number, as HTTP/1.1's.
+                let mut rng = request_rng(plan.seed ^ RENDER_STREAM, req.seq);
+                let n = template.render(ctx, &mut rng, &mut self.scratch);
+                let body = block_from_http1(&self.scratch[..n], self.scheme, &mut self.block)
+                    .expect("the plan checked every entry converts");
+                (&self.block, &self.scratch[body])
+            }
+        };
+        let hc = &mut self.conns[c as usize];
+        let conn = hc.conn.as_deref_mut().expect("an open HTTP/2 connection");
+        let peer = *conn.peer();
+        if !body.is_empty()
+            && (conn.connection_send_window() < body.len() as i64
+                || i64::from(peer.initial_window_size) < body.len() as i64)
+        {
+            if !hc.stalled {
+                hc.stalled = true;
+                counts.flow_stalls += 1;
+            }
+            return None;
+        }
+        let stream = match conn.open_stream() {
+            Ok(s) => s,
+            Err(OpenRefused::Full | OpenRefused::GoingAway | OpenRefused::IdsExhausted) => {
+                return None;
+            }
+        };
+        if !body.is_empty() {
+            conn.consume_send(stream, body.len());
+        }
+        conn.end_local(stream);
+        debug_assert!(request_len(block.len(), body.len(), peer.max_frame_size) <= out.len());
+        Some((
+            stream,
+            write_request(out, stream, block, body, peer.max_frame_size),
+        ))
+    }
+}
