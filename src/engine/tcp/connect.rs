@@ -83,6 +83,8 @@ impl Worker<'_> {
             }
             let before = self.out.counters.connections_opened;
             self.reap();
+            // HTTP/2's preface and SETTINGS ACK go out during the connect.
+            self.flush_sends();
             if self.out.counters.connections_opened > before {
                 established_at = self.clock.now_ns();
             }

@@ -182,6 +182,9 @@ impl Worker<'_> {
     /// when the connection was closed.
     pub(super) fn parse_h2(&mut self, c: u32, input: &[u8], now_t: Ticks) -> Option<usize> {
         let max_frame = self.h2.as_deref().expect("HTTP/2 side").local.max_frame_size;
+        // An event may close the connection (a GOAWAY's last stream answered, a
+        // protocol error): then the rest of the input is not its any more.
+        let generation = self.table.conns[c as usize].generation;
         let mut pos = 0;
         loop {
             match parse_frame(&input[pos..], max_frame) {
@@ -199,7 +202,8 @@ impl Worker<'_> {
                             return None;
                         }
                         Ok(ev) => {
-                            if !self.h2_event(c, ev, now_t) {
+                            self.h2_event(c, ev, now_t);
+                            if self.table.conns[c as usize].generation != generation {
                                 return None;
                             }
                         }
@@ -226,8 +230,8 @@ impl Worker<'_> {
         h2.ctl(c, &mut self.h2_counts, write);
     }
 
-    /// Acts on one event of `c`'s codec. Returns false when the connection closed.
-    fn h2_event(&mut self, c: u32, ev: Event<'_>, now_t: Ticks) -> bool {
+    /// Acts on one event of `c`'s codec (which may close the connection).
+    fn h2_event(&mut self, c: u32, ev: Event<'_>, now_t: Ticks) {
         match ev {
             Event::Settings => {
                 self.h2_ctl(c, frame::write_settings_ack);
@@ -301,10 +305,9 @@ impl Worker<'_> {
             }
             Event::GoAway {
                 last_stream_id, ..
-            } => return self.h2_goaway(c, last_stream_id),
+            } => self.h2_goaway(c, last_stream_id),
             Event::SettingsAck | Event::PingAck(_) | Event::HeadersPending | Event::Ignored => {}
         }
-        true
     }
 
     /// The slot of `c`'s request on `stream`, among those sent.
@@ -377,8 +380,8 @@ impl Worker<'_> {
 
     /// GOAWAY: no new stream here; what the server did not process (streams above
     /// `last`, and requests not yet sent) is retried elsewhere; the rest finishes,
-    /// then the connection closes and reopens. Returns false when it closed now.
-    fn h2_goaway(&mut self, c: u32, last: u32) -> bool {
+    /// then the connection closes and reopens.
+    fn h2_goaway(&mut self, c: u32, last: u32) {
         self.h2_counts.goaways += 1;
         self.table.caps[c as usize] = 0;
         let conn = &self.table.conns[c as usize];
@@ -398,9 +401,7 @@ impl Worker<'_> {
         self.table.pop_answered(c);
         if self.table.conns[c as usize].inflight == 0 {
             self.close_conn(c, None, Reopen::Now);
-            return false;
         }
-        true
     }
 
     /// A connection error (RFC 9113 §5.4.1): GOAWAY is owed but the connection ends
@@ -535,3 +536,4 @@ impl H2Side {
         ))
     }
 }
+
