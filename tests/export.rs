@@ -1,6 +1,7 @@
 //! Issue 12 (items 1-3 and 7): the report's embedded histograms, the exporters
 //! (`--hdr-log`, `--percentiles`, `--csv`) read back by other parsers, and `blaster
 //! compare` as a CI gate, against the built-in sink.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! target written here (a line echo server that keeps every request's `{seq}` and
 //! `{time_ns}`), so the union of what the shards sent is checked on the wire: exactly
 //! the single-machine sequence, no gap, no duplicate, each at its intended instant.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::collections::BTreeMap;

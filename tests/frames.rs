@@ -2,6 +2,7 @@
 //! every planned frame accounted at every receiver, over TCP and UDP, a stalling
 //! server seen in the per-interval figures, and the coordinated-omission comparison.
 //! Loopback only; each run is bounded.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! End-to-end tests with real sockets on loopback: the sink and blaster run as
 //! processes, the JSON report is parsed and checked. Each test takes the load lock.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::process::{Command, Stdio};

@@ -1,5 +1,6 @@
 //! Load models end to end (issue 5): closed loop against open loop on a stalling
 //! target, a rate shape's per-second intended and achieved rates, Poisson arrivals.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::time::Duration;
