@@ -145,6 +145,32 @@ impl Diagnosis {
     /// What was seen, with its numbers.
     pub fn message(&self) -> String {
         match self {
+            Diagnosis::WorkerWithoutHeadroom { .. }
+            | Diagnosis::DispatchLagHigh { .. }
+            | Diagnosis::TimeWaitExhaustsPorts { .. }
+            | Diagnosis::GeneratorNearSaturation { .. }
+            | Diagnosis::GeneratorCoreShared { .. }
+            | Diagnosis::HypervisorSteal { .. }
+            | Diagnosis::NicSaturated { .. } => self.generator_message(),
+            Diagnosis::ClosedLoopHidesQueueing { .. }
+            | Diagnosis::ConnectionWaitTargetCloses { .. }
+            | Diagnosis::ConnectionWaitPoolLimit { .. }
+            | Diagnosis::MostRepliesFailed { .. }
+            | Diagnosis::TlsResumeNotHonoured { .. } => self.target_message(),
+            Diagnosis::ClockUnsynchronised { .. }
+            | Diagnosis::ConntrackTableFull { .. }
+            | Diagnosis::SoftnetBacklogDrops { .. }
+            | Diagnosis::SoftnetTimeSqueeze { .. }
+            | Diagnosis::ListenOverflows { .. }
+            | Diagnosis::TcpRetransmits { .. }
+            | Diagnosis::NicRxDrops { .. } => self.host_message(),
+        }
+    }
+
+    /// [`Self::message`] of what the generator saw of itself: its cores, lag, ports
+    /// and NIC.
+    fn generator_message(&self) -> String {
+        match self {
             Diagnosis::WorkerWithoutHeadroom {
                 core,
                 busy_ratio,
@@ -221,6 +247,14 @@ impl Diagnosis {
                 utilization * 100.0,
                 *link_bps as f64 / 1e6
             ),
+            _ => unreachable!("message() sends the generator's own variants only"),
+        }
+    }
+
+    /// [`Self::message`] of what the run saw of the target: a closed loop, connection
+    /// wait, failing replies, TLS resumption.
+    fn target_message(&self) -> String {
+        match self {
             Diagnosis::ClosedLoopHidesQueueing { connections } => format!(
                 "closed model (--concurrency {connections}): each connection waited for its \
                  response before sending again, so a slow target slowed the load instead of \
@@ -265,11 +299,6 @@ impl Diagnosis {
                 100.0 * *failed as f64 / (*answered).max(1) as f64,
                 100.0 * *top_count as f64 / (*answered).max(1) as f64,
             ),
-            Diagnosis::ClockUnsynchronised { max_error_us } => format!(
-                "this host's clock is unsynchronised (adjtimex: max error {} ms): the start \
-                 instant and any comparison with other machines are only as good as it",
-                max_error_us / 1000
-            ),
             Diagnosis::TlsResumeNotHonoured {
                 ratio,
                 handshakes,
@@ -288,6 +317,18 @@ impl Diagnosis {
             } => format!(
                 "--tls-resume {ratio}: 0 resumed of {handshakes} handshakes, {offered} of them \
                  offering a session the server had issued: the server refused every one"
+            ),
+            _ => unreachable!("message() sends the target's variants only"),
+        }
+    }
+
+    /// [`Self::message`] of the host's kernel: its clock and its network counters.
+    fn host_message(&self) -> String {
+        match self {
+            Diagnosis::ClockUnsynchronised { max_error_us } => format!(
+                "this host's clock is unsynchronised (adjtimex: max error {} ms): the start \
+                 instant and any comparison with other machines are only as good as it",
+                max_error_us / 1000
             ),
             Diagnosis::ConntrackTableFull {
                 drop,
@@ -337,6 +378,7 @@ impl Diagnosis {
                  {fifo} times (rx_fifo_errors)",
                 iface.as_deref().unwrap_or("the interfaces")
             ),
+            _ => unreachable!("message() sends the host kernel's variants only"),
         }
     }
 

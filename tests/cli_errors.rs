@@ -1,5 +1,6 @@
 //! Every bad input gets one clear line on stderr and its exit code: 2 for usage,
 //! 1 for runtime. Nothing here sends load.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::time::Duration;

@@ -5,11 +5,12 @@
 //! seeded runs is `metrics::ci`'s unit test (synthetic runs drawn from the same kind
 //! of distribution); these few real runs check that what a run prints is that
 //! estimator over its own seconds.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 
 mod common;
 
 use common::{
-    Miss, RATE_ON_CORES_0_1, Sink, load_lock, on_a_quiet_host, read_json, run, saw_other_load,
+    Miss, RATE_ON_CORES_0_1, Sink, foreign_other_load, load_lock, on_a_quiet_host, read_json, run,
     stderr,
 };
 use std::path::{Path, PathBuf};
@@ -116,10 +117,10 @@ fn the_printed_intervals_hold_the_sinks_true_percentiles() {
                     h / 1e6
                 );
                 if !(l <= truth && truth <= h) {
-                    return Err(Miss {
-                        why: format!("service time {p}: true {truth:.0} ns outside [{l}, {h}]"),
-                        other_load: saw_other_load(&v),
-                    });
+                    return Err(Miss::in_run(
+                        &v,
+                        format!("service time {p}: true {truth:.0} ns outside [{l}, {h}]"),
+                    ));
                 }
             }
             Ok(())
@@ -158,10 +159,14 @@ fn compare_is_within_noise_for_one_sink_and_regressed_for_a_slower_one() {
                 let slow = Sink::start(&["--delay-dist", "exp:2400us", "--seed", "3"]);
                 run_against(&slow, "2500", "8s", &b);
             }
-            let other = [&a1, &a2, &b].iter().any(|f| saw_other_load(&read_json(f)));
+            let other = [&a1, &a2, &b]
+                .iter()
+                .filter_map(|f| foreign_other_load(&read_json(f)))
+                .reduce(f64::max);
             let miss = |why: String| Miss {
                 why,
                 other_load: other,
+                size: None,
             };
             let same = compare(&[&s(&a1), &s(&a2), "--max-regression", gate]);
             let text = String::from_utf8_lossy(&same.stdout).into_owned();

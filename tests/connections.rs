@@ -1,6 +1,7 @@
 //! Connection scale and lifecycle (issue 4), end to end on loopback: holding
 //! connections past RLIMIT_NOFILE over several source addresses, reconnect storms,
 //! connection per request, and the walls a plan hits before it connects.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! here: scripts/k8s-run.sh renders the Job, `kubernetes-validate` (PyPI) checks it
 //! against the Kubernetes schemas, and tests/deploy/k8s_check.py checks the shape the
 //! docs promise and runs the pod's wrapper script with a stand-in blaster.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

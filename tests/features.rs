@@ -1,6 +1,7 @@
 //! End-to-end checks of TCP features against peers started by the test: exact counts
 //! from real sockets. The peers here are small std::net servers (not blaster's sink)
 //! where what the server saw is the independent side of the check.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::collections::BTreeMap;

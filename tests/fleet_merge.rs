@@ -3,6 +3,7 @@
 //! own `add`), a missing shard named, an invalid shard making the merge invalid, and
 //! files of another run, duplicates, other schemas and non-blaster files refused in one
 //! line naming the file.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use base64::Engine as _;
 use common::*;

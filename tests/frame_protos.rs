@@ -7,6 +7,7 @@
 //! in order; the sender then sees what the protocol's echo rule says; a join the
 //! server refuses fails with the server's own reason. A server binary that is missing
 //! fails the test and names the package (scripts/test.sh installs them).
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use blaster::proto::frame::FrameHeader;
 use blaster::proto::frame_proto::{

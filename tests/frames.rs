@@ -2,6 +2,7 @@
 //! every planned frame accounted at every receiver, over TCP and UDP, a stalling
 //! server seen in the per-interval figures, and the coordinated-omission comparison.
 //! Loopback only; each run is bounded.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::time::Duration;
@@ -40,6 +41,88 @@ fn timely(v: &serde_json::Value, exact: &[(&str, u64, u64)]) -> Result<(), Miss>
     })
 }
 
+/// The frames lost in every interval but the last: gaps the receive window moved past
+/// (128 newer frames from the same source at that receiver) before the run's end. The
+/// rest of the loss, what had not arrived by the drain, is counted in the last one.
+fn lost_before_the_end(v: &serde_json::Value) -> u64 {
+    let iv = v["intervals"].as_array().unwrap();
+    let all_but_last = &iv[..iv.len().saturating_sub(1)];
+    all_but_last
+        .iter()
+        .map(|i| f(&i["frames"], "lost") as u64)
+        .sum()
+}
+
+/// The accounting of a TCP frames run, asserted on every attempt (no busy host excuses
+/// it, docs/testing.md): each expected frame received (one deviation sample each) or
+/// lost, and nothing lost before the run's end but what is `explained` (the frames of
+/// senders whose connection was down, `not_sent`; the aggregating sink's skipped
+/// ticks). Over TCP a late host delays frames, never drops them: the sink's send queue
+/// (16 KiB per receiver) holds far more than a stall of these runs piles up, so any
+/// other gap in the middle of the run is the code's.
+fn assert_tcp_accounting(v: &serde_json::Value, explained: u64) {
+    let fr = &v["frames"];
+    let (expected, received) = (f(fr, "expected") as u64, f(fr, "received") as u64);
+    assert_eq!(received + f(fr, "lost") as u64, expected, "{fr}");
+    assert_eq!(
+        f(fr, "deviation_ns.count") as u64,
+        received,
+        "one sample each: {fr}"
+    );
+    let before_end = lost_before_the_end(v);
+    assert!(
+        before_end <= explained,
+        "{before_end} frames lost before the run's last interval, {explained} explained: \
+         {fr}; intervals {:?}",
+        frame_intervals(v)
+    );
+}
+
+/// Frames still on their way at the drain (counted lost in the last interval): a
+/// timing miss whose size is the share of the run's `window` they amount to, so only
+/// a disturbance that could have held that many back excuses it (`common::excuse`).
+fn nothing_lost_at_the_end(v: &serde_json::Value, window: Duration) -> Result<(), Miss> {
+    let fr = &v["frames"];
+    let (lost, expected) = (f(fr, "lost"), f(fr, "expected"));
+    if lost == 0.0 {
+        return Ok(());
+    }
+    let why = format!("{lost} frames not received by the end of the drain: {fr}");
+    Err(Miss::in_run(v, why).sized(expected - lost, expected, 0.0, window))
+}
+
+/// Issue 34 item 7: a frame lost in the middle of a TCP run fails the test on every
+/// attempt, whatever the host did; one lost at the end is a timing miss as large as
+/// the share of the run it amounts to, for `common::excuse` to weigh.
+#[test]
+fn a_loss_before_the_end_is_never_a_timing_miss() {
+    let run = |lost_per_interval: [u64; 3]| {
+        let lost: u64 = lost_per_interval.iter().sum();
+        let iv: Vec<_> = lost_per_interval
+            .iter()
+            .map(|l| serde_json::json!({"frames": {"lost": l, "late": 0, "deviation_p99_ns": 0}}))
+            .collect();
+        serde_json::json!({
+            "frames": {"expected": 1000, "received": 1000 - lost, "lost": lost,
+                       "deviation_ns": {"count": 1000 - lost}},
+            "intervals": iv,
+        })
+    };
+    let mid = run([0, 9, 0]);
+    let caught = std::panic::catch_unwind(|| assert_tcp_accounting(&mid, 0));
+    assert!(caught.is_err(), "a loss in the middle of the run passed");
+    // Explained: one frame its sender never sent, lost at its 9 room mates.
+    assert_tcp_accounting(&mid, 9);
+    // At the end: the accounting holds, and the miss is 1% of the run.
+    let end = run([0, 0, 10]);
+    assert_tcp_accounting(&end, 0);
+    let miss = nothing_lost_at_the_end(&end, Duration::from_secs(5)).unwrap_err();
+    let size = miss.size.expect("a loss at the end states its size");
+    assert!((size.off - 0.01).abs() < 1e-9, "{size:?}");
+    assert!((size.unexplained_ns() - 50e6).abs() < 1.0, "{size:?}");
+    assert!(nothing_lost_at_the_end(&run([0, 0, 0]), Duration::from_secs(5)).is_ok());
+}
+
 #[test]
 fn tcp_broadcast_delivers_every_planned_frame_to_every_member() {
     let _l = load_lock();
@@ -57,6 +140,7 @@ fn tcp_broadcast_delivers_every_planned_frame_to_every_member() {
 fn tcp_broadcast_run(sink: &Sink) -> Result<(), Miss> {
     let v = frames_run(sink, &[]);
     let fr = &v["frames"];
+    assert_tcp_accounting(&v, f(fr, "not_sent") as u64 * (ROOM - 1));
     assert_eq!(v["mode"], "frames");
     assert_eq!(f(fr, "planned") as u64, PLANNED, "{fr}");
     // Each frame is expected by the other 9 members of its room (from when they joined).
@@ -74,6 +158,7 @@ fn tcp_broadcast_run(sink: &Sink) -> Result<(), Miss> {
         .map(|i| f(&i["frames"], "up_fps") * f(i, "duration_s"))
         .sum();
     assert!((up - f(fr, "sent")).abs() < 1.0, "{up}");
+    nothing_lost_at_the_end(&v, Duration::from_secs(SECS))?;
     // Exact, on a host that kept up: (figure, got, want). A room mate's frame 0 at
     // a later member needs the sink to read the members' first frames in the order
     // they were sent, which a sink running late does not (a run with another process
@@ -81,8 +166,6 @@ fn tcp_broadcast_run(sink: &Sink) -> Result<(), Miss> {
     let exact = [
         ("before_join", f(fr, "before_join") as u64, 0),
         ("sent", f(fr, "sent") as u64, PLANNED),
-        ("received", f(fr, "received") as u64, EXPECTED),
-        ("lost", f(fr, "lost") as u64, 0),
         ("retention < 1", u64::from(f(fr, "retention") < 1.0), 0),
         (
             "retention_min < 1",
@@ -288,8 +371,9 @@ fn a_stalling_server_shows_as_deviation_and_late_frames_in_the_affected_interval
             let iv = frame_intervals(&v);
             // TCP keeps every frame: late, not lost; unless a sink that is late on
             // top of its stalls holds the last ones past the run's 30 ms drain (a CI
-            // run under 36% steal), which makes this a timing check too.
-            ensure_run(&v, f(fr, "lost") == 0.0, || format!("lost: {fr}"))?;
+            // run under 36% steal), which only the run's end can show.
+            assert_tcp_accounting(&v, f(fr, "not_sent") as u64 * (ROOM - 1));
+            nothing_lost_at_the_end(&v, Duration::from_secs(SECS))?;
             // Over 5 s, the two 200 ms stalls fall in seconds 1 and 3 (up to four
             // seconds, should they cross boundaries). Those seconds have late frames and a
             // deviation p99 of the stall's order; the others none and below the 20 ms
@@ -421,14 +505,16 @@ fn tcp_aggregate_run() -> Result<(), Miss> {
         .map(|i| f(&i["frames"], "down_fps") * f(i, "duration_s"))
         .sum();
     assert!((down - received as f64).abs() < 1.0, "{down}");
-    // TCP loses nothing: every planned frame sent, every planned downlink frame
-    // arrived, once; one jitter sample per consecutive pair of ticks at a receiver.
+    // TCP loses nothing: every planned downlink frame arrived, once, but those of the
+    // ticks the sink skipped (it was late) and those still on their way at the end.
+    assert_tcp_accounting(&v, f(&bc, "ticks_skipped") as u64 * CONNS);
+    nothing_lost_at_the_end(&v, Duration::from_secs(SECS))?;
+    // Every planned frame sent; one jitter sample per consecutive pair of ticks at a
+    // receiver.
     timely(
         &v,
         &[
             ("sent", f(fr, "sent") as u64, PLANNED),
-            ("received", received, expected),
-            ("lost", f(fr, "lost") as u64, 0),
             (
                 "retention_min < 1",
                 u64::from(f(fr, "retention_min") < 1.0),
@@ -545,20 +631,23 @@ fn aggregate_ramp_run() -> Result<(), Miss> {
     );
     sink.stop();
     let fr = &v["frames"];
-    generator_kept_up(&v)?;
     // Planned: connection j's first frame is at tick j + 1 (it opens at j x 20 ms).
     let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
     assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
+    assert_eq!(f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"), 0.0);
+    // Every downlink frame of the 100 members arrived, but those of the ticks the
+    // sink skipped and those still on their way at the end: on every attempt.
+    let skipped = f(&read_json(&json), "broadcast.ticks_skipped") as u64;
+    assert_tcp_accounting(&v, skipped * 100);
+    generator_kept_up(&v)?;
     // Receivers joined over 2 s of 4: each expects about 200 - (its join tick) ticks.
     let expected = f(fr, "expected") as u64;
     assert!((9_000..=15_000).contains(&expected), "{expected}: {fr}");
-    assert_eq!(f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"), 0.0);
+    nothing_lost_at_the_end(&v, Duration::from_secs(4))?;
     timely(
         &v,
         &[
             ("sent", f(fr, "sent") as u64, planned),
-            ("received", f(fr, "received") as u64, expected),
-            ("lost", f(fr, "lost") as u64, 0),
             (
                 "retention_min < 1",
                 u64::from(f(fr, "retention_min") < 1.0),
@@ -685,7 +774,7 @@ fn the_hdr_log_carries_the_frame_histograms_per_interval() {
     }
     // One deviation sample per frame received, one lag sample per frame sent: counts
     // of the run's own report (all planned on a host that kept up; the exact totals
-    // are the TCP broadcast test's, checked on a quiet host).
+    // are the TCP broadcast test's).
     assert_eq!(
         count["frames.deviation"].0,
         f(fr, "received") as u64,
@@ -716,10 +805,18 @@ fn a_connect_rate_ramp_joins_connections_over_time_and_keeps_retention_exact() {
 fn ramp_retention_run(sink: &Sink) -> Result<(), Miss> {
     let v = ramp_run(sink, &["--max-lag", "20ms"]);
     let fr = &v["frames"];
-    generator_kept_up(&v)?;
     // Planned: sum over j of 199 - j.
     let planned: u64 = (0..100u64).map(|j| 199 - j).sum();
     assert_eq!(f(fr, "planned") as u64, planned, "{fr}");
+    assert_eq!(
+        f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"),
+        0.0,
+        "{fr}"
+    );
+    // On every attempt: nothing lost before the end but the frames of senders whose
+    // connection was down, each at its 9 room mates.
+    assert_tcp_accounting(&v, f(fr, "not_sent") as u64 * 9);
+    generator_kept_up(&v)?;
     // Expected, pair by pair within a room (index = member here, the room's first
     // index being a multiple of 10 only shifts both): s's frames from its start, and
     // for s < r (its phase earlier in the tick) from the tick after r's first frame.
@@ -735,11 +832,7 @@ fn ramp_retention_run(sink: &Sink) -> Result<(), Miss> {
         }
     }
     assert_eq!(f(fr, "expected") as u64, expected, "{fr}");
-    assert_eq!(
-        f(fr, "duplicates") + f(fr, "foreign") + f(fr, "stale"),
-        0.0,
-        "{fr}"
-    );
+    nothing_lost_at_the_end(&v, Duration::from_secs(4))?;
     timely(
         &v,
         &[
@@ -748,8 +841,6 @@ fn ramp_retention_run(sink: &Sink) -> Result<(), Miss> {
             ("before_join", f(fr, "before_join") as u64, 0),
             ("sent", f(fr, "sent") as u64, planned),
             ("not_sent", f(fr, "not_sent") as u64, 0),
-            ("received", f(fr, "received") as u64, expected),
-            ("lost", f(fr, "lost") as u64, 0),
             ("retention < 1", u64::from(f(fr, "retention") < 1.0), 0),
             (
                 "retention_min < 1",
@@ -966,14 +1057,12 @@ fn a_room_of_two_thousand_with_two_senders_runs_within_its_memory() {
                 "{}",
                 v["rate"]
             );
+            // On every attempt: nothing lost before the end but the frames of a
+            // sender whose connection was down, each at the room's other members.
+            assert_tcp_accounting(&v, f(fr, "not_sent") as u64 * (MEMBERS - 1));
+            nothing_lost_at_the_end(&v, Duration::from_secs(2))?;
             let exact = [
                 ("sent", f(fr, "sent") as u64, SENDERS * TICKS),
-                (
-                    "received",
-                    f(fr, "received") as u64,
-                    SENDERS * TICKS * (MEMBERS - 1),
-                ),
-                ("lost", f(fr, "lost") as u64, 0),
                 ("foreign", f(fr, "foreign") as u64, 0),
                 ("before_join", f(fr, "before_join") as u64, 0),
             ];
@@ -1026,10 +1115,12 @@ fn twenty_connections_of_ten_members_are_accounted_per_member() {
             // frames at the end, never a slot's worth).
             assert_eq!(f(fr, "foreign") + f(fr, "duplicates"), 0.0, "{fr}");
             assert!(f(fr, "received") > 0.9 * expected as f64, "{fr}");
+            // On every attempt: nothing lost before the end but the frames of the
+            // members of a connection that was down, each at its 9 room mates.
+            assert_tcp_accounting(&v, f(fr, "not_sent") as u64 * 9);
+            nothing_lost_at_the_end(&v, Duration::from_secs(2))?;
             let exact = [
                 ("sent", f(fr, "sent") as u64, planned),
-                ("received", f(fr, "received") as u64, expected),
-                ("lost", f(fr, "lost") as u64, 0),
                 ("before_join", f(fr, "before_join") as u64, 0),
                 (
                     "retention_min < 1",

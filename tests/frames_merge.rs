@@ -4,6 +4,7 @@
 //! (counts add, percentiles from the sum) and the per-second frame figures add; shards
 //! of other rooms or tick are refused in one line, exit 2. Only sums and exact
 //! recomputations are checked, none of the runs' timing.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use hdrhistogram::Histogram;

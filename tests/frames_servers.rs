@@ -6,6 +6,7 @@
 //! protocol echoes). A server that refuses the join fails the run with the server's
 //! words; a server stopped for 300 ms shows as late frames of those ticks; a server
 //! killed mid-run shows as disconnects in a complete report.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::servers::{Server, mosquitto, nats, redis, ws_server, ws_server_pinging};
 use common::*;

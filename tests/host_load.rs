@@ -1,6 +1,7 @@
 //! The generator proves it is not the bottleneck (issue 6): a hog on the generator's
 //! core shows up as a core-load warning, and a rate-limited link in network namespaces
 //! of the test's own is reported as NIC-saturated.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::process::{Command, Stdio};

@@ -10,6 +10,7 @@
 //! back in a drop guard. Both cases hold one file lock so neither (nor another copy of
 //! this test) runs while the host's value is lowered. Without nft, conntrack or
 //! namespaces the tests print `SKIP` (common::skip).
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::io::Write;

@@ -12,6 +12,7 @@
 //! unit test may drive its module from above. Comments, strings and character
 //! literals are blanked before the search, so a doc link such as
 //! [`crate::engine::run_loop`] is not an import.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

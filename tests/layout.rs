@@ -6,6 +6,7 @@
 //! ```text
 //! BLASTER_WRITE_LAYOUT=1 cargo test --profile assert --test layout
 //! ```
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

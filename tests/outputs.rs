@@ -1,6 +1,7 @@
 //! Outputs fail before the run, and a closed stdout or stderr never panics: an
 //! unwritable `--json` is refused before anything connects, result files appear whole
 //! or not at all, and `| head -c 1` or `2>&-` end the command with its usual exit code.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::net::TcpListener;

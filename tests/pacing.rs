@@ -16,6 +16,7 @@
 //! hypervisor did (any steal on core 0 in /proc/stat during the attempt), the premise did not
 //! hold: it is skipped (counted by `scripts/test.sh`), never passed
 //! (`common::on_a_quiet_host`).
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 
 mod common;
 
@@ -96,7 +97,10 @@ fn idle_core_passes(test: &str, arrivals: &str, rates: &[&str]) {
                     &v,
                     format!("{arrivals} at {rate}/s: lag p99 {lag_p99} ns, {p}"),
                 );
-                miss.other_load |= f(&v, "host.max_other_load") > OTHER_LOAD_MAX;
+                let other = f(&v, "host.max_other_load");
+                if other > OTHER_LOAD_MAX {
+                    miss.other_load = Some(miss.other_load.map_or(other, |o| o.max(other)));
+                }
                 return Err(miss);
             }
             assert!(text.contains("pacing: PASS at resolution"), "{text}");

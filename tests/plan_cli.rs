@@ -1,6 +1,7 @@
 //! `blaster plan` end to end: the issue 5 worked example through the binary, its JSON,
 //! and bad inputs as one line with exit code 2. Only the `--from-frames` tests send
 //! load: a short frames run against the broadcast sink, whose JSON the plan reads.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::process::{Command, Output};

@@ -4,6 +4,7 @@
 //! name the binary prints is one `scripts/preflight.sh` prints too, `run` refuses a
 //! FAIL of the host checks with the check's line before connecting, and a run against
 //! the sink on `--cores 0` reports every worker thread on CPU 0.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 
 use common::{Sink, bin, load_lock, skip, wait_bounded};

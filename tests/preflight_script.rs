@@ -5,6 +5,7 @@
 //! environment overrides; the stand-ins for `ip` and `ethtool` live in
 //! tests/fixtures/preflight/bin. scripts/tune.sh is run for real, inside a throwaway
 //! network namespace.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::skip;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@
 //!
 //! Each test has its own tmux server (`-L`, a socket named for the process and the
 //! test), killed by a guard even when the test fails, so these run beside other tests.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 
 mod common;
 

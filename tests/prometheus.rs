@@ -4,6 +4,7 @@
 //! until its final state was scraped; then it asks Prometheus' HTTP API for the request
 //! counter (equal to the JSON's completed count) and for the merged p99
 //! (`histogram_quantile(0.99, sum by (le) (...))`, in the ladder bucket of the JSON's p99).
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use blaster::report::export::prometheus::LADDER_NS;
 use common::*;

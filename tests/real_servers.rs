@@ -3,6 +3,7 @@
 //! protocol, a mix with two framers), socat (UDP echo). Each checks completed = sent,
 //! zero protocol errors and a plausible latency. `.ci/run` installs the packages; a
 //! test whose server binary is missing fails and says which package to install.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! is timed by when the kernel received it, and the worker wakes once per window, not
 //! once per response. Where a response must be followed at once (a closed loop), the
 //! worker still wakes for each.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! frame, every frame checked at every member. Every test takes the load lock: the
 //! sinks all serve on core 1, and a reader that a second test's sink delays overflows
 //! its socket buffer (a loss the drop tests would count).
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 

@@ -7,6 +7,7 @@
 //! A test process may hold only about 19,000 sockets, so the scale test runs its
 //! clients as child processes: this test binary re-executed with `holder_child`,
 //! which does nothing unless `BLASTER_HOLDER_ADDR` is set.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 

@@ -6,6 +6,7 @@
 //! Exact counts everywhere: every request sent is answered, and every connection
 //! shook hands once. nginx logs `$ssl_session_reused` per request (`r` or `.`), the
 //! server's own word on which handshakes resumed.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 //! UDP request/response against a peer that reorders and duplicates on purpose: the
 //! client's reorder and duplicate counters must match, exactly, what the peer did.
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
 use common::*;
 use std::collections::HashMap;

@@ -356,22 +356,13 @@ pub fn build(
     ));
     let blast = plan.transport == Transport::UdpBlast;
     let udp = udp_report(plan, ctr, &c.totals, secs, elapsed);
-    let mut replies = crate::engine::recorder::ReplyTally::new();
-    for t in &c.totals {
-        replies.add(&t.replies);
-    }
-    if let Some(d) = diagnose_error_replies(ctr, &replies, &plan.error_status) {
-        diagnosis.push(d);
-    }
+    let replies = reply_tally(&c.totals);
+    diagnosis.extend(diagnose_error_replies(ctr, &replies, &plan.error_status));
     diagnosis.extend(diagnose_resumption(plan, ctr));
     let http = http_report(plan, ctr, &replies);
     let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
     let mix = mix_report(plan, &c.totals);
-    let achieved_rps = if blast {
-        udp.as_ref().map_or(0.0, |u| u.sent_pps)
-    } else {
-        ctr.completed as f64 / elapsed
-    };
+    let achieved_rps = achieved_rps(blast, udp.as_ref(), ctr, elapsed);
     let features = ring_features(&setup.features, &c.totals);
     let (run_ci, [latency_ci, service_ci, lag_ci, wait_ci]) = confidence(
         plan,
@@ -390,11 +381,7 @@ pub fn build(
         target: target.to_string(),
         protocol: protocol(plan.transport),
         seed: plan.seed,
-        framer: if plan.requests.mixed_framing() {
-            "mixed".to_string()
-        } else {
-            plan.framing.to_string()
-        },
+        framer: framer(plan),
         config: config(plan, duration_ns),
         duration_s: secs,
         elapsed_s: elapsed,
@@ -403,14 +390,7 @@ pub fn build(
             achieved_rps,
             sent_rps: ctr.sent as f64 / if blast { secs } else { elapsed },
         },
-        requests: Requests {
-            dispatched: ctr.dispatched,
-            sent: ctr.sent,
-            completed: ctr.completed,
-            errors: ctr.request_errors(),
-            timeouts: ctr.errors_of(ErrorKind::Timeout),
-            cut_off: ctr.cut_off,
-        },
+        requests: requests(ctr),
         error_replies: ctr.errors_of(ErrorKind::ErrorReply),
         error_replies_by_kind: error_replies_by_kind(&replies),
         error_latency_ns: Percentiles::of(&c.total.error_latency),
@@ -458,6 +438,46 @@ pub fn build(
         machine: super::Machine::this(&plan.cores),
         histograms: c.total,
         frames: None,
+    }
+}
+
+/// Every worker's replies by kind, added up.
+fn reply_tally(totals: &[WorkerTotals]) -> crate::engine::recorder::ReplyTally {
+    let mut replies = crate::engine::recorder::ReplyTally::new();
+    for t in totals {
+        replies.add(&t.replies);
+    }
+    replies
+}
+
+/// What the run achieved per second: a UDP blast's packets sent (it reads no
+/// replies), any other run's requests completed.
+fn achieved_rps(blast: bool, udp: Option<&UdpReport>, ctr: &Counters, elapsed: f64) -> f64 {
+    if blast {
+        udp.map_or(0.0, |u| u.sent_pps)
+    } else {
+        ctr.completed as f64 / elapsed
+    }
+}
+
+/// The framer's name, or `mixed` when the request mix frames its entries differently.
+fn framer(plan: &RunPlan) -> String {
+    if plan.requests.mixed_framing() {
+        "mixed".to_string()
+    } else {
+        plan.framing.to_string()
+    }
+}
+
+/// The requests' fate, from the run's counters.
+fn requests(ctr: &Counters) -> Requests {
+    Requests {
+        dispatched: ctr.dispatched,
+        sent: ctr.sent,
+        completed: ctr.completed,
+        errors: ctr.request_errors(),
+        timeouts: ctr.errors_of(ErrorKind::Timeout),
+        cut_off: ctr.cut_off,
     }
 }
 

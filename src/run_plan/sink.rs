@@ -195,45 +195,8 @@ pub fn sink_config(
         .as_deref()
         .map(|d| parse_duration("delay", d))
         .transpose()?;
-    let delay_exp_mean = a
-        .delay_dist
-        .as_deref()
-        .map(|d| {
-            let mean = d.strip_prefix("exp:").ok_or_else(|| {
-                err(
-                    "delay-dist",
-                    format!(
-                        "expected exp:MEAN (an exponential of mean MEAN, e.g. exp:200us), got {d:?}"
-                    ),
-                )
-            })?;
-            let mean = parse_duration("delay-dist", mean)?;
-            if mean.is_zero() {
-                return Err(err("delay-dist", "the mean must be above 0"));
-            }
-            if mode == SinkMode::Broadcast {
-                return Err(err(
-                    "delay-dist",
-                    "not in broadcast mode (its relay holds every send by --delay)",
-                ));
-            }
-            Ok(mean)
-        })
-        .transpose()?;
-    let stall = match (&a.stall, &a.every) {
-        (Some(s), Some(e)) => {
-            let s = parse_duration("stall", s)?;
-            let e = parse_duration("every", e)?;
-            if e.is_zero() || s >= e {
-                return Err(err(
-                    "stall",
-                    "must be shorter than --every, and --every above 0",
-                ));
-            }
-            Some((s, e))
-        }
-        _ => None,
-    };
+    let delay_exp_mean = delay_exp_mean(a, mode)?;
+    let stall = stall(a)?;
     if a.max_connections == 0 || a.max_connections > CONNECTIONS_MAX {
         return Err(err(
             "max-connections",
@@ -257,30 +220,7 @@ pub fn sink_config(
     if a.drop > 0.0 && !a.udp {
         return Err(err("drop", "needs --udp"));
     }
-    let close_every = a
-        .close_every
-        .as_deref()
-        .map(|d| parse_duration("close-every", d))
-        .transpose()?;
-    if let Some(every) = close_every {
-        if a.udp {
-            return Err(err(
-                "close-every",
-                "needs TCP: the UDP sink holds no connections",
-            ));
-        }
-        if !(CLOSE_EVERY_MIN..=CLOSE_EVERY_MAX).contains(&every) {
-            return Err(err(
-                "close-every",
-                format!(
-                    "must be between {} and {}, got {:?}",
-                    humantime::format_duration(CLOSE_EVERY_MIN),
-                    humantime::format_duration(CLOSE_EVERY_MAX),
-                    a.close_every.as_deref().unwrap_or_default()
-                ),
-            ));
-        }
-    }
+    let close_every = close_every(a)?;
     if !(0.0..=1.0).contains(&a.reset_ratio) {
         return Err(err(
             "reset-ratio",
@@ -321,4 +261,81 @@ pub fn sink_config(
         },
         duration,
     ))
+}
+
+/// `--delay-dist exp:MEAN`: the mean of the exponential service delay, above 0 and
+/// not in broadcast mode.
+fn delay_exp_mean(a: &SinkArgs, mode: SinkMode) -> Result<Option<Duration>, PlanError> {
+    a.delay_dist
+        .as_deref()
+        .map(|d| {
+            let mean = d.strip_prefix("exp:").ok_or_else(|| {
+                err(
+                    "delay-dist",
+                    format!(
+                        "expected exp:MEAN (an exponential of mean MEAN, e.g. exp:200us), got {d:?}"
+                    ),
+                )
+            })?;
+            let mean = parse_duration("delay-dist", mean)?;
+            if mean.is_zero() {
+                return Err(err("delay-dist", "the mean must be above 0"));
+            }
+            if mode == SinkMode::Broadcast {
+                return Err(err(
+                    "delay-dist",
+                    "not in broadcast mode (its relay holds every send by --delay)",
+                ));
+            }
+            Ok(mean)
+        })
+        .transpose()
+}
+
+/// `--stall S --every E`: a stall of S every E, S shorter than E; none unless both
+/// are given.
+fn stall(a: &SinkArgs) -> Result<Option<(Duration, Duration)>, PlanError> {
+    Ok(match (&a.stall, &a.every) {
+        (Some(s), Some(e)) => {
+            let s = parse_duration("stall", s)?;
+            let e = parse_duration("every", e)?;
+            if e.is_zero() || s >= e {
+                return Err(err(
+                    "stall",
+                    "must be shorter than --every, and --every above 0",
+                ));
+            }
+            Some((s, e))
+        }
+        _ => None,
+    })
+}
+
+/// `--close-every`: over TCP only, within its bounds.
+fn close_every(a: &SinkArgs) -> Result<Option<Duration>, PlanError> {
+    let close_every = a
+        .close_every
+        .as_deref()
+        .map(|d| parse_duration("close-every", d))
+        .transpose()?;
+    if let Some(every) = close_every {
+        if a.udp {
+            return Err(err(
+                "close-every",
+                "needs TCP: the UDP sink holds no connections",
+            ));
+        }
+        if !(CLOSE_EVERY_MIN..=CLOSE_EVERY_MAX).contains(&every) {
+            return Err(err(
+                "close-every",
+                format!(
+                    "must be between {} and {}, got {:?}",
+                    humantime::format_duration(CLOSE_EVERY_MIN),
+                    humantime::format_duration(CLOSE_EVERY_MAX),
+                    a.close_every.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    Ok(close_every)
 }

@@ -116,49 +116,7 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
     if a.conns_per_machine == 0 {
         return Err(err("conns-per-machine", "must be at least 1, got 0"));
     }
-    let read = |flag: &'static str, path: &std::path::Path| {
-        crate::bounded::read_to_string(path, crate::limits::REPORT_FILE_BYTES_MAX)
-            .map_err(|e| err(flag, format!("cannot read {}: {e}", path.display())))
-    };
-    let mut cost_from_frames = None;
-    let (cost, cost_source) = match (&a.cost_ns_per_msg, &a.from, &a.from_frames) {
-        (Some(_), Some(_), _) => {
-            return Err(err("from", "give --cost-ns-per-msg or --from, not both"));
-        }
-        (Some(_), None, Some(_)) => {
-            return Err(err(
-                "from-frames",
-                "give --cost-ns-per-msg or --from-frames, not both",
-            ));
-        }
-        (None, Some(_), Some(_)) => {
-            return Err(err("from-frames", "give --from or --from-frames, not both"));
-        }
-        (Some(c), None, None) => (*c, "--cost-ns-per-msg".to_string()),
-        (None, Some(path), None) => {
-            let c = cost_from_report(&read("from", path)?)
-                .map_err(|m| err("from", format!("{}: {m}", path.display())))?;
-            (
-                c,
-                format!("busy CPU per request measured in {}", path.display()),
-            )
-        }
-        (None, None, Some(path)) => {
-            let f = frames_cost_from_report(&read("from-frames", path)?, path)
-                .map_err(|m| err("from-frames", format!("{}: {m}", path.display())))?;
-            let source = f.source();
-            let c = f.cpu_ns_per_frame;
-            cost_from_frames = Some(f);
-            (c, source)
-        }
-        (None, None, None) => {
-            return Err(err(
-                "cost-ns-per-msg",
-                "is required (busy CPU ns per message), or --from a blaster baseline JSON, \
-                 or --from-frames a frames run JSON",
-            ));
-        }
-    };
+    let (cost, cost_source, cost_from_frames) = cost_from_flags(a)?;
     let cost_ns_per_msg = bounded("cost-ns-per-msg", cost, 0.0, false, 1e9)?;
     crate::units::parse_duration(&a.duration).map_err(|m| err("duration", m))?;
     let duration = a.duration.clone();
@@ -187,6 +145,46 @@ pub fn input_from_args(a: &PlanArgs) -> Result<PlanInput, PlanError> {
         target: a.target.clone().unwrap_or_else(|| "$TARGET".into()),
         duration,
     })
+}
+
+/// The per-message cost, where it came from, and the frames run it was read from:
+/// exactly one of `--cost-ns-per-msg`, `--from` (a baseline's or a run's report) and
+/// `--from-frames` (a frames run's report).
+fn cost_from_flags(a: &PlanArgs) -> Result<(f64, String, Option<FramesCost>), PlanError> {
+    let read = |flag: &'static str, path: &std::path::Path| {
+        crate::bounded::read_to_string(path, crate::limits::REPORT_FILE_BYTES_MAX)
+            .map_err(|e| err(flag, format!("cannot read {}: {e}", path.display())))
+    };
+    match (&a.cost_ns_per_msg, &a.from, &a.from_frames) {
+        (Some(_), Some(_), _) => Err(err("from", "give --cost-ns-per-msg or --from, not both")),
+        (Some(_), None, Some(_)) => Err(err(
+            "from-frames",
+            "give --cost-ns-per-msg or --from-frames, not both",
+        )),
+        (None, Some(_), Some(_)) => {
+            Err(err("from-frames", "give --from or --from-frames, not both"))
+        }
+        (Some(c), None, None) => Ok((*c, "--cost-ns-per-msg".to_string(), None)),
+        (None, Some(path), None) => {
+            let c = cost_from_report(&read("from", path)?)
+                .map_err(|m| err("from", format!("{}: {m}", path.display())))?;
+            Ok((
+                c,
+                format!("busy CPU per request measured in {}", path.display()),
+                None,
+            ))
+        }
+        (None, None, Some(path)) => {
+            let f = frames_cost_from_report(&read("from-frames", path)?, path)
+                .map_err(|m| err("from-frames", format!("{}: {m}", path.display())))?;
+            Ok((f.cpu_ns_per_frame, f.source(), Some(f)))
+        }
+        (None, None, None) => Err(err(
+            "cost-ns-per-msg",
+            "is required (busy CPU ns per message), or --from a blaster baseline JSON, \
+             or --from-frames a frames run JSON",
+        )),
+    }
 }
 
 /// The per-message cost from a blaster JSON report: a baseline's

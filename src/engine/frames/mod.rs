@@ -277,6 +277,7 @@ impl Drop for FrameWorker<'_> {
 }
 
 impl<'p> FrameWorker<'p> {
+    #[allow(clippy::too_many_lines)] // split on branch core (issue 34.3)
     fn new(
         plan: &'p WorkerPlan,
         snap_tx: Sender<Snapshot>,

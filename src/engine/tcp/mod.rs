@@ -254,6 +254,7 @@ impl Drop for Worker<'_> {
 }
 
 impl<'p> Worker<'p> {
+    #[allow(clippy::too_many_lines)] // split on branch core (issue 34.3)
     fn new(
         plan: &'p WorkerPlan,
         snap_tx: Sender<Snapshot>,
