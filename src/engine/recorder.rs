@@ -283,6 +283,35 @@ pub struct Counters {
     pub frames: FrameCounters,
     /// `--tls`: handshakes.
     pub tls: TlsCounters,
+    /// `--http2`: what the connections' HTTP/2 side counted.
+    pub http2: H2Counters,
+}
+
+/// `--http2` events of one interval of one worker (or merged).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct H2Counters {
+    /// GOAWAY frames received.
+    pub goaways: u64,
+    /// Requests sent again on another connection: not processed before a GOAWAY, or
+    /// refused (REFUSED_STREAM). Each is still one request, its latency from its
+    /// intended instant.
+    pub retried: u64,
+    /// Streams the server reset (RST_STREAM), REFUSED_STREAM included.
+    pub stream_resets: u64,
+    /// Times a connection's requests waited for a send window (flow control).
+    pub flow_stalls: u64,
+    /// Control frames (PING ACKs) that found no room before the next send.
+    pub control_dropped: u64,
+}
+
+impl H2Counters {
+    pub fn add(&mut self, o: &H2Counters) {
+        self.goaways += o.goaways;
+        self.retried += o.retried;
+        self.stream_resets += o.stream_resets;
+        self.flow_stalls += o.flow_stalls;
+        self.control_dropped += o.control_dropped;
+    }
 }
 
 /// TLS handshakes of one interval of one worker (or merged).
@@ -439,6 +468,7 @@ impl Counters {
         self.joined += o.joined;
         self.frames.add(&o.frames);
         self.tls.add(&o.tls);
+        self.http2.add(&o.http2);
         for (a, b) in self.http_status.iter_mut().zip(o.http_status) {
             *a += b;
         }

@@ -75,6 +75,25 @@ pub struct TlsReport {
     pub tls_handshake_ns: Percentiles,
 }
 
+/// `--http2`: the streams per connection asked for and what the servers did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Http2Report {
+    /// `--streams-per-connection`: streams in flight per connection at most (fewer
+    /// where a server's MAX_CONCURRENT_STREAMS is lower).
+    pub streams_per_connection: usize,
+    /// GOAWAY frames received (each closes its connection once its streams finish).
+    pub goaways: u64,
+    /// Requests sent again on another connection (not processed before a GOAWAY,
+    /// or refused with REFUSED_STREAM); still one request each.
+    pub retried: u64,
+    /// Streams the server reset; those not refused are `stream_reset` errors.
+    pub stream_resets: u64,
+    /// Times requests waited for a send window (flow control).
+    pub flow_stalls: u64,
+    /// PING acknowledgements that found no room before the next send.
+    pub control_dropped: u64,
+}
+
 /// Percentiles of one histogram, in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
@@ -514,6 +533,9 @@ pub struct Report {
     /// `--tls`: the handshakes (see docs/report.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,
+    /// `--http2`: streams and what the servers did to them (see docs/report.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http2: Option<Http2Report>,
     /// The first response that did not parse, escaped and truncated.
     pub first_protocol_error: Option<String>,
     /// Which shard of which run, the common start and the clock (`--shard`,

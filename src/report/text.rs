@@ -76,6 +76,27 @@ fn write_tls(w: &mut String, r: &Report) {
     );
 }
 
+/// `--http2`: streams per connection, GOAWAYs and the retries they caused, resets,
+/// flow-control stalls.
+fn write_http2(w: &mut String, r: &Report) {
+    let Some(h) = &r.http2 else { return };
+    let _ = writeln!(
+        w,
+        "http2: up to {} streams per connection; {} GOAWAYs, {} requests retried on a new connection, \
+         {} streams reset by the server, {} flow-control stalls{}",
+        h.streams_per_connection,
+        h.goaways,
+        h.retried,
+        h.stream_resets,
+        h.flow_stalls,
+        if h.control_dropped > 0 {
+            format!(", {} PING acknowledgements dropped", h.control_dropped)
+        } else {
+            String::new()
+        }
+    );
+}
+
 /// The banner of an invalid run: the generator, not the target, was the limit.
 fn write_invalid_banner(w: &mut String, r: &Report) {
     if !r.valid {
@@ -631,6 +652,7 @@ fn write_connections(w: &mut String, r: &Report) {
         );
     }
     write_tls(w, r);
+    write_http2(w, r);
     let rd = &c.reconnect_delay_ns;
     if rd.count > 0 {
         let _ = writeln!(

@@ -84,6 +84,11 @@ pub struct TlsSession {
     recv_at: usize,
     /// Application data has arrived (a fatal alert before it is a refused handshake).
     data_seen: bool,
+    /// The server chose `h2` over ALPN (known once the handshake completed).
+    pub alpn_h2: bool,
+    /// Plaintext the server sent with its last handshake flight, opened by rustls and
+    /// held at the front of the receive region: the first `next_record` hands it out.
+    early: usize,
 }
 
 impl TlsSession {
@@ -100,6 +105,8 @@ impl TlsSession {
             in_fill: 0,
             recv_at: 0,
             data_seen: false,
+            alpn_h2: false,
+            early: 0,
         })
     }
 
@@ -151,7 +158,14 @@ impl TlsSession {
         let Phase::Handshake(conn) = &mut self.phase else {
             return Ok(Shake::Waiting);
         };
-        if !handshake_step(conn, region, &mut self.in_fill, out, out_fill)? {
+        if !handshake_step(
+            conn,
+            region,
+            &mut self.in_fill,
+            out,
+            out_fill,
+            &mut self.early,
+        )? {
             if self.in_fill == region.len() {
                 let why = "a handshake message larger than the receive buffer";
                 return Err((TlsFailure::Other, why.into()));
@@ -162,6 +176,7 @@ impl TlsSession {
             unreachable!("matched above");
         };
         let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        self.alpn_h2 = conn.alpn_protocol() == Some(b"h2");
         self.phase = Phase::Open(established(conn).map_err(|why| (TlsFailure::Other, why))?);
         Ok(Shake::Done { resumed })
     }
@@ -183,6 +198,12 @@ impl TlsSession {
         let Phase::Open(records) = &mut self.phase else {
             return Record::More; // still shaking hands
         };
+        if self.early > 0 && *off == 0 {
+            let n = std::mem::take(&mut self.early);
+            *off = n;
+            self.data_seen = true;
+            return Record::Data(0..n);
+        }
         loop {
             let at = *off;
             match records.open(&mut region[at..self.in_fill]) {
@@ -227,6 +248,7 @@ fn handshake_step(
     fill: &mut usize,
     out: &mut [u8],
     out_fill: &mut usize,
+    early: &mut usize,
 ) -> Result<bool, Failure> {
     loop {
         let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut incoming[..*fill]);
@@ -247,6 +269,25 @@ fn handshake_step(
             }
             Ok(ConnectionState::BlockedHandshake) => Some(false),
             Ok(ConnectionState::WriteTraffic(_)) => Some(true),
+            // The server spoke first right after its Finished (an HTTP/2 server's
+            // SETTINGS, in the same flight): the handshake is over and rustls has
+            // opened those records; their plaintext goes to the front of the region,
+            // where `next_record` hands it out first.
+            Ok(ConnectionState::ReadTraffic(mut r)) => {
+                let mut plain = Vec::new();
+                let mut used = discard;
+                while let Some(rec) = r.next_record() {
+                    let rec = rec.map_err(|e| (TlsFailure::of(&e), describe(&e)))?;
+                    plain.extend_from_slice(rec.payload);
+                    used += rec.discard;
+                }
+                // Plaintext is never longer than the records it came from.
+                incoming.copy_within(used..*fill, plain.len());
+                incoming[..plain.len()].copy_from_slice(&plain);
+                *fill = plain.len() + (*fill - used);
+                *early = plain.len();
+                return Ok(true);
+            }
             Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
                 return Err((
                     TlsFailure::Closed,

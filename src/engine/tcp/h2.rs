@@ -21,7 +21,7 @@
 use super::{Reopen, Worker};
 use crate::clock::{Nanos, Ticks};
 use crate::engine::conn_table::{ANSWERED, ConnState, Req};
-use crate::engine::recorder::ErrorKind;
+use crate::engine::recorder::{ErrorKind, H2Counters};
 use crate::engine::worker_plan::WorkerPlan;
 use crate::proto::h2::conn::OpenRefused;
 use crate::proto::h2::request::{block_from_http1, request_len, write_request};
@@ -64,16 +64,6 @@ struct H2Conn {
     stalled: bool,
     ctl: [u8; CTL_BYTES],
     ctl_len: usize,
-}
-
-/// What the HTTP/2 side counted, over the run.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct H2Counts {
-    pub goaways: u64,
-    pub retried: u64,
-    pub stream_resets: u64,
-    pub flow_stalls: u64,
-    pub control_dropped: u64,
 }
 
 impl H2Side {
@@ -132,7 +122,7 @@ impl H2Side {
     fn ctl(
         &mut self,
         c: u32,
-        counts: &mut H2Counts,
+        counts: &mut H2Counters,
         write: impl FnOnce(&mut [u8]) -> Result<usize, frame::TooSmall>,
     ) {
         let hc = &mut self.conns[c as usize];
@@ -227,7 +217,7 @@ impl Worker<'_> {
 
     fn h2_ctl(&mut self, c: u32, write: impl FnOnce(&mut [u8]) -> Result<usize, frame::TooSmall>) {
         let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
-        h2.ctl(c, &mut self.h2_counts, write);
+        h2.ctl(c, &mut self.out.counters.http2, write);
     }
 
     /// Acts on one event of `c`'s codec (which may close the connection).
@@ -346,7 +336,7 @@ impl Worker<'_> {
     /// with it (RFC 9113 §8.7), so the request is retried; any other code fails it.
     fn h2_reset(&mut self, c: u32, i: usize, code: ErrorCode) {
         let req = self.table.slots[i];
-        self.h2_counts.stream_resets += 1;
+        self.out.counters.http2.stream_resets += 1;
         if code == ErrorCode::REFUSED_STREAM {
             self.h2_requeue(i);
             self.h2_retire(c, i);
@@ -371,7 +361,7 @@ impl Worker<'_> {
         req.stream = 0;
         req.status = 0;
         if self.backlog.push(req) {
-            self.h2_counts.retried += 1;
+            self.out.counters.http2.retried += 1;
             self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
         } else {
             self.request_error(&req, ErrorKind::BacklogOverflow, None);
@@ -382,7 +372,7 @@ impl Worker<'_> {
     /// `last`, and requests not yet sent) is retried elsewhere; the rest finishes,
     /// then the connection closes and reopens.
     fn h2_goaway(&mut self, c: u32, last: u32) {
-        self.h2_counts.goaways += 1;
+        self.out.counters.http2.goaways += 1;
         self.table.caps[c as usize] = 0;
         let conn = &self.table.conns[c as usize];
         let (inflight, unsent) = (conn.inflight, conn.unsent);
@@ -453,7 +443,7 @@ impl Worker<'_> {
                     time_ns: self.unix_at_start_ns + req.intended_ns,
                 };
                 let out = self.staging.region_mut(base + len..end);
-                match h2.write(c, &req, &ctx, self.plan, out, &mut self.h2_counts) {
+                match h2.write(c, &req, &ctx, self.plan, out, &mut self.out.counters.http2) {
                     Some((stream, n)) => {
                         self.table.slots[i].stream = stream;
                         len += n;
@@ -492,7 +482,7 @@ impl H2Side {
         ctx: &Ctx,
         plan: &WorkerPlan,
         out: &mut [u8],
-        counts: &mut H2Counts,
+        counts: &mut H2Counters,
     ) -> Option<(u32, usize)> {
         let (block, body): (&[u8], &[u8]) = match &self.fixed[req.entry as usize] {
             Some((block, body)) => (block, body),

@@ -249,13 +249,15 @@ impl Worker<'_> {
     }
 
     /// Request slot `i` goes on the wire at `t` (`t_ns`): its send instant, and the
-    /// time it waited for its connection.
+    /// time it waited for its connection. A request sent again (HTTP/2's retries after
+    /// a GOAWAY) is one request: counted at its first send only.
     #[inline]
     pub(super) fn stamp_sent(&mut self, i: usize, t: Ticks, t_ns: Nanos) {
         let req = &mut self.table.slots[i];
+        let first = req.sent == 0;
         req.sent = t;
         let wait = t_ns.saturating_sub(self.clock.ns(req.dispatched));
-        if req.intended_ns >= self.plan.warmup_ns {
+        if first && req.intended_ns >= self.plan.warmup_ns {
             self.out.hist.connection_wait.saturating_record(wait);
             self.out.counters.sent += 1;
         }

@@ -213,7 +213,6 @@ struct Worker<'p> {
     replies: ReplyTally,
     /// `--http2`: the connections' HTTP/2 state (None without it).
     h2: Option<Box<h2::H2Side>>,
-    h2_counts: h2::H2Counts,
     /// Operations submitted whose completion has not been reaped: buffers they point
     /// into must stay alive until this is zero (see the `Drop` below).
     ops_in_ring: u64,
@@ -412,7 +411,6 @@ impl<'p> Worker<'p> {
             first_bad: None,
             replies: ReplyTally::new(),
             h2,
-            h2_counts: h2::H2Counts::default(),
             ops_in_ring: 0,
             #[cfg(test)]
             scan_visits: 0,

@@ -173,8 +173,21 @@ impl Worker<'_> {
             Ok(Shake::Done { resumed }) => {
                 let took = self.clock.ns(now_t).saturating_sub(self.clock.ns(started));
                 self.out.tls_opened(took, resumed);
+                let alpn_h2 = (self.sessions[c as usize].as_deref()).is_some_and(|s| s.alpn_h2);
+                if self.h2.is_some() && !alpn_h2 {
+                    self.tls_failed(
+                        c,
+                        TlsFailure::AlertNoApplicationProtocol,
+                        "the server did not choose h2 over ALPN: it does not serve HTTP/2 over TLS here",
+                    );
+                    return false;
+                }
                 self.established(c, now_t);
-                self.table.conns[c as usize].state == ConnState::Ready
+                // Ready, or (HTTP/2) still connecting until the server's SETTINGS.
+                matches!(
+                    self.table.conns[c as usize].state,
+                    ConnState::Ready | ConnState::Connecting
+                )
             }
         }
     }
