@@ -26,7 +26,8 @@ pub struct Ready {
     /// A setup failure that stops this worker (ring, pinning is not one).
     pub fatal: Option<WorkerError>,
     pub features: Vec<&'static str>,
-    /// Frames with `--frame-proto`: why the first failed join failed.
+    /// Why the first failed protocol handshake failed: a join (frames with
+    /// `--frame-proto`), or a server that did not take HTTP/2 (`--http2`).
     pub join_error: Option<String>,
 }
 

@@ -112,7 +112,7 @@ impl Worker<'_> {
             establish_ns,
             fatal,
             features: self.ring.features.clone(),
-            join_error: None,
+            join_error: self.h2_refusal.clone(),
         }
     }
 }

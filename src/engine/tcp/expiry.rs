@@ -85,7 +85,9 @@ impl Worker<'_> {
                     self.mark_ready(c);
                 }
             }
-            ConnState::Closed { reopen_at_ns } if !self.ls.stopping && reopen_at_ns <= now_ns => {
+            ConnState::Closed { reopen_at_ns }
+                if (!self.ls.stopping || self.reopens_in_drain()) && reopen_at_ns <= now_ns =>
+            {
                 self.open(c);
             }
             ConnState::Connecting

@@ -325,6 +325,10 @@ impl Worker<'_> {
     /// Slot `i` of `c` is done: freed at once at the front, else when the older ones
     /// are; a connection the server is closing closes once nothing is left on it.
     fn h2_retire(&mut self, c: u32, i: usize) {
+        // Its stream is closed: requests waiting for a stream may go.
+        if self.table.conns[c as usize].unsent > 0 {
+            self.mark_flush(c);
+        }
         self.table.slots[i].stream = ANSWERED;
         self.table.pop_answered(c);
         if self.table.caps[c as usize] == 0 && self.table.conns[c as usize].inflight == 0 {
@@ -397,15 +401,43 @@ impl Worker<'_> {
     /// A connection error (RFC 9113 §5.4.1): GOAWAY is owed but the connection ends
     /// anyway; its requests fail as protocol errors and it reopens.
     fn h2_failed(&mut self, c: u32, e: H2Error, bytes: &[u8]) {
-        let connecting = self.table.conns[c as usize].state == ConnState::Connecting;
-        if connecting && self.first_bad.is_none() {
+        if self.table.conns[c as usize].state == ConnState::Connecting {
             // Not HTTP/2 at all (an HTTP/1.1 server answering the preface, say).
-            self.first_bad = Some(format!(
+            let why = format!(
                 "the server did not answer the HTTP/2 preface with SETTINGS ({e}): \"{}\"",
                 crate::proto::escape_prefix(bytes, 64)
-            ));
+            );
+            self.h2_refused(c, why);
+            return;
         }
         self.protocol_error(c, &e.to_string(), bytes);
+    }
+
+    /// The server did not take `c` as an HTTP/2 connection (`why`): a failed open,
+    /// retried after the backoff; the first reason is the run's one line when no
+    /// connection opens.
+    #[cold]
+    pub(super) fn h2_refused(&mut self, c: u32, why: String) {
+        if self.first_bad.is_none() {
+            self.first_bad = Some(why.clone());
+        }
+        self.h2_refusal.get_or_insert(why);
+        self.open_failed(c, ErrorKind::Protocol);
+    }
+
+    /// During the drain after the last due send, a connection the server closed with
+    /// GOAWAY still reopens while requests it sent back wait in the backlog: they
+    /// were due in the run, and go out on a new connection (not after Ctrl-C).
+    pub(super) fn reopens_in_drain(&self) -> bool {
+        self.h2.is_some() && !self.backlog.is_empty() && !self.ls.interrupted
+    }
+
+    /// `c`'s HTTP/2 preface went out on its current connection (the TCP connect, and
+    /// TLS, completed): what it waits for now is the server's SETTINGS.
+    pub(super) fn h2_started(&self, c: u32) -> bool {
+        self.h2.as_deref().is_some_and(|h2| {
+            h2.conns[c as usize].generation == self.table.conns[c as usize].generation
+        })
     }
 
     /// Writes what `c` owes and the requests it may send now into its staging region

@@ -201,7 +201,9 @@ impl Worker<'_> {
     /// completed (it has a session), the handshake is what stalled (a TLS failure of
     /// its own kind, not a connect timeout); else the connect timed out.
     pub(super) fn connect_timed_out(&mut self, c: u32) {
-        if self.sessions.get(c as usize).is_some_and(Option::is_some) {
+        if self.h2_started(c) {
+            self.h2_refused(c, "the server sent no HTTP/2 SETTINGS within --timeout: it does not speak HTTP/2 with prior knowledge (h2c) here; for h2 over TLS give --tls".into());
+        } else if self.sessions.get(c as usize).is_some_and(Option::is_some) {
             self.tls_failed(
                 c,
                 crate::transport::tls::TlsFailure::HandshakeTimeout,
@@ -264,7 +266,7 @@ impl Worker<'_> {
     /// or refused it), at once (the generator's own decision: expired requests, a
     /// response that did not parse, `Connection: close`), or never.
     pub(super) fn reopen_at(&mut self, c: u32, reopen: Reopen) -> Nanos {
-        if self.ls.stopping || self.workload.per_request() {
+        if (self.ls.stopping && !self.reopens_in_drain()) || self.workload.per_request() {
             return Nanos::MAX;
         }
         match (reopen, &self.plan.backoff) {

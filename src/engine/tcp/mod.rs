@@ -213,6 +213,9 @@ struct Worker<'p> {
     replies: ReplyTally,
     /// `--http2`: the connections' HTTP/2 state (None without it).
     h2: Option<Box<h2::H2Side>>,
+    /// `--http2`: why the first connection the server refused as HTTP/2 failed (its
+    /// preface answered with something else, or not at all).
+    h2_refusal: Option<String>,
     /// Operations submitted whose completion has not been reaped: buffers they point
     /// into must stay alive until this is zero (see the `Drop` below).
     ops_in_ring: u64,
@@ -411,6 +414,7 @@ impl<'p> Worker<'p> {
             first_bad: None,
             replies: ReplyTally::new(),
             h2,
+            h2_refusal: None,
             ops_in_ring: 0,
             #[cfg(test)]
             scan_visits: 0,

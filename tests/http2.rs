@@ -1,0 +1,233 @@
+//! `--http2` end to end against real HTTP/2 servers from Debian packages, started on
+//! free loopback ports: nghttpd (nghttp2-server, h2c with prior knowledge) and nginx
+//! (`listen ... http2`, h2c and h2 over TLS with ALPN). Each checks that every request
+//! completed once, by status, and what the servers did to the connections (GOAWAY
+//! after `keepalive_requests`, a MAX_CONCURRENT_STREAMS below the streams asked for).
+#![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
+mod common;
+use common::servers::{Server, require, spawn};
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+/// nghttpd serving a 5-byte `index.html` over h2c.
+fn nghttpd() -> (Server, u16) {
+    let bin = require("nghttpd", "nghttp2-server");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("index.html"), "hello").unwrap();
+    let port = free_port();
+    let mut cmd = Command::new(bin);
+    cmd.args(["--no-tls", "-d"])
+        .arg(dir.path())
+        .arg(port.to_string())
+        .current_dir(dir.path());
+    let s = spawn(&mut cmd, Some(dir), port);
+    (s, port)
+}
+
+/// nginx with HTTP/2 on `listen` (h2c, or h2 over TLS when `tls` holds the
+/// certificate and key), `keepalive_requests` per connection before its GOAWAY, and
+/// `streams` concurrent streams at most per connection. `/` answers 200, `/fail` 503.
+fn nginx_h2(keepalive_requests: u64, streams: u32, tls: Option<(&str, &str)>) -> (Server, u16) {
+    let bin = require("nginx", "nginx-light");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (ssl, certs) = match tls {
+        Some((cert, key)) => (
+            " ssl",
+            format!("ssl_certificate {cert}; ssl_certificate_key {key};"),
+        ),
+        None => ("", String::new()),
+    };
+    let conf = format!(
+        "daemon off; master_process off; worker_processes 1; pid {d}/nginx.pid; \
+         error_log {d}/error.log; events {{ worker_connections 1024; }} \
+         http {{ access_log off; keepalive_requests {keepalive_requests}; \
+         http2_max_concurrent_streams {streams}; \
+         client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
+         uwsgi_temp_path {d}; scgi_temp_path {d}; \
+         server {{ listen 127.0.0.1:{port}{ssl} http2; {certs} \
+         location / {{ return 200 \"hello\"; }} location /fail {{ return 503; }} }} }}",
+        d = dir.path().display()
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut cmd = Command::new(bin);
+    cmd.args(["-c", conf_path.to_str().unwrap(), "-p"])
+        .arg(dir.path());
+    let s = spawn(&mut cmd, Some(dir), port);
+    (s, port)
+}
+
+/// Runs blaster against `port` with `args` and its JSON; exit 0 or 3 (a generator
+/// disturbed by other load may be invalid without changing what these tests check).
+fn h2_run(port: u16, args: &[&str]) -> serde_json::Value {
+    h2_run_exiting(port, args, &[0, 3])
+}
+
+/// [`h2_run`] for a run whose exit code is one of `codes`.
+fn h2_run_exiting(port: u16, args: &[&str], codes: &[i32]) -> serde_json::Value {
+    let (_d, json) = tmp_json();
+    let target = format!("127.0.0.1:{port}");
+    let mut all = vec!["run", "--target", &target, "--http2", "--cores", "0"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", json.to_str().unwrap()]);
+    let out = run(&all, Duration::from_secs(60));
+    assert!(
+        out.status.code().is_some_and(|c| codes.contains(&c)),
+        "{}",
+        stderr(&out)
+    );
+    read_json(&json)
+}
+
+/// Every request sent once and completed, no errors.
+fn assert_all_completed(v: &serde_json::Value, n: f64) {
+    assert_eq!(f(v, "requests.sent"), n, "{}", v["requests"]);
+    assert_eq!(f(v, "requests.completed"), n, "{}", v["requests"]);
+    assert_eq!(f(v, "requests.errors"), 0.0, "{}", v["errors_by_kind"]);
+    assert!(v["first_protocol_error"].is_null(), "{}", v["first_protocol_error"]);
+}
+
+#[test]
+fn nghttpd_h2c_answers_every_stream() {
+    let _g = load_lock();
+    let (_s, port) = nghttpd();
+    let v = h2_run(
+        port,
+        &[
+            "--http",
+            "GET /index.html",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "4",
+        ],
+    );
+    assert_all_completed(&v, 4000.0);
+    assert_eq!(v["http"]["status_classes"]["2xx"], 4000, "{}", v["http"]);
+    assert_eq!(v["http2"]["streams_per_connection"], 100, "{}", v["http2"]);
+    assert_eq!(v["http2"]["goaways"], 0, "{}", v["http2"]);
+    // 4 connections carried 4,000 requests: streams, not a connection each.
+    assert_eq!(f(&v, "connections.opened"), 4.0, "{}", v["connections"]);
+}
+
+#[test]
+fn nginx_goaway_retries_and_the_servers_stream_limit_hold() {
+    let _g = load_lock();
+    // A GOAWAY every 50 requests on a connection; 4 streams at most where 64 are asked.
+    let (_s, port) = nginx_h2(50, 4, None);
+    let v = h2_run(
+        port,
+        &[
+            "--http",
+            "GET /",
+            "--rate",
+            "2000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--streams-per-connection",
+            "64",
+        ],
+    );
+    // Requests the server did not process before its GOAWAY were sent again on a new
+    // connection: each still one request, none lost, none counted twice.
+    assert_all_completed(&v, 4000.0);
+    let h = &v["http2"];
+    assert!(f(&v, "http2.goaways") >= 70.0, "{h}");
+    assert!(f(&v, "connections.opened") >= 70.0, "{}", v["connections"]);
+    // Beyond 4 streams nginx would refuse (RST_STREAM): the cap was honoured.
+    assert_eq!(h["stream_resets"], 0, "{h}");
+    assert_eq!(v["http"]["status_classes"]["2xx"], 4000, "{}", v["http"]);
+}
+
+#[test]
+fn nginx_5xx_over_http2_are_error_replies() {
+    let _g = load_lock();
+    let (_s, port) = nginx_h2(1_000_000, 128, None);
+    // Nothing succeeded: exit 1, the report written.
+    let v = h2_run_exiting(
+        port,
+        &[
+            "--http",
+            "GET /fail",
+            "--rate",
+            "500",
+            "--duration",
+            "1s",
+            "--connections",
+            "2",
+        ],
+        &[1],
+    );
+    assert_eq!(f(&v, "requests.errors"), 500.0, "{}", v["requests"]);
+    assert_eq!(v["errors_by_kind"]["error_reply"], 500, "{}", v["errors_by_kind"]);
+    assert_eq!(v["http"]["status_codes"]["503"], 500, "{}", v["http"]);
+}
+
+#[test]
+fn nginx_h2_over_tls_negotiates_alpn() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let openssl = require("openssl", "openssl");
+    let ok = Command::new(openssl)
+        .current_dir(dir.path())
+        .args([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", "key.pem", "-out", "cert.pem", "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost",
+        ])
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    // A GOAWAY every 100 requests: every reconnect shakes hands again.
+    let (_s, port) = nginx_h2(100, 128, Some((cert, key)));
+    let v = h2_run(
+        port,
+        &[
+            "--http",
+            "GET /",
+            "--tls",
+            "--tls-ca",
+            cert,
+            "--tls-sni",
+            "localhost",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+        ],
+    );
+    assert_all_completed(&v, 2000.0);
+    assert!(f(&v, "tls.handshakes_full") >= 20.0, "{}", v["tls"]);
+    assert!(f(&v, "http2.goaways") >= 18.0, "{}", v["http2"]);
+}
+
+#[test]
+fn an_http1_server_is_named_not_hung_on() {
+    let _g = load_lock();
+    // nghttpd over TLS-less h2c is HTTP/2 only; a plain HTTP/1.1 listener (the sink)
+    // answers the preface with nothing HTTP/2 can parse.
+    let sink = Sink::start(&["--mode", "fixed:8"]);
+    let target = sink.addr.clone();
+    let out = run(
+        &[
+            "run", "--target", &target, "--http2", "--http", "GET /", "--rate", "100",
+            "--duration", "1s", "--connections", "1", "--cores", "0", "--timeout", "1s",
+        ],
+        Duration::from_secs(30),
+    );
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("HTTP/2"), "{err}");
+    sink.stop();
+}
