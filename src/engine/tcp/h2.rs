@@ -62,6 +62,9 @@ struct H2Conn {
     settled: bool,
     /// Requests wait for a window: counted once per stall.
     stalled: bool,
+    /// Closed after the server's GOAWAY: reopened as soon as the close completes (not
+    /// at the next timeout scan, tens of milliseconds later).
+    reopen: bool,
     ctl: [u8; CTL_BYTES],
     ctl_len: usize,
 }
@@ -99,6 +102,7 @@ impl H2Side {
                     generation: u32::MAX,
                     settled: false,
                     stalled: false,
+                    reopen: false,
                     ctl: [0; CTL_BYTES],
                     ctl_len: 0,
                 })
@@ -332,7 +336,31 @@ impl Worker<'_> {
         self.table.slots[i].stream = ANSWERED;
         self.table.pop_answered(c);
         if self.table.caps[c as usize] == 0 && self.table.conns[c as usize].inflight == 0 {
-            self.close_conn(c, None, Reopen::Now);
+            self.h2_goaway_close(c);
+        }
+    }
+
+    /// Closes `c`, drained after a GOAWAY, and opens it again once the close is done.
+    fn h2_goaway_close(&mut self, c: u32) {
+        self.close_conn(c, None, Reopen::Now);
+        let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+        h2.conns[c as usize].reopen = true;
+        self.h2_reopen_after_goaway(c);
+    }
+
+    /// Opens `c` now if a GOAWAY closed it and its close has completed.
+    pub(super) fn h2_reopen_after_goaway(&mut self, c: u32) {
+        let Some(h2) = self.h2.as_deref_mut() else {
+            return;
+        };
+        let conn = &self.table.conns[c as usize];
+        if h2.conns[c as usize].reopen
+            && let ConnState::Closed { reopen_at_ns } = conn.state
+        {
+            h2.conns[c as usize].reopen = false;
+            if reopen_at_ns != Nanos::MAX {
+                self.open(c);
+            }
         }
     }
 
@@ -394,7 +422,7 @@ impl Worker<'_> {
         conn.unsent = 0;
         self.table.pop_answered(c);
         if self.table.conns[c as usize].inflight == 0 {
-            self.close_conn(c, None, Reopen::Now);
+            self.h2_goaway_close(c);
         }
     }
 

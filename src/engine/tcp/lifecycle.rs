@@ -423,6 +423,7 @@ impl Worker<'_> {
             if self.workload.per_request() {
                 self.mark_ready(c);
             }
+            self.h2_reopen_after_goaway(c);
         }
     }
 
