@@ -33,6 +33,7 @@
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+pub mod server;
 
 pub use conn::{Connection, Event, LocalSettings, PeerSettings};
 pub use frame::{FRAME_HEADER_BYTES, Frame, FrameParsed, Kind, PREFACE, TooSmall, parse_frame};
