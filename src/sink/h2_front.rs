@@ -315,7 +315,13 @@ fn serve(client: TcpStream, opts: &H2Options, shared: &Shared, stop: &AtomicBool
     let transport = match &opts.tls {
         None => Transport::Plain(client),
         Some(cfg) => match rustls::ServerConnection::new(cfg.clone()) {
-            Ok(tls) => Transport::Tls(Box::new(tls), client),
+            Ok(mut tls) => {
+                // Whatever the HTTP/2 layer queued goes whole into TLS records (the
+                // client's windows bound it); rustls' default 64 KiB limit would
+                // take a part of a larger output and drop the rest.
+                tls.set_buffer_limit(None);
+                Transport::Tls(Box::new(tls), client)
+            }
             Err(_) => return,
         },
     };
