@@ -208,7 +208,7 @@ fn nghttp_one_request_echoed() {
     });
     assert_eq!(
         (n(&v, "requests"), n(&v, "body_bytes_received")),
-        (1, 50_000),
+        (1, 200_000),
         "{v}"
     );
 }
