@@ -310,3 +310,25 @@ fn combinations_that_make_no_sense_are_one_line_exit_2() {
         "between 1",
     );
 }
+
+/// An HTTP/1.1 client is not one: the sink sends its SETTINGS, then a GOAWAY with
+/// PROTOCOL_ERROR, closes, and counts a connection error.
+#[test]
+fn an_http1_client_gets_a_goaway_and_the_close() {
+    use std::io::{Read, Write};
+    let v = with_sink(&[], |addr| {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)
+            .expect("the sink closes the connection");
+        // SETTINGS (9 + 18 bytes), WINDOW_UPDATE (13), then GOAWAY: type 7, stream 0,
+        // last stream 0, code 1.
+        let goaway = &got[40..];
+        assert_eq!(&goaway[3..9], &[7, 0, 0, 0, 0, 0], "{got:?}");
+        assert_eq!(&goaway[9..17], &[0, 0, 0, 0, 0, 0, 0, 1], "{got:?}");
+    });
+    assert_eq!(n(&v, "connection_errors"), 1, "{v}");
+    assert_eq!(n(&v, "requests"), 0, "{v}");
+}
