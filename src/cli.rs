@@ -595,6 +595,19 @@ pub struct SinkArgs {
     #[arg(long)]
     pub tls: bool,
 
+    /// Serve HTTP/2 (h2c with prior knowledge; h2 with --tls, ALPN `h2`): every
+    /// request is answered `200` with --mode's body (echo: the request's body;
+    /// fixed:N: N bytes), a gRPC call (`content-type: application/grpc`) with its
+    /// messages echoed and `grpc-status: 0`. One thread per connection: for tests and
+    /// modest loads. Modes echo and fixed:N only; not with --udp or the faults.
+    #[arg(long)]
+    pub http2: bool,
+
+    /// With --http2: SETTINGS_MAX_CONCURRENT_STREAMS, the streams a connection may
+    /// have open at once (more are refused with REFUSED_STREAM). Default: 256.
+    #[arg(long, value_name = "N")]
+    pub max_concurrent_streams: Option<u32>,
+
     /// With --tls: the server's certificate chain, PEM.
     #[arg(long, value_name = "FILE")]
     pub cert: Option<std::path::PathBuf>,

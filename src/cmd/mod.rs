@@ -14,6 +14,7 @@ pub mod report;
 pub mod run;
 pub mod search;
 pub mod sink;
+pub mod sink_http2;
 
 use crate::cli::{Cli, Command, with_default_subcommand};
 use crate::cmd::run::RunError;

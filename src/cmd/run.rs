@@ -64,6 +64,12 @@ pub enum RunError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// `blaster sink --http2`: the HTTP/2 front could not listen on `--listen`.
+    #[error("sink --http2: cannot listen on {addr}: {source}")]
+    SinkHttp2Front {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     /// The run tried and nothing succeeded (its report is written all the same).
     #[error("{0}")]
     NothingSucceeded(String),

@@ -45,6 +45,9 @@ fn sink_tls(a: &SinkArgs) -> Result<Option<Arc<rustls::ServerConfig>>, AppError>
 /// `blaster sink`: serves until Ctrl-C or `--duration`.
 pub fn command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let tls = sink_tls(a)?;
+    if a.http2 || a.max_concurrent_streams.is_some() {
+        return crate::cmd::sink_http2::command(a, stop, tls);
+    }
     let (mut cfg, duration) = sink_config(a, &usable_cores())?;
     // With --tls the io_uring sink listens on a private loopback port behind the
     // TLS front, which takes --listen.

@@ -68,6 +68,7 @@
 mod buf_pool;
 mod config;
 mod flows;
+pub mod h2_front;
 mod layout;
 mod memory;
 mod pending;

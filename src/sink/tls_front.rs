@@ -87,7 +87,7 @@ impl Drop for TlsFront {
 
 /// Confines the calling thread (and the threads it starts) to `cores`, best effort:
 /// cores this process may not use leave its affinity as it was.
-fn confine(cores: &[usize]) {
+pub(super) fn confine(cores: &[usize]) {
     if cores.is_empty() {
         return;
     }

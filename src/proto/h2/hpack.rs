@@ -195,6 +195,17 @@ pub fn encode_request_headers(
     Ok(out)
 }
 
+/// Appends `fields` to a header block with the same stateless representations as
+/// [`encode_request_headers`] (static-table index or literal without indexing, no
+/// Huffman): what the sink's HTTP/2 server answers with. Names must already be
+/// lowercase and free of CR, LF and NUL, as the server's own fixed names are.
+pub fn encode_fields(out: &mut Vec<u8>, fields: &[(&str, &str)]) {
+    for &(name, value) in fields {
+        debug_assert!(!name.bytes().any(|b| b.is_ascii_uppercase()), "{name}");
+        put_field(out, name, value);
+    }
+}
+
 /// What a response header block said that the engine counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Summary {

@@ -18,6 +18,10 @@
 //!   send and receive flow-control windows for the connection and each stream (a
 //!   WINDOW_UPDATE is due when half a receive window is consumed), stream ids, the
 //!   CONTINUATION rule, GOAWAY (which open streams to retry) and RST_STREAM.
+//! - [`server`]: the other side, for `blaster sink --http2`: one server connection
+//!   that reads the client preface and frames with the same parser and HPACK decoder,
+//!   and answers requests and gRPC unary calls within the client's windows (it keeps
+//!   request bodies for echo, so unlike the client it allocates per stream).
 //!
 //! Errors follow RFC 9113 §5.4: a connection error is an `Err(`[`H2Error`]`)` (the
 //! caller sends GOAWAY with its code and counts every in-flight stream as failed of
@@ -34,6 +38,7 @@ pub mod conn;
 pub mod frame;
 pub mod hpack;
 pub mod request;
+pub mod server;
 
 pub use conn::{Connection, Event, LocalSettings, PeerSettings};
 pub use frame::{FRAME_HEADER_BYTES, Frame, FrameParsed, Kind, PREFACE, TooSmall, parse_frame};
