@@ -217,9 +217,21 @@ pub struct LoadArgs {
     #[arg(long)]
     pub http2: bool,
 
+    /// A gRPC unary call to SERVICE/METHOD (e.g. `helloworld.Greeter/SayHello`) over
+    /// HTTP/2 (implies --http2): `-H` headers are its metadata, --grpc-message its
+    /// request, --timeout its deadline (`grpc-timeout`); `grpc-status` other than OK
+    /// is an error, counted by code name.
+    #[arg(long, value_name = "SERVICE/METHOD", conflicts_with_all = ["http", "payload", "payload_file", "payload_size", "mix", "body", "body_file"])]
+    pub grpc: Option<String>,
+
+    /// With --grpc: the serialized request message (protobuf bytes), sent as it is.
+    /// Default: an empty message.
+    #[arg(long, value_name = "FILE", requires = "grpc")]
+    pub grpc_message: Option<PathBuf>,
+
     /// With --http2: streams in flight per connection, at most the server's
     /// MAX_CONCURRENT_STREAMS. Default: 100.
-    #[arg(long, value_name = "N", requires = "http2")]
+    #[arg(long, value_name = "N")]
     pub streams_per_connection: Option<usize>,
 
     /// HTTP header `Name: value`, repeatable (with --http or http1 entries of --mix).

@@ -925,3 +925,45 @@ fn a_confidence_level_outside_0_1_is_a_usage_error() {
         );
     }
 }
+
+#[test]
+fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
+    fn run_with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        [&["run", "--target", T, "--rate", "10"], extra].concat()
+    }
+    expect(
+        &run_with(&["--grpc", "nope"]),
+        2,
+        "--grpc: expected SERVICE/METHOD such as helloworld.Greeter/SayHello, got \"nope\"",
+    );
+    expect(
+        &run_with(&["--grpc", "a.B/C", "--grpc-message", "/nonexistent/m.bin"]),
+        2,
+        "--grpc-message: cannot read /nonexistent/m.bin",
+    );
+    expect(
+        &run_with(&["--http", "GET /", "--streams-per-connection", "4"]),
+        2,
+        "--streams-per-connection: needs --http2 or --grpc",
+    );
+    expect(
+        &run_with(&["--grpc", "a.B/C", "--streams-per-connection", "0"]),
+        2,
+        "--streams-per-connection: must be between 1 and 1024, got 0",
+    );
+    expect(
+        &run_with(&["--http2", "--http", "GET /", "--pipeline", "4"]),
+        2,
+        "--pipeline: with --http2, requests in flight per connection are --streams-per-connection",
+    );
+    expect(
+        &run_with(&["--http2", "--http", "GET /", "-H", "Connection: close"]),
+        2,
+        "a connection header (Connection, Keep-Alive, Transfer-Encoding, Upgrade, TE) is not allowed in HTTP/2",
+    );
+    expect(
+        &["run", "--rate", "10", "--grpc", "a.B/C"],
+        2,
+        "--http2: the loopback baseline does not run HTTP/2 yet: give --target",
+    );
+}

@@ -5,7 +5,7 @@
 //! after `keepalive_requests`, a MAX_CONCURRENT_STREAMS below the streams asked for).
 #![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
-use common::servers::{Server, require, spawn};
+use common::servers::{Server, python_with_grpcio, require, spawn};
 use common::*;
 use std::process::Command;
 use std::time::Duration;
@@ -59,6 +59,20 @@ fn nginx_h2(keepalive_requests: u64, streams: u32, tls: Option<(&str, &str)>) ->
     (s, port)
 }
 
+/// A gRPC server in Python grpcio (tests/fixtures/grpc/echo_server.py) whose
+/// `/blaster.Echo/Check` accepts only the message `expected` with a deadline.
+fn grpcio_server(expected: &str) -> (Server, u16) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/grpc/echo_server.py"
+    );
+    let port = free_port();
+    let mut cmd = Command::new(python_with_grpcio());
+    cmd.args([script, &port.to_string(), expected]);
+    let s = spawn(&mut cmd, None, port);
+    (s, port)
+}
+
 /// Runs blaster against `port` with `args` and its JSON; exit 0 or 3 (a generator
 /// disturbed by other load may be invalid without changing what these tests check).
 fn h2_run(port: u16, args: &[&str]) -> serde_json::Value {
@@ -86,7 +100,11 @@ fn assert_all_completed(v: &serde_json::Value, n: f64) {
     assert_eq!(f(v, "requests.sent"), n, "{}", v["requests"]);
     assert_eq!(f(v, "requests.completed"), n, "{}", v["requests"]);
     assert_eq!(f(v, "requests.errors"), 0.0, "{}", v["errors_by_kind"]);
-    assert!(v["first_protocol_error"].is_null(), "{}", v["first_protocol_error"]);
+    assert!(
+        v["first_protocol_error"].is_null(),
+        "{}",
+        v["first_protocol_error"]
+    );
 }
 
 #[test]
@@ -172,7 +190,11 @@ fn nginx_5xx_over_http2_are_error_replies() {
         &[1],
     );
     assert_eq!(f(&v, "requests.errors"), 500.0, "{}", v["requests"]);
-    assert_eq!(v["errors_by_kind"]["error_reply"], 500, "{}", v["errors_by_kind"]);
+    assert_eq!(
+        v["errors_by_kind"]["error_reply"], 500,
+        "{}",
+        v["errors_by_kind"]
+    );
     assert_eq!(v["http"]["status_codes"]["503"], 500, "{}", v["http"]);
 }
 
@@ -183,13 +205,31 @@ fn self_signed() -> (tempfile::TempDir, String, String) {
     let ok = Command::new(openssl)
         .current_dir(dir.path())
         .args([
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", "key.pem", "-out", "cert.pem", "-days", "2", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
         ])
         .output()
         .unwrap();
-    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     let path = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
     let (cert, key) = (path("cert.pem"), path("key.pem"));
     (dir, cert, key)
@@ -204,9 +244,27 @@ fn a_tls_server_that_does_not_choose_h2_is_named() {
     let target = sink.addr.clone();
     let out = run(
         &[
-            "run", "--target", &target, "--http2", "--http", "GET /", "--tls", "--tls-ca",
-            &cert, "--tls-sni", "localhost", "--rate", "100", "--duration", "1s",
-            "--connections", "1", "--cores", "0", "--timeout", "1s",
+            "run",
+            "--target",
+            &target,
+            "--http2",
+            "--http",
+            "GET /",
+            "--tls",
+            "--tls-ca",
+            &cert,
+            "--tls-sni",
+            "localhost",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "1",
+            "--cores",
+            "0",
+            "--timeout",
+            "1s",
         ],
         Duration::from_secs(30),
     );
@@ -255,8 +313,22 @@ fn an_http1_server_is_named_not_hung_on() {
     let target = sink.addr.clone();
     let out = run(
         &[
-            "run", "--target", &target, "--http2", "--http", "GET /", "--rate", "100",
-            "--duration", "1s", "--connections", "1", "--cores", "0", "--timeout", "1s",
+            "run",
+            "--target",
+            &target,
+            "--http2",
+            "--http",
+            "GET /",
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+            "--connections",
+            "1",
+            "--cores",
+            "0",
+            "--timeout",
+            "1s",
         ],
         Duration::from_secs(30),
     );
@@ -264,4 +336,101 @@ fn an_http1_server_is_named_not_hung_on() {
     assert_ne!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("HTTP/2"), "{err}");
     sink.stop();
+}
+
+/// `--grpc` against grpcio: the message from `--grpc-message` and the deadline from
+/// `--timeout` reach the server (its Check method refuses anything else), grpc-status
+/// from the trailers decides success, and every other code is an error counted by
+/// name. 300 calls each, one connection.
+#[test]
+fn grpc_unary_calls_against_grpcio_are_judged_by_grpc_status() {
+    let _g = load_lock();
+    let (_s, port) = grpcio_server("hello grpc");
+    let dir = tempfile::tempdir().unwrap();
+    let msg = dir.path().join("msg.bin");
+    let other = dir.path().join("other.bin");
+    std::fs::write(&msg, "hello grpc").unwrap();
+    std::fs::write(&other, "hello http").unwrap();
+    let call = |method: &str, message: &std::path::Path, codes: &[i32]| {
+        h2_run_exiting(
+            port,
+            &[
+                "--grpc",
+                method,
+                "--grpc-message",
+                message.to_str().unwrap(),
+                "--timeout",
+                "5s",
+                "--rate",
+                "300",
+                "--duration",
+                "1s",
+                "--connections",
+                "1",
+            ],
+            codes,
+        )
+    };
+    let codes = |v: &serde_json::Value| v["http2"]["grpc"]["status_codes"].clone();
+
+    let v = call("blaster.Echo/Check", &msg, &[0, 3]);
+    assert_all_completed(&v, 300.0);
+    assert_eq!(
+        v["http2"]["grpc"]["method"], "/blaster.Echo/Check",
+        "{}",
+        v["http2"]
+    );
+    assert_eq!(codes(&v), serde_json::json!({"OK": 300}), "{}", v["http2"]);
+
+    // Another message: the server sees it and says INVALID_ARGUMENT, every call.
+    let v = call("blaster.Echo/Check", &other, &[1]);
+    assert_eq!(f(&v, "requests.errors"), 300.0, "{}", v["requests"]);
+    assert_eq!(
+        codes(&v),
+        serde_json::json!({"INVALID_ARGUMENT": 300}),
+        "{}",
+        v["http2"]
+    );
+
+    let v = call("blaster.Echo/Fail", &msg, &[1]);
+    assert_eq!(f(&v, "requests.sent"), 300.0, "{}", v["requests"]);
+    assert_eq!(f(&v, "requests.errors"), 300.0, "{}", v["requests"]);
+    assert_eq!(
+        v["errors_by_kind"]["error_reply"], 300,
+        "{}",
+        v["errors_by_kind"]
+    );
+    assert_eq!(
+        codes(&v),
+        serde_json::json!({"RESOURCE_EXHAUSTED": 300}),
+        "{}",
+        v["http2"]
+    );
+}
+
+/// `--grpc` against blaster's own `sink --http2`, which echoes unary calls.
+#[test]
+fn grpc_unary_calls_against_the_sink() {
+    let _g = load_lock();
+    let sink = Sink::start(&["--http2", "--duration", "60s"]);
+    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let v = h2_run(
+        port,
+        &[
+            "--grpc",
+            "blaster.Echo/Say",
+            "--rate",
+            "1000",
+            "--duration",
+            "1s",
+        ],
+    );
+    sink.stop();
+    assert_all_completed(&v, 1000.0);
+    assert_eq!(
+        v["http2"]["grpc"]["status_codes"],
+        serde_json::json!({"OK": 1000}),
+        "{}",
+        v["http2"]
+    );
 }

@@ -5,7 +5,7 @@
 //! the sink's own JSON counts the same requests, streams and connections. The bad
 //! combinations are one line, exit 2.
 mod common;
-use common::servers::require;
+use common::servers::{python_with_grpcio, require};
 use common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -63,21 +63,6 @@ fn with_sink(extra: &[&str], body: impl FnOnce(&str)) -> serde_json::Value {
 
 fn n(v: &serde_json::Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
-}
-
-/// A Python with grpcio (`python3 -m pip install grpcio`; scripts/test.sh does).
-fn python_with_grpcio() -> String {
-    for py in ["python3", "/usr/bin/python3"] {
-        let ok = Command::new(py)
-            .args(["-c", "import grpc"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return py.to_string();
-        }
-    }
-    panic!("no python3 with grpcio: python3 -m pip install grpcio (scripts/test.sh does)");
 }
 
 fn grpc_calls(target: &str, calls: u32, ca: Option<&str>) {

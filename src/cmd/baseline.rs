@@ -1084,7 +1084,6 @@ mod tests {
             sink_bound: false,
             histograms: crate::report::hdr::Encoded4::of(&crate::metrics::Histograms::new()),
             tls: None,
-            http2: None,
         }
     }
 

@@ -285,6 +285,9 @@ pub struct Counters {
     pub tls: TlsCounters,
     /// `--http2`: what the connections' HTTP/2 side counted.
     pub http2: H2Counters,
+    /// `--grpc`: calls answered, by status code (index = code; 17: a code beyond the
+    /// table).
+    pub grpc: [u64; 18],
 }
 
 /// `--http2` events of one interval of one worker (or merged).
@@ -469,6 +472,9 @@ impl Counters {
         self.frames.add(&o.frames);
         self.tls.add(&o.tls);
         self.http2.add(&o.http2);
+        for (a, b) in self.grpc.iter_mut().zip(o.grpc) {
+            *a += b;
+        }
         for (a, b) in self.http_status.iter_mut().zip(o.http_status) {
             *a += b;
         }

@@ -93,6 +93,8 @@ pub struct WorkerPlan {
 pub struct Http2Plan {
     /// `http` (h2c, prior knowledge) or `https` (h2 over TLS, ALPN `h2`).
     pub scheme: &'static str,
+    /// `--grpc`: responses are judged by `grpc-status`.
+    pub grpc: bool,
 }
 
 /// `--workload frames`, as every worker sees it.
@@ -195,6 +197,7 @@ impl WorkerPlan {
             closed_loop: false,
             connections,
             pipeline: 4,
+            http2: None,
             rate_rps: 1000.0,
             duration_ns: 10_000_000,
             warmup_ns: 0,

@@ -44,6 +44,7 @@ mod delimiter;
 mod fixed;
 pub mod frame;
 pub mod frame_proto;
+pub mod grpc;
 pub mod h2;
 mod http1;
 mod length_prefixed;

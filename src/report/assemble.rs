@@ -440,6 +440,10 @@ pub fn build(
             stream_resets: ctr.http2.stream_resets,
             flow_stalls: ctr.http2.flow_stalls,
             control_dropped: ctr.http2.control_dropped,
+            grpc: plan.grpc_method.as_ref().map(|m| super::GrpcReport {
+                method: m.clone(),
+                status_codes: grpc_codes(&ctr.grpc),
+            }),
         }),
         first_protocol_error,
         fleet: None,
@@ -1019,6 +1023,24 @@ fn worker_report(t: &WorkerTotals) -> WorkerReport {
         timer_late_p995_ns: t.timer_late_p995_ns,
         histogram_allocations: t.histogram_allocations,
     }
+}
+
+/// `--grpc`: the nonzero counts of `Counters::grpc` by code name.
+fn grpc_codes(counts: &[u64; 18]) -> std::collections::BTreeMap<&'static str, u64> {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n > 0)
+        .map(|(code, &n)| {
+            (
+                crate::proto::grpc::CODE_NAMES
+                    .get(code)
+                    .copied()
+                    .unwrap_or("OTHER"),
+                n,
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -92,6 +92,20 @@ pub struct Http2Report {
     pub flow_stalls: u64,
     /// PING acknowledgements that found no room before the next send.
     pub control_dropped: u64,
+    /// `--grpc`: the method and the calls' outcomes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcReport>,
+}
+
+/// `--grpc`: the method called and the answered calls by status code.
+#[derive(Debug, Clone, Serialize)]
+pub struct GrpcReport {
+    /// `/SERVICE/METHOD`.
+    pub method: String,
+    /// Answered calls by `grpc-status` name (`OK`, `UNAVAILABLE`, ...; `OTHER` for a
+    /// code beyond 16); a call without `grpc-status` counts under the code its HTTP
+    /// status maps to. Zero counts left out. Every code but `OK` is also an error.
+    pub status_codes: BTreeMap<&'static str, u64>,
 }
 
 /// Percentiles of one histogram, in nanoseconds.

@@ -95,6 +95,23 @@ fn write_http2(w: &mut String, r: &Report) {
             String::new()
         }
     );
+    if let Some(g) = &h.grpc {
+        let codes: Vec<String> = g
+            .status_codes
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            w,
+            "grpc {}: {}",
+            g.method,
+            if codes.is_empty() {
+                "no call answered".into()
+            } else {
+                codes.join(", ")
+            }
+        );
+    }
 }
 
 /// The banner of an invalid run: the generator, not the target, was the limit.

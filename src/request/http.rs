@@ -72,9 +72,70 @@ pub fn request(
     Template::parse(&text)
 }
 
+/// A gRPC unary call to `method` (`SERVICE/METHOD`) carrying `message` (the
+/// serialized request, sent as it is), as the HTTP/1.1 form `--http2` converts: a POST
+/// with gRPC's headers, `grpc-timeout` from `timeout_ns`, the `-H` headers as
+/// metadata (placeholders allowed there), and the length-prefixed message as body.
+pub fn grpc_request(
+    method: &str,
+    headers: &[String],
+    message: &[u8],
+    host: &str,
+    timeout_ns: u64,
+) -> Result<Template, String> {
+    use crate::proto::grpc;
+    let path = grpc::path(method)?;
+    let body = grpc::length_prefixed(message)?;
+    let mut text = format!(
+        "POST {path} HTTP/1.1\r\ncontent-type: application/grpc\r\nte: trailers\r\n\
+         grpc-timeout: {}\r\n",
+        grpc::timeout_value(timeout_ns)
+    );
+    let mut has_host = false;
+    for h in headers {
+        let (name, value) = check_header(h)?;
+        has_host |= name.eq_ignore_ascii_case("host");
+        text.push_str(&format!("{name}: {}\r\n", value.trim()));
+    }
+    if !has_host {
+        text.push_str(&format!("Host: {host}\r\n"));
+    }
+    text.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    Ok(Template::parse(text.as_bytes())?.then_literal(&body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grpc_call_keeps_its_binary_message_as_is() {
+        // Braces in a binary message are bytes, not placeholders.
+        let t = grpc_request(
+            "a.B/C",
+            &["x-room: {seq}".into()],
+            b"{x}",
+            "h:1",
+            2_000_000_000,
+        )
+        .unwrap();
+        let mut out = vec![0u8; t.max_len()];
+        let ctx = super::super::Ctx {
+            seq: 7,
+            ..Default::default()
+        };
+        let n = t.render(&ctx, &mut fastrand::Rng::with_seed(1), &mut out);
+        let text = String::from_utf8_lossy(&out[..n]).into_owned();
+        assert!(text.starts_with("POST /a.B/C HTTP/1.1\r\n"), "{text}");
+        assert!(text.contains("grpc-timeout: 2000000u\r\n"), "{text}");
+        assert!(text.contains("x-room: 7\r\n"), "{text}");
+        assert!(text.contains("Content-Length: 8\r\n"), "{text}");
+        assert!(
+            out[..n].ends_with(&[0, 0, 0, 0, 3, b'{', b'x', b'}']),
+            "{text}"
+        );
+        assert!(grpc_request("nope", &[], b"", "h", 1).is_err());
+    }
 
     #[test]
     fn get_with_host_and_headers() {

@@ -120,6 +120,16 @@ impl Template {
         }
     }
 
+    /// This template followed by `bytes` as they are (a binary body: no placeholders).
+    pub fn then_literal(mut self, bytes: &[u8]) -> Template {
+        if !bytes.is_empty() {
+            let start = self.text.len();
+            self.text.extend_from_slice(bytes);
+            self.segments.push(Segment::Literal(start..self.text.len()));
+        }
+        self
+    }
+
     /// Whether every rendering is the same bytes.
     pub fn is_static(&self) -> bool {
         self.segments

@@ -74,11 +74,19 @@ impl RunPlan {
         };
         let (rate_rps, shape) = rate(a, spec, &rated)?;
         let requests = requests(a, facts)?;
-        let checked = check_requests(a, &requests, transport, target.is_some())?;
+        // HTTP/2's refusals first: its requests are HTTP/1.1 templates a baseline
+        // would otherwise refuse for their framing.
         let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;
+        let checked = check_requests(a, &requests, transport, target.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;
         let mut plan = RunPlan {
             http2,
+            grpc_method: a
+                .grpc
+                .as_deref()
+                .map(crate::proto::grpc::path)
+                .transpose()
+                .map_err(|m| err("grpc", m))?,
             tls,
             tls_sink,
             frames,
@@ -435,7 +443,7 @@ fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<Tl
     if alpn.iter().any(|p| p.is_empty() || p.len() > 255) {
         return Err(err("alpn", "each protocol must be 1 to 255 bytes"));
     }
-    if a.http2 {
+    if a.http2 || a.grpc.is_some() {
         if alpn.is_empty() {
             alpn.push("h2".into());
         } else if !alpn.iter().any(|p| p == "h2") {
@@ -485,7 +493,6 @@ fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<Tl
     Ok((Some(Arc::new(client)), baseline.map(|(_, server)| server)))
 }
 
-
 /// Streams per connection with `--http2` unless `--streams-per-connection` says.
 const HTTP2_STREAMS_DEFAULT: usize = 100;
 
@@ -500,12 +507,19 @@ fn http2_plan(
     frames: bool,
 ) -> Result<Option<crate::engine::worker_plan::Http2Plan>, PlanError> {
     use crate::proto::h2::request::block_from_http1;
-    if !a.http2 {
+    if !a.http2 && a.grpc.is_none() {
+        if a.streams_per_connection.is_some() {
+            return Err(err("streams-per-connection", "needs --http2 or --grpc"));
+        }
         return Ok(None);
     }
     let refused = [
         (transport != Transport::Tcp, "udp", "HTTP/2 runs over TCP"),
-        (frames, "workload", "HTTP/2 carries requests, not frames (yet)"),
+        (
+            frames,
+            "workload",
+            "HTTP/2 carries requests, not frames (yet)",
+        ),
         (
             a.connect_per_request,
             "connect-per-request",
@@ -519,7 +533,7 @@ fn http2_plan(
         (
             !has_target,
             "http2",
-            "the loopback baseline's sink does not speak HTTP/2 yet: give --target",
+            "the loopback baseline does not run HTTP/2 yet: give --target (`blaster sink --http2` serves it)",
         ),
     ];
     if let Some((_, flag, why)) = refused.into_iter().find(|(bad, _, _)| *bad) {
@@ -543,9 +557,11 @@ fn http2_plan(
                 "sends HTTP requests: give --http, or a --mix whose entries are http1",
             ));
         }
-        let n = e
-            .template
-            .render(&Default::default(), &mut fastrand::Rng::with_seed(0), &mut out);
+        let n = e.template.render(
+            &Default::default(),
+            &mut fastrand::Rng::with_seed(0),
+            &mut out,
+        );
         let body = block_from_http1(&out[..n], scheme, &mut block)
             .map_err(|m| err("http2", format!("request {:?}: {m}", e.name)))?;
         if body.len() > crate::proto::h2::FRAME_SIZE_MIN as usize {
@@ -558,7 +574,10 @@ fn http2_plan(
             ));
         }
     }
-    Ok(Some(crate::engine::worker_plan::Http2Plan { scheme }))
+    Ok(Some(crate::engine::worker_plan::Http2Plan {
+        scheme,
+        grpc: a.grpc.is_some(),
+    }))
 }
 
 /// The name the TLS baseline's certificate carries and its client sends.
@@ -844,7 +863,19 @@ fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
     let http_of = |spec: &str, body: Option<&[u8]>| {
         crate::request::http::request(spec, &a.headers, body, &host)
     };
-    if let Some(spec) = &a.http {
+    if let Some(method) = &a.grpc {
+        let message = match &a.grpc_message {
+            Some(f) => facts
+                .file(f)
+                .map_err(|e| err("grpc-message", format!("cannot read {}: {e}", f.display())))?
+                .to_vec(),
+            None => Vec::new(),
+        };
+        let timeout_ns = duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?;
+        let t = crate::request::http::grpc_request(method, &a.headers, &message, &host, timeout_ns)
+            .map_err(|m| err("grpc", m))?;
+        Ok(RequestSet::single(t, Framing::Http1))
+    } else if let Some(spec) = &a.http {
         let body = match (&a.body, &a.body_file) {
             (Some(b), _) => Some(unescape("body", b)?),
             (None, Some(f)) => Some(

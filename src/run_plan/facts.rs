@@ -67,7 +67,11 @@ impl HostFacts {
         // bound and a one-line error, never the machine's memory.
         let mut paths: Vec<(PathBuf, u64)> = Vec::new();
         let payload_max = PAYLOAD_BYTES_MAX as u64;
-        if a.http.is_some() {
+        if a.grpc.is_some() {
+            if let Some(f) = &a.grpc_message {
+                paths.push((f.clone(), payload_max));
+            }
+        } else if a.http.is_some() {
             if a.body.is_none()
                 && let Some(f) = &a.body_file
             {

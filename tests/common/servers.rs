@@ -111,9 +111,25 @@ pub fn redis(extra: &[&str]) -> (Server, u16) {
 /// A Python with the `websockets` module: Debian's python3-websockets installs it
 /// for /usr/bin/python3, which a python3 earlier on PATH (pyenv) may not see.
 pub fn python_with_websockets() -> String {
+    python_with(
+        "websockets",
+        "install the Debian package python3-websockets",
+    )
+}
+
+/// A Python with grpcio (`python3 -m pip install grpcio`; scripts/test.sh does).
+pub fn python_with_grpcio() -> String {
+    python_with(
+        "grpc",
+        "python3 -m pip install grpcio (scripts/test.sh does)",
+    )
+}
+
+/// The first of /usr/bin/python3 and the python3 on PATH that imports `module`.
+fn python_with(module: &str, install: &str) -> String {
     for py in ["/usr/bin/python3", "python3"] {
         let ok = Command::new(py)
-            .args(["-c", "import websockets"])
+            .args(["-c", &format!("import {module}")])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
@@ -121,7 +137,7 @@ pub fn python_with_websockets() -> String {
             return py.to_string();
         }
     }
-    panic!("no python3 with the websockets module: install the Debian package python3-websockets");
+    panic!("no python3 with the {module} module: {install}");
 }
 
 pub fn ws_server() -> (Server, u16) {

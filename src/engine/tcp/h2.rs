@@ -31,6 +31,12 @@ use crate::proto::h2::{
 };
 use crate::request::{Ctx, RENDER_STREAM, request_rng};
 
+/// [`Req::status`] of a gRPC call whose `grpc-status` arrived: this plus the code (HTTP
+/// statuses stay below it).
+const GRPC_STATUS_BASE: u16 = 1000;
+/// The last slot of `Counters::grpc`: codes beyond the named ones.
+const GRPC_CODE_OTHER: u32 = 17;
+
 /// Control bytes a connection can hold between sends: the preface with its SETTINGS
 /// and window raise, acknowledgements, window updates and resets.
 const CTL_BYTES: usize = 256;
@@ -168,14 +174,22 @@ impl Worker<'_> {
 
     fn h2_conn(&mut self, c: u32) -> &mut Connection {
         let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
-        h2.conns[c as usize].conn.as_deref_mut().expect("an open HTTP/2 connection")
+        h2.conns[c as usize]
+            .conn
+            .as_deref_mut()
+            .expect("an open HTTP/2 connection")
     }
 
     /// Frames `input` as HTTP/2 frames of `c`: whole frames are applied, a partial one
     /// is left (its bytes not counted as taken). Returns the bytes taken, or `None`
     /// when the connection was closed.
     pub(super) fn parse_h2(&mut self, c: u32, input: &[u8], now_t: Ticks) -> Option<usize> {
-        let max_frame = self.h2.as_deref().expect("HTTP/2 side").local.max_frame_size;
+        let max_frame = self
+            .h2
+            .as_deref()
+            .expect("HTTP/2 side")
+            .local
+            .max_frame_size;
         // An event may close the connection (a GOAWAY's last stream answered, a
         // protocol error): then the rest of the input is not its any more.
         let generation = self.table.conns[c as usize].generation;
@@ -252,6 +266,11 @@ impl Worker<'_> {
                     if let Some(status) = summary.status.filter(|&s| s >= 200) {
                         self.table.slots[i].status = status;
                     }
+                    if let Some(code) = summary.grpc_status {
+                        // Trailers (or a trailers-only response): the call's outcome.
+                        self.table.slots[i].status =
+                            GRPC_STATUS_BASE + code.min(GRPC_CODE_OTHER) as u16;
+                    }
                     if end_stream {
                         self.h2_answered(c, i, now_t);
                     }
@@ -266,10 +285,14 @@ impl Worker<'_> {
                 ..
             } => {
                 if connection_update > 0 {
-                    self.h2_ctl(c, |out| frame::write_window_update(out, 0, connection_update));
+                    self.h2_ctl(c, |out| {
+                        frame::write_window_update(out, 0, connection_update)
+                    });
                 }
                 if stream_update > 0 && open && !end_stream {
-                    self.h2_ctl(c, |out| frame::write_window_update(out, stream, stream_update));
+                    self.h2_ctl(c, |out| {
+                        frame::write_window_update(out, stream, stream_update)
+                    });
                 }
                 if end_stream
                     && open
@@ -297,9 +320,7 @@ impl Worker<'_> {
                     self.h2_failed_stream(c, i, &req, ErrorKind::Protocol);
                 }
             }
-            Event::GoAway {
-                last_stream_id, ..
-            } => self.h2_goaway(c, last_stream_id),
+            Event::GoAway { last_stream_id, .. } => self.h2_goaway(c, last_stream_id),
             Event::SettingsAck | Event::PingAck(_) | Event::HeadersPending | Event::Ignored => {}
         }
     }
@@ -316,6 +337,22 @@ impl Worker<'_> {
     /// (a failure when its status is in `--error-status`).
     fn h2_answered(&mut self, c: u32, i: usize, now_t: Ticks) {
         let req = self.table.slots[i];
+        if self.plan.http2.is_some_and(|h| h.grpc) {
+            // A call: its grpc-status, or one its HTTP status maps to.
+            let code = match req.status {
+                s if s >= GRPC_STATUS_BASE => u32::from(s - GRPC_STATUS_BASE),
+                s => crate::proto::grpc::code_of_http(s),
+            };
+            self.answered(c, req, now_t, code != 0);
+            if self.recorded(req.intended_ns) {
+                self.out.counters.grpc[code.min(GRPC_CODE_OTHER) as usize] += 1;
+                if code != 0 {
+                    self.replies
+                        .error_name(crate::proto::grpc::code_name(code).as_bytes());
+                }
+            }
+            return self.h2_retire(c, i);
+        }
         let failed = req.status != 0 && self.plan.error_status.contains(req.status);
         self.answered(c, req, now_t, failed);
         if req.status != 0 && self.recorded(req.intended_ns) {
@@ -586,4 +623,3 @@ impl H2Side {
         ))
     }
 }
-

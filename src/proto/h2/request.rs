@@ -35,7 +35,9 @@ pub fn block_from_http1(
     let head_end = find(req, b"\r\n\r\n").ok_or("no blank line ends the request's headers")?;
     let head = &req[..head_end];
     let body = head_end + 4..req.len();
-    let mut lines = head.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
     let line = lines.next().ok_or("empty request")?;
     let mut words = line.split(|&b| b == b' ');
     let (Some(method), Some(path), Some(_version), None) =
@@ -142,7 +144,9 @@ mod tests {
     }
 
     fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     #[test]
@@ -174,11 +178,7 @@ mod tests {
         let mut out = [0u8; 256];
         let n = write_request(&mut out, 3, &block, &req[body.clone()], 16_384);
         assert_eq!(n, request_len(block.len(), 5, 16_384));
-        let FrameParsed::Complete {
-            frame: h,
-            consumed,
-        } = parse_frame(&out[..n], 16_384)
-        else {
+        let FrameParsed::Complete { frame: h, consumed } = parse_frame(&out[..n], 16_384) else {
             panic!("HEADERS")
         };
         assert_eq!((h.kind, h.stream, h.has(0x1)), (Kind::Headers, 3, false));
