@@ -23,10 +23,10 @@
 use super::conn_table::{Fifo, IndexQueue};
 use super::driver::{Channels, Outbox, Ready, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
+use super::loop_core::LoopCore;
 use super::pacing::Pacer;
 use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
-use super::loop_core::LoopCore;
 use super::run_loop::Hooks;
 use super::token::{Op, Token};
 use super::worker_plan::{Transport, WorkerPlan, timetable};

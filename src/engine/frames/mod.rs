@@ -46,9 +46,9 @@ mod totals;
 use super::conn_table::IndexQueue;
 use super::driver::{Channels, Outbox, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
+use super::loop_core::LoopCore;
 use super::recorder::{Histograms, Snapshot};
 use super::ring::Ring;
-use super::loop_core::LoopCore;
 use super::socket;
 use super::stamps::RecvMsgs;
 use super::token::Op;
@@ -273,7 +273,11 @@ struct Layout<'p> {
 impl<'p> Layout<'p> {
     fn new(plan: &'p WorkerPlan, fp: &FramePlan, udp: bool) -> Self {
         let members = plan.connections;
-        let spec = &plan.frames.as_ref().expect("a frames worker has a frame plan").spec;
+        let spec = &plan
+            .frames
+            .as_ref()
+            .expect("a frames worker has a frame plan")
+            .spec;
         let joins = spec.joins();
         let first = plan.conn_offset as u64;
         let pairs = spec.kind.sockets_per_connection() == 2;

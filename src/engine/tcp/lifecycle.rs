@@ -133,7 +133,10 @@ impl Worker<'_> {
     pub(super) fn launch(&mut self, first: u32, fds: &[RawFd]) {
         // The update may stop early: the first `registered` slots took their socket.
         let registered = if self.fixed_files {
-            self.core.ring.register_files_update(first, fds).unwrap_or(0)
+            self.core
+                .ring
+                .register_files_update(first, fds)
+                .unwrap_or(0)
         } else {
             0
         };

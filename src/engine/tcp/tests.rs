@@ -372,7 +372,8 @@ fn a_closed_connection_reopens_only_after_its_single_shot_receive_left_the_ring(
         ConnState::Closed { reopen_at_ns: 0 }
     );
     assert_eq!(
-        w.core.ops_in_ring(), 0,
+        w.core.ops_in_ring(),
+        0,
         "the receive and its cancel both completed"
     );
     // Now it reopens.
