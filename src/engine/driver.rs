@@ -1,6 +1,7 @@
 //! The thread protocol every worker (TCP, UDP, frames) shares with the main thread and
 //! the collector: pin, set up, connect, say [`Ready`], wait for [`Control`], run the
-//! one loop ([`run`]), quiesce; and the [`Outbox`] that carries each interval's figures to the collector.
+//! one loop ([`run`]), quiesce; and the [`Outbox`] that carries each interval's
+//! figures to the collector.
 
 use super::pacing::Pacer;
 use super::recorder::{Counters, Histograms, Snapshot, WorkerTotals};

@@ -94,19 +94,19 @@ pub fn run<W: Hooks>(w: &mut W, plan: &WorkerPlan, clock: Clock, stop: &AtomicBo
         let now = clock.ns(now_t);
         pace.begin(now);
         w.on_iteration(now, &mut pace);
-        let st = w.core();
-        if st.fatal.is_some() {
-            pace.halt(now, duration_ns, &mut st.stopping, &mut st.stopped_ns);
-            st.interrupted = true;
+        let core = w.core();
+        if core.fatal.is_some() {
+            pace.halt(now, duration_ns, &mut core.stopping, &mut core.stopped_ns);
+            core.interrupted = true;
             break;
         }
-        if !st.stopping {
+        if !core.stopping {
             let interrupted = stop.load(Ordering::Relaxed);
             if interrupted || w.at_end(now) {
-                let st = w.core();
-                st.stopping = true;
-                st.interrupted = interrupted;
-                st.stopped_ns = now.min(duration_ns);
+                let core = w.core();
+                core.stopping = true;
+                core.interrupted = interrupted;
+                core.stopped_ns = now.min(duration_ns);
                 let drain = w.on_stop(now, interrupted, &pace);
                 pace.stop(now, drain);
             }
