@@ -394,18 +394,8 @@ impl<'p> FrameWorker<'p> {
         let udp = plan.transport != Transport::Tcp;
         let members = plan.connections;
         let first = plan.conn_offset as u64;
-        let Layout {
-            n,
-            pairs,
-            joins,
-            codecs,
-            ctl,
-            slots,
-            wire_len,
-            send_stride,
-            recv_stride,
-            tls_out_len,
-        } = Layout::new(plan, &fp, udp);
+        let lay = Layout::new(plan, &fp, udp);
+        let (n, slots) = (lay.n, lay.slots);
         let tls = plan.tls.is_some();
         let (ring, fixed_files) = frames_ring(plan, n, udp)?;
         let ramp = fp.grid.join_gap_ns > 0;
@@ -417,10 +407,10 @@ impl<'p> FrameWorker<'p> {
         Ok(FrameWorker {
             plan,
             members,
-            pairs,
-            codecs,
-            ctl,
-            joins,
+            pairs: lay.pairs,
+            codecs: lay.codecs,
+            ctl: lay.ctl,
+            joins: lay.joins,
             joining: 0,
             join_failures: JoinFailures::default(),
             first_join_error: None,
@@ -446,11 +436,11 @@ impl<'p> FrameWorker<'p> {
             down: fp
                 .down_size
                 .map(|_| DownBook::new(fp.grid, first, members, fp.budget_ns, plan.duration_ns)),
-            send_buf: IoBuf::from_vec(vec![0u8; n * send_stride]),
-            send_stride,
-            wire_len,
-            recv_buf: IoBuf::zeroed(n * recv_stride),
-            recv_stride,
+            send_buf: IoBuf::from_vec(vec![0u8; n * lay.send_stride]),
+            send_stride: lay.send_stride,
+            wire_len: lay.wire_len,
+            recv_buf: IoBuf::zeroed(n * lay.recv_stride),
+            recv_stride: lay.recv_stride,
             rx: stamped.then(|| RecvMsgs::new(n)),
             rx_missing: 0,
             rx_batch: stamped && one_per_tick,
@@ -461,8 +451,8 @@ impl<'p> FrameWorker<'p> {
             },
             sessions: (0..if tls { n } else { 0 }).map(|_| None).collect(),
             tls_in: IoBuf::zeroed(if tls { n * TLS_RECV_BUFFER_BYTES } else { 0 }),
-            tls_out: IoBuf::zeroed(if tls { n * tls_out_len } else { 0 }),
-            tls_out_len,
+            tls_out: IoBuf::zeroed(if tls { n * lay.tls_out_len } else { 0 }),
+            tls_out_len: lay.tls_out_len,
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
             out: Outbox::new(plan.index, snap_tx, recycle_rx),

@@ -272,63 +272,28 @@ impl RingSetup {
     }
 }
 
-/// What the worker sends from: the payload repeated, or a staging region per
-/// connection that requests are rendered into; and with TLS, the ciphertext region.
-struct SendBuffers {
-    /// Requests are rendered per request (templates or a mix).
-    render: bool,
-    send_buf: IoBuf,
-    staging: IoBuf,
-    staging_len: usize,
-    sessions: Vec<Option<Box<crate::transport::tls_session::TlsSession>>>,
-    tls_out: IoBuf,
-    tls_out_len: usize,
-    tls_in: IoBuf,
-}
-
-impl SendBuffers {
-    fn new(plan: &WorkerPlan) -> Self {
-        let render = plan.requests.static_bytes().is_none();
-        let send_buf = if render {
-            IoBuf::default()
-        } else {
-            IoBuf::from_vec(plan.payload.repeat(plan.pipeline))
-        };
-        let staging_len = if render {
-            plan.requests.max_len() * plan.pipeline
-        } else {
-            0
-        };
-        // Ciphertext of a whole pipeline of the longest requests, record overheads
-        // included.
-        let plain = if render {
-            staging_len
-        } else {
-            plan.payload.len() * plan.pipeline
-        };
-        // Plus room for handshake messages still going out when the first requests
-        // follow them (the client's Finished; its certificate chain, asked for).
-        let tls_out_len = plain
-            + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES
-            + TLS_SEND_BUFFER_BYTES_MIN
-            + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
-        // Without TLS: no sessions and empty ciphertext regions.
-        let tls = if plan.tls.is_some() {
-            plan.connections
-        } else {
-            0
-        };
-        SendBuffers {
-            render,
-            send_buf,
-            staging: IoBuf::zeroed(staging_len * plan.connections),
-            staging_len,
-            sessions: (0..tls).map(|_| None).collect(),
-            tls_out: IoBuf::zeroed(tls_out_len * tls),
-            tls_out_len,
-            tls_in: IoBuf::zeroed(TLS_RECV_BUFFER_BYTES * tls),
-        }
-    }
+/// Bytes per connection of the staging region (`render`: requests rendered there; 0
+/// when the payload is sent as it is) and of the TLS ciphertext region.
+fn send_region_lens(plan: &WorkerPlan, render: bool) -> (usize, usize) {
+    let staging_len = if render {
+        plan.requests.max_len() * plan.pipeline
+    } else {
+        0
+    };
+    // Ciphertext of a whole pipeline of the longest requests, record overheads
+    // included.
+    let plain = if render {
+        staging_len
+    } else {
+        plan.payload.len() * plan.pipeline
+    };
+    // Plus room for handshake messages still going out when the first requests
+    // follow them (the client's Finished; its certificate chain, asked for).
+    let tls_out_len = plain
+        + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES
+        + TLS_SEND_BUFFER_BYTES_MIN
+        + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
+    (staging_len, tls_out_len)
 }
 
 impl<'p> Worker<'p> {
@@ -350,7 +315,14 @@ impl<'p> Worker<'p> {
             .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
             .collect();
         let framer = entry_framers[0].clone();
-        let sends = SendBuffers::new(plan);
+        let render = plan.requests.static_bytes().is_none();
+        let (staging_len, tls_out_len) = send_region_lens(plan, render);
+        // Connections with a TLS session and ciphertext regions: none without TLS.
+        let tls_conns = if plan.tls.is_some() {
+            plan.connections
+        } else {
+            0
+        };
         let wake_batch = (u32::from(buf_count) / 2).clamp(1, ring.completions_per_wait_max());
         let workload = Workload::new(plan);
         // Kernel receive timestamps where the loop may sleep through responses: paced
@@ -368,10 +340,10 @@ impl<'p> Worker<'p> {
             ..plan.sockopts
         };
         Ok(Worker {
-            sessions: sends.sessions,
-            tls_out: sends.tls_out,
-            tls_out_len: sends.tls_out_len,
-            tls_in: sends.tls_in,
+            sessions: (0..tls_conns).map(|_| None).collect(),
+            tls_out: IoBuf::zeroed(tls_out_len * tls_conns),
+            tls_out_len,
+            tls_in: IoBuf::zeroed(TLS_RECV_BUFFER_BYTES * tls_conns),
             plan,
             core: LoopCore::new(ring, plan),
             table: ConnTable::new(plan.connections, plan.pipeline, framer),
@@ -381,10 +353,14 @@ impl<'p> Worker<'p> {
             flush_q: IndexQueue::with_capacity(plan.connections),
             backlog: Backlog::with_capacity(plan.backlog_capacity),
             recv_buf: IoBuf::zeroed(plan.connections * plan.recv_buffer_bytes),
-            send_buf: sends.send_buf,
-            staging: sends.staging,
-            staging_len: sends.staging_len,
-            render: sends.render,
+            send_buf: if render {
+                IoBuf::default()
+            } else {
+                IoBuf::from_vec(plan.payload.repeat(plan.pipeline))
+            },
+            staging: IoBuf::zeroed(staging_len * plan.connections),
+            staging_len,
+            render,
             entry_framers,
             mixed_framing: plan.requests.mixed_framing(),
             entries: if plan.requests.is_mix {
