@@ -182,3 +182,63 @@ impl LoopCore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::ring::PushError;
+    use io_uring::opcode;
+
+    fn core() -> LoopCore {
+        let ring = Ring::new(8).expect("io_uring available");
+        LoopCore::new(ring, &WorkerPlan::for_tests(1))
+    }
+
+    fn nop(data: u64) -> io_uring::squeue::Entry {
+        opcode::Nop::new().build().user_data(data)
+    }
+
+    /// Every push is counted in, every completion out, and the quiesce finds nothing
+    /// left; a chain goes in whole.
+    #[test]
+    fn pushes_are_counted_in_and_reaps_out() {
+        let mut c = core();
+        // SAFETY: a nop points into no memory.
+        assert!(unsafe { c.push(&[nop(1)]) });
+        // SAFETY: as above.
+        assert!(unsafe { c.push(&[nop(2), nop(3)]) });
+        assert_eq!(c.ops_in_ring(), 3);
+        c.submit_and_wait_for(1_000_000_000, 3);
+        let mut out = [(0u64, 0i32); 8];
+        let mut reaped = 0;
+        while reaped < 3 {
+            reaped += c.reap_into(&mut out[reaped..]);
+        }
+        assert_eq!(c.ops_in_ring(), 0);
+        c.quiesce();
+        assert_eq!(c.ops_in_ring(), 0);
+        assert!(c.fatal.is_none());
+    }
+
+    /// The first failed submit ends the run and names itself; a later one does not
+    /// replace it, and nothing is queued (or counted) once the ring has failed.
+    #[test]
+    fn the_first_error_wins_and_nothing_is_pushed_after_it() {
+        let mut c = core();
+        c.ring.fail_submits_after(0);
+        c.submit();
+        let first = c.fatal.clone().expect("the failed submit is recorded");
+        assert!(matches!(
+            first,
+            WorkerError::Submit {
+                worker: 0,
+                errno: libc::ENOMEM
+            }
+        ));
+        c.fail(&PushError::Full { rounds: 3 });
+        assert!(matches!(c.fatal, Some(WorkerError::Submit { .. })), "kept");
+        // SAFETY: a nop points into no memory.
+        assert!(!unsafe { c.push(&[nop(1)]) });
+        assert_eq!(c.ops_in_ring(), 0);
+    }
+}
