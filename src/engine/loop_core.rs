@@ -151,10 +151,11 @@ impl LoopCore {
     }
 
     /// Waits until the kernel has finished every operation in the ring, as long as
-    /// they keep finishing (a second, `QUIET`, without progress ends the wait). The worker has
-    /// closed or shut down its sockets first, so that pending receives complete; if
-    /// some never finish, [`LoopCore::ops_in_ring`] stays above zero and the worker's
-    /// `Drop` leaks the buffers rather than freeing them under the kernel.
+    /// they keep finishing (a second, `QUIET`, without progress ends the wait). The
+    /// worker has closed or shut down its sockets first, so that pending receives
+    /// complete; if some never finish, [`LoopCore::ops_in_ring`] stays above zero
+    /// and the worker's `Drop` leaks the buffers rather than freeing them under the
+    /// kernel.
     pub fn quiesce(&mut self) {
         self.ops_in_ring = self.ring.wait_out(self.ops_in_ring, QUIET);
     }
