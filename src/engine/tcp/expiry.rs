@@ -84,7 +84,7 @@ impl Worker<'_> {
                     self.mark_ready(c);
                 }
             }
-            ConnState::Closed { reopen_at_ns } if !self.ls.stopping && reopen_at_ns <= now_ns => {
+            ConnState::Closed { reopen_at_ns } if !self.core.stopping && reopen_at_ns <= now_ns => {
                 self.open(c);
             }
             ConnState::Connecting
