@@ -151,7 +151,19 @@ fn merge_runs(runs: Vec<(String, CheckedRun)>) -> Result<Merged, MergeError> {
                 ),
             ));
         }
-        if index >= f["shards"].as_u64().unwrap_or(1) {
+        let count = f["shards"].as_u64().unwrap_or(1);
+        if count as usize > crate::limits::SHARDS_MAX {
+            // The missing shards are listed: a count from a crafted file would list
+            // (and allocate) billions.
+            return Err(refused(
+                path,
+                format!(
+                    "a fleet of {count} shards: at most {} are run",
+                    crate::limits::SHARDS_MAX
+                ),
+            ));
+        }
+        if index >= count {
             return Err(refused(path, format!("shard {index} of {}", f["shards"])));
         }
         shards.push(Shard {
@@ -809,6 +821,23 @@ mod tests {
             kernel_sum(&[&a, &b]),
             json!({"conntrack_drop": 12, "nic_rx_missed": null, "retrans_segs": 1,
                    "conntrack_count_max": 90, "conntrack_max": 100})
+        );
+    }
+
+    /// A crafted shard count is refused before the missing shards are listed (the
+    /// report fuzz target found 10^12 allocating gigabytes).
+    #[test]
+    fn a_shard_count_beyond_the_limit_is_refused_in_one_line() {
+        let mut v: Value =
+            serde_json::from_str(include_str!("../../fuzz/seeds/report/shard.json")).unwrap();
+        v["fleet"]["shards"] = json!(100_000);
+        let e = merge_texts(&[("a.json".into(), v.to_string())])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.starts_with("a.json: ") && e.contains("a fleet of 100000 shards"),
+            "{e}"
         );
     }
 }

@@ -1,10 +1,12 @@
-//! The thread protocol every worker loop (TCP and UDP) shares with the main thread and
-//! the collector: pin, set up, connect, say [`Ready`], wait for [`Control`], run,
-//! quiesce; and the [`Outbox`] that carries each interval's figures to the collector.
+//! The thread protocol every worker (TCP, UDP, frames) shares with the main thread and
+//! the collector: pin, set up, connect, say [`Ready`], wait for [`Control`], run the
+//! one loop ([`run`]), quiesce; and the [`Outbox`] that carries each interval's
+//! figures to the collector.
 
 use super::pacing::Pacer;
 use super::recorder::{Counters, Histograms, Snapshot, WorkerTotals};
 use super::ring::{FAULT_SUBMIT_ENV, PushError, Ring};
+use super::run_loop::{Hooks, run};
 use super::worker_plan::WorkerPlan;
 use crate::clock::Clock;
 use crate::limits::SNAPSHOTS_QUEUED_PER_WORKER;
@@ -116,22 +118,10 @@ pub struct Channels {
     pub recycle_rx: Receiver<Histograms>,
 }
 
-/// A worker loop as the thread that drives it sees it (TCP and UDP).
-pub trait Engine {
-    /// Opens the connections (or flows) and says how that went.
-    fn connect(&mut self, stop: &AtomicBool) -> Ready;
-    /// Runs the schedule from `clock`'s start instant to its end.
-    fn run_from(&mut self, clock: Clock, stop: &AtomicBool);
-    /// Closes everything and waits for the kernel to let go of the buffers.
-    fn quiesce(&mut self);
-    /// Where the worker records its figures.
-    fn outbox(&mut self) -> &mut Outbox;
-}
-
 /// One worker thread: pin, set up, connect, report ready, run when told, quiesce.
 /// Every outcome, setup failure included, is reported on the channels, so the main
 /// thread never waits forever.
-pub fn drive<'p, W: Engine>(
+pub fn drive<'p, W: Hooks>(
     plan: &'p WorkerPlan,
     stop: &AtomicBool,
     ch: Channels,
@@ -158,8 +148,8 @@ pub fn drive<'p, W: Engine>(
         // The spare histogram sets serve interval boundaries, which only the run has:
         // allocated here, not during the connect phase (issue 22: at 11 rings a core,
         // 200,000 held connections, they were 350 B of each connection's memory).
-        w.outbox().arm_spares();
-        w.run_from(clock, stop);
+        w.out().arm_spares();
+        run(&mut w, plan, clock, stop);
     }
     w.quiesce();
 }

@@ -1,7 +1,7 @@
 //! The engine: one pinned worker thread per core, each owning an io_uring ring and a
 //! pre-sized connection table, sending on an absolute timetable.
 //!
-//! - [`driver`]: the thread protocol shared by the TCP and UDP loops, and the outbox.
+//! - [`driver`]: the thread protocol every worker shares, and the outbox.
 //! - [`worker_plan`]: what a worker is told before it starts, and its timetable.
 //! - [`recorder`]: the histograms and counters a worker records per interval.
 //! - [`backoff`]: reconnect delays, exponential with jitter (gRPC's defaults).
@@ -12,6 +12,7 @@
 //! - [`socket`]: creating sockets and mapping errno to error kinds.
 //! - [`stamps`]: kernel receive timestamps, so responses are not timed by the wake-up.
 //! - [`run_loop`]: the one worker loop; each workload brings its hooks.
+//! - [`loop_core`]: what every worker embeds: the counted ring, the stop, the totals.
 //! - [`pacing`]: the loop's bookkeeping: intervals, scans, stop, precision, wake.
 //! - [`tcp`]: the TCP workload: dispatch due -> reap -> advance -> one submit.
 //! - [`udp`]: the UDP workload: request/response matched by sequence, or blast.
@@ -22,6 +23,7 @@ pub mod conn_table;
 pub mod driver;
 pub mod frames;
 pub mod iobuf;
+pub mod loop_core;
 pub mod pacing;
 pub mod recorder;
 pub mod ring;

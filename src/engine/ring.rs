@@ -490,7 +490,8 @@ impl Ring {
     }
 
     /// At the end of a worker: submits and waits until the `ops` operations still in
-    /// the ring (each ending with one completion) have completed, or until `quiet`
+    /// the ring have ended (a multishot one with its last completion,
+    /// [`Ring::take_finished`]), or until `quiet`
     /// passes with none completing, or the ring fails. Returns how many are left (the
     /// caller then must not free the buffers they point to).
     pub fn wait_out(&mut self, mut ops: u64, quiet: std::time::Duration) -> u64 {

@@ -3,51 +3,44 @@
 //! -> interval boundaries -> wait (sleep in the ring or spin), until the drain ends;
 //! then the workload's totals go out with the last snapshot.
 //!
-//! A workload brings hooks ([`Hooks`]): what is due, what completed, what its scan
-//! does, when its next send is due, whether it has drained, and its totals. The loop
-//! owns the rest: the stop and its drain, first-error-wins ([`LoopState::fail`]), one
-//! TSC reading per busy iteration, and the sleep-or-spin decision ([`Pacer::step`]).
+//! A workload brings hooks ([`Hooks`]): how it connects, what is due, what completed,
+//! what its scan does, when its next send is due, whether it has drained, how its
+//! sockets close, and its own totals. The loop owns the rest: the stop and its drain,
+//! one TSC reading per busy iteration, and the sleep-or-spin decision
+//! ([`Pacer::step`]); the worker's [`LoopCore`] owns the ring (every push counted,
+//! first error wins), the quiesce and the totals every worker shares.
 
-use super::driver::{Outbox, RingFailure, WorkerError, wait_for_start};
+use super::driver::{Outbox, Ready, wait_for_start};
+use super::loop_core::LoopCore;
 use super::pacing::{Pacer, Step};
 use super::recorder::WorkerTotals;
-use super::ring::Ring;
 use super::worker_plan::WorkerPlan;
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::limits::WAIT_NS_MAX;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// What the loop and its workload share about the run's end.
-#[derive(Debug, Default)]
-pub struct LoopState {
-    /// The schedule has stopped (its end, Ctrl-C, or a failed ring): only the drain
-    /// is left.
-    pub stopping: bool,
-    /// When the schedule stopped, ns since start.
-    pub stopped_ns: Nanos,
-    /// Stopped before the schedule's end (Ctrl-C or a failed ring).
-    pub interrupted: bool,
-    /// The first error that ended the run; later ones are dropped.
-    pub fatal: Option<WorkerError>,
-}
-
-impl LoopState {
-    /// The ring refused a submit for good: the first such error ends the run.
-    #[cold]
-    pub fn fail(&mut self, worker: usize, e: &impl RingFailure) {
-        if self.fatal.is_none() {
-            self.fatal = Some(WorkerError::submit(worker, e));
-        }
-    }
-}
-
-/// What a workload brings to the loop.
+/// What a workload brings to its worker thread ([`super::driver::drive`]) and to the
+/// one loop ([`run`]).
 pub trait Hooks {
-    fn plan(&self) -> &WorkerPlan;
-    fn clock(&self) -> &Clock;
-    fn ring(&mut self) -> &mut Ring;
+    /// The worker's ring, the count of what is in it, and how the run ends.
+    fn core(&mut self) -> &mut LoopCore;
+    /// Where the worker records its figures.
     fn out(&mut self) -> &mut Outbox;
-    fn state(&mut self) -> &mut LoopState;
+    /// Opens the connections (or flows) and says how that went.
+    fn connect(&mut self, stop: &AtomicBool) -> Ready;
+    /// Takes the schedule's clock (its start instant is time zero) before the start.
+    fn adopt_clock(&mut self, clock: Clock);
+    /// Closes or shuts down every socket, so that what is still in the ring completes.
+    fn shut_down(&mut self);
+    /// Once the ring is quiet: closes what could not be closed under the kernel.
+    fn release(&mut self) {}
+    /// Closes everything and waits for the kernel to let go of the buffers (once, in
+    /// [`LoopCore::quiesce`]).
+    fn quiesce(&mut self) {
+        self.shut_down();
+        self.core().quiesce();
+        self.release();
+    }
     /// At the start instant, before the first iteration.
     fn on_start(&mut self) {}
     /// First in every iteration, once the clocks have been read (the warm-up's end).
@@ -81,71 +74,45 @@ pub trait Hooks {
     }
     /// When the next send is due (`Some(0)`: at once, never sleep).
     fn next_due(&self) -> Option<Nanos>;
-    /// The workload's totals, once the loop has ended at `end`.
-    fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals;
+    /// The loop has ended: the workload adds its own figures to `totals`, which
+    /// [`LoopCore::totals`] filled with what every worker reports alike.
+    fn finish(&mut self, totals: &mut WorkerTotals);
 }
 
-/// The five accessors of [`Hooks`], for a worker whose fields are named `plan`,
-/// `clock`, `ring`, `out` and `ls` (every workload's are).
-macro_rules! loop_parts {
-    () => {
-        fn plan(&self) -> &$crate::engine::worker_plan::WorkerPlan {
-            self.plan
-        }
-
-        fn clock(&self) -> &$crate::clock::Clock {
-            &self.clock
-        }
-
-        fn ring(&mut self) -> &mut $crate::engine::ring::Ring {
-            &mut self.ring
-        }
-
-        fn out(&mut self) -> &mut $crate::engine::driver::Outbox {
-            &mut self.out
-        }
-
-        fn state(&mut self) -> &mut $crate::engine::run_loop::LoopState {
-            &mut self.ls
-        }
-    };
-}
-pub(crate) use loop_parts;
-
-/// Runs workload `w` from the start instant until its drain ends, and sends its
-/// totals with the last snapshot.
-pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
-    let plan = w.plan();
+/// Runs workload `w` on `clock` (its start instant is the schedule's time zero) until
+/// its drain ends, and sends its totals with the last snapshot.
+pub fn run<W: Hooks>(w: &mut W, plan: &WorkerPlan, clock: Clock, stop: &AtomicBool) {
     let (precision, interval_ns, timeout_ns) = (plan.precision, plan.interval_ns, plan.timeout_ns);
-    let (duration_ns, warmup_ns, worker) = (plan.duration_ns, plan.warmup_ns, plan.index);
-    wait_for_start(w.clock(), precision.start_spin_ns());
+    let (duration_ns, warmup_ns) = (plan.duration_ns, plan.warmup_ns);
+    w.adopt_clock(clock.clone());
+    wait_for_start(&clock, precision.start_spin_ns());
     w.on_start();
     let mut pace =
         Pacer::with_precision(interval_ns, timeout_ns, precision).after_warmup(warmup_ns);
     loop {
-        let now_t = w.clock().ticks();
-        let now = w.clock().ns(now_t);
+        let now_t = clock.ticks();
+        let now = clock.ns(now_t);
         pace.begin(now);
         w.on_iteration(now, &mut pace);
-        let st = w.state();
-        if st.fatal.is_some() {
-            pace.halt(now, duration_ns, &mut st.stopping, &mut st.stopped_ns);
-            st.interrupted = true;
+        let core = w.core();
+        if core.fatal.is_some() {
+            pace.halt(now, duration_ns, &mut core.stopping, &mut core.stopped_ns);
+            core.interrupted = true;
             break;
         }
-        if !st.stopping {
+        if !core.stopping {
             let interrupted = stop.load(Ordering::Relaxed);
             if interrupted || w.at_end(now) {
-                let st = w.state();
-                st.stopping = true;
-                st.interrupted = interrupted;
-                st.stopped_ns = now.min(duration_ns);
+                let core = w.core();
+                core.stopping = true;
+                core.interrupted = interrupted;
+                core.stopped_ns = now.min(duration_ns);
                 let drain = w.on_stop(now, interrupted, &pace);
                 pace.stop(now, drain);
             }
         }
         let mut work = 0;
-        if !w.state().stopping {
+        if !w.core().stopping {
             let first_due = w.next_due();
             work = w.dispatch_due(now_t, now);
             if work > 0 {
@@ -160,7 +127,7 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
         // After the stop, the drain folds into the last interval of the schedule.
         // The interval that reaches the schedule's end stays open until the stop
         // (a late worker would otherwise start one that lies after the end).
-        while !w.state().stopping
+        while !w.core().stopping
             && pace.interval_end() < duration_ns
             && let Some(i) = pace.interval_ended(now)
         {
@@ -168,12 +135,12 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
             w.out().send(i, None, &mut pace);
         }
         w.before_wait();
-        let stopping = w.state().stopping;
+        let stopping = w.core().stopping;
         if stopping && (w.drained() || pace.drain_over(now)) {
             break;
         }
         let wake = pace.wake(stopping, w.timers(), w.next_due());
-        let pending_cqes = w.ring().has_completions();
+        let pending_cqes = w.core().ring.has_completions();
         let step = if work == 0 && !pending_cqes {
             pace.step(now, wake)
         } else {
@@ -181,19 +148,16 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
         };
         match step {
             Step::Sleep(until) => {
-                let now2 = w.clock().now_ns(); // only a sleep needs a fresh reading
+                let now2 = clock.now_ns(); // only a sleep needs a fresh reading
                 pace.sleep(now2, until);
                 let wait = until.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX);
                 let want = w.completions_per_wake();
-                if let Err(e) = w.ring().submit_and_wait_for(wait, want) {
-                    w.state().fail(worker, &e);
-                }
+                w.core().submit_and_wait_for(wait, want);
             }
             Step::Spin => {
-                if (w.ring().needs_enter() || (work == 0 && !wake.due_soon))
-                    && let Err(e) = w.ring().submit()
-                {
-                    w.state().fail(worker, &e);
+                let core = w.core();
+                if core.ring.needs_enter() || (work == 0 && !wake.due_soon) {
+                    core.submit();
                 }
                 if work == 0 && !pending_cqes {
                     // The whole iteration did nothing but look: count it as spinning.
@@ -203,8 +167,9 @@ pub fn run<W: Hooks>(w: &mut W, stop: &AtomicBool) {
             }
         }
     }
-    let end = w.clock().now_ns();
-    let totals = w.finish(&pace, end);
+    let end = clock.now_ns();
+    let mut totals = w.core().totals(&pace, end);
+    w.finish(&mut totals);
     let interval = pace.interval();
     w.out().send(interval, Some(totals), &mut pace);
 }

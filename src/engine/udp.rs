@@ -21,12 +21,13 @@
 //! only the 24-byte header is written per datagram. Nothing allocates per request.
 
 use super::conn_table::{Fifo, IndexQueue};
-use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
+use super::driver::{Channels, Outbox, Ready, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
+use super::loop_core::LoopCore;
 use super::pacing::Pacer;
 use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
 use super::ring::Ring;
-use super::run_loop::{Hooks, LoopState, loop_parts};
+use super::run_loop::Hooks;
 use super::token::{Op, Token};
 use super::worker_plan::{Transport, WorkerPlan, timetable};
 use crate::clock::{Clock, Nanos, Ticks};
@@ -93,39 +94,10 @@ pub fn run_udp_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
     drive(&plan, &stop, ch, "UDP setup", UdpWorker::new);
 }
 
-impl Engine for UdpWorker<'_> {
-    /// The flows are connected UDP sockets, ready once created.
-    fn connect(&mut self, _stop: &AtomicBool) -> Ready {
-        Ready {
-            worker: self.plan.index,
-            established: self.flows.len(),
-            failed: 0,
-            first_errno: None,
-            establish_ns: 0,
-            fatal: None,
-            features: self.features.clone(),
-            join_error: None,
-        }
-    }
-
-    fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
-        self.clock = clock;
-        super::run_loop::run(self, stop);
-    }
-
-    fn quiesce(&mut self) {
-        UdpWorker::quiesce(self);
-    }
-
-    fn outbox(&mut self) -> &mut Outbox {
-        &mut self.out
-    }
-}
-
 struct UdpWorker<'p> {
     plan: &'p WorkerPlan,
-    ring: Ring,
-    features: Vec<&'static str>,
+    /// The ring, what is in it, and how the run ends.
+    core: LoopCore,
     flows: Vec<Flow>,
     window: Box<[Slot]>,
     /// Slots per flow: a power of two, so a sequence's slot is a mask, not a division.
@@ -150,9 +122,6 @@ struct UdpWorker<'p> {
     total_k: u64,
     next_flow: usize,
     inflight: u64,
-    ops_in_ring: u64,
-    /// The stop, its instant and the error that ended the run, shared with the loop.
-    ls: LoopState,
     /// Flows with requests that may still be in flight: the only ones the timeout
     /// scan visits (each listed at most once, `Flow::watched`).
     watch_q: IndexQueue,
@@ -227,15 +196,7 @@ impl<'p> UdpWorker<'p> {
                 watched: false,
             });
         }
-        let mut features = Vec::new();
         let batch = if gso_all { want_batch } else { 1 };
-        if blast {
-            features.push(if gso_all {
-                "udp_gso"
-            } else {
-                "udp_gso_unavailable"
-            });
-        }
         let buffers = if blast {
             SEND_BUFFERS_BLAST
         } else {
@@ -267,7 +228,15 @@ impl<'p> UdpWorker<'p> {
         let mut ring = Ring::new((buffers + plan.connections + 64) as u32)?;
         ring.confine_io_workers(plan.core);
         arm_fault_hook(&mut ring);
-        features.extend(ring.features.iter().copied());
+        if blast {
+            // Ahead of the ring's own features, as the report lists them.
+            let gso = if gso_all {
+                "udp_gso"
+            } else {
+                "udp_gso_unavailable"
+            };
+            ring.features.insert(0, gso);
+        }
         // `--rate max` has no timetable: every free buffer is filled at once.
         let (schedule, total_k) = if plan.rate_rps.is_finite() {
             let (s, n) = timetable(plan);
@@ -277,8 +246,7 @@ impl<'p> UdpWorker<'p> {
         };
         Ok(UdpWorker {
             plan,
-            ring,
-            features,
+            core: LoopCore::new(ring, plan),
             window: vec![Slot::default(); if blast { 0 } else { flows.len() * window_len }]
                 .into_boxed_slice(),
             window_len,
@@ -304,8 +272,6 @@ impl<'p> UdpWorker<'p> {
             total_k,
             next_flow: 0,
             inflight: 0,
-            ops_in_ring: 0,
-            ls: LoopState::default(),
             watch_q: IndexQueue::with_capacity(plan.connections),
             completed_total: 0,
             #[cfg(test)]
@@ -320,32 +286,6 @@ impl<'p> UdpWorker<'p> {
     #[inline]
     fn due_ns(&self, k: u64) -> Nanos {
         self.schedule.as_ref().map_or(Nanos::MAX, |s| s.due_ns(k))
-    }
-
-    /// Queues `entry` and counts it as in the ring. A submit that fails for good marks
-    /// the worker failed: nothing is queued from then on, and the loop ends the run.
-    ///
-    /// # Safety
-    /// Every buffer the entry points to must stay valid and unmoved until its
-    /// completion has been reaped. `send_bufs` and `recv_bufs` do: allocated once,
-    /// never reallocated, and leaked instead of freed when the worker is dropped with
-    /// operations in the ring (`Drop for UdpWorker`).
-    #[inline]
-    unsafe fn push(&mut self, entry: &io_uring::squeue::Entry) {
-        if self.ls.fatal.is_some() {
-            return;
-        }
-        // SAFETY: forwarded to this function's contract.
-        match unsafe { self.ring.push(entry) } {
-            Ok(()) => self.ops_in_ring += 1,
-            Err(e) => self.ring_failed(&e),
-        }
-    }
-
-    /// The ring refused a submit for good: the first such error ends the run.
-    #[cold]
-    fn ring_failed(&mut self, e: &impl crate::engine::driver::RingFailure) {
-        self.ls.fail(self.plan.index, e);
     }
 
     fn arm_recv(&mut self, f: usize) {
@@ -365,7 +305,7 @@ impl<'p> UdpWorker<'p> {
         // SAFETY: the receive writes into flow `f`'s region of `recv_bufs` (bounds
         // checked by `kernel_ptr`), owned by the worker, never reallocated, and
         // outliving the operation (leaked if the worker is dropped before it completes).
-        unsafe { self.push(&entry) };
+        unsafe { self.core.push(&[entry]) };
     }
 
     /// Sends up to `count` datagrams on one flow from one buffer. Returns how many.
@@ -431,7 +371,7 @@ impl<'p> UdpWorker<'p> {
         // never reallocated; `b` stays out of `free_bufs` (so is not rewritten) until
         // this send completes, and the memory outlives the operation (leaked if the
         // worker is dropped before it completes).
-        unsafe { self.push(&entry) };
+        unsafe { self.core.push(&[entry]) };
         n
     }
 
@@ -550,8 +490,7 @@ impl<'p> UdpWorker<'p> {
     }
 
     fn reap(&mut self) -> usize {
-        let n = self.ring.reap_into(&mut self.cqes);
-        self.ops_in_ring -= n as u64;
+        let n = self.core.reap_into(&mut self.cqes);
         let now_t = self.clock.ticks();
         for i in 0..n {
             let (data, res) = self.cqes[i];
@@ -602,7 +541,7 @@ impl<'p> UdpWorker<'p> {
         }
         // Errors on a connected UDP socket (ECONNREFUSED from an ICMP unreachable) are
         // transient: the request they concern is lost at its timeout.
-        if !(self.ls.stopping && self.inflight == 0) {
+        if !(self.core.stopping && self.inflight == 0) {
             self.arm_recv(f);
         }
     }
@@ -713,19 +652,45 @@ impl<'p> UdpWorker<'p> {
             debug_assert!(queued, "each flow is queued at most once");
         }
     }
+}
 
-    /// Closes the sockets and waits (at most a second) for every operation in the ring;
-    /// `Drop` leaks the buffers if some never finish.
-    fn quiesce(&mut self) {
+impl Hooks for UdpWorker<'_> {
+    fn core(&mut self) -> &mut LoopCore {
+        &mut self.core
+    }
+
+    fn out(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+
+    /// The flows are connected UDP sockets, ready once created.
+    fn connect(&mut self, _stop: &AtomicBool) -> Ready {
+        Ready {
+            worker: self.plan.index,
+            established: self.flows.len(),
+            failed: 0,
+            first_errno: None,
+            establish_ns: 0,
+            fatal: None,
+            features: self.core.ring.features.clone(),
+            join_error: None,
+        }
+    }
+
+    fn adopt_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    fn shut_down(&mut self) {
         for flow in &self.flows {
             // SAFETY: plain syscalls on descriptors this worker owns.
             unsafe {
                 libc::shutdown(flow.fd, libc::SHUT_RDWR);
             }
         }
-        self.ops_in_ring = self
-            .ring
-            .wait_out(self.ops_in_ring, std::time::Duration::from_secs(1));
+    }
+
+    fn release(&mut self) {
         for flow in &self.flows {
             // SAFETY: as above; the descriptor is not used after this.
             unsafe {
@@ -733,10 +698,6 @@ impl<'p> UdpWorker<'p> {
             }
         }
     }
-}
-
-impl Hooks for UdpWorker<'_> {
-    loop_parts!();
 
     fn on_start(&mut self) {
         if !self.blast {
@@ -797,39 +758,19 @@ impl Hooks for UdpWorker<'_> {
         }
     }
 
-    fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals {
+    fn finish(&mut self, t: &mut WorkerTotals) {
         while self.backlog.pop().is_some() {
             self.out.counters.cut_off += 1;
         }
         self.out.counters.cut_off += self.inflight;
         self.inflight = 0;
-        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.ls.stopped_ns);
-        WorkerTotals {
-            core: self.plan.core,
-            cpu_ns,
-            spin_ns,
-            sleep_ns: pace.sleep_ns(),
-            sleeps: pace.sleeps(),
-            timer_late_ns: pace.timer_late_ns(),
-            timer_late_p995_ns: pace.timer_late_p995_ns(),
-            wall_ns: end,
-            stopped_ns: self.ls.stopped_ns,
-            last_done_ns: self.last_done_ns,
-            busy_at_stop,
-            completed: if self.blast {
-                self.out.counters.sent
-            } else {
-                self.completed_total
-            },
-            backlog_peak: self.backlog_peak,
-            histogram_allocations: 0, // set by the outbox
-            ring_features: self.features.clone(),
-            first_protocol_error: None,
-            entries: Vec::new(),
-            error: self.ls.fatal.clone(),
-            frames: None,
-            replies: Default::default(),
-        }
+        t.last_done_ns = self.last_done_ns;
+        t.completed = if self.blast {
+            self.out.counters.sent
+        } else {
+            self.completed_total
+        };
+        t.backlog_peak = self.backlog_peak;
     }
 }
 
@@ -839,7 +780,7 @@ impl Hooks for UdpWorker<'_> {
 /// dropped after this, cancels what is left).
 impl Drop for UdpWorker<'_> {
     fn drop(&mut self) {
-        if self.ops_in_ring > 0 {
+        if self.core.ops_in_ring() > 0 {
             self.send_bufs.leak();
             self.recv_bufs.leak();
         }

@@ -433,18 +433,7 @@ pub fn build(
         http,
         mix,
         tls: tls_report(plan, ctr, &c.total),
-        http2: plan.http2.map(|_| super::Http2Report {
-            streams_per_connection: plan.pipeline,
-            goaways: ctr.http2.goaways,
-            retried: ctr.http2.retried,
-            stream_resets: ctr.http2.stream_resets,
-            flow_stalls: ctr.http2.flow_stalls,
-            control_dropped: ctr.http2.control_dropped,
-            grpc: plan.grpc_method.as_ref().map(|m| super::GrpcReport {
-                method: m.clone(),
-                status_codes: grpc_codes(&ctr.grpc),
-            }),
-        }),
+        http2: http2_report(plan, ctr),
         first_protocol_error,
         fleet: None,
         machine: super::Machine::this(&plan.cores),
@@ -1023,6 +1012,22 @@ fn worker_report(t: &WorkerTotals) -> WorkerReport {
         timer_late_p995_ns: t.timer_late_p995_ns,
         histogram_allocations: t.histogram_allocations,
     }
+}
+
+/// `--http2` (and `--grpc`): the streams asked for and what the servers did.
+fn http2_report(plan: &RunPlan, ctr: &Counters) -> Option<super::Http2Report> {
+    plan.http2.map(|_| super::Http2Report {
+        streams_per_connection: plan.pipeline,
+        goaways: ctr.http2.goaways,
+        retried: ctr.http2.retried,
+        stream_resets: ctr.http2.stream_resets,
+        flow_stalls: ctr.http2.flow_stalls,
+        control_dropped: ctr.http2.control_dropped,
+        grpc: plan.grpc_method.as_ref().map(|m| super::GrpcReport {
+            method: m.clone(),
+            status_codes: grpc_codes(&ctr.grpc),
+        }),
+    })
 }
 
 /// `--grpc`: the nonzero counts of `Counters::grpc` by code name.

@@ -417,7 +417,7 @@ mod tests {
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         loop {
             while let FrameParsed::Complete { frame: f, consumed } =
-                frame::parse_frame(&input, 1 << 24)
+                frame::parse_frame(&input, crate::proto::h2::FRAME_SIZE_MAX)
             {
                 seen.push((f.kind, f.stream, f.flags));
                 input.drain(..consumed);

@@ -27,13 +27,11 @@ impl FrameWorker<'_> {
             if (next == n && self.connecting == 0 && self.joining == 0)
                 || stop.load(Ordering::Relaxed)
                 || now > started + self.plan.timeout_ns.max(1_000_000_000)
-                || self.ls.fatal.is_some()
+                || self.core.fatal.is_some()
             {
                 break;
             }
-            if let Err(e) = self.ring.submit_and_wait_ns(WAIT_NS_MAX) {
-                self.ls.fail(self.plan.index, &e);
-            }
+            self.core.submit_and_wait(WAIT_NS_MAX);
             self.reap();
         }
         // Joins the server never finished within the connect phase fail as timeouts.
@@ -61,8 +59,8 @@ impl FrameWorker<'_> {
             },
             first_errno: self.first_errno,
             establish_ns: self.clock.now_ns() - started,
-            fatal: self.ls.fatal.clone(),
-            features: self.features.clone(),
+            fatal: self.core.fatal.clone(),
+            features: self.core.ring.features.clone(),
             join_error: self.first_join_error.clone(),
         }
     }

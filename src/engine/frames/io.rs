@@ -8,7 +8,9 @@ use crate::engine::ring::Target;
 use crate::engine::token::{Op, Token};
 
 impl FrameWorker<'_> {
-    /// Queues `entry` for connection `c`.
+    /// Queues `entry` for connection `c` through the worker's
+    /// [`LoopCore::push`](crate::engine::loop_core::LoopCore::push), and counts it on
+    /// the connection.
     ///
     /// # Safety
     /// Every buffer and address the entry points to must stay valid and unmoved until
@@ -17,16 +19,9 @@ impl FrameWorker<'_> {
     /// ring (`Drop for FrameWorker`); a connection's regions are reused only once its
     /// operations have completed (`Conn::ops`).
     pub(super) unsafe fn push(&mut self, c: u32, entry: &io_uring::squeue::Entry) {
-        if self.ls.fatal.is_some() {
-            return;
-        }
         // SAFETY: forwarded to this function's contract.
-        match unsafe { self.ring.push(entry) } {
-            Ok(()) => {
-                self.ops_in_ring += 1;
-                self.conns[c as usize].ops += 1;
-            }
-            Err(e) => self.ls.fail(self.plan.index, &e),
+        if unsafe { self.core.push(std::slice::from_ref(entry)) } {
+            self.conns[c as usize].ops += 1;
         }
     }
 
@@ -49,8 +44,7 @@ impl FrameWorker<'_> {
     }
 
     pub(super) fn reap(&mut self) -> usize {
-        let n = self.ring.reap_into(&mut self.cqes);
-        self.ops_in_ring -= n as u64;
+        let n = self.core.reap_into(&mut self.cqes);
         let now_t = self.clock.ticks();
         let now = self.clock.ns(now_t);
         // The wall clock at `now_t`: a stamp's age is measured from both readings.

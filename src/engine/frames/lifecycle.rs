@@ -1,7 +1,7 @@
 //! Connection lifecycle of the frames worker: opening (a connected UDP socket at once,
 //! a TCP connect through the ring; under `--connect-rate` each at its join), going down,
-//! closing, the reopen watch list and its backoff, and the quiesce that waits for the
-//! kernel before the buffers are freed; and which member a socket serves.
+//! closing, the reopen watch list and its backoff, and shutting the sockets down for
+//! the quiesce; and which member a socket serves.
 
 use super::{FrameWorker, tls};
 use crate::clock::Nanos;
@@ -63,6 +63,7 @@ impl FrameWorker<'_> {
         // Into the ring's file table, the descriptor closed at once.
         let fd = if self.fixed_files
             && self
+                .core
                 .ring
                 .register_files_update(c, &[fd])
                 .is_ok_and(|n| n == 1)
@@ -250,9 +251,9 @@ impl FrameWorker<'_> {
             ((self.conns.len() - self.down_count) / sockets.max(1)) as u64;
     }
 
-    /// Closes the sockets and waits (while operations keep finishing, a second at
-    /// most without progress) for the kernel to let go of the buffers.
-    pub(super) fn quiesce(&mut self) {
+    /// Shuts every socket down, so that the receives still in the ring complete (the
+    /// quiesce then waits for them, [`crate::engine::loop_core::LoopCore::quiesce`]).
+    pub(super) fn shut_down_all(&mut self) {
         for c in 0..self.conns.len() as u32 {
             match self.conns[c as usize].fd {
                 -1 => {}
@@ -271,9 +272,10 @@ impl FrameWorker<'_> {
                 },
             }
         }
-        self.ops_in_ring = self
-            .ring
-            .wait_out(self.ops_in_ring, std::time::Duration::from_secs(1));
+    }
+
+    /// Once the ring is quiet: closes the descriptors.
+    pub(super) fn close_all(&mut self) {
         for conn in self.conns.iter_mut() {
             if conn.fd >= 0 {
                 socket::close(conn.fd);

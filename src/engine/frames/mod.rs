@@ -44,11 +44,11 @@ mod tls;
 mod totals;
 
 use super::conn_table::IndexQueue;
-use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
+use super::driver::{Channels, Outbox, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
+use super::loop_core::LoopCore;
 use super::recorder::{Histograms, Snapshot};
 use super::ring::Ring;
-use super::run_loop::LoopState;
 use super::socket;
 use super::stamps::RecvMsgs;
 use super::token::Op;
@@ -159,7 +159,8 @@ struct FrameWorker<'p> {
     first_join_error: Option<String>,
     fp: FramePlan,
     udp: bool,
-    ring: Ring,
+    /// The ring, the count of what is in it, and how the run ends.
+    core: LoopCore,
     /// TCP sockets live in the ring's file table (one slot per socket), so a worker's
     /// connections are bounded by its table, not by the process's RLIMIT_NOFILE.
     fixed_files: bool,
@@ -211,10 +212,6 @@ struct FrameWorker<'p> {
     clock: Clock,
     out: Outbox,
     cqes: Box<[(u64, i32)]>,
-    features: Vec<&'static str>,
-    ops_in_ring: u64,
-    /// The stop, its instant and the error that ended the run, shared with the loop.
-    ls: LoopState,
     running: bool,
     /// Connections down (not up): kept as they change, never recounted.
     down_count: usize,
@@ -236,30 +233,11 @@ struct FrameWorker<'p> {
     ramp: bool,
 }
 
-impl Engine for FrameWorker<'_> {
-    fn connect(&mut self, stop: &AtomicBool) -> Ready {
-        self.connect_all(stop)
-    }
-
-    fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
-        self.clock = clock;
-        super::run_loop::run(self, stop);
-    }
-
-    fn quiesce(&mut self) {
-        FrameWorker::quiesce(self);
-    }
-
-    fn outbox(&mut self) -> &mut Outbox {
-        &mut self.out
-    }
-}
-
 /// Buffers the kernel may still read or write are never freed under it (see
 /// `Drop for Worker` in the TCP engine).
 impl Drop for FrameWorker<'_> {
     fn drop(&mut self) {
-        if self.ops_in_ring > 0 {
+        if self.core.ops_in_ring() > 0 {
             self.send_buf.leak();
             self.recv_buf.leak();
             if let Some(rx) = self.rx.as_mut() {
@@ -276,24 +254,32 @@ impl Drop for FrameWorker<'_> {
     }
 }
 
-impl<'p> FrameWorker<'p> {
-    #[allow(clippy::too_many_lines)] // split on branch core (issue 34.3)
-    fn new(
-        plan: &'p WorkerPlan,
-        snap_tx: Sender<Snapshot>,
-        recycle_rx: Receiver<Histograms>,
-    ) -> std::io::Result<Self> {
-        let fp = plan
-            .frames
-            .clone()
-            .expect("a frames worker has a frame plan");
-        let udp = plan.transport != Transport::Tcp;
+/// How a frames worker's sockets and buffers are laid out, from its plan.
+struct Layout<'p> {
+    /// Sockets: one per connection, or a pair (`resp`: subscriber i, publisher
+    /// members + i).
+    n: usize,
+    pairs: bool,
+    joins: bool,
+    codecs: Box<[FrameProto<'p>]>,
+    ctl: Box<[Ctl]>,
+    slots: usize,
+    wire_len: usize,
+    send_stride: usize,
+    recv_stride: usize,
+    tls_out_len: usize,
+}
+
+impl<'p> Layout<'p> {
+    fn new(plan: &'p WorkerPlan, fp: &FramePlan, udp: bool) -> Self {
         let members = plan.connections;
-        let spec = &plan.frames.as_ref().expect("checked above").spec;
+        let spec = &plan
+            .frames
+            .as_ref()
+            .expect("a frames worker has a frame plan")
+            .spec;
         let joins = spec.joins();
         let first = plan.conn_offset as u64;
-        // Sockets: one per connection, or a pair (`resp`: subscriber i, publisher
-        // members + i).
         let pairs = spec.kind.sockets_per_connection() == 2;
         let n = members * spec.kind.sockets_per_connection();
         let codecs: Box<[FrameProto<'p>]> = (0..n)
@@ -316,7 +302,6 @@ impl<'p> FrameWorker<'p> {
         } else {
             codecs[0].uplink_bytes_max(SEND_FRAMES * slots)
         };
-        let send_buf = vec![0u8; n * send_stride];
         // What arrives: relayed frames, or downlink frames of --down-size.
         let in_len = fp.down_size.unwrap_or(fp.frame_size);
         let recv_stride = if udp {
@@ -340,16 +325,79 @@ impl<'p> FrameWorker<'p> {
             + TLS_RECORD_OVERHEAD_BYTES
             + TLS_SEND_BUFFER_BYTES_MIN
             + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
-        let tls = plan.tls.is_some();
-        let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
-        ring.confine_io_workers(plan.core);
-        arm_fault_hook(&mut ring);
-        let fixed_files = !udp && ring.register_files_sparse(n as u32).is_ok();
-        let mut features = ring.features.clone();
-        features.push(if udp { "frames_udp" } else { "frames_tcp" });
-        if fixed_files {
-            features.push("registered_files");
+        Layout {
+            n,
+            pairs,
+            joins,
+            codecs,
+            ctl,
+            slots,
+            wire_len,
+            send_stride,
+            recv_stride,
+            tls_out_len,
         }
+    }
+}
+
+/// A frames worker's ring for `n` sockets (a connect, a send and a receive each, and
+/// room), its features named; TCP sockets in its file table where it has one (the
+/// `bool`).
+fn frames_ring(plan: &WorkerPlan, n: usize, udp: bool) -> std::io::Result<(Ring, bool)> {
+    let mut ring = Ring::new((n * 3 + 64).min(u32::MAX as usize) as u32)?;
+    ring.confine_io_workers(plan.core);
+    arm_fault_hook(&mut ring);
+    let fixed_files = !udp && ring.register_files_sparse(n as u32).is_ok();
+    ring.features
+        .push(if udp { "frames_udp" } else { "frames_tcp" });
+    if fixed_files {
+        ring.features.push("registered_files");
+    }
+    Ok((ring, fixed_files))
+}
+
+/// The receivers' accounting: one book per member slot (the downlink frames' under
+/// `--aggregate`).
+fn member_books(plan: &WorkerPlan, fp: &FramePlan, slots: usize) -> MemberBooks {
+    let (first, members) = (plan.conn_offset as u64, plan.connections);
+    MemberBooks::new(
+        || {
+            let b = FrameBook::new(
+                fp.grid,
+                first,
+                members,
+                fp.echo,
+                fp.budget_ns,
+                plan.duration_ns,
+            );
+            if fp.down_size.is_some() {
+                b.aggregated()
+            } else {
+                b
+            }
+        },
+        slots,
+        fp.grid.rooms(),
+    )
+}
+
+impl<'p> FrameWorker<'p> {
+    fn new(
+        plan: &'p WorkerPlan,
+        snap_tx: Sender<Snapshot>,
+        recycle_rx: Receiver<Histograms>,
+    ) -> std::io::Result<Self> {
+        let fp = plan
+            .frames
+            .clone()
+            .expect("a frames worker has a frame plan");
+        let udp = plan.transport != Transport::Tcp;
+        let members = plan.connections;
+        let first = plan.conn_offset as u64;
+        let lay = Layout::new(plan, &fp, udp);
+        let (n, slots) = (lay.n, lay.slots);
+        let tls = plan.tls.is_some();
+        let (ring, fixed_files) = frames_ring(plan, n, udp)?;
         let ramp = fp.grid.join_gap_ns > 0;
         // Kernel receive timestamps over plaintext TCP: a window's frames are reaped
         // in one wake-up without being timed late.
@@ -359,16 +407,16 @@ impl<'p> FrameWorker<'p> {
         Ok(FrameWorker {
             plan,
             members,
-            pairs,
-            codecs,
-            ctl,
-            joins,
+            pairs: lay.pairs,
+            codecs: lay.codecs,
+            ctl: lay.ctl,
+            joins: lay.joins,
             joining: 0,
             join_failures: JoinFailures::default(),
             first_join_error: None,
             fp: fp.clone(),
             udp,
-            ring,
+            core: LoopCore::new(ring, plan),
             fixed_files,
             conns: vec![
                 Conn {
@@ -381,36 +429,18 @@ impl<'p> FrameWorker<'p> {
             ]
             .into_boxed_slice(),
             cursor: FrameCursor::new(fp.grid, first, members as u64, plan.duration_ns),
-            book: MemberBooks::new(
-                || {
-                    let b = FrameBook::new(
-                        fp.grid,
-                        first,
-                        members,
-                        fp.echo,
-                        fp.budget_ns,
-                        plan.duration_ns,
-                    );
-                    if fp.down_size.is_some() {
-                        b.aggregated()
-                    } else {
-                        b
-                    }
-                },
-                slots,
-                fp.grid.rooms(),
-            ),
+            book: member_books(plan, &fp, slots),
             slots,
             stamps: vec![FrameHeader::default(); SEND_FRAMES * slots].into_boxed_slice(),
             join_rooms: Vec::with_capacity(slots),
             down: fp
                 .down_size
                 .map(|_| DownBook::new(fp.grid, first, members, fp.budget_ns, plan.duration_ns)),
-            send_buf: IoBuf::from_vec(send_buf),
-            send_stride,
-            wire_len,
-            recv_buf: IoBuf::zeroed(n * recv_stride),
-            recv_stride,
+            send_buf: IoBuf::from_vec(vec![0u8; n * lay.send_stride]),
+            send_stride: lay.send_stride,
+            wire_len: lay.wire_len,
+            recv_buf: IoBuf::zeroed(n * lay.recv_stride),
+            recv_stride: lay.recv_stride,
             rx: stamped.then(|| RecvMsgs::new(n)),
             rx_missing: 0,
             rx_batch: stamped && one_per_tick,
@@ -421,15 +451,12 @@ impl<'p> FrameWorker<'p> {
             },
             sessions: (0..if tls { n } else { 0 }).map(|_| None).collect(),
             tls_in: IoBuf::zeroed(if tls { n * TLS_RECV_BUFFER_BYTES } else { 0 }),
-            tls_out: IoBuf::zeroed(if tls { n * tls_out_len } else { 0 }),
-            tls_out_len,
+            tls_out: IoBuf::zeroed(if tls { n * lay.tls_out_len } else { 0 }),
+            tls_out_len: lay.tls_out_len,
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
             out: Outbox::new(plan.index, snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
-            features,
-            ops_in_ring: 0,
-            ls: LoopState::default(),
             running: false,
             down_count: n,
             reopen_q: IndexQueue::with_capacity(n),

@@ -4,14 +4,39 @@
 //! budget, and the totals come from [`super::totals`].
 
 use super::FrameWorker;
-use crate::clock::{Nanos, Ticks};
+use crate::clock::{Clock, Nanos, Ticks};
+use crate::engine::driver::{Outbox, Ready};
+use crate::engine::loop_core::LoopCore;
 use crate::engine::pacing::Pacer;
 use crate::engine::recorder::WorkerTotals;
-use crate::engine::run_loop::{Hooks, loop_parts};
+use crate::engine::run_loop::Hooks;
 use crate::limits::DRAIN_NS_MAX;
+use std::sync::atomic::AtomicBool;
 
 impl Hooks for FrameWorker<'_> {
-    loop_parts!();
+    fn core(&mut self) -> &mut LoopCore {
+        &mut self.core
+    }
+
+    fn out(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+
+    fn connect(&mut self, stop: &AtomicBool) -> Ready {
+        self.connect_all(stop)
+    }
+
+    fn adopt_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    fn shut_down(&mut self) {
+        self.shut_down_all();
+    }
+
+    fn release(&mut self) {
+        self.close_all();
+    }
 
     fn on_start(&mut self) {
         self.running = true;
@@ -25,7 +50,7 @@ impl Hooks for FrameWorker<'_> {
         // Downlink frames of server ticks after the schedule are not expected
         // (`downlink`).
         if let Some(d) = self.down.as_mut() {
-            d.end_at(self.ls.stopped_ns);
+            d.end_at(self.core.stopped_ns);
         }
         // Frames planned in the last budget before the end get it to arrive.
         if interrupted {
@@ -47,7 +72,7 @@ impl Hooks for FrameWorker<'_> {
     }
 
     fn scan(&mut self, now: Nanos) {
-        if !self.ls.stopping {
+        if !self.core.stopping {
             self.scan_reopens(now);
         }
     }
@@ -72,7 +97,7 @@ impl Hooks for FrameWorker<'_> {
             && self.rx_missing == 0
             && self.rx_batch
             && self.running
-            && !self.ls.stopping
+            && !self.core.stopping
             && self.connecting == 0
             && self.joining == 0
         {
@@ -89,7 +114,7 @@ impl Hooks for FrameWorker<'_> {
         }
     }
 
-    fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals {
-        self.totals(pace, end)
+    fn finish(&mut self, totals: &mut WorkerTotals) {
+        self.totals(totals);
     }
 }

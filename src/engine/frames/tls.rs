@@ -349,6 +349,7 @@ mod tests {
     #[test]
     fn frames_over_tls_allocate_nothing_after_the_handshake() {
         use crate::engine::driver::tests::allocations_here;
+        use crate::engine::run_loop::Hooks;
         use crate::engine::worker_plan::Transport;
         use crate::transport::tls::{TlsClient, TlsVersion, Trust};
         use std::sync::Arc;
@@ -373,7 +374,7 @@ mod tests {
             w.open(0);
             let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
             while !w.conns[0].up && std::time::Instant::now() < end {
-                w.ring.submit_and_wait_ns(10_000_000).unwrap();
+                w.core.ring.submit_and_wait_ns(10_000_000).unwrap();
                 w.reap();
             }
             assert!(w.conns[0].up, "{version:?}: handshake");
@@ -387,7 +388,7 @@ mod tests {
                         k += 1;
                         w.send_pending(0);
                     }
-                    w.ring.submit_and_wait_ns(10_000_000).unwrap();
+                    w.core.ring.submit_and_wait_ns(10_000_000).unwrap();
                     w.reap();
                 }
                 assert!(

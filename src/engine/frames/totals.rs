@@ -3,15 +3,14 @@
 //! member's residency and span, reconnects and join failures.
 
 use super::FrameWorker;
-use crate::clock::Nanos;
-use crate::engine::pacing::Pacer;
 use crate::engine::recorder::{FrameTotals, WorkerTotals};
 use crate::engine::stamps;
 
 impl FrameWorker<'_> {
-    /// What this worker did, for [`Hooks::finish`](crate::engine::run_loop::Hooks::finish).
-    pub(super) fn totals(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals {
-        let stopped = self.ls.stopped_ns;
+    /// Adds what this worker did to the totals every worker reports, for
+    /// [`Hooks::finish`](crate::engine::run_loop::Hooks::finish).
+    pub(super) fn totals(&mut self, t: &mut WorkerTotals) {
+        let (stopped, end) = (t.stopped_ns, t.wall_ns);
         for conn in self.conns.iter_mut() {
             if conn.up {
                 conn.uptime += stopped.saturating_sub(conn.up_since.min(stopped));
@@ -23,18 +22,17 @@ impl FrameWorker<'_> {
         let (mut outside, mut shift_ns) = (0, 0);
         if let Some(d) = self.down.as_mut() {
             // Aggregated: what is expected and received is the downlink frames.
-            let t = d.totals();
-            book.expected = t.expected;
-            book.received = t.received;
-            book.per_receiver = t.per_receiver;
-            book.lost_at_end = t.lost_at_end;
-            outside = t.outside;
-            shift_ns = t.shift_ns;
+            let down = d.totals();
+            book.expected = down.expected;
+            book.received = down.received;
+            book.per_receiver = down.per_receiver;
+            book.lost_at_end = down.lost_at_end;
+            outside = down.outside;
+            shift_ns = down.shift_ns;
         }
         self.out.counters.frames.lost += book.lost_at_end;
-        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(stopped);
         if self.rx.is_some() && self.rx_missing == 0 {
-            self.features.push(stamps::FEATURE);
+            t.ring_features.push(stamps::FEATURE);
         }
         let first = self.plan.conn_offset as u64;
         let n = self.members as u64;
@@ -44,48 +42,30 @@ impl FrameWorker<'_> {
             .sum::<u64>()
             * self.slots as u64;
         self.set_active();
-        WorkerTotals {
-            core: self.plan.core,
-            cpu_ns,
-            spin_ns,
-            sleep_ns: pace.sleep_ns(),
-            sleeps: pace.sleeps(),
-            timer_late_ns: pace.timer_late_ns(),
-            timer_late_p995_ns: pace.timer_late_p995_ns(),
-            wall_ns: end,
-            stopped_ns: stopped,
-            last_done_ns: end,
-            busy_at_stop,
-            completed: book.received,
-            backlog_peak: 0,
-            histogram_allocations: 0, // set by the outbox
-            ring_features: self.features.clone(),
-            first_protocol_error: self.first_bad.take(),
-            entries: Vec::new(),
-            error: self.ls.fatal.clone(),
-            frames: Some(FrameTotals {
-                planned,
-                expected: book.expected,
-                received: book.received,
-                per_receiver: book.per_receiver,
-                fanout_expected: book.fanout_expected,
-                fanout_complete: book.fanout_complete,
-                // A member's residency is its receiving socket's.
-                // Slot by slot, as `per_receiver`.
-                uptime_ns: (0..self.slots)
-                    .flat_map(|_| self.conns[..self.members].iter().map(|c| c.uptime))
-                    .collect(),
-                span_ns: (0..self.slots)
-                    .flat_map(|_| first..first + n)
-                    .map(|j| stopped.saturating_sub(grid.joined_ns(j)))
-                    .collect(),
-                reconnects: self.reconnects,
-                outside,
-                shift_ns,
-                join_failures: self.join_failures,
-                first_join_error: self.first_join_error.take(),
-            }),
-            replies: Default::default(),
-        }
+        t.last_done_ns = end;
+        t.completed = book.received;
+        t.first_protocol_error = self.first_bad.take();
+        t.frames = Some(FrameTotals {
+            planned,
+            expected: book.expected,
+            received: book.received,
+            per_receiver: book.per_receiver,
+            fanout_expected: book.fanout_expected,
+            fanout_complete: book.fanout_complete,
+            // A member's residency is its receiving socket's.
+            // Slot by slot, as `per_receiver`.
+            uptime_ns: (0..self.slots)
+                .flat_map(|_| self.conns[..self.members].iter().map(|c| c.uptime))
+                .collect(),
+            span_ns: (0..self.slots)
+                .flat_map(|_| first..first + n)
+                .map(|j| stopped.saturating_sub(grid.joined_ns(j)))
+                .collect(),
+            reconnects: self.reconnects,
+            outside,
+            shift_ns,
+            join_failures: self.join_failures,
+            first_join_error: self.first_join_error.take(),
+        });
     }
 }

@@ -77,8 +77,8 @@ impl Worker<'_> {
             } else {
                 WAIT_NS_MAX
             };
-            self.submit_and_wait(wait);
-            if let Some(e) = &self.ls.fatal {
+            self.core.submit_and_wait(wait);
+            if let Some(e) = &self.core.fatal {
                 return self.ready(Some(e.clone()), 0);
             }
             let before = self.out.counters.connections_opened;
@@ -94,7 +94,7 @@ impl Worker<'_> {
                 self.close_conn(c, None, Reopen::Now); // Ctrl-C during the connect phase
             }
         }
-        self.ready(self.ls.fatal.clone(), established_at - started)
+        self.ready(self.core.fatal.clone(), established_at - started)
     }
 
     pub(super) fn ready(&self, fatal: Option<WorkerError>, establish_ns: u64) -> Ready {
@@ -111,7 +111,7 @@ impl Worker<'_> {
             first_errno: self.first_errno,
             establish_ns,
             fatal,
-            features: self.ring.features.clone(),
+            features: self.core.ring.features.clone(),
             join_error: self.h2_refusal.clone(),
         }
     }

@@ -14,7 +14,7 @@ impl Worker<'_> {
     pub(super) fn reissue(&mut self) {
         let now_t = self.clock.ticks();
         while let Some(c) = self.workload.closed_loop().and_then(|l| l.reissue_q.pop()) {
-            if self.table.conns[c as usize].state == ConnState::Ready && !self.ls.stopping {
+            if self.table.conns[c as usize].state == ConnState::Ready && !self.core.stopping {
                 self.issue(c, now_t);
             }
         }

@@ -86,7 +86,7 @@ impl Worker<'_> {
                 }
             }
             ConnState::Closed { reopen_at_ns }
-                if (!self.ls.stopping || self.reopens_in_drain()) && reopen_at_ns <= now_ns =>
+                if (!self.core.stopping || self.reopens_in_drain()) && reopen_at_ns <= now_ns =>
             {
                 self.open(c);
             }

@@ -494,7 +494,7 @@ impl Worker<'_> {
     /// GOAWAY still reopens while requests it sent back wait in the backlog: they
     /// were due in the run, and go out on a new connection (not after Ctrl-C).
     pub(super) fn reopens_in_drain(&self) -> bool {
-        self.h2.is_some() && !self.backlog.is_empty() && !self.ls.interrupted
+        self.h2.is_some() && !self.backlog.is_empty() && !self.core.interrupted
     }
 
     /// `c`'s HTTP/2 preface went out on its current connection (the TCP connect, and

@@ -11,9 +11,9 @@ use crate::request::{Ctx, RENDER_STREAM, request_rng};
 use io_uring::opcode;
 
 impl Worker<'_> {
-    /// Queues `entries` (a linked chain stays together) and counts them as in the
-    /// ring. A submit that fails for good (not a transient error) marks the worker
-    /// failed: nothing is queued from then on, and the loop ends the run.
+    /// Queues `entries` (a linked chain stays together) through the worker's
+    /// [`LoopCore::push`](crate::engine::loop_core::LoopCore::push), and counts each on
+    /// its connection (a connection reopens only once its count is back at zero).
     ///
     /// # Safety
     /// Every buffer and address the entries point to must stay valid and unmoved until
@@ -22,46 +22,18 @@ impl Worker<'_> {
     /// is dropped with operations in the ring (`Drop for Worker`).
     #[inline]
     pub(super) unsafe fn push(&mut self, entries: &[io_uring::squeue::Entry]) {
-        if self.ls.fatal.is_some() {
+        // SAFETY: forwarded to this function's contract.
+        if !unsafe { self.core.push(entries) } {
             return;
         }
-        // SAFETY: forwarded to this function's contract.
-        let pushed = unsafe {
-            if let [entry] = entries {
-                self.ring.push(entry)
-            } else {
-                self.ring.push_all(entries)
+        for e in entries {
+            if let Some(t) = Token::decode(e.get_user_data()) {
+                let conn = &mut self.table.conns[t.conn as usize];
+                conn.ops = conn
+                    .ops
+                    .checked_add(1)
+                    .expect("a few operations a connection");
             }
-        };
-        match pushed {
-            Ok(()) => {
-                self.ops_in_ring += entries.len() as u64;
-                for e in entries {
-                    if let Some(t) = Token::decode(e.get_user_data()) {
-                        let conn = &mut self.table.conns[t.conn as usize];
-                        conn.ops = conn
-                            .ops
-                            .checked_add(1)
-                            .expect("a few operations a connection");
-                    }
-                }
-            }
-            Err(e) => self.ring_failed(&e),
-        }
-    }
-
-    /// The ring refused a submit for good: the first such error ends the run.
-    #[cold]
-    pub(super) fn ring_failed(&mut self, e: &impl crate::engine::driver::RingFailure) {
-        self.ls.fail(self.plan.index, e);
-    }
-
-    /// Submits and waits up to `timeout_ns`; a non-transient error marks the worker
-    /// failed.
-    #[inline]
-    pub(super) fn submit_and_wait(&mut self, timeout_ns: u64) {
-        if let Err(e) = self.ring.submit_and_wait_ns(timeout_ns) {
-            self.ring_failed(&e);
         }
     }
 
@@ -166,16 +138,12 @@ impl Worker<'_> {
 
     /// Drains up to `CQE_BATCH_MAX` completions into the fixed array, then handles them.
     pub(super) fn reap(&mut self) -> usize {
-        let mut finished = 0;
         let cqes = &mut self.cqes;
         let mut i = 0;
-        let n = self.ring.reap_each(cqes.len(), |data, res, flags| {
+        let n = self.core.reap_each(cqes.len(), |data, res, flags| {
             cqes[i] = (data, res, flags);
             i += 1;
-            // A multishot operation ends with its last completion (no MORE flag).
-            finished += u64::from(!io_uring::cqueue::more(flags));
         });
-        self.ops_in_ring -= finished;
         if n == 0 {
             return 0; // no clock read on an empty poll (the spinning path)
         }

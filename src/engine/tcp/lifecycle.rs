@@ -1,6 +1,6 @@
 //! Connection lifecycle: opening (paced by `--connect-rate`, placed over the
 //! (source, target) pairs), connecting, closing through the ring, reopening after
-//! the backoff, and the quiesce that waits for the kernel before buffers are freed.
+//! the backoff, and closing them all before the quiesce.
 
 use super::workload::Workload;
 use super::{Reopen, Worker};
@@ -104,7 +104,7 @@ impl Worker<'_> {
             // Still closed, and wanted: a connection per request with its request, or a
             // connection that is to be reopened.
             if matches!(conn.state, ConnState::Closed { reopen_at_ns } if reopen_at_ns != Nanos::MAX)
-                && !self.ls.stopping
+                && !self.core.stopping
             {
                 self.open(c);
             }
@@ -133,7 +133,10 @@ impl Worker<'_> {
     pub(super) fn launch(&mut self, first: u32, fds: &[RawFd]) {
         // The update may stop early: the first `registered` slots took their socket.
         let registered = if self.fixed_files {
-            self.ring.register_files_update(first, fds).unwrap_or(0)
+            self.core
+                .ring
+                .register_files_update(first, fds)
+                .unwrap_or(0)
         } else {
             0
         };
@@ -252,7 +255,7 @@ impl Worker<'_> {
             match self.workload {
                 // Requests go out only once the schedule runs (not in the connect phase).
                 Workload::ClosedLoop(_) => {
-                    if self.running && !self.ls.stopping {
+                    if self.running && !self.core.stopping {
                         self.issue(c, now_t);
                     }
                 }
@@ -266,7 +269,7 @@ impl Worker<'_> {
     /// or refused it), at once (the generator's own decision: expired requests, a
     /// response that did not parse, `Connection: close`), or never.
     pub(super) fn reopen_at(&mut self, c: u32, reopen: Reopen) -> Nanos {
-        if (self.ls.stopping && !self.reopens_in_drain()) || self.workload.per_request() {
+        if (self.core.stopping && !self.reopens_in_drain()) || self.workload.per_request() {
             return Nanos::MAX;
         }
         match (reopen, &self.plan.backoff) {
@@ -292,7 +295,7 @@ impl Worker<'_> {
             self.inflight -= 1;
             // Cut off by Ctrl-C or the end of the run; but a target that closes or
             // fails during the drain after the natural end has failed those requests.
-            if self.ls.interrupted || (self.ls.stopping && kind.is_none()) {
+            if self.core.interrupted || (self.core.stopping && kind.is_none()) {
                 self.out.counters.cut_off += 1;
             } else {
                 self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);
@@ -427,28 +430,9 @@ impl Worker<'_> {
         }
     }
 
-    /// Closes every connection and waits until the kernel has finished every operation
-    /// that points into the worker's buffers, as long as they keep finishing (a second
-    /// without progress ends the wait: closing a few hundred thousand sockets on a
-    /// shared core takes longer than any fixed bound). If some never finish, the
-    /// worker's `Drop` leaks the buffers rather than freeing them under the kernel.
-    pub(super) fn quiesce(&mut self) {
-        self.close_all();
-        let quiet = std::time::Duration::from_secs(1);
-        let mut deadline = std::time::Instant::now() + quiet;
-        while self.ops_in_ring > 0 && std::time::Instant::now() < deadline {
-            if self.ring.submit_and_wait_ns(10_000_000).is_err() {
-                break;
-            }
-            // Only a completion without MORE ends an operation (multishot receives).
-            let n = self.ring.take_finished();
-            self.ops_in_ring = self.ops_in_ring.saturating_sub(n);
-            if n > 0 {
-                deadline = std::time::Instant::now() + quiet;
-            }
-        }
-    }
-
+    /// Closes every connection still open (its socket, and what is in the ring on
+    /// it): at the end of the loop, and again before the quiesce (after an aborted
+    /// start, say).
     pub(super) fn close_all(&mut self) {
         for c in 0..self.table.conns.len() as u32 {
             if self.table.conns[c as usize].fd != -1 {

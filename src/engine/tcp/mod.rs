@@ -51,11 +51,11 @@ mod workload;
 
 use super::buf_ring::BufRing;
 use super::conn_table::{Backlog, ConnTable, IndexQueue};
-use super::driver::{Channels, Engine, Outbox, Ready, arm_fault_hook, drive};
+use super::driver::{Channels, Outbox, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
+use super::loop_core::LoopCore;
 use super::recorder::{EntryTotals, Histograms, ReplyTally, Snapshot};
 use super::ring::Ring;
-use super::run_loop::LoopState;
 use super::socket;
 use super::stamps;
 use super::worker_plan::WorkerPlan;
@@ -93,29 +93,11 @@ pub fn run_worker(plan: WorkerPlan, stop: Arc<AtomicBool>, ch: Channels) {
     drive(&plan, &stop, ch, "io_uring setup", Worker::new);
 }
 
-impl Engine for Worker<'_> {
-    fn connect(&mut self, stop: &AtomicBool) -> Ready {
-        self.connect_all(stop)
-    }
-
-    fn run_from(&mut self, clock: Clock, stop: &AtomicBool) {
-        self.unix_at_start_ns = crate::wallclock::unix_at_start_ns(&clock);
-        self.rebase(clock);
-        crate::engine::run_loop::run(self, stop);
-    }
-
-    fn quiesce(&mut self) {
-        Worker::quiesce(self);
-    }
-
-    fn outbox(&mut self) -> &mut Outbox {
-        &mut self.out
-    }
-}
-
 struct Worker<'p> {
     plan: &'p WorkerPlan,
-    ring: Ring,
+    /// The ring, the count of what is in it (buffers they point into must stay alive
+    /// until it is zero: see the `Drop` below), and how the run ends.
+    core: LoopCore,
     table: ConnTable,
     ready_q: IndexQueue,
     flush_q: IndexQueue,
@@ -192,9 +174,6 @@ struct Worker<'p> {
     workload: Workload,
     /// The schedule has started (the connect phase is over).
     running: bool,
-    /// The stop, its instant, Ctrl-C (requests still in flight are cut off, not
-    /// errors) and the error that ended the run, shared with the loop.
-    ls: LoopState,
     /// `--warmup` has not ended yet.
     warming: bool,
     inflight: u64,
@@ -216,9 +195,6 @@ struct Worker<'p> {
     /// `--http2`: why the first connection the server refused as HTTP/2 failed (its
     /// preface answered with something else, or not at all).
     h2_refusal: Option<String>,
-    /// Operations submitted whose completion has not been reaped: buffers they point
-    /// into must stay alive until this is zero (see the `Drop` below).
-    ops_in_ring: u64,
     /// Connections the timeout scan has visited (tests check it is O(watched)).
     #[cfg(test)]
     scan_visits: u64,
@@ -231,17 +207,17 @@ struct Worker<'p> {
 /// what is left; the leaked memory is what those cancels may still touch.
 impl Drop for Worker<'_> {
     fn drop(&mut self) {
-        if self.ops_in_ring == 0 {
+        if self.core.ops_in_ring() == 0 {
             return;
         }
         // A broken ring (`fatal`) explains itself; the leak needs no line of its own.
-        if self.ls.fatal.is_none() {
+        if self.core.fatal.is_none() {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
                 "blaster: worker {}: {} io_uring operations did not finish; leaking their buffers",
                 self.plan.index,
-                self.ops_in_ring
+                self.core.ops_in_ring()
             );
         }
         std::mem::forget(self.buf_ring.take());
@@ -255,13 +231,22 @@ impl Drop for Worker<'_> {
     }
 }
 
-impl<'p> Worker<'p> {
-    #[allow(clippy::too_many_lines)] // split on branch core (issue 34.3)
-    fn new(
-        plan: &'p WorkerPlan,
-        snap_tx: Sender<Snapshot>,
-        recycle_rx: Receiver<Histograms>,
-    ) -> std::io::Result<Self> {
+/// The ring of a TCP worker, and what it could set up on it.
+struct RingSetup {
+    ring: Ring,
+    /// Sockets live in the ring's file table.
+    fixed_files: bool,
+    /// Provided receive buffers (None: the kernel has no provided-buffer rings).
+    buf_ring: Option<BufRing>,
+    /// How many the buffer ring holds (or would have held).
+    buf_count: u16,
+}
+
+impl RingSetup {
+    /// A ring for `plan.connections` connections (a receive and a send each, and room
+    /// for connects and closes), with a file-table slot per connection and a
+    /// provided-buffer ring where the kernel has them.
+    fn new(plan: &WorkerPlan) -> std::io::Result<Self> {
         let entries = (plan.connections * 2 + 64) as u32;
         let mut ring = Ring::new(entries)?;
         ring.confine_io_workers(plan.core);
@@ -284,6 +269,54 @@ impl<'p> Worker<'p> {
             }
             Err(_) => None,
         };
+        Ok(RingSetup {
+            ring,
+            fixed_files,
+            buf_ring,
+            buf_count,
+        })
+    }
+}
+
+/// Bytes per connection of the staging region (`render`: requests rendered there, or
+/// `h2_staging` with HTTP/2; 0
+/// when the payload is sent as it is) and of the TLS ciphertext region.
+fn send_region_lens(plan: &WorkerPlan, render: bool, h2_staging: Option<usize>) -> (usize, usize) {
+    let staging_len = if let Some(n) = h2_staging {
+        n
+    } else if render {
+        plan.requests.max_len() * plan.pipeline
+    } else {
+        0
+    };
+    // Ciphertext of a whole pipeline of the longest requests, record overheads
+    // included.
+    let plain = if render {
+        staging_len
+    } else {
+        plan.payload.len() * plan.pipeline
+    };
+    // Plus room for handshake messages still going out when the first requests
+    // follow them (the client's Finished; its certificate chain, asked for).
+    let tls_out_len = plain
+        + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES
+        + TLS_SEND_BUFFER_BYTES_MIN
+        + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
+    (staging_len, tls_out_len)
+}
+
+impl<'p> Worker<'p> {
+    fn new(
+        plan: &'p WorkerPlan,
+        snap_tx: Sender<Snapshot>,
+        recycle_rx: Receiver<Histograms>,
+    ) -> std::io::Result<Self> {
+        let RingSetup {
+            ring,
+            fixed_files,
+            buf_ring,
+            buf_count,
+        } = RingSetup::new(plan)?;
         let entry_framers: Vec<AnyFramer> = plan
             .requests
             .entries
@@ -294,32 +327,14 @@ impl<'p> Worker<'p> {
         let h2 = h2::H2Side::new(plan).map_err(std::io::Error::other)?;
         // HTTP/2 writes each request into the staging region (its stream id differs).
         let render = h2.is_some() || plan.requests.static_bytes().is_none();
-        let send_buf = if render {
-            IoBuf::default()
-        } else {
-            IoBuf::from_vec(plan.payload.repeat(plan.pipeline))
-        };
-        let staging_len = if let Some(h2) = &h2 {
-            h2.staging_len(plan.pipeline)
-        } else if render {
-            plan.requests.max_len() * plan.pipeline
+        let h2_staging = h2.as_ref().map(|h| h.staging_len(plan.pipeline));
+        let (staging_len, tls_out_len) = send_region_lens(plan, render, h2_staging);
+        // Connections with a TLS session and ciphertext regions: none without TLS.
+        let tls_conns = if plan.tls.is_some() {
+            plan.connections
         } else {
             0
         };
-        // Ciphertext of a whole pipeline of the longest requests, record overheads
-        // included.
-        let plain = if render {
-            staging_len
-        } else {
-            plan.payload.len() * plan.pipeline
-        };
-        // Plus room for handshake messages still going out when the first requests
-        // follow them (the client's Finished; its certificate chain, asked for).
-        let tls_out_len = plain
-            + (plain / (16 << 10) + 1) * TLS_RECORD_OVERHEAD_BYTES
-            + TLS_SEND_BUFFER_BYTES_MIN
-            + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
-        let tls = plan.tls.is_some();
         let wake_batch = (u32::from(buf_count) / 2).clamp(1, ring.completions_per_wait_max());
         let workload = Workload::new(plan);
         // Kernel receive timestamps where the loop may sleep through responses: paced
@@ -328,31 +343,21 @@ impl<'p> Worker<'p> {
         // at once; TLS receives go into the connection's own region), one request in
         // flight per connection (a receive's stamp is the newest segment it read:
         // pipelined responses read together would all carry the last one's).
-        let stamped =
-            buf_ring.is_some() && !tls && workload.paced_persistent() && plan.pipeline == 1;
+        let stamped = buf_ring.is_some()
+            && plan.tls.is_none()
+            && workload.paced_persistent()
+            && plan.pipeline == 1;
         let sockopts = socket::SockOpts {
             rx_stamps: stamped,
             ..plan.sockopts
         };
         Ok(Worker {
-            sessions: if tls {
-                (0..plan.connections).map(|_| None).collect()
-            } else {
-                Vec::new()
-            },
-            tls_out: IoBuf::zeroed(if tls {
-                tls_out_len * plan.connections
-            } else {
-                0
-            }),
+            sessions: (0..tls_conns).map(|_| None).collect(),
+            tls_out: IoBuf::zeroed(tls_out_len * tls_conns),
             tls_out_len,
-            tls_in: IoBuf::zeroed(if tls {
-                TLS_RECV_BUFFER_BYTES * plan.connections
-            } else {
-                0
-            }),
+            tls_in: IoBuf::zeroed(TLS_RECV_BUFFER_BYTES * tls_conns),
             plan,
-            ring,
+            core: LoopCore::new(ring, plan),
             table: {
                 let mut t = ConnTable::new(plan.connections, plan.pipeline, framer);
                 if plan.http2.is_some() {
@@ -366,7 +371,11 @@ impl<'p> Worker<'p> {
             flush_q: IndexQueue::with_capacity(plan.connections),
             backlog: Backlog::with_capacity(plan.backlog_capacity),
             recv_buf: IoBuf::zeroed(plan.connections * plan.recv_buffer_bytes),
-            send_buf,
+            send_buf: if render {
+                IoBuf::default()
+            } else {
+                IoBuf::from_vec(plan.payload.repeat(plan.pipeline))
+            },
             staging: IoBuf::zeroed(staging_len * plan.connections),
             staging_len,
             render,
@@ -402,7 +411,6 @@ impl<'p> Worker<'p> {
             fixed_files,
             workload,
             running: false,
-            ls: LoopState::default(),
             warming: false,
             inflight: 0,
             closed: plan.connections,
@@ -415,7 +423,6 @@ impl<'p> Worker<'p> {
             replies: ReplyTally::new(),
             h2,
             h2_refusal: None,
-            ops_in_ring: 0,
             #[cfg(test)]
             scan_visits: 0,
         })

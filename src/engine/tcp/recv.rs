@@ -429,7 +429,7 @@ impl Worker<'_> {
                 e.latency.saturating_record(latency);
             }
         }
-        if !self.ls.stopping
+        if !self.core.stopping
             && let Some(closed_loop) = self.workload.closed_loop()
         {
             // Closed loop: the next request follows this response, once it is known

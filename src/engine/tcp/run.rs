@@ -3,12 +3,15 @@
 //! interval boundary -> sends.
 
 use super::Worker;
-use crate::clock::{Nanos, Ticks};
+use crate::clock::{Clock, Nanos, Ticks};
 use crate::engine::conn_table::ConnState;
+use crate::engine::driver::{Outbox, Ready};
+use crate::engine::loop_core::LoopCore;
 use crate::engine::pacing::Pacer;
 use crate::engine::recorder::WorkerTotals;
-use crate::engine::run_loop::{Hooks, loop_parts};
+use crate::engine::run_loop::Hooks;
 use crate::limits::DRAIN_NS_MAX;
+use std::sync::atomic::AtomicBool;
 
 impl Worker<'_> {
     /// Every response so far was timed by its kernel timestamp.
@@ -18,7 +21,26 @@ impl Worker<'_> {
 }
 
 impl Hooks for Worker<'_> {
-    loop_parts!();
+    fn core(&mut self) -> &mut LoopCore {
+        &mut self.core
+    }
+
+    fn out(&mut self) -> &mut Outbox {
+        &mut self.out
+    }
+
+    fn connect(&mut self, stop: &AtomicBool) -> Ready {
+        self.connect_all(stop)
+    }
+
+    fn adopt_clock(&mut self, clock: Clock) {
+        self.unix_at_start_ns = crate::wallclock::unix_at_start_ns(&clock);
+        self.rebase(clock);
+    }
+
+    fn shut_down(&mut self) {
+        self.close_all();
+    }
 
     fn on_start(&mut self) {
         self.running = true;
@@ -105,7 +127,7 @@ impl Hooks for Worker<'_> {
         // drain waits for the last of them.
         if self.stamped()
             && self.running
-            && !self.ls.stopping
+            && !self.core.stopping
             && self.backlog.is_empty()
             && self.connecting == 0
         {
@@ -125,7 +147,7 @@ impl Hooks for Worker<'_> {
         }
     }
 
-    fn finish(&mut self, pace: &Pacer, end: Nanos) -> WorkerTotals {
+    fn finish(&mut self, t: &mut WorkerTotals) {
         // Whatever is still waiting after the drain is cut off, not an error.
         while self.backlog.pop().is_some() {
             self.out.counters.cut_off += 1;
@@ -139,32 +161,15 @@ impl Hooks for Worker<'_> {
                 self.out.counters.cut_off += 1;
             }
         }
-        let (cpu_ns, spin_ns, busy_at_stop) = pace.totals(self.ls.stopped_ns);
         self.close_all();
         if self.stamped() {
-            self.ring.features.push(crate::engine::stamps::FEATURE);
+            t.ring_features.push(crate::engine::stamps::FEATURE);
         }
-        WorkerTotals {
-            core: self.plan.core,
-            cpu_ns,
-            spin_ns,
-            sleep_ns: pace.sleep_ns(),
-            sleeps: pace.sleeps(),
-            timer_late_ns: pace.timer_late_ns(),
-            timer_late_p995_ns: pace.timer_late_p995_ns(),
-            wall_ns: end,
-            stopped_ns: self.ls.stopped_ns,
-            last_done_ns: self.last_done_ns,
-            busy_at_stop,
-            completed: self.completed_total,
-            backlog_peak: self.backlog_peak,
-            histogram_allocations: 0, // set by the outbox
-            ring_features: self.ring.features.clone(),
-            first_protocol_error: self.first_bad.take(),
-            entries: std::mem::take(&mut self.entries),
-            error: self.ls.fatal.clone(),
-            frames: None,
-            replies: std::mem::take(&mut self.replies),
-        }
+        t.last_done_ns = self.last_done_ns;
+        t.completed = self.completed_total;
+        t.backlog_peak = self.backlog_peak;
+        t.first_protocol_error = self.first_bad.take();
+        t.entries = std::mem::take(&mut self.entries);
+        t.replies = std::mem::take(&mut self.replies);
     }
 }

@@ -8,6 +8,7 @@ use super::workload::{Timetable, Workload};
 use crate::clock::{Clock, Nanos};
 use crate::engine::conn_table::{ConnState, Req};
 use crate::engine::recorder::ErrorKind;
+use crate::engine::run_loop::Hooks;
 use crate::engine::worker_plan::WorkerPlan;
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,7 +192,7 @@ fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
     assert_eq!(w.out.counters.dispatched, 2);
     // Once the run stops, a completion issues nothing more.
     w.table.conns[0].unsent = 0;
-    w.ls.stopping = true;
+    w.core.stopping = true;
     assert!(w.complete_one(0, w.clock.ticks(), false));
     w.reissue();
     assert_eq!(w.table.conns[0].inflight, 0);
@@ -323,7 +324,7 @@ fn the_scan_visits_only_watched_connections_when_some_are_closed_for_good() {
 fn reap_until(w: &mut Worker<'_>, done: impl Fn(&Worker<'_>) -> bool) -> bool {
     let end = std::time::Instant::now() + Duration::from_secs(2);
     while !done(w) && std::time::Instant::now() < end {
-        w.submit_and_wait(10 * MS);
+        w.core.submit_and_wait(10 * MS);
         w.reap();
     }
     done(w)
@@ -371,7 +372,8 @@ fn a_closed_connection_reopens_only_after_its_single_shot_receive_left_the_ring(
         ConnState::Closed { reopen_at_ns: 0 }
     );
     assert_eq!(
-        w.ops_in_ring, 0,
+        w.core.ops_in_ring(),
+        0,
         "the receive and its cancel both completed"
     );
     // Now it reopens.
@@ -413,7 +415,7 @@ fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
             while w.out.counters.completed < until && std::time::Instant::now() < end {
                 w.reissue();
                 w.flush_sends();
-                w.submit_and_wait(10 * MS);
+                w.core.submit_and_wait(10 * MS);
                 w.reap();
             }
             assert!(w.out.counters.completed >= until, "{version:?}: responses");
@@ -425,7 +427,7 @@ fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
         assert_eq!(w.out.counters.tls.full, 1);
         assert_eq!(w.out.counters.errors.iter().sum::<u64>(), 0, "{version:?}");
         assert_eq!(allocated, 0, "{version:?}: allocations in 2,000 requests");
-        w.ls.stopping = true;
+        w.core.stopping = true;
         w.close_conn(0, None, super::Reopen::Now);
         w.quiesce();
         drop(w);
