@@ -60,14 +60,15 @@ fi
 # redis-server) and openssl (the certificates the tests make) for tests/tls.rs; nft,
 # the rule that makes a namespace's traffic tracked by conntrack
 # (tests/kernel_counters.rs); h2load and nghttp (nghttp2-client), the HTTP/2 peers
-# of `blaster sink --http2` (tests/sink_http2.rs).
+# of `blaster sink --http2` (tests/sink_http2.rs); nghttpd (nghttp2-server), an
+# HTTP/2 server for `--http2` (tests/http2.rs).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
     ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
     sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
     sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus tmux:tmux \
     nats-server:nats-server mosquitto:mosquitto stunnel4:stunnel4 openssl:openssl nft:nftables \
-    h2load:nghttp2-client nghttp:nghttp2-client; do
+    h2load:nghttp2-client nghttp:nghttp2-client nghttpd:nghttp2-server; do
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
         need+=("${pair#*:}")
@@ -98,12 +99,13 @@ if ! command -v kubernetes-validate >/dev/null 2>&1 && [ "${BLASTER_NO_INSTALL:-
         { echo "== packages: pip failed; deploy_k8s will fail under CI" >&2; failed+=("packages"); }
 fi
 
-# grpcio (PyPI) for tests/sink_http2.rs: a gRPC unary client in another implementation
-# than blaster, calling `blaster sink --http2`.
+# grpcio (PyPI) for tests/sink_http2.rs and tests/http2.rs: a gRPC unary client and
+# server in another implementation than blaster (calling `blaster sink --http2`, and
+# called by `blaster run --grpc`).
 if ! python3 -c 'import grpc' >/dev/null 2>&1 && [ "${BLASTER_NO_INSTALL:-0}" != 1 ]; then
     echo "== packages: pip install grpcio"
     python3 -m pip install -q grpcio >/dev/null 2>&1 ||
-        { echo "== packages: pip failed; sink_http2 will fail" >&2; failed+=("packages"); }
+        { echo "== packages: pip failed; sink_http2 and http2 will fail" >&2; failed+=("packages"); }
 fi
 
 # --- 2. the suite under the assertion profile ---------------------------------------
