@@ -217,6 +217,19 @@ pub struct LoadArgs {
     #[arg(long)]
     pub http2: bool,
 
+    /// Retire each connection once it is D old (`30s`, or `30s±5s` / `30s+-5s`: each
+    /// connection's age drawn uniformly within D-J..D+J from --seed, as servers'
+    /// MaxConnectionAge with jitter): it takes no new request, its requests under way
+    /// finish, then it closes and a fresh one opens. Counted as `connections.recycled`.
+    /// TCP request runs on a timetable (HTTP/1.1, HTTP/2, gRPC, raw framers).
+    #[arg(long, value_name = "D[±J]")]
+    pub conn_max_age: Option<String>,
+
+    /// Retire each connection after N requests (as --conn-max-age: drained, closed,
+    /// replaced), as servers' max-requests-per-connection.
+    #[arg(long, value_name = "N")]
+    pub conn_max_requests: Option<u32>,
+
     /// A gRPC unary call to SERVICE/METHOD (e.g. `helloworld.Greeter/SayHello`) over
     /// HTTP/2 (implies --http2): `-H` headers are its metadata, --grpc-message its
     /// request, --timeout its deadline (`grpc-timeout`); `grpc-status` other than OK

@@ -13,6 +13,24 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("expected a duration such as 10s or 500ms, got {s:?}"))
 }
 
+/// `D`, `D±J` or `D+-J` (`30s±5s`): an age and the jitter around it, in ns. The age
+/// is more than 0, the jitter below it (every drawn age stays above 0).
+pub fn parse_age_jitter(s: &str) -> Result<(u64, u64), String> {
+    let (age, jitter) = match s.split_once('±').or_else(|| s.split_once("+-")) {
+        Some((a, j)) => (a, Some(j)),
+        None => (s, None),
+    };
+    let ns = |d: &str| parse_duration(d).map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let age = ns(age)?;
+    let jitter = jitter.map(ns).transpose()?.unwrap_or(0);
+    if age == 0 || jitter >= age {
+        return Err(format!(
+            "expected an age above 0 and a jitter below it (30s or 30s±5s), got {s:?}"
+        ));
+    }
+    Ok((age, jitter))
+}
+
 /// The one check of a rate given on the command line: greater than 0 and at most
 /// `max` (so neither NaN nor infinite), counted in `unit` (`requests/s`). The error is
 /// one line without the flag (the caller names it).
@@ -230,6 +248,22 @@ pub fn fmt_s(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_age_with_and_without_jitter() {
+        assert_eq!(parse_age_jitter("30s"), Ok((30_000_000_000, 0)));
+        assert_eq!(
+            parse_age_jitter("30s±5s"),
+            Ok((30_000_000_000, 5_000_000_000))
+        );
+        assert_eq!(
+            parse_age_jitter("200ms+-50ms"),
+            Ok((200_000_000, 50_000_000))
+        );
+        for bad in ["0s", "1s±1s", "1s±2s", "x", "1s±", "±1s"] {
+            assert!(parse_age_jitter(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn formats_units() {

@@ -962,8 +962,53 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         "a connection header (Connection, Keep-Alive, Transfer-Encoding, Upgrade, TE) is not allowed in HTTP/2",
     );
     expect(
-        &["run", "--rate", "10", "--grpc", "a.B/C"],
+        &["run", "--grpc", "a.B/C", "--connections", "300"],
         2,
-        "--http2: the loopback baseline does not run HTTP/2 yet: give --target",
+        "--connections: the HTTP/2 baseline takes at most 256 (its built-in sink's HTTP/2 front runs a thread per connection), got 300",
+    );
+}
+
+#[test]
+fn bad_connection_lifecycle_flags_are_one_line_usage_errors() {
+    fn run_with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        [&["run", "--target", T, "--rate", "10"], extra].concat()
+    }
+    expect(
+        &run_with(&["--conn-max-age", "1s±2s"]),
+        2,
+        "--conn-max-age: expected an age above 0 and a jitter below it (30s or 30s±5s), got \"1s±2s\"",
+    );
+    expect(
+        &run_with(&["--conn-max-age", "soon"]),
+        2,
+        "--conn-max-age: expected a duration such as 10s or 500ms",
+    );
+    expect(
+        &run_with(&["--conn-max-requests", "0"]),
+        2,
+        "--conn-max-requests: must be at least 1, got 0",
+    );
+    expect(
+        &run_with(&["--conn-max-requests", "5", "--connect-per-request"]),
+        2,
+        "--conn-max-requests: needs requests on a timetable over held connections",
+    );
+    expect(
+        &["run", "--rate", "10", "--conn-max-age", "1s"],
+        2,
+        "--conn-max-age: give --target",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--workload",
+            "frames",
+            "--conn-max-age",
+            "1s",
+        ],
+        2,
+        "--conn-max-age: not with --workload frames yet",
     );
 }

@@ -5,7 +5,7 @@
 //! after `keepalive_requests`, a MAX_CONCURRENT_STREAMS below the streams asked for).
 #![allow(clippy::too_many_lines)] // a test scenario reads top to bottom: see Cargo.toml [lints]
 mod common;
-use common::servers::{Server, python_with_grpcio, require, spawn};
+use common::servers::{Server, nginx_h2, python_with_grpcio, require, spawn};
 use common::*;
 use std::process::Command;
 use std::time::Duration;
@@ -25,50 +25,17 @@ fn nghttpd() -> (Server, u16) {
     (s, port)
 }
 
-/// nginx with HTTP/2 on `listen` (h2c, or h2 over TLS when `tls` holds the
-/// certificate and key), `keepalive_requests` per connection before its GOAWAY, and
-/// `streams` concurrent streams at most per connection. `/` answers 200, `/fail` 503.
-fn nginx_h2(keepalive_requests: u64, streams: u32, tls: Option<(&str, &str)>) -> (Server, u16) {
-    let bin = require("nginx", "nginx-light");
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let (ssl, certs) = match tls {
-        Some((cert, key)) => (
-            " ssl",
-            format!("ssl_certificate {cert}; ssl_certificate_key {key};"),
-        ),
-        None => ("", String::new()),
-    };
-    let conf = format!(
-        "daemon off; master_process off; worker_processes 1; pid {d}/nginx.pid; \
-         error_log {d}/error.log; events {{ worker_connections 1024; }} \
-         http {{ access_log off; keepalive_requests {keepalive_requests}; \
-         http2_max_concurrent_streams {streams}; \
-         client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
-         uwsgi_temp_path {d}; scgi_temp_path {d}; \
-         server {{ listen 127.0.0.1:{port}{ssl} http2; {certs} \
-         location / {{ return 200 \"hello\"; }} location /fail {{ return 503; }} }} }}",
-        d = dir.path().display()
-    );
-    let conf_path = dir.path().join("nginx.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let mut cmd = Command::new(bin);
-    cmd.args(["-c", conf_path.to_str().unwrap(), "-p"])
-        .arg(dir.path());
-    let s = spawn(&mut cmd, Some(dir), port);
-    (s, port)
-}
-
 /// A gRPC server in Python grpcio (tests/fixtures/grpc/echo_server.py) whose
-/// `/blaster.Echo/Check` accepts only the message `expected` with a deadline.
-fn grpcio_server(expected: &str) -> (Server, u16) {
+/// `/blaster.Echo/Check` accepts only the message `expected` with a deadline; `extra`:
+/// its other arguments (a max connection age in ms).
+fn grpcio_server(expected: &str, extra: &[&str]) -> (Server, u16) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/grpc/echo_server.py"
     );
     let port = free_port();
     let mut cmd = Command::new(python_with_grpcio());
-    cmd.args([script, &port.to_string(), expected]);
+    cmd.args([script, &port.to_string(), expected]).args(extra);
     let s = spawn(&mut cmd, None, port);
     (s, port)
 }
@@ -345,7 +312,7 @@ fn an_http1_server_is_named_not_hung_on() {
 #[test]
 fn grpc_unary_calls_against_grpcio_are_judged_by_grpc_status() {
     let _g = load_lock();
-    let (_s, port) = grpcio_server("hello grpc");
+    let (_s, port) = grpcio_server("hello grpc", &[]);
     let dir = tempfile::tempdir().unwrap();
     let msg = dir.path().join("msg.bin");
     let other = dir.path().join("other.bin");
@@ -408,6 +375,79 @@ fn grpc_unary_calls_against_grpcio_are_judged_by_grpc_status() {
     );
 }
 
+/// Every status code a server returns is counted under its name, and the method a
+/// server does not have is UNIMPLEMENTED: `/blaster.Echo/Code` answers the code its
+/// `x-code` metadata (an `-H` header) asks for.
+#[test]
+fn grpc_status_codes_are_counted_by_name() {
+    let _g = load_lock();
+    let (_s, port) = grpcio_server("x", &[]);
+    for (method, code, name) in [
+        ("blaster.Echo/Code", "14", "UNAVAILABLE"),
+        ("blaster.Echo/Code", "4", "DEADLINE_EXCEEDED"),
+        ("blaster.Echo/Code", "16", "UNAUTHENTICATED"),
+        ("blaster.Echo/Nope", "0", "UNIMPLEMENTED"),
+    ] {
+        let header = format!("x-code: {code}");
+        let v = h2_run_exiting(
+            port,
+            &[
+                "--grpc",
+                method,
+                "-H",
+                &header,
+                "--rate",
+                "200",
+                "--duration",
+                "500ms",
+            ],
+            &[1],
+        );
+        assert_eq!(f(&v, "requests.errors"), 100.0, "{name}: {}", v["requests"]);
+        assert_eq!(
+            v["http2"]["grpc"]["status_codes"],
+            serde_json::json!({ name: 100 }),
+            "{}",
+            v["http2"]
+        );
+        assert_eq!(
+            v["error_replies_by_kind"][name], 100,
+            "{}",
+            v["error_replies_by_kind"]
+        );
+    }
+}
+
+/// grpcio ends each connection at 300 ms of age with a GOAWAY (MaxConnectionAge):
+/// blaster finishes the calls under way, reopens, and every call is answered once.
+#[test]
+fn grpc_max_connection_age_loses_and_doubles_nothing() {
+    let _g = load_lock();
+    let (_s, port) = grpcio_server("x", &["300"]);
+    let v = h2_run(
+        port,
+        &[
+            "--grpc",
+            "blaster.Echo/Say",
+            "--rate",
+            "500",
+            "--duration",
+            "3s",
+            "--connections",
+            "2",
+        ],
+    );
+    assert_all_completed(&v, 1500.0);
+    assert!(f(&v, "http2.goaways") >= 10.0, "{}", v["http2"]);
+    assert!(f(&v, "connections.opened") >= 10.0, "{}", v["connections"]);
+    assert_eq!(
+        v["http2"]["grpc"]["status_codes"],
+        serde_json::json!({"OK": 1500}),
+        "{}",
+        v["http2"]
+    );
+}
+
 /// `--grpc` against blaster's own `sink --http2`, which echoes unary calls.
 #[test]
 fn grpc_unary_calls_against_the_sink() {
@@ -433,4 +473,55 @@ fn grpc_unary_calls_against_the_sink() {
         "{}",
         v["http2"]
     );
+}
+
+/// `blaster --grpc ...` and `blaster --http2` (no target): the loopback baseline
+/// against the sink's HTTP/2 front, nothing outside. Whatever the shared host lets the
+/// steps reach, the summary gives an HTTP/2 figure, and no step had an error. A lax
+/// `--max-lag` keeps a busy host from invalidating every step.
+#[test]
+fn the_http2_baseline_runs_against_the_sinks_front() {
+    let _g = load_lock();
+    for proto in [&["--grpc", "blaster.Echo/Say"][..], &["--http2"][..]] {
+        let (_dir, path) = tmp_json();
+        let mut args = proto.to_vec();
+        args.extend_from_slice(&[
+            "--cores",
+            "0",
+            "--connections",
+            "4",
+            "--start-rate",
+            "500",
+            "--step-duration",
+            "1s",
+            "--max-lag",
+            "1s",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        let out = run(&args, Duration::from_secs(120));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}{err}");
+        assert!(
+            err.contains("(HTTP/2: its front, a thread per connection)"),
+            "{err}"
+        );
+        assert!(
+            text.starts_with("loopback baseline over HTTP/2: 4 connections, HTTP/2 requests"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\ngenerator HTTP/2 ceiling: ")
+                || text.contains("\nno generator HTTP/2 ceiling: the best valid step ("),
+            "{text}"
+        );
+        let v = read_json(&path);
+        assert_eq!(v["http2"], true, "{v}");
+        assert!(f(&v, "ceiling_rps") > 0.0, "{v}");
+        for s in v["steps"].as_array().unwrap() {
+            assert_eq!(f(s, "errors"), 0.0, "{s}");
+            assert!(f(s, "achieved_rps") > 0.0, "{s}");
+        }
+    }
 }

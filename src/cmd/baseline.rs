@@ -26,9 +26,11 @@ use crate::metrics::host::{HostSampler, OTHER_LOAD_WARN, STEAL_WARN};
 use crate::metrics::noise::{self, HostNoise};
 use crate::metrics::spread::{Held, Spread};
 use crate::proto::Framing;
+use crate::proto::h2::server::{Answer, ServerSettings};
 use crate::report::Report;
 use crate::report::progress::Live;
 use crate::run_plan::RunPlan;
+use crate::sink::h2_front::{H2Front, H2Options};
 use crate::sink::tls_front::TlsFront;
 use crate::sink::{self, SinkConfig, SinkMode};
 use crate::units::{fmt_ns, fmt_rate, list_cores};
@@ -193,6 +195,9 @@ pub struct Baseline {
     pub payload_bytes: usize,
     /// Over TLS (`--tls`): the sink's TLS front served the steps.
     pub tls: bool,
+    /// `--http2` or `--grpc`: the steps' requests were HTTP/2 streams (gRPC calls),
+    /// served by the sink's HTTP/2 front.
+    pub http2: bool,
     /// The host's noise on the generator cores before the first step
     /// ([`crate::metrics::noise`]).
     pub host_noise: HostNoise,
@@ -529,8 +534,9 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         ..plan.clone()
     };
     let plan = &judged;
-    let (sink, front, addr) = start_sink(plan, &sink_cores)?;
-    announce(plan, &sink_cores, addr, front.is_some(), shared_core);
+    let sink = start_sink(plan, &sink_cores)?;
+    let addr = sink.addr;
+    announce(plan, &sink_cores, &sink, shared_core);
     let mut steps: Vec<Step> = Vec::new();
     let mut search = Search::new(plan.start_rate_rps);
     let mut result = Ok(());
@@ -566,8 +572,7 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         }
     }
     let interrupted = stop.load(Ordering::Relaxed);
-    drop(front);
-    let _ = sink.stop();
+    sink.stop();
     result?;
     let best = best(&steps);
     let repeats = (plan.repeats > 1)
@@ -601,6 +606,7 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
         connections: plan.connections,
         payload_bytes: plan.payload.len(),
         tls: plan.tls_sink.is_some(),
+        http2: plan.http2.is_some(),
         tls_at_ceiling: best.and_then(|s| s.tls),
         ceiling_rps,
         ceiling_rps_per_core: ceiling_rps / plan.cores.len() as f64,
@@ -617,19 +623,57 @@ pub fn run(plan: &RunPlan, stop: &Arc<AtomicBool>, usable: &[usize]) -> Result<B
     })
 }
 
-/// Starts the built-in sink on `sink_cores` and, over TLS, its front; returns both and
-/// the address the steps connect to (the front's over TLS, which relays to the ring).
-fn start_sink(
-    plan: &RunPlan,
-    sink_cores: &[usize],
-) -> Result<(sink::SinkHandle, Option<TlsFront>, SocketAddr), RunError> {
+/// The baseline's server: the built-in sink's ring (with its TLS front over TLS), or
+/// with `--http2` its HTTP/2 front alone; and the address the steps connect to.
+struct BaselineSink {
+    ring: Option<sink::SinkHandle>,
+    front: Option<TlsFront>,
+    h2: Option<H2Front>,
+    addr: SocketAddr,
+}
+
+impl BaselineSink {
+    fn stop(self) {
+        drop(self.front);
+        drop(self.h2);
+        if let Some(ring) = self.ring {
+            let _ = ring.stop();
+        }
+    }
+}
+
+/// Starts the built-in sink on `sink_cores`: its ring and, over TLS, its front (which
+/// relays to the ring); with `--http2` its HTTP/2 front (h2c, or h2 over TLS),
+/// answering requests and gRPC calls with an echo.
+fn start_sink(plan: &RunPlan, sink_cores: &[usize]) -> Result<BaselineSink, RunError> {
+    let local = SocketAddr::from(([127, 0, 0, 1], 0));
+    if plan.http2.is_some() {
+        let opts = H2Options {
+            settings: ServerSettings {
+                max_concurrent_streams: plan.pipeline as u32,
+                ..ServerSettings::default()
+            },
+            answer: Answer::Echo,
+            tls: plan.tls_sink.clone(),
+            // Reopens after a GOAWAY overlap the closes they replace.
+            connections_max: plan.connections * 2 + 16,
+            cores: sink_cores.to_vec(),
+        };
+        let h2 = H2Front::start(local, opts).map_err(|e| RunError::BaselineFront("HTTP/2", e))?;
+        return Ok(BaselineSink {
+            ring: None,
+            front: None,
+            addr: h2.local_addr(),
+            h2: Some(h2),
+        });
+    }
     // The plan allows only echo and fixed:N without a target.
     let mode = match plan.framing {
         Framing::Fixed(n) => SinkMode::Fixed(n),
         _ => SinkMode::Echo,
     };
     let sink = sink::start(&SinkConfig {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        listen: local,
         cores: sink_cores.to_vec(),
         mode,
         request_size: plan.payload.len(),
@@ -640,24 +684,25 @@ fn start_sink(
     })?;
     let front = match &plan.tls_sink {
         Some(config) => Some(
-            TlsFront::start_on(
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-                sink.local_addr(),
-                config.clone(),
-                sink_cores,
-            )
-            .map_err(RunError::BaselineTlsFront)?,
+            TlsFront::start_on(local, sink.local_addr(), config.clone(), sink_cores)
+                .map_err(|e| RunError::BaselineFront("TLS", e))?,
         ),
         None => None,
     };
     let addr = front
         .as_ref()
         .map_or(sink.local_addr(), TlsFront::local_addr);
-    Ok((sink, front, addr))
+    Ok(BaselineSink {
+        ring: Some(sink),
+        front,
+        h2: None,
+        addr,
+    })
 }
 
 /// The line that says where the generator and the sink run.
-fn announce(plan: &RunPlan, sink_cores: &[usize], addr: SocketAddr, tls: bool, shared: bool) {
+fn announce(plan: &RunPlan, sink_cores: &[usize], sink: &BaselineSink, shared: bool) {
+    let addr = sink.addr;
     crate::errln!(
         "baseline: generator on cores {}, built-in sink on {} {} at {addr}{}{}",
         list_cores(&plan.cores),
@@ -667,7 +712,9 @@ fn announce(plan: &RunPlan, sink_cores: &[usize], addr: SocketAddr, tls: bool, s
             "cores"
         },
         list_cores(sink_cores),
-        if tls {
+        if sink.h2.is_some() {
+            " (HTTP/2: its front, a thread per connection)"
+        } else if sink.front.is_some() {
             " (TLS: its front, a thread per connection, relays to its ring)"
         } else {
             ""
@@ -782,22 +829,69 @@ fn step_notes(st: &Step) -> String {
     n
 }
 
+/// How the summary names what served the steps: the ring alone, or a front (TLS,
+/// HTTP/2) of a thread per connection on the sink's cores.
+struct Served {
+    over: &'static str,
+    header_note: &'static str,
+    ceiling: &'static str,
+    sink_what: &'static str,
+    elsewhere: &'static str,
+}
+
+impl Served {
+    fn of(b: &Baseline) -> Served {
+        match (b.tls, b.http2) {
+            (false, false) => Served {
+                over: "",
+                header_note: "",
+                ceiling: "generator ceiling",
+                sink_what: "",
+                elsewhere: "a sink on another machine",
+            },
+            (true, false) => Served {
+                over: " over TLS",
+                header_note: " (TLS served by the sink's front: a thread per connection, on those cores)",
+                ceiling: "generator TLS ceiling",
+                sink_what: " (its ring and its TLS front, a thread per connection)",
+                elsewhere: "`blaster sink --tls` on another machine and `blaster run --tls --target`",
+            },
+            (tls, true) => Served {
+                over: if tls {
+                    " over HTTP/2 and TLS"
+                } else {
+                    " over HTTP/2"
+                },
+                header_note: " (HTTP/2 served by the sink's HTTP/2 front: a thread per connection, on those cores)",
+                ceiling: "generator HTTP/2 ceiling",
+                sink_what: " (its HTTP/2 front, a thread per connection)",
+                elsewhere: "`blaster sink --http2` on another machine and `blaster run --http2 --target`",
+            },
+        }
+    }
+}
+
 /// The run's line and the step table's header.
 fn render_header(b: &Baseline) -> String {
+    let served = Served::of(b);
     let mut s = String::new();
     s.push_str(&format!(
-        "loopback baseline{}: {} connections, {}-byte echo requests, generator cores {}, sink {} {}{}\n",
-        if b.tls { " over TLS" } else { "" },
+        "loopback baseline{}: {} connections, {}, generator cores {}, sink {} {}{}\n",
+        served.over,
         b.connections,
-        b.payload_bytes,
-        list_cores(&b.worker_cores),
-        if b.sink_cores.len() == 1 { "core" } else { "cores" },
-        list_cores(&b.sink_cores),
-        if b.tls {
-            " (TLS served by the sink's front: a thread per connection, on those cores)"
+        if b.http2 {
+            "HTTP/2 requests".to_string()
         } else {
-            ""
-        }
+            format!("{}-byte echo requests", b.payload_bytes)
+        },
+        list_cores(&b.worker_cores),
+        if b.sink_cores.len() == 1 {
+            "core"
+        } else {
+            "cores"
+        },
+        list_cores(&b.sink_cores),
+        served.header_note
     ));
     s.push_str(&format!(
         "{:>12} {:>12} {:>6} {:>12} {:>12} {:>12} {:>10} {:>6} {:>6} {:>6}{}\n",
@@ -869,12 +963,8 @@ fn render_verdict(b: &Baseline) -> String {
     } else {
         ""
     };
-    let mut ceiling = if b.tls {
-        "generator TLS ceiling"
-    } else {
-        "generator ceiling"
-    }
-    .to_string();
+    let served = Served::of(b);
+    let mut ceiling = served.ceiling.to_string();
     if b.max_lag_ns != b.max_lag_asked_ns {
         ceiling.push_str(&format!(
             " at --max-lag {} (this host's floor, not the {} asked for)",
@@ -882,17 +972,13 @@ fn render_verdict(b: &Baseline) -> String {
             fmt_ns(b.max_lag_asked_ns)
         ));
     }
-    // Over TLS the sink's cores also run its front, the usual limit on a small host.
-    let sink_what = if b.tls {
-        " (its ring and its TLS front, a thread per connection)"
-    } else {
-        ""
-    };
-    let elsewhere = if b.tls {
-        "`blaster sink --tls` on another machine and `blaster run --tls --target`"
-    } else {
-        "a sink on another machine"
-    };
+    // Over TLS or HTTP/2 the sink's cores also run its front, the usual limit on a
+    // small host.
+    let Served {
+        sink_what,
+        elsewhere,
+        ..
+    } = served;
     match &b.verdict {
         Verdict::Ceiling { rps } => format!(
             "{ceiling}: {}/s ({}/s per core), {}{lower_bound}\n",
@@ -1268,6 +1354,7 @@ mod tests {
             connections: 64,
             payload_bytes: 64,
             tls: false,
+            http2: false,
             host_noise: quiet_host(),
             max_lag_asked_ns: 1_000_000,
             max_lag_ns: 1_000_000,

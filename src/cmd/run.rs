@@ -55,9 +55,10 @@ pub enum RunError {
     },
     #[error(transparent)]
     Worker(#[from] WorkerError),
-    /// The TLS front before the baseline's in-process sink could not start.
-    #[error("the baseline's TLS front: {0}")]
-    BaselineTlsFront(std::io::Error),
+    /// The TLS front before the baseline's in-process sink, or its HTTP/2 front,
+    /// could not start.
+    #[error("the baseline's {0} front: {1}")]
+    BaselineFront(&'static str, std::io::Error),
     /// `blaster sink --tls`: the TLS front could not listen on `--listen`.
     #[error("sink --tls: cannot listen on {addr}: {source}")]
     SinkTlsFront {
@@ -613,6 +614,7 @@ fn complete(
         len_s: 1,
         completed: p.counters.completed,
         errors: p.counters.request_errors(),
+        reconnects: p.counters.reconnects,
         latency: Percentiles::of(&p.histograms.latency),
         lag_p99: Percentiles::of(&p.histograms.dispatch_lag).p99,
         frames: shape.plan.frames.as_ref().map(|_| {

@@ -94,6 +94,9 @@ pub struct Conn {
     pub deferred: bool,
     /// On the worker's watch list (what the timeout scan looks at).
     pub in_active: bool,
+    /// Closed in order (`Connection: close`, a GOAWAY, a retirement): opens again as
+    /// soon as its close completes, not at the next timeout scan.
+    pub reopen_when_closed: bool,
 }
 
 /// `i mod cap` for `i < 2 * cap`: a compare and a subtraction instead of an integer
@@ -220,6 +223,7 @@ impl ConnTable {
                 opened_before: false,
                 deferred: false,
                 in_active: false,
+                reopen_when_closed: false,
             })
             .collect();
         ConnTable {

@@ -262,6 +262,9 @@ pub struct Counters {
     pub closed_by_target: u64,
     /// Connections opened again after the first time (after a close or a failure).
     pub reconnects: u64,
+    /// `--conn-max-age`, `--conn-max-requests`: connections retired (drained, closed
+    /// and replaced).
+    pub connections_recycled: u64,
     /// Failed requests by kind: each failed request once, under one kind.
     pub errors: [u64; ErrorKind::ALL.len()],
     /// Connection events by kind: failures that failed no request.
@@ -458,6 +461,7 @@ impl Counters {
         }
         self.closed_by_target += o.closed_by_target;
         self.reconnects += o.reconnects;
+        self.connections_recycled += o.connections_recycled;
         for (a, b) in self.errors.iter_mut().zip(o.errors) {
             *a += b;
         }

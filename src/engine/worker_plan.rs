@@ -86,6 +86,21 @@ pub struct WorkerPlan {
     /// `--http2`: requests go out as HTTP/2 streams, `pipeline` of them at most per
     /// connection (fewer when the server says so).
     pub http2: Option<Http2Plan>,
+    /// `--conn-max-age` and `--conn-max-requests`: when connections are retired.
+    pub conn_life: Option<ConnLife>,
+}
+
+/// `--conn-max-age D[±J]` and `--conn-max-requests N`: a connection takes no new
+/// request once it is its age old or has taken N, and closes (replaced by a fresh
+/// one) once those it has are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLife {
+    /// The age (ns); `u64::MAX`: no limit.
+    pub max_age_ns: u64,
+    /// Each connection's age is drawn within `max_age_ns ± jitter_ns`.
+    pub jitter_ns: u64,
+    /// Requests per connection; `u32::MAX`: no limit.
+    pub max_requests: u32,
 }
 
 /// `--http2`, as every worker sees it.
@@ -198,6 +213,7 @@ impl WorkerPlan {
             connections,
             pipeline: 4,
             http2: None,
+            conn_life: None,
             rate_rps: 1000.0,
             duration_ns: 10_000_000,
             warmup_ns: 0,

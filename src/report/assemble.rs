@@ -92,6 +92,7 @@ pub struct Row {
     pub len_s: u64,
     pub completed: u64,
     pub errors: u64,
+    pub reconnects: u64,
     pub latency: Percentiles,
     pub lag_p99: u64,
     /// Frames: the interval's frame counts and arrival-deviation percentiles.
@@ -129,6 +130,7 @@ impl IntervalShape<'_> {
             latency_max_ns: row.latency.max,
             dispatch_lag_p99_ns: row.lag_p99,
             errors: row.errors,
+            reconnects: row.reconnects,
             core_load: row.load.core_load,
             worker_busy: row.load.worker_busy,
             other_load: row.load.other_load,
@@ -822,6 +824,7 @@ fn connections(plan: &RunPlan, ctr: &Counters, setup: &Setup, total: &Histograms
         closed_by_target: ctr.closed_by_target,
         events_by_kind: Report::events_map(ctr),
         reconnects: ctr.reconnects,
+        recycled: plan.conn_life.map(|_| ctr.connections_recycled),
         reconnect_delay_ns: Percentiles::of(&total.reconnect_delay),
         establish_all_ns: setup.establish_ns,
         rings_per_core: plan.rings_per_core,

@@ -197,6 +197,10 @@ pub struct Connections {
     /// Not in `requests.errors` or `errors_by_kind`.
     pub events_by_kind: BTreeMap<&'static str, u64>,
     pub reconnects: u64,
+    /// `--conn-max-age`, `--conn-max-requests`: connections retired (drained, closed
+    /// and replaced; their reopens are in `reconnects`). Absent without the flags.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recycled: Option<u64>,
     /// Delays chosen before reconnects (backoff with jitter).
     pub reconnect_delay_ns: Percentiles,
     /// From the first connect to the last one established in the connect phase, ns.
@@ -268,6 +272,10 @@ pub struct Interval {
     pub latency_max_ns: u64,
     pub dispatch_lag_p99_ns: u64,
     pub errors: u64,
+    /// Connections opened again in the interval (after a close, a failure, a GOAWAY
+    /// or a retirement).
+    #[serde(default)]
+    pub reconnects: u64,
     /// Busiest generator core per /proc/stat, minus the workers' spinning there.
     pub core_load: f64,
     /// Busiest generator core as its workers measure themselves: the share of wall time

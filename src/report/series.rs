@@ -161,6 +161,7 @@ fn merge_into(into: &mut Row, s: &Row) {
     into.len_s += 1;
     into.completed += s.completed;
     into.errors += s.errors;
+    into.reconnects += s.reconnects;
     let (a, b) = (&mut into.load, &s.load);
     a.core_load = a.core_load.max(b.core_load);
     a.worker_busy = a.worker_busy.max(b.worker_busy);

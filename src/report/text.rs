@@ -643,7 +643,7 @@ fn write_connections(w: &mut String, r: &Report) {
     let _ = writeln!(
         w,
         "connections ({}): {} requested, {} established in {}, {} opened in all, {} failed, \
-         {} closed by the target, {} reconnects{}",
+         {} closed by the target, {} reconnects{}{}",
         r.mode,
         c.requested,
         c.established,
@@ -652,6 +652,9 @@ fn write_connections(w: &mut String, r: &Report) {
         c.failed,
         c.closed_by_target,
         c.reconnects,
+        c.recycled.map_or(String::new(), |n| format!(
+            " ({n} retired by --conn-max-age/--conn-max-requests)"
+        )),
         if c.rings_per_core > 1 {
             format!(" ({} io_uring rings per core)", c.rings_per_core)
         } else {

@@ -79,8 +79,10 @@ impl RunPlan {
         let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;
+        let conn_life = conn_life(a, transport, target.is_some(), frames.is_some())?;
         let mut plan = RunPlan {
             http2,
+            conn_life,
             grpc_method: a
                 .grpc
                 .as_deref()
@@ -493,6 +495,54 @@ fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<Tl
     Ok((Some(Arc::new(client)), baseline.map(|(_, server)| server)))
 }
 
+/// `--conn-max-age D[±J]` and `--conn-max-requests N`: TCP requests on a timetable
+/// against a target.
+fn conn_life(
+    a: &RunArgs,
+    transport: Transport,
+    has_target: bool,
+    frames: bool,
+) -> Result<Option<crate::engine::worker_plan::ConnLife>, PlanError> {
+    let flag = match (&a.conn_max_age, a.conn_max_requests) {
+        (None, None) => return Ok(None),
+        (Some(_), _) => "conn-max-age",
+        (None, Some(_)) => "conn-max-requests",
+    };
+    let refused = [
+        (
+            transport != Transport::Tcp,
+            "connections are TCP's: not with --proto udp",
+        ),
+        (frames, "not with --workload frames yet"),
+        (
+            !has_target,
+            "give --target (the loopback baseline keeps its connections)",
+        ),
+        (
+            a.connect_per_request || a.hold || a.concurrency.is_some(),
+            "needs requests on a timetable over held connections: not with \
+             --connect-per-request, --hold or --concurrency",
+        ),
+    ];
+    if let Some((_, why)) = refused.into_iter().find(|(bad, _)| *bad) {
+        return Err(err(flag, why));
+    }
+    let (max_age_ns, jitter_ns) = match &a.conn_max_age {
+        Some(s) => crate::units::parse_age_jitter(s).map_err(|m| err("conn-max-age", m))?,
+        None => (u64::MAX, 0),
+    };
+    let max_requests = match a.conn_max_requests {
+        Some(0) => return Err(err("conn-max-requests", "must be at least 1, got 0")),
+        Some(n) => n,
+        None => u32::MAX,
+    };
+    Ok(Some(crate::engine::worker_plan::ConnLife {
+        max_age_ns,
+        jitter_ns,
+        max_requests,
+    }))
+}
+
 /// Streams per connection with `--http2` unless `--streams-per-connection` says.
 const HTTP2_STREAMS_DEFAULT: usize = 100;
 
@@ -530,14 +580,19 @@ fn http2_plan(
             "pipeline",
             "with --http2, requests in flight per connection are --streams-per-connection",
         ),
-        (
-            !has_target,
-            "http2",
-            "the loopback baseline does not run HTTP/2 yet: give --target (`blaster sink --http2` serves it)",
-        ),
     ];
     if let Some((_, flag, why)) = refused.into_iter().find(|(bad, _, _)| *bad) {
         return Err(err(flag, why));
+    }
+    let connections = a.concurrency.unwrap_or(a.connections);
+    if !has_target && connections > TLS_BASELINE_CONNECTIONS_MAX {
+        return Err(err(
+            "connections",
+            format!(
+                "the HTTP/2 baseline takes at most {TLS_BASELINE_CONNECTIONS_MAX} (its \
+                 built-in sink's HTTP/2 front runs a thread per connection), got {connections}"
+            ),
+        ));
     }
     if let Some(n) = a.streams_per_connection
         && !(1..=PIPELINE_MAX).contains(&n)
@@ -900,6 +955,11 @@ fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
         )
         .map_err(|m| err("mix", format!("{}: {m}", f.display())))?;
         Ok(RequestSet::new(entries, true))
+    } else if a.http2 && a.payload.is_none() && a.payload_file.is_none() && a.payload_size.is_none()
+    {
+        // `--http2` alone (the loopback baseline's `blaster --http2`): `GET /`.
+        let t = http_of("GET /", None).map_err(|m| err("http", m))?;
+        Ok(RequestSet::single(t, Framing::Http1))
     } else {
         payload_request(a, facts)
     }
@@ -1001,7 +1061,8 @@ fn check_requests(
             ));
         }
     }
-    if !has_target && !matches!(framing, Framing::Echo | Framing::Fixed(_)) {
+    let http2 = a.http2 || a.grpc.is_some();
+    if !has_target && !http2 && !matches!(framing, Framing::Echo | Framing::Fixed(_)) {
         return Err(err(
             "framing",
             "the loopback baseline (no --target) uses echo or fixed:N",

@@ -125,6 +125,8 @@ pub struct RunPlan {
     /// `--http2`: requests as HTTP/2 streams (`pipeline` is then the streams per
     /// connection).
     pub http2: Option<crate::engine::worker_plan::Http2Plan>,
+    /// `--conn-max-age` and `--conn-max-requests`.
+    pub conn_life: Option<crate::engine::worker_plan::ConnLife>,
     /// `--grpc`: the method called (`/SERVICE/METHOD`), for the report.
     pub grpc_method: Option<String>,
     pub pipeline: usize,

@@ -124,6 +124,7 @@ impl RunPlan {
                     frames: self.frames.clone(),
                     tls: self.tls.clone(),
                     http2: self.http2,
+                    conn_life: self.conn_life,
                 }
             })
             .collect()

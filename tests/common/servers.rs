@@ -173,3 +173,47 @@ fn ws_server_with(args: &[&str]) -> (Server, u16) {
     );
     (s, port)
 }
+
+/// nginx with HTTP/2 on `listen` (h2c, or h2 over TLS when `tls` holds the
+/// certificate and key), `keepalive_requests` per connection before its GOAWAY, and
+/// `streams` concurrent streams at most per connection. `/` answers 200, `/fail` 503.
+pub fn nginx_h2(keepalive_requests: u64, streams: u32, tls: Option<(&str, &str)>) -> (Server, u16) {
+    nginx_listening(keepalive_requests, streams, tls, " http2")
+}
+
+/// [`nginx_h2`] with `listen_opts` after the port (`" http2"`, or `""` for HTTP/1.1).
+pub fn nginx_listening(
+    keepalive_requests: u64,
+    streams: u32,
+    tls: Option<(&str, &str)>,
+    listen_opts: &str,
+) -> (Server, u16) {
+    let bin = require("nginx", "nginx-light");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (ssl, certs) = match tls {
+        Some((cert, key)) => (
+            " ssl",
+            format!("ssl_certificate {cert}; ssl_certificate_key {key};"),
+        ),
+        None => ("", String::new()),
+    };
+    let conf = format!(
+        "daemon off; master_process off; worker_processes 1; pid {d}/nginx.pid; \
+         error_log {d}/error.log; events {{ worker_connections 1024; }} \
+         http {{ access_log off; keepalive_requests {keepalive_requests}; \
+         http2_max_concurrent_streams {streams}; \
+         client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
+         uwsgi_temp_path {d}; scgi_temp_path {d}; \
+         server {{ listen 127.0.0.1:{port}{ssl}{listen_opts}; {certs} \
+         location / {{ return 200 \"hello\"; }} location /fail {{ return 503; }} }} }}",
+        d = dir.path().display()
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut cmd = Command::new(bin);
+    cmd.args(["-c", conf_path.to_str().unwrap(), "-p"])
+        .arg(dir.path());
+    let s = spawn(&mut cmd, Some(dir), port);
+    (s, port)
+}

@@ -67,7 +67,7 @@ impl Worker<'_> {
     pub(super) fn free_conn(&mut self) -> Option<u32> {
         while let Some(c) = self.ready_q.pop() {
             self.table.conns[c as usize].in_ready_queue = false;
-            if self.table.has_free_slot(c) || self.idle_closed(c) {
+            if !self.retiring(c) && (self.table.has_free_slot(c) || self.idle_closed(c)) {
                 return Some(c);
             }
         }
@@ -88,13 +88,14 @@ impl Worker<'_> {
         let opening = self.idle_closed(c);
         self.table.push_req(c, req);
         self.inflight += 1;
+        self.life_served(c, self.clock.ns(req.dispatched));
         self.activate(c);
         if opening {
             // Its latency still counts from the intended instant, connect included.
             self.open(c);
             return;
         }
-        if self.table.has_free_slot(c) {
+        if self.table.has_free_slot(c) && !self.retiring(c) {
             self.mark_ready(c);
         }
         if self.table.conns[c as usize].sending == 0 {

@@ -18,7 +18,7 @@
 //! (retried on another connection, counted), the others finish, then it closes and
 //! reopens.
 
-use super::{Reopen, Worker};
+use super::Worker;
 use crate::clock::{Nanos, Ticks};
 use crate::engine::conn_table::{ANSWERED, ConnState, Req};
 use crate::engine::recorder::{ErrorKind, H2Counters};
@@ -68,9 +68,6 @@ struct H2Conn {
     settled: bool,
     /// Requests wait for a window: counted once per stall.
     stalled: bool,
-    /// Closed after the server's GOAWAY: reopened as soon as the close completes (not
-    /// at the next timeout scan, tens of milliseconds later).
-    reopen: bool,
     ctl: [u8; CTL_BYTES],
     ctl_len: usize,
 }
@@ -108,7 +105,6 @@ impl H2Side {
                     generation: u32::MAX,
                     settled: false,
                     stalled: false,
-                    reopen: false,
                     ctl: [0; CTL_BYTES],
                     ctl_len: 0,
                 })
@@ -374,31 +370,14 @@ impl Worker<'_> {
         self.table.pop_answered(c);
         if self.table.caps[c as usize] == 0 && self.table.conns[c as usize].inflight == 0 {
             self.h2_goaway_close(c);
+        } else {
+            self.retire_drained(c);
         }
     }
 
     /// Closes `c`, drained after a GOAWAY, and opens it again once the close is done.
     fn h2_goaway_close(&mut self, c: u32) {
-        self.close_conn(c, None, Reopen::Now);
-        let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
-        h2.conns[c as usize].reopen = true;
-        self.h2_reopen_after_goaway(c);
-    }
-
-    /// Opens `c` now if a GOAWAY closed it and its close has completed.
-    pub(super) fn h2_reopen_after_goaway(&mut self, c: u32) {
-        let Some(h2) = self.h2.as_deref_mut() else {
-            return;
-        };
-        let conn = &self.table.conns[c as usize];
-        if h2.conns[c as usize].reopen
-            && let ConnState::Closed { reopen_at_ns } = conn.state
-        {
-            h2.conns[c as usize].reopen = false;
-            if reopen_at_ns != Nanos::MAX {
-                self.open(c);
-            }
-        }
+        self.close_and_reopen(c, None);
     }
 
     /// The server reset the stream in slot `i`: REFUSED_STREAM means it did nothing

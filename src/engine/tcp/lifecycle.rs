@@ -246,6 +246,7 @@ impl Worker<'_> {
         let unsent = conn.unsent;
         let armed = conn.recv_armed;
         self.out.counters.connections_opened += 1;
+        self.life_begins(c, self.clock.ns(now_t));
         if !armed {
             self.arm_recv(c);
         }
@@ -426,7 +427,29 @@ impl Worker<'_> {
             if self.workload.per_request() {
                 self.mark_ready(c);
             }
-            self.h2_reopen_after_goaway(c);
+            self.reopen_if_closed(c);
+        }
+    }
+
+    /// Closes `c` in order (`kind`: what its requests still in flight fail as) and
+    /// opens it again as soon as the close completes: a server's `Connection: close`
+    /// or GOAWAY, a retirement. The next timeout scan may be tens of ms away.
+    pub(super) fn close_and_reopen(&mut self, c: u32, kind: Option<ErrorKind>) {
+        self.close_conn(c, kind, Reopen::Now);
+        self.table.conns[c as usize].reopen_when_closed = true;
+        self.reopen_if_closed(c);
+    }
+
+    /// Opens `c` if it was closed in order and its close has completed.
+    pub(super) fn reopen_if_closed(&mut self, c: u32) {
+        let conn = &mut self.table.conns[c as usize];
+        if conn.reopen_when_closed
+            && let ConnState::Closed { reopen_at_ns } = conn.state
+        {
+            conn.reopen_when_closed = false;
+            if reopen_at_ns != Nanos::MAX {
+                self.open(c);
+            }
         }
     }
 

@@ -45,6 +45,7 @@ mod h2;
 mod io;
 mod lifecycle;
 mod recv;
+mod recycle;
 mod run;
 mod tls;
 mod workload;
@@ -192,6 +193,9 @@ struct Worker<'p> {
     replies: ReplyTally,
     /// `--http2`: the connections' HTTP/2 state (None without it).
     h2: Option<Box<h2::H2Side>>,
+    /// `--conn-max-age`, `--conn-max-requests`: each connection's life (empty
+    /// without them).
+    life: Vec<recycle::Life>,
     /// `--http2`: why the first connection the server refused as HTTP/2 failed (its
     /// preface answered with something else, or not at all).
     h2_refusal: Option<String>,
@@ -422,6 +426,14 @@ impl<'p> Worker<'p> {
             first_bad: None,
             replies: ReplyTally::new(),
             h2,
+            life: vec![
+                recycle::Life::default();
+                if plan.conn_life.is_some() {
+                    plan.connections
+                } else {
+                    0
+                }
+            ],
             h2_refusal: None,
             #[cfg(test)]
             scan_visits: 0,

@@ -265,11 +265,14 @@ impl Worker<'_> {
                         // `Connection: close`: requests pipelined behind this response
                         // will not be answered on this connection. An orderly close:
                         // reopen at once.
-                        self.close_conn(c, Some(ErrorKind::ClosedByPeer), Reopen::Now);
+                        self.close_and_reopen(c, Some(ErrorKind::ClosedByPeer));
                         return None;
                     }
                     if self.workload.per_request() && self.table.conns[c as usize].inflight == 0 {
                         self.close_conn(c, None, Reopen::Now);
+                        return None;
+                    }
+                    if self.retire_drained(c) {
                         return None;
                     }
                 }
