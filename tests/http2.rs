@@ -168,37 +168,7 @@ fn nginx_5xx_over_http2_are_error_replies() {
 /// A self-signed certificate for localhost (`cert.pem`, `key.pem`) in a new directory.
 fn self_signed() -> (tempfile::TempDir, String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let openssl = require("openssl", "openssl");
-    let ok = Command::new(openssl)
-        .current_dir(dir.path())
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
-    let path = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
-    let (cert, key) = (path("cert.pem"), path("key.pem"));
+    let (cert, key) = common::servers::self_signed(dir.path());
     (dir, cert, key)
 }
 

@@ -5,7 +5,7 @@
 //! the sink's own JSON counts the same requests, streams and connections. The bad
 //! combinations are one line, exit 2.
 mod common;
-use common::servers::{python_with_grpcio, require};
+use common::servers::{python_with_grpcio, require, self_signed};
 use common::*;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -79,40 +79,6 @@ fn grpc_calls(target: &str, calls: u32, ca: Option<&str>) {
     let t = text(&o);
     assert!(o.status.success(), "grpc client: {t}");
     assert!(t.contains(&format!("ok {calls}")), "grpc client: {t}");
-}
-
-/// A self-signed certificate for localhost and 127.0.0.1 (`cert.pem`, `key.pem`).
-fn self_signed(dir: &Path) -> (String, String) {
-    let out = Command::new(require("openssl", "openssl"))
-        .current_dir(dir)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ])
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
-    (p("cert.pem"), p("key.pem"))
 }
 
 #[test]

@@ -217,3 +217,37 @@ pub fn nginx_listening(
     let s = spawn(&mut cmd, Some(dir), port);
     (s, port)
 }
+
+/// A self-signed certificate for localhost and 127.0.0.1 (`cert.pem`, `key.pem`).
+pub fn self_signed(dir: &Path) -> (String, String) {
+    let out = Command::new(require("openssl", "openssl"))
+        .current_dir(dir)
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ])
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    (p("cert.pem"), p("key.pem"))
+}

@@ -88,7 +88,7 @@ impl Worker<'_> {
         let opening = self.idle_closed(c);
         self.table.push_req(c, req);
         self.inflight += 1;
-        self.life_served(c, self.clock.ns(req.dispatched));
+        self.life_served(c, req.dispatched);
         self.activate(c);
         if opening {
             // Its latency still counts from the intended instant, connect included.

@@ -54,13 +54,15 @@ impl Worker<'_> {
         };
     }
 
-    /// A request was assigned to `c` at `now_ns`: with it `c` may reach its budget or
-    /// be found past its age, and then takes no more.
+    /// A request was assigned to `c` at `now_t`: with it `c` may reach its budget or
+    /// be found past its age, and then takes no more. Without the flags, nothing (not
+    /// even the clock's conversion).
     #[inline]
-    pub(super) fn life_served(&mut self, c: u32, now_ns: Nanos) {
+    pub(super) fn life_served(&mut self, c: u32, now_t: crate::clock::Ticks) {
         let Some(cl) = self.plan.conn_life else {
             return;
         };
+        let now_ns = self.clock.ns(now_t);
         let l = &mut self.life[c as usize];
         l.served += 1;
         if l.served >= cl.max_requests || now_ns >= l.retire_ns {
