@@ -7,7 +7,6 @@
 mod common;
 use common::servers::{python_with_grpcio, require, self_signed};
 use common::*;
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
