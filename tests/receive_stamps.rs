@@ -137,10 +137,11 @@ fn frames_from_several_members_wake_the_loop_as_they_arrive() {
     let v = run_report(&args, Duration::from_secs(30));
     let received = f(&v, "frames.received");
     assert_eq!(received, f(&v, "frames.expected"), "{v}");
-    // Seen: 1,208 wake-ups; sleeping through its windows the loop woke 178 times.
+    // Seen: 1,208 wake-ups alone and 471 under CI's parallel load; sleeping through
+    // its windows the loop woke 178-199 times (one per 20 ms window and its sends).
     let wakeups = f(&v["workers"][0], "wakeups");
     assert!(
-        wakeups > 500.0,
+        wakeups > 300.0,
         "{wakeups} wake-ups for {received} frames received in 100 ticks"
     );
 }
