@@ -21,6 +21,7 @@
 //! connection carries is a few cache lines and needs no hashing or allocation.
 //!
 //! [`parse_frame`]: super::parse_frame
+use super::decoder::Decoder;
 use super::frame::{
     self, ACK, END_HEADERS, END_STREAM, Frame, Kind, SETTINGS_ENABLE_PUSH,
     SETTINGS_HEADER_TABLE_SIZE, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_CONCURRENT_STREAMS,
@@ -31,7 +32,6 @@ use super::{
     ErrorCode, FRAME_SIZE_MAX, FRAME_SIZE_MIN, H2Error, HEADER_TABLE_DEFAULT, WINDOW_DEFAULT,
     WINDOW_MAX,
 };
-use loona_hpack::Decoder;
 
 /// What this side advertises and enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +179,7 @@ pub struct Connection {
     streams: Vec<Stream>,
     streams_max: usize,
     next_stream_id: u32,
-    decoder: Decoder<'static>,
+    decoder: Decoder,
     /// A header block being gathered across CONTINUATION frames.
     block: Vec<u8>,
     /// The stream and END_STREAM flag of that block.
@@ -206,9 +206,7 @@ impl Connection {
         // until it has read our SETTINGS; a smaller HEADER_TABLE_SIZE binds it only
         // from the SETTINGS ACK on, when it must shrink the table with a size update
         // (RFC 7541 §4.2). So the bound is the larger of the two until that ACK.
-        let mut decoder = Decoder::new();
-        decoder
-            .set_max_allowed_table_size(local.header_table_size.max(HEADER_TABLE_DEFAULT) as usize);
+        let decoder = Decoder::new(local.header_table_size.max(HEADER_TABLE_DEFAULT) as usize);
         Connection {
             local,
             peer: PeerSettings::default(),

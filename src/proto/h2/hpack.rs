@@ -9,16 +9,16 @@
 //! HEADER_TABLE_SIZE, and sending them is a copy.
 //!
 //! Decoding: the peer's responses may use its dynamic table, so decoding needs state
-//! that lasts as long as the connection; [`Connection`] keeps a `loona_hpack::Decoder`
-//! and [`decode`] runs one header block through it, handing each field to a callback
-//! without collecting them.
+//! that lasts as long as the connection; [`Connection`] keeps a [`Decoder`] (this
+//! crate's: bounded table, no allocation per block) and [`decode`] runs one header
+//! block through it, handing each field to a callback without collecting them.
 //!
 //! [`Connection`]: super::Connection
+use super::decoder::Decoder;
 use super::{ErrorCode, H2Error};
-use loona_hpack::Decoder;
 
 /// The static table (RFC 7541 Appendix A): index i + 1 is `STATIC[i]`.
-const STATIC: [(&str, &str); 61] = [
+pub(super) const STATIC: [(&str, &str); 61] = [
     (":authority", ""),
     (":method", "GET"),
     (":method", "POST"),
@@ -220,23 +220,22 @@ pub struct Summary {
 /// COMPRESSION_ERROR (RFC 9113 §4.3), which ends the connection since the decoder's
 /// table can no longer be trusted.
 pub fn decode(
-    decoder: &mut Decoder<'static>,
+    decoder: &mut Decoder,
     block: &[u8],
     mut each: impl FnMut(&[u8], &[u8]),
 ) -> Result<Summary, H2Error> {
     let mut summary = Summary::default();
     decoder
-        .decode_with_cb(block, |name, value| {
-            match &*name {
-                b":status" => summary.status = three_digits(&value),
+        .decode(block, |name, value| {
+            match name {
+                b":status" => summary.status = three_digits(value),
                 b"grpc-status" => {
-                    summary.grpc_status = std::str::from_utf8(&value)
-                        .ok()
-                        .and_then(|s| s.parse().ok())
+                    summary.grpc_status =
+                        std::str::from_utf8(value).ok().and_then(|s| s.parse().ok())
                 }
                 _ => {}
             }
-            each(&name, &value);
+            each(name, value);
         })
         .map_err(|_| H2Error::new(ErrorCode::COMPRESSION_ERROR, "malformed HPACK header block"))?;
     Ok(summary)
@@ -265,7 +264,7 @@ mod tests {
 
     type Fields = Vec<(String, String)>;
 
-    fn run(d: &mut Decoder<'static>, block: &[u8]) -> (Summary, Fields) {
+    fn run(d: &mut Decoder, block: &[u8]) -> (Summary, Fields) {
         let mut fields = Vec::new();
         let s = decode(d, block, |n, v| {
             fields.push((
@@ -318,7 +317,7 @@ mod tests {
             "828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf",
         ];
         for blocks in [c3, c4] {
-            let mut d = Decoder::new();
+            let mut d = Decoder::new(4096);
             for (block, want) in blocks.iter().zip(&want) {
                 let (s, got) = run(&mut d, &hex(block));
                 assert_eq!(&got, want);
@@ -364,7 +363,7 @@ mod tests {
              dfcd5b3960d5af27087f3672c1ab270fb5291f9587316065c003ed4ee5b1063d5007",
         ];
         for blocks in [c5, c6] {
-            let mut d = Decoder::new();
+            let mut d = Decoder::new(4096);
             d.set_max_table_size(256);
             for ((block, want), status) in blocks.iter().zip(&want).zip([302, 307, 200]) {
                 let (s, got) = run(&mut d, &hex(block));
@@ -399,7 +398,7 @@ mod tests {
         .unwrap();
         // Literal without indexing leaves the decoder's dynamic table empty, so a
         // second decode of the same bytes on the same decoder gives the same fields.
-        let mut d = Decoder::new();
+        let mut d = Decoder::new(4096);
         let first = run(&mut d, &block).1;
         assert_eq!(run(&mut d, &block).1, first);
         assert_eq!(
@@ -415,7 +414,7 @@ mod tests {
             ])
         );
         // No byte of the block uses incremental indexing (01xxxxxx).
-        let mut d2 = Decoder::new();
+        let mut d2 = Decoder::new(4096);
         d2.set_max_table_size(0);
         assert_eq!(run(&mut d2, &block).1, first);
     }
@@ -423,7 +422,7 @@ mod tests {
     #[test]
     fn the_static_table_is_the_rfcs() {
         // The decoder's own copy of Appendix A is the reference: index i is STATIC[i-1].
-        let mut d = Decoder::new();
+        let mut d = Decoder::new(4096);
         for (i, &(name, value)) in STATIC.iter().enumerate() {
             let got = run(&mut d, &[0x80 | (i as u8 + 1)]).1;
             assert_eq!(got, f(&[(name, value)]), "index {}", i + 1);
@@ -434,7 +433,7 @@ mod tests {
     fn long_values_use_multi_byte_lengths() {
         let long = "v".repeat(300);
         let block = encode_request_headers("GET", "http", "h", "/", &[("x-long", &long)]).unwrap();
-        let fields = run(&mut Decoder::new(), &block).1;
+        let fields = run(&mut Decoder::new(4096), &block).1;
         assert_eq!(fields[4], ("x-long".into(), long));
     }
 
@@ -459,7 +458,7 @@ mod tests {
         let mut block = Vec::new();
         put_field(&mut block, ":status", "503");
         put_field(&mut block, "grpc-status", "14");
-        let (s, _) = run(&mut Decoder::new(), &block);
+        let (s, _) = run(&mut Decoder::new(4096), &block);
         assert_eq!(
             s,
             Summary {
@@ -473,7 +472,7 @@ mod tests {
 
     #[test]
     fn a_malformed_block_is_a_compression_error() {
-        let mut d = Decoder::new();
+        let mut d = Decoder::new(4096);
         // Index 70 is past the static table with an empty dynamic table.
         let e = decode(&mut d, &[0x80 | 70], |_, _| {}).unwrap_err();
         assert_eq!(e.code, ErrorCode::COMPRESSION_ERROR);

@@ -11,8 +11,8 @@
 //! - [`hpack`]: the request header block, encoded once per template with
 //!   representations that need no encoder state (static-table indexed fields and
 //!   literals without indexing, no Huffman), so the same bytes go out on every stream
-//!   of every connection; decoding goes through the `loona-hpack` crate, whose dynamic
-//!   table lives in the [`Connection`].
+//!   of every connection; decoding ([`decoder`] and its Huffman code) keeps a bounded dynamic
+//!   table per [`Connection`] and allocates nothing per header block.
 //! - [`conn`]: one connection's state: the peer's SETTINGS applied (with the RFC's
 //!   adjustment of every open stream's send window when INITIAL_WINDOW_SIZE changes),
 //!   send and receive flow-control windows for the connection and each stream (a
@@ -35,8 +35,10 @@
 //!
 //! [`Parsed`]: crate::proto::Parsed
 pub mod conn;
+pub mod decoder;
 pub mod frame;
 pub mod hpack;
+mod huffman;
 pub mod request;
 pub mod server;
 

@@ -127,13 +127,13 @@ pub fn write_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::h2::decoder::Decoder;
     use crate::proto::h2::{Frame, FrameParsed, Kind, parse_frame};
-    use loona_hpack::Decoder;
 
     fn fields(block: &[u8]) -> Vec<(String, String)> {
-        let mut d = Decoder::new();
+        let mut d = Decoder::new(4096);
         let mut out = Vec::new();
-        d.decode_with_cb(block, |n, v| {
+        d.decode(block, |n, v| {
             out.push((
                 String::from_utf8(n.to_vec()).unwrap(),
                 String::from_utf8(v.to_vec()).unwrap(),

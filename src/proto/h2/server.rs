@@ -29,6 +29,7 @@
 //! after their header block is decoded, so the HPACK table stays in step. Memory per
 //! connection: a stream vector sized once, and each open stream's request body (at
 //! most `body_bytes_max`) until its reply is sent.
+use super::decoder::Decoder;
 use super::frame::{
     self, ACK, END_HEADERS, END_STREAM, FRAME_HEADER_BYTES, Frame, FrameParsed, Kind, PREFACE,
     SETTINGS_ENABLE_PUSH, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_CONCURRENT_STREAMS,
@@ -39,7 +40,6 @@ use super::{
     ErrorCode, FRAME_SIZE_MAX, FRAME_SIZE_MIN, H2Error, HEADER_TABLE_DEFAULT, PeerSettings,
     WINDOW_DEFAULT, WINDOW_MAX,
 };
-use loona_hpack::Decoder;
 
 /// gRPC's message prefix: a compressed flag and a 4-byte big-endian length.
 pub const GRPC_PREFIX_BYTES: usize = 5;
@@ -222,7 +222,7 @@ pub struct ServerConn {
     streams: Vec<Stream>,
     /// The highest stream id the client opened.
     last_stream: u32,
-    decoder: Decoder<'static>,
+    decoder: Decoder,
     block: Vec<u8>,
     continuing: Option<(u32, bool)>,
     out: Vec<u8>,
@@ -244,8 +244,7 @@ impl ServerConn {
         );
         assert!((FRAME_SIZE_MIN..=FRAME_SIZE_MAX).contains(&local.max_frame_size));
         assert!(local.max_concurrent_streams >= 1);
-        let mut decoder = Decoder::new();
-        decoder.set_max_allowed_table_size(HEADER_TABLE_DEFAULT as usize);
+        let decoder = Decoder::new(HEADER_TABLE_DEFAULT as usize);
         let fixed = match answer {
             Answer::Fixed(n) => vec![b'x'; n],
             Answer::Echo => Vec::new(),
@@ -840,7 +839,7 @@ mod tests {
     /// A test client: writes frames, feeds them to the server, reads its answers.
     struct Client {
         server: ServerConn,
-        decoder: Decoder<'static>,
+        decoder: Decoder,
         /// Bytes not yet consumed by the server.
         pending: Vec<u8>,
     }
@@ -885,7 +884,7 @@ mod tests {
         fn new(local: ServerSettings, answer: Answer) -> Client {
             Client {
                 server: ServerConn::new(local, answer),
-                decoder: Decoder::new(),
+                decoder: Decoder::new(HEADER_TABLE_DEFAULT as usize),
                 pending: Vec::new(),
             }
         }
