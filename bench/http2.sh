@@ -7,6 +7,8 @@
 # so both do the same work. Prints requests/s and client CPU-seconds per million
 # requests for each, and the ratio (issue 35's goal: <= 0.8x h2load's CPU per request).
 # blaster runs with its default pacing; SPIN=D passes --spin D.
+# RATES="20000 100000" adds fixed-rate rounds: h2load --rps (rate / 8 per client) beside
+# blaster --rate, same connections and streams.
 source "$(dirname "$0")/lib.sh"
 need h2load nghttp2-client; need nginx nginx-light
 port=$(free_port); d=$OUT/nginx; mkdir -p "$d"
@@ -41,3 +43,19 @@ printf '%-40s %-26s %-24s\n' "h2load -t1 -c8 -m16" "$(med "$H_RPS")" "$(med "$H_
 printf '%-40s %-26s %-24s\n' "blaster --http2 (same rate${SPIN:+, --spin $SPIN})" "$(med "$B_RPS")" "$(med "$B_CPU")"
 printf '%-40s %-26s %-24s\n' "  of which busy (excl. spin)" "" "$(med "$B_BUSY")"
 echo "CPU per request, blaster / h2load: $(ratio "$B_CPU" "$H_CPU") (goal <= 0.8); busy only: $(ratio "$B_BUSY" "$H_CPU")"
+for rate in ${RATES:-}; do
+    H_CPU=""; B_CPU=""; H_RPS=""
+    for i in $(seq "$RUNS"); do
+        cpu=$(cpu_of taskset -c 0 h2load -t1 -c8 -m16 --rps "$((rate / 8))" -D "$DUR" "http://127.0.0.1:$port/")
+        done=$(awk '/^requests:/ {print $8}' "$OUT/last.out")
+        rps=$(awk '/^finished in/ {print $4}' "$OUT/last.out")
+        [[ -n $done && $done -gt 0 ]] || { cat "$OUT/last.out" "$OUT/last.err" >&2; exit 1; }
+        H_CPU+="$(python3 -c "print($cpu/$done*1e6)") "; H_RPS+="$rps "
+        cpu=$(cpu_of "$B" run --target 127.0.0.1:$port --cores 0 --connections 8 --http2 \
+            --streams-per-connection 16 --http 'GET /' --rate "$rate" --duration "${DUR}s" \
+            ${SPIN:+--spin "$SPIN"} --quiet --json "$OUT/b.json")
+        done=$(python3 -c "import json; print(json.load(open('$OUT/b.json'))['requests']['completed'])")
+        B_CPU+="$(python3 -c "print($cpu/$done*1e6)") "
+    done
+    echo "fixed $rate/s: h2load --rps $((rate / 8)) x 8 reached $(med "$H_RPS")/s at $(med "$H_CPU") CPU-s per 1M; blaster $(med "$B_CPU"); blaster / h2load: $(ratio "$B_CPU" "$H_CPU")"
+done
