@@ -93,3 +93,37 @@ fn three_shards_over_ssh_add_up_to_the_run() {
     assert_eq!(merged["fleet"]["merged"]["shards_present"], 3);
     assert!(log.contains("3 of 3 shards"), "{log}");
 }
+
+#[test]
+fn a_frames_fleet_over_ssh_is_one_run_of_every_room() {
+    let _g = common::load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let Some((ok, log)) = playbook(dir.path(), "frames", "") else {
+        return;
+    };
+    assert!(ok, "{log}");
+    // 60 connections in rooms of 10 for 2 s at 20 ms ticks: 6 rooms, 2 a shard, each
+    // connection 100 frames, each frame to its 9 room mates (less what a mate sent in
+    // the tick before the sink learnt of the receiver: at most one frame each).
+    for i in 0..3u64 {
+        let f = &json(&dir.path().join(format!("results/shard-{i}.json")))["frames"];
+        assert_eq!(
+            (&f["first_room"], &f["rooms"]),
+            (&(2 * i).into(), &2.into()),
+            "shard {i}"
+        );
+        assert_eq!(f["foreign"], 0, "shard {i}: {f}");
+    }
+    let merged = json(&dir.path().join("results/merged.json"));
+    let f = &merged["frames"];
+    assert_eq!(f["planned"], 6000, "{f}");
+    let expected = f["expected"].as_u64().unwrap();
+    assert!((54_000 - 60 * 9..=54_000).contains(&expected), "{f}");
+    assert_eq!(f["received"], f["expected"], "{f}");
+    assert_eq!(
+        (&f["foreign"], &f["duplicates"]),
+        (&0.into(), &0.into()),
+        "{f}"
+    );
+    assert_eq!(merged["fleet"]["merged"]["complete"], true);
+}

@@ -33,6 +33,10 @@ fn as_shard(v: &Value, i: u64, first: &Value, path: &Path) -> PathBuf {
         "start_at": null, "start_skew_ns": 0, "clock": f["clock"],
     });
     v["target"] = first["target"].clone();
+    if i > 0 {
+        // Its rooms after the first's, as `--shard` numbers them.
+        v["frames"]["first_room"] = first["frames"]["rooms"].clone();
+    }
     std::fs::write(path, serde_json::to_string(&v).unwrap()).unwrap();
     path.to_path_buf()
 }
@@ -180,4 +184,18 @@ fn merged_frames_are_the_shards_sums_and_their_histograms_added() {
             "{text}"
         );
     }
+    // Two shards that ran the same rooms (each numbering from 0, as two copies of one
+    // command would): refused, naming the overlap.
+    let mut twin = b.clone();
+    let ftwin = as_shard(&twin, 1, &a, &d.join("twin.json"));
+    twin = read_json(&ftwin);
+    twin["frames"]["first_room"] = json!(0);
+    std::fs::write(&ftwin, serde_json::to_string(&twin).unwrap()).unwrap();
+    let (code, text) = merge(&[&fa, &ftwin], &d.join("refused.json"));
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    assert!(
+        text.contains("overlapping rooms 0..2") && text.contains("twin"),
+        "{text}"
+    );
 }

@@ -630,12 +630,12 @@ fn plan_from_frames_prints_frames_commands_and_warns_of_other_members_per_connec
     );
     let fleet = &j["fleet"];
     assert_eq!(fleet["workload"], "frames");
+    // One run of the 40,000 connections; each shard its whole rooms.
     let shards = fleet["shards"].as_u64().unwrap();
-    let share = 40_000u64.div_ceil(shards);
     let want = format!(
         "blaster run --target 10.0.0.5:9000 --workload frames --members-per-connection 100 \
-         --connections {share} --room-size 10 --tick 33333us --frame-size 50 --duration 60s \
-         --cores 1-31 --start-at $START --run-id $RUN_ID --json shard-$SHARD.json"
+         --connections 40000 --room-size 10 --tick 33333us --frame-size 50 --duration 60s \
+         --cores 1-31 --shard $SHARD/{shards} --start-at $START --run-id $RUN_ID --json shard-$SHARD.json"
     );
     assert_eq!(fleet["shard_command"], want.as_str(), "{fleet}");
 

@@ -129,14 +129,28 @@ pub struct FramePlan {
     /// `--members-per-connection M`: each connection carries M members, member slot s
     /// in room `s x rooms + room` (see [`super::frames::accounting::MemberBooks`]).
     pub members_per_connection: usize,
+    /// The rooms this process runs, `first_room..first_room + room_count` of the run's
+    /// `grid.rooms()` (member slot s: the same range plus s x rooms): all of them, or
+    /// under `--shard i/N` the shard's whole rooms. Connection ids, room ids and the
+    /// timetable stay the run's, so N shards are one run.
+    pub first_room: u64,
+    pub room_count: u64,
 }
 
 impl FramePlan {
+    /// The connections of this process's rooms: (global index of the first, count).
+    pub fn owned_connections(&self) -> (u64, u64) {
+        let size = self.grid.room_size;
+        let first = self.first_room * size;
+        let end = ((self.first_room + self.room_count) * size).min(self.grid.connections);
+        (first, end - first)
+    }
+
     /// Bytes the receive accounting of this plan's connections allocates at start,
     /// over all workers ([`FrameBook::bytes_for`](super::frames::accounting::FrameBook::bytes_for)).
     pub fn accounting_bytes(&self) -> u64 {
         super::frames::accounting::FrameBook::bytes_for(
-            self.grid.connections,
+            self.owned_connections().1,
             self.grid.senders_per_room(),
         )
         .saturating_mul(self.members_per_connection as u64)

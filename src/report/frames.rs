@@ -27,7 +27,11 @@ pub struct FramesReport {
     /// Members each connection carries (`--members-per-connection`, 1 without it);
     /// `rooms` counts the rooms of every member slot.
     pub members_per_connection: u64,
+    /// Rooms this run (or shard) ran, over every member slot.
     pub rooms: u64,
+    /// The first of them in the whole run's numbering (slot 0): 0 unless `--shard`
+    /// gave this process the rooms from here (`first_room..first_room + rooms / M`).
+    pub first_room: u64,
     pub budget_ns: u64,
     pub echo_to_sender: bool,
     /// Frames planned to be sent: every sending connection, every tick of the run.
@@ -316,7 +320,8 @@ pub fn build(
         room_size: fp.grid.room_size,
         senders_per_room: fp.grid.senders_per_room(),
         members_per_connection: fp.members_per_connection as u64,
-        rooms: fp.grid.rooms() * fp.members_per_connection as u64,
+        rooms: fp.room_count * fp.members_per_connection as u64,
+        first_room: fp.first_room,
         budget_ns: fp.budget_ns,
         echo_to_sender: fp.echo,
         planned: t.planned,

@@ -199,6 +199,15 @@ impl RunPlan {
         if shard.is_whole() {
             return Ok(());
         }
+        if let Some(f) = &mut self.frames {
+            // Whole rooms (`check_frames` saw at least one per worker core): the
+            // connections are those rooms', numbered as in the whole run.
+            let rooms = f.grid.rooms();
+            f.first_room = shard.split_first(rooms);
+            f.room_count = shard.split_count(rooms as usize) as u64;
+            self.connections = f.owned_connections().1 as usize;
+            return Ok(());
+        }
         let total = self.connections;
         self.connections = shard.split_count(total);
         if self.connections < self.cores.len() {
@@ -792,10 +801,20 @@ fn check_frames(
             "frames needs --target (a broadcast server, e.g. blaster sink --mode broadcast)",
         ));
     }
-    if !fleet.shard.is_whole() {
-        return Err(err("shard", "--workload frames runs on one machine"));
-    }
     let rooms = f.grid.rooms() as usize;
+    let shards = fleet.shard.count() as usize;
+    if shards > 1 && rooms < cores * shards {
+        return Err(err(
+            "shard",
+            format!(
+                "{} connections in rooms of {} make {rooms} rooms: {shards} shards of {cores} worker cores need at least {} (a shard runs whole rooms, a worker at least one); at most {} shards fit",
+                a.connections,
+                f.grid.room_size,
+                cores * shards,
+                rooms / cores,
+            ),
+        ));
+    }
     if rooms < cores {
         return Err(err(
             "room-size",

@@ -110,21 +110,25 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         Echo::Always => true,
         Echo::Never | Echo::ServerDefined => a.work.echo_to_sender,
     };
+    let grid = FrameGrid {
+        tick_ns,
+        connections: a.connections as u64,
+        room_size: room_size as u64,
+        join_gap_ns,
+        joined_at_start,
+        senders,
+    };
     Ok(Some(FramePlan {
         spec,
-        grid: FrameGrid {
-            tick_ns,
-            connections: a.connections as u64,
-            room_size: room_size as u64,
-            join_gap_ns,
-            joined_at_start,
-            senders,
-        },
+        grid,
         frame_size,
         budget_ns,
         echo,
         down_size,
         members_per_connection,
+        // All of them; `--shard` cuts them down with the other totals.
+        first_room: 0,
+        room_count: grid.rooms(),
     }))
 }
 

@@ -16,11 +16,12 @@ impl RunPlan {
             let share = |j: usize| self.connections / w + usize::from(j < self.connections % w);
             return ((0..i).map(share).sum(), share(i));
         };
-        let rooms = f.grid.rooms() as usize;
+        let rooms = f.room_count as usize;
         let share = |j: usize| rooms / w + usize::from(j < rooms % w);
-        let first_room: usize = (0..i).map(share).sum();
+        let first_room = f.first_room as usize + (0..i).map(share).sum::<usize>();
         let first = first_room * f.grid.room_size as usize;
-        let end = ((first_room + share(i)) * f.grid.room_size as usize).min(self.connections);
+        let end =
+            ((first_room + share(i)) * f.grid.room_size as usize).min(f.grid.connections as usize);
         (first, end - first)
     }
 

@@ -110,6 +110,13 @@ impl Shard {
         let n = self.count as usize;
         total / n + usize::from((self.index as usize) < total % n)
     }
+
+    /// Where this shard's [`split_count`](Self::split_count) part of `total` numbered
+    /// things starts: the parts of the shards before it, in shard order.
+    pub fn split_first(self, total: u64) -> u64 {
+        let (i, n) = (u64::from(self.index), u64::from(self.count));
+        i * (total / n) + i.min(total % n)
+    }
 }
 
 impl std::fmt::Display for Shard {

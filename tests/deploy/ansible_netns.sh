@@ -11,7 +11,8 @@
 # inside these namespaces; nothing is routed out of them and the root namespace gets
 # no address. Then it writes an inventory and runs deploy/ansible/blaster.yml for 3
 # shards against the sink. With `bad-preflight`, host h2 asks for a core that does
-# not exist, so its preflight fails and the play must stop before any shard runs.
+# not exist, so its preflight fails and the play must stop before any shard runs. With
+# `frames`, the shards are one frames run of 6 rooms against a broadcast sink.
 #
 # Exit 0 when the playbook succeeded (or, with bad-preflight, failed as it should),
 # 77 with a `SKIP reason` line when this machine cannot make namespaces or lacks a
@@ -80,8 +81,10 @@ EOF
     ip netns exec "$p-$h" /usr/sbin/sshd -f "$work/sshd-$h.conf" -E "$work/sshd-$h.log"
 done
 
-# The sink the shards load, in its own namespace.
-ip netns exec "$p-sink" "$bin" sink --listen "$(addr_of sink):9000" --cores 1 \
+# The sink the shards load, in its own namespace (`frames`: a broadcast sink).
+sink_args=()
+[ "$mode" = frames ] && sink_args=(--mode broadcast --room-size 10)
+ip netns exec "$p-sink" "$bin" sink --listen "$(addr_of sink):9000" --cores 1 "${sink_args[@]}" \
     > "$work/sink.log" 2>&1 &
 echo $! > "$work/sink.pid"
 
@@ -114,9 +117,12 @@ done
 
 # 3 shards x 1,000 requests/s for 3 s, 2 connections each; the shards share core 0
 # with each other, so they sleep to each send (--spin 0) instead of spinning.
+# `frames`: one frames run of 60 connections in rooms of 10 (6 rooms, 2 per shard).
+args='"--rate", "3000", "--connections", "6", "--duration", "3s", "--spin", "0"'
+[ "$mode" = frames ] && args='"--workload", "frames", "--connections", "60", "--room-size", "10",
+               "--tick", "20ms", "--duration", "2s"'
 cat > "$work/vars.yml" <<EOF
-blaster_args: ["--target", "$(addr_of sink):9000", "--rate", "3000", "--connections", "6",
-               "--duration", "3s", "--spin", "0"]
+blaster_args: ["--target", "$(addr_of sink):9000", $args]
 blaster_bin: $bin
 blaster_merge_bin: $bin
 blaster_results: $work/results

@@ -77,19 +77,9 @@ fn shape_of(f: &Value, key: &str) -> Value {
     }
 }
 
-/// The merged `frames` key of `parts` (each shard's `frames`), `None` when no shard
-/// has one (a request/response run).
-pub fn merge(parts: &[&Value]) -> Result<Option<Value>, FramesMergeError> {
-    if parts.iter().all(|p| !p.is_object()) {
-        return Ok(None);
-    }
-    if let Some(index) = parts.iter().position(|p| !p.is_object()) {
-        return Err(FramesMergeError::Missing {
-            index,
-            what: "has no frames key while another shard has one: a frames run's shards are all frames"
-                .into(),
-        });
-    }
+/// Every shard measured the same thing: the [`SHAPE`] figures and the aggregate's
+/// downlink size are the first shard's.
+fn check_shapes(parts: &[&Value]) -> Result<(), FramesMergeError> {
     let first = parts[0];
     for (index, p) in parts.iter().enumerate().skip(1) {
         for key in SHAPE {
@@ -113,11 +103,69 @@ pub fn merge(parts: &[&Value]) -> Result<Option<Value>, FramesMergeError> {
             });
         }
     }
+    Ok(())
+}
+
+/// Each shard ran its own rooms (`first_room`, and `rooms` over the member slots): two
+/// that overlap ran the same rooms twice, and their sum would count every frame there
+/// twice (each copy of a room sees the other's frames as foreign or duplicates).
+fn check_rooms(parts: &[&Value]) -> Result<(), FramesMergeError> {
+    let mut ranges: Vec<(u64, u64, usize)> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let first = p["first_room"].as_u64().unwrap_or(0);
+            let slots = shape_of(p, "members_per_connection")
+                .as_u64()
+                .unwrap_or(1)
+                .max(1);
+            (first, first + p["rooms"].as_u64().unwrap_or(0) / slots, i)
+        })
+        .collect();
+    ranges.sort_unstable();
+    for w in ranges.windows(2) {
+        let ((a0, a1, ai), (b0, b1, bi)) = (w[0], w[1]);
+        if b0 < a1 {
+            return Err(FramesMergeError::Missing {
+                index: bi,
+                what: format!(
+                    "ran rooms {b0}..{b1}, overlapping rooms {a0}..{a1} of file {} given: the shards of one frames run own their rooms apart (give each machine --shard i/N)",
+                    ai + 1
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The merged `frames` key of `parts` (each shard's `frames`), `None` when no shard
+/// has one (a request/response run).
+pub fn merge(parts: &[&Value]) -> Result<Option<Value>, FramesMergeError> {
+    if parts.iter().all(|p| !p.is_object()) {
+        return Ok(None);
+    }
+    if let Some(index) = parts.iter().position(|p| !p.is_object()) {
+        return Err(FramesMergeError::Missing {
+            index,
+            what: "has no frames key while another shard has one: a frames run's shards are all frames"
+                .into(),
+        });
+    }
+    check_shapes(parts)?;
+    let first = parts[0];
     // Counts (and the rates over the one schedule) add, key by key: planned, sent,
     // not_sent, expected, received, lost, duplicates, reordered, late, stale, foreign,
     // before_join, rooms, join.joined, join.failed.*, fanout_*, residency counts,
     // up_fps, down_fps, busy_cpu_ns, aggregate.outside. What does not add is replaced.
+    check_rooms(parts)?;
     let mut out = super::sum_numbers(parts);
+    out["first_room"] = json!(
+        parts
+            .iter()
+            .map(|p| p["first_room"].as_u64().unwrap_or(0))
+            .min()
+            .unwrap_or(0)
+    );
     for key in SHAPE {
         if let Some(v) = first.get(key) {
             out[key] = v.clone();
@@ -299,15 +347,22 @@ mod tests {
         })
     }
 
+    /// `v` as the shard whose rooms start at `first`.
+    fn from_room(mut v: Value, first: u64) -> Value {
+        v["first_room"] = json!(first);
+        v
+    }
+
     #[test]
     fn counts_add_ratios_and_percentiles_come_from_the_sums() {
         let a = shard(900, 1000, &[1_000; 99], 0.9, 1_000_000);
-        let b = shard(2_950, 3000, &[1_000_000], 0.8, 3_000_000);
+        let b = from_room(shard(2_950, 3000, &[1_000_000], 0.8, 3_000_000), 2);
         let m = merge(&[&a, &b]).unwrap().unwrap();
         assert_eq!(m["received"], 3850);
         assert_eq!(m["expected"], 4000);
         assert_eq!(m["lost"], 150);
         assert_eq!(m["rooms"], 4);
+        assert_eq!(m["first_room"], 0);
         assert_eq!(m["join"]["joined"], 40);
         assert_eq!(m["join"]["failed"]["refused"], 2);
         assert_eq!(m["residency"]["up_whole_run"], 40);
@@ -337,22 +392,41 @@ mod tests {
     #[test]
     fn shards_of_other_rooms_tick_or_budget_are_refused() {
         let a = shard(900, 1000, &[1], 0.9, 1);
+        let b = from_room(a.clone(), 2);
         for (key, v) in [
             ("room_size", json!(20)),
             ("tick_ns", json!(10_000_000)),
             ("budget_ns", json!(1)),
             ("members_per_connection", json!(10)),
         ] {
-            let mut b = a.clone();
+            let mut b = b.clone();
             b[key] = v.clone();
             let e = merge(&[&a, &b]).unwrap_err();
             assert_eq!(e.index(), 1);
             assert!(e.to_string().contains(key), "{e}");
         }
         // Absent means one member per connection.
-        let mut b = a.clone();
+        let mut b = b.clone();
         b["members_per_connection"] = json!(1);
         assert!(merge(&[&a, &b]).is_ok());
+        // Rooms 1..3 overlap the first shard's 0..2; 2..4 do not, in either order.
+        let e = merge(&[&a, &from_room(a.clone(), 1)]).unwrap_err();
+        assert_eq!(e.index(), 1);
+        assert!(
+            e.to_string()
+                .contains("ran rooms 1..3, overlapping rooms 0..2"),
+            "{e}"
+        );
+        let m = merge(&[&from_room(a.clone(), 2), &a]).unwrap().unwrap();
+        assert_eq!((&m["first_room"], &m["rooms"]), (&json!(0), &json!(4)));
+        // Ten members a connection: 20 rooms over the slots are 2 of slot 0.
+        let wide = |first| {
+            let mut v = from_room(a.clone(), first);
+            (v["members_per_connection"], v["rooms"]) = (json!(10), json!(20));
+            v
+        };
+        assert!(merge(&[&wide(0), &wide(2)]).is_ok());
+        assert!(merge(&[&wide(0), &wide(1)]).is_err());
         assert!(merge(&[&a, &Value::Null]).is_err());
         assert_eq!(merge(&[&Value::Null, &Value::Null]), Ok(None));
     }

@@ -10,10 +10,11 @@
 //!
 //! With `--from-frames` the run is the plan's load as frames instead
 //! ([`frames_run_args`]): `--workload frames`, `--members-per-connection` the plan's
-//! streams per connection, each machine's share of the connections, the measured run's
-//! rooms, a `--tick` of one message interval and `--frame-size` the message's bytes.
-//! A frames run refuses `--shard`, so each machine runs its share as a whole run (its
-//! own rooms), started together with `--start-at`.
+//! streams per connection, the plan's connections, the measured run's rooms, a
+//! `--tick` of one message interval and `--frame-size` the message's bytes. Each
+//! machine runs its whole rooms of that one run with `--shard i/N` (rooms numbered
+//! as in the whole run, so no two machines share a room), started together with
+//! `--start-at`.
 //!
 //! The shards' command lines are one command with `$SHARD` for the index
 //! ([`FleetPlan::shard_command`]); they are also listed one by one for a fleet of at most
@@ -114,8 +115,9 @@ pub fn frame_size_of(bytes: f64) -> usize {
     (bytes.round().max(0.0) as usize).clamp(HEADER_BYTES, FRAME_BYTES_MAX)
 }
 
-/// One machine's `blaster run` arguments of a frames fleet: `connections` (its share),
-/// the plan's streams as members per connection, the measured run's rooms.
+/// The `blaster run` arguments of a frames fleet (each machine adds its `--shard`):
+/// `connections` (the whole run's), the plan's streams as members per connection, the
+/// measured run's rooms.
 pub fn frames_run_args(i: &PlanInput, f: &FramesCost, connections: u64) -> Vec<String> {
     let mut a: Vec<String> = [
         "--target",
@@ -152,8 +154,8 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
     let shards = plan.generators.max(1);
     let cores = worker_cores(i.cores);
     if let Some(f) = &i.cost_from_frames {
-        // The frames fleet: each machine its share of the connections.
-        let run_args = frames_run_args(i, f, plan.connections_per_generator.max(1));
+        // The frames fleet: one run of all the connections, each machine its rooms.
+        let run_args = frames_run_args(i, f, plan.connections.max(1));
         return assemble(i, shards, cores, run_args, "frames");
     }
     let run_args: Vec<String> = [
@@ -175,9 +177,9 @@ pub fn fleet_plan(i: &PlanInput, plan: &ClusterPlan) -> FleetPlan {
 }
 
 /// A fleet of `shards` machines running `run_args` on `cores`, all started at
-/// `$START`, one JSON each. Request runs take `--shard i/N` (each its share of one
-/// timetable); frames runs cannot be sharded, so each machine runs its share of the
-/// connections as a whole run. The per-shard commands are listed only for a small fleet.
+/// `$START`, one JSON each, each with `--shard i/N`: its share of one timetable (a
+/// request run) or its whole rooms of one frames run. The per-shard commands are
+/// listed only for a small fleet.
 fn assemble(
     i: &PlanInput,
     shards: u64,
@@ -185,14 +187,11 @@ fn assemble(
     run_args: Vec<String>,
     workload: &'static str,
 ) -> FleetPlan {
-    let sharded = workload == "request";
     let command = |s: &str| {
         let mut a: Vec<String> = vec!["blaster".into(), "run".into()];
         a.extend(run_args.iter().cloned());
         a.extend(["--cores".into(), cores.clone()]);
-        if sharded {
-            a.extend(["--shard".into(), format!("{s}/{shards}")]);
-        }
+        a.extend(["--shard".into(), format!("{s}/{shards}")]);
         a.extend([
             "--start-at".into(),
             "$START".into(),
@@ -249,9 +248,8 @@ pub fn render(f: &FleetPlan) -> String {
     if f.workload == "frames" {
         let _ = writeln!(
             s,
-            "  frames: each machine runs its share of the connections as a whole frames run \
-             (frames runs take no --shard; every machine numbers its rooms from 0, and the \
-             Kubernetes and Ansible wrappers below, which add --shard, do not run frames yet)"
+            "  frames: one run of every room; each machine runs its whole rooms (--shard), \
+             numbered as in the whole run, and `blaster merge` adds them up"
         );
     }
     match &f.shard_commands {
@@ -369,20 +367,24 @@ mod tests {
             a.ends_with("--senders-per-room 2 --frame-proto nats"),
             "{a}"
         );
-        // The fleet: each machine its share of the 40,000 connections, no --shard.
+        // The fleet: one run of the 40,000 connections, each machine its rooms.
         let plan = super::super::model::plan_cluster(&i);
         let fleet = fleet_plan(&i, &plan);
         assert_eq!(fleet.workload, "frames");
-        let share = 40_000u64.div_ceil(plan.generators);
         assert!(
-            fleet.shard_command.starts_with(&format!(
-                "blaster run --target 10.0.0.5:9000 --workload frames --members-per-connection 100 --connections {share} "
-            )),
+            fleet.shard_command.starts_with(
+                "blaster run --target 10.0.0.5:9000 --workload frames --members-per-connection 100 --connections 40000 "
+            ),
             "{}",
             fleet.shard_command
         );
         assert!(
-            !fleet.shard_command.contains("--shard"),
+            fleet
+                .shard_command
+                .contains(&format!("--shard '$SHARD/{}'", plan.generators))
+                || fleet
+                    .shard_command
+                    .contains(&format!("--shard $SHARD/{}", plan.generators)),
             "{}",
             fleet.shard_command
         );

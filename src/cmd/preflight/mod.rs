@@ -99,7 +99,7 @@ pub fn frames_memory(plan: &crate::run_plan::RunPlan) -> Result<(), PreflightErr
     if needed <= available {
         return Ok(());
     }
-    let (connections, room_size) = (f.grid.connections, f.grid.room_size);
+    let (connections, room_size) = (f.owned_connections().1, f.grid.room_size);
     let per_connection = needed.div_ceil(connections.max(1)).max(1);
     Err(PreflightError::FramesMemory {
         needed,

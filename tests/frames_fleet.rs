@@ -1,0 +1,137 @@
+//! Frames runs sharded (issue 36 item 1): three `--shard i/3` processes with one start
+//! instant against one broadcast sink are one run of every room: each runs whole rooms
+//! numbered as in the whole run (no room shared, no frame foreign), and `blaster merge`
+//! of their reports counts exactly what one process running every room counts.
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const CONNECTIONS: &str = "60";
+
+/// `blaster run` of 60 connections in rooms of 10 (6 rooms) for 2 s against `addr`,
+/// with `extra`; the report.
+fn frames_run(addr: &str, extra: &[&str], json: &std::path::Path) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["run", "--cores", "0", "--json", json.to_str().unwrap()])
+        .args(frames_args_with(addr, CONNECTIONS, "2s"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn n(v: &Value, key: &str) -> u64 {
+    v["frames"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("frames.{key}: {v}"))
+}
+
+#[test]
+fn three_shards_are_one_run_of_every_room() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+
+    // One process, every room.
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let whole = d.join("whole.json");
+    let out = wait_bounded(
+        frames_run(&sink.addr, &[], &whole).spawn().unwrap(),
+        Duration::from_secs(60),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    sink.stop();
+    let w = read_json(&whole);
+
+    // Three shards, one start instant, one run id, one sink.
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let at = (unix_ms() + 2_000).to_string();
+    let files: Vec<_> = (0..3).map(|i| d.join(format!("shard-{i}.json"))).collect();
+    let children: Vec<_> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let shard = format!("{i}/3");
+            let args = ["--shard", &shard, "--start-at", &at, "--run-id", "rooms"];
+            frames_run(&sink.addr, &args, f).spawn().unwrap()
+        })
+        .collect();
+    for (i, c) in children.into_iter().enumerate() {
+        let out = wait_bounded(c, Duration::from_secs(60));
+        assert!(
+            matches!(out.status.code(), Some(0 | 3)),
+            "shard {i}: {}",
+            stderr(&out)
+        );
+    }
+    sink.stop();
+    let shards: Vec<Value> = files.iter().map(read_json).collect();
+    for (i, s) in shards.iter().enumerate() {
+        // Whole rooms apart: rooms 0-1, 2-3, 4-5 of the run's six.
+        assert_eq!(
+            (n(s, "first_room"), n(s, "rooms")),
+            (2 * i as u64, 2),
+            "shard {i}"
+        );
+        assert_eq!(n(s, "foreign"), 0, "shard {i}");
+        assert_eq!(n(s, "received"), n(s, "expected"), "shard {i}");
+    }
+
+    let merged = d.join("merged.json");
+    let mut args = vec!["merge".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    args.extend(["--json".into(), merged.display().to_string()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&refs, Duration::from_secs(30));
+    assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
+    let m = read_json(&merged);
+    // The merged run is the whole run: same rooms, same planned and expected frames,
+    // every one received, none foreign or twice.
+    for key in ["rooms", "first_room", "planned", "expected", "received"] {
+        assert_eq!(n(&m, key), n(&w, key), "frames.{key}");
+    }
+    for key in ["lost", "foreign", "duplicates"] {
+        assert_eq!((n(&m, key), n(&w, key)), (0, 0), "frames.{key}");
+    }
+    assert_eq!(n(&w, "planned"), 60 * 100, "{w}");
+}
+
+#[test]
+fn a_shard_without_a_room_per_core_is_refused() {
+    // 20 connections in rooms of 10 are 2 rooms: 2 shards of one core fit, 3 do not.
+    let at = (unix_ms() + 3_600_000).to_string();
+    let o = run(
+        &[
+            "run",
+            "--target",
+            "127.0.0.1:9",
+            "--workload",
+            "frames",
+            "--connections",
+            "20",
+            "--room-size",
+            "10",
+            "--cores",
+            "0",
+            "--shard",
+            "0/3",
+            "--start-at",
+            &at,
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(e.contains("at most 2 shards fit"), "{e}");
+}
