@@ -3,6 +3,7 @@
 //! numbered as in the whole run (no room shared, no frame foreign), and `blaster merge`
 //! of their reports counts exactly what one process running every room counts.
 mod common;
+use common::servers::nats;
 use common::*;
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -36,25 +37,16 @@ fn n(v: &Value, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("frames.{key}: {v}"))
 }
 
-#[test]
-fn three_shards_are_one_run_of_every_room() {
-    let _g = load_lock();
+/// Three `--shard i/3` runs with one start instant and run id against `addr`, each
+/// with `extra` and the shard's own arguments (`per_shard(i)`), then `blaster merge`:
+/// the shards' reports and the merged one.
+fn three_shards(
+    addr: &str,
+    extra: &[&str],
+    per_shard: impl Fn(usize) -> Vec<String>,
+) -> (Vec<Value>, Value) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-
-    // One process, every room.
-    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
-    let whole = d.join("whole.json");
-    let out = wait_bounded(
-        frames_run(&sink.addr, &[], &whole).spawn().unwrap(),
-        Duration::from_secs(60),
-    );
-    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
-    sink.stop();
-    let w = read_json(&whole);
-
-    // Three shards, one start instant, one run id, one sink.
-    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
     let at = (unix_ms() + 2_000).to_string();
     let files: Vec<_> = (0..3).map(|i| d.join(format!("shard-{i}.json"))).collect();
     let children: Vec<_> = files
@@ -62,8 +54,11 @@ fn three_shards_are_one_run_of_every_room() {
         .enumerate()
         .map(|(i, f)| {
             let shard = format!("{i}/3");
-            let args = ["--shard", &shard, "--start-at", &at, "--run-id", "rooms"];
-            frames_run(&sink.addr, &args, f).spawn().unwrap()
+            let mut args = vec!["--shard", &shard, "--start-at", &at, "--run-id", "rooms"];
+            args.extend_from_slice(extra);
+            let own = per_shard(i);
+            args.extend(own.iter().map(String::as_str));
+            frames_run(addr, &args, f).spawn().unwrap()
         })
         .collect();
     for (i, c) in children.into_iter().enumerate() {
@@ -74,7 +69,6 @@ fn three_shards_are_one_run_of_every_room() {
             stderr(&out)
         );
     }
-    sink.stop();
     let shards: Vec<Value> = files.iter().map(read_json).collect();
     for (i, s) in shards.iter().enumerate() {
         // Whole rooms apart: rooms 0-1, 2-3, 4-5 of the run's six.
@@ -86,7 +80,6 @@ fn three_shards_are_one_run_of_every_room() {
         assert_eq!(n(s, "foreign"), 0, "shard {i}");
         assert_eq!(n(s, "received"), n(s, "expected"), "shard {i}");
     }
-
     let merged = d.join("merged.json");
     let mut args = vec!["merge".to_string()];
     args.extend(files.iter().map(|f| f.display().to_string()));
@@ -94,7 +87,29 @@ fn three_shards_are_one_run_of_every_room() {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run(&refs, Duration::from_secs(30));
     assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
-    let m = read_json(&merged);
+    (shards, read_json(&merged))
+}
+
+#[test]
+fn three_shards_are_one_run_of_every_room() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+
+    // One process, every room.
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let whole = dir.path().join("whole.json");
+    let out = wait_bounded(
+        frames_run(&sink.addr, &[], &whole).spawn().unwrap(),
+        Duration::from_secs(60),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    sink.stop();
+    let w = read_json(&whole);
+
+    // Three shards, one start instant, one run id, one sink.
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let (_, m) = three_shards(&sink.addr, &[], |_| vec![]);
+    sink.stop();
     // The merged run is the whole run: same rooms, same planned and expected frames,
     // every one received, none foreign or twice.
     for key in ["rooms", "first_room", "planned", "expected", "received"] {
@@ -104,6 +119,22 @@ fn three_shards_are_one_run_of_every_room() {
         assert_eq!((n(&m, key), n(&w, key)), (0, 0), "frames.{key}");
     }
     assert_eq!(n(&w, "planned"), 60 * 100, "{w}");
+}
+
+#[test]
+fn three_shards_from_three_addresses_through_one_nats_server() {
+    let _g = load_lock();
+    let (_nats, port) = nats(&[]);
+    let addr = format!("127.0.0.1:{port}");
+    // Subjects carry the run's room ids: the shards' rooms never meet on the server.
+    let (_, m) = three_shards(&addr, &["--frame-proto", "nats"], |i| {
+        vec!["--source-ip".into(), format!("127.0.0.{}", 2 + i)]
+    });
+    // Joined before the first tick: every frame to its 9 room mates.
+    assert_eq!(n(&m, "planned"), 6_000, "{m}");
+    assert_eq!(n(&m, "expected"), 54_000, "{m}");
+    assert_eq!(n(&m, "received"), 54_000, "{m}");
+    assert_eq!((n(&m, "foreign"), n(&m, "duplicates")), (0, 0), "{m}");
 }
 
 #[test]
