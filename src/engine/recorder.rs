@@ -646,6 +646,8 @@ pub struct FrameTotals {
     /// Frames the receivers were planned to get, and got (unique).
     pub expected: u64,
     pub received: u64,
+    /// Expected frames still on their way when the drain reached its cap (not lost).
+    pub in_flight_at_end: u64,
     /// Per receiving connection: (expected, received).
     pub per_receiver: Vec<(u64, u64)>,
     /// Frames with at least one receiver, and those every receiver got.

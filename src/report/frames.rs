@@ -43,8 +43,13 @@ pub struct FramesReport {
     /// receivers), and got (first arrivals).
     pub expected: u64,
     pub received: u64,
-    /// expected - received: planned frames that never arrived.
+    /// expected - received - in_flight_at_end: planned frames that never arrived (a
+    /// gap the receive window moved past, or missing when the drain after the
+    /// schedule went quiet).
     pub lost: u64,
+    /// Expected frames still arriving when the drain reached its cap (2 s): late, not
+    /// lost.
+    pub in_flight_at_end: u64,
     pub duplicates: u64,
     pub reordered: u64,
     /// Received with a deviation beyond the budget.
@@ -271,6 +276,7 @@ pub fn build(
             t.planned += f.planned;
             t.expected += f.expected;
             t.received += f.received;
+            t.in_flight_at_end += f.in_flight_at_end;
             t.per_receiver.extend_from_slice(&f.per_receiver);
             t.fanout_expected += f.fanout_expected;
             t.fanout_complete += f.fanout_complete;
@@ -329,7 +335,8 @@ pub fn build(
         not_sent: c.not_sent,
         expected: t.expected,
         received: t.received,
-        lost: t.expected - t.received,
+        lost: t.expected - t.received - t.in_flight_at_end,
+        in_flight_at_end: t.in_flight_at_end,
         duplicates: c.duplicates,
         reordered: c.reordered,
         late: c.late,
@@ -440,6 +447,13 @@ pub fn render(f: &FramesReport, w: &mut String) {
         "  lost {}  late {}  reordered {}  duplicates {}  stale {}  foreign {}  before join {}",
         f.lost, f.late, f.reordered, f.duplicates, f.stale, f.foreign, f.before_join
     );
+    if f.in_flight_at_end > 0 {
+        let _ = writeln!(
+            w,
+            "  in flight at the end {}: still arriving when the drain reached its 2 s cap (late, not lost)",
+            f.in_flight_at_end
+        );
+    }
     let p = |x: &Percentiles| {
         format!(
             "p50 {}  p99 {}  p99.9 {}  max {}",

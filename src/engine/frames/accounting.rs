@@ -141,6 +141,8 @@ pub struct FrameBook {
     fan_complete: u64,
     /// Gaps finalised as lost by the windows so far.
     lost_so_far: u64,
+    /// Frames received (unique, planned) by every receiver so far.
+    received: u64,
     /// `--aggregate`: frames arrive as entries of downlink frames ([`FrameBook::carried`]).
     aggregate: bool,
 }
@@ -194,6 +196,7 @@ impl FrameBook {
             fan: vec![FanSlot::default(); count * FAN_SLOTS].into_boxed_slice(),
             fan_complete: 0,
             lost_so_far: 0,
+            received: 0,
             aggregate: false,
         }
     }
@@ -364,6 +367,7 @@ impl FrameBook {
                 jitter_ns,
             } => {
                 self.unique[r as usize] += 1;
+                self.received += 1;
                 n.received += 1;
                 n.reordered += u64::from(reordered);
                 let deviation = at.saturating_sub(h.intended_ns);
@@ -505,6 +509,11 @@ impl MemberBooks {
     /// Bytes the books' tables hold.
     pub fn table_bytes(&self) -> u64 {
         self.books.iter().map(FrameBook::table_bytes).sum()
+    }
+
+    /// Frames received (unique, planned) so far, over every slot.
+    pub fn received(&self) -> u64 {
+        self.books.iter().map(|b| b.received).sum()
     }
 }
 

@@ -15,8 +15,8 @@
 //! A frame due while its connection's previous send is still in the kernel waits (at
 //! most [`SEND_FRAMES`] go out in one send); one due while its connection is down is
 //! not sent (counted; the receivers count it lost). After the last frame is due, the
-//! loop drains for `--frame-budget` (plus a margin) so frames planned just before the
-//! end can arrive before loss is counted.
+//! loop drains until every expected frame is in, or none came for a quiet interval
+//! ([`quiet_ns`]), or the cap; frames still coming at the cap are in flight, not lost.
 //!
 //! The worker is split by job, one file each; every file adds methods to
 //! [`FrameWorker`]:
@@ -195,6 +195,12 @@ struct FrameWorker<'p> {
     /// no receive reads two frames that arrived apart (a receive's stamp is the newest
     /// segment it read). False for good once a receive carried two.
     rx_batch: bool,
+    /// After the schedule: waiting for the frames still on their way (`None` while
+    /// the schedule runs, after Ctrl-C, and under `--aggregate`, whose drain is fixed).
+    drain: Option<Drain>,
+    /// The highest per-interval p99 arrival deviation so far: what the drain's quiet
+    /// interval is derived from.
+    deviation_p99_max: u64,
     /// How many completions a sleep may wait for while frames are timed by the
     /// kernel: half the completion queue.
     wake_batch: u32,
@@ -381,6 +387,41 @@ fn member_books(plan: &WorkerPlan, fp: &FramePlan, slots: usize) -> MemberBooks 
     )
 }
 
+/// The drain after the last planned frame: it ends when every expected frame has
+/// arrived, or when none has arrived for `quiet_ns` (what is missing then is lost), or
+/// at the cap (what is missing then was still on its way: `in_flight_at_end`).
+#[derive(Debug, Clone, Copy)]
+struct Drain {
+    expected: u64,
+    received: u64,
+    last_arrival: Nanos,
+    quiet_ns: u64,
+    /// Nothing arrived for `quiet_ns`.
+    quiet: bool,
+}
+
+impl Drain {
+    fn done(&self) -> bool {
+        self.received >= self.expected || self.quiet
+    }
+}
+
+impl FrameWorker<'_> {
+    /// Keeps the interval's p99 arrival deviation if it is the worst so far.
+    pub(super) fn note_deviation(&mut self) {
+        let p99 = self.out.hist.frame_deviation.value_at_quantile(0.99);
+        self.deviation_p99_max = self.deviation_p99_max.max(p99);
+    }
+}
+
+/// The drain's quiet interval: twice the run's worst per-interval p99 arrival
+/// deviation, at least the frame budget plus 10 ms, at most the drain's cap.
+pub(super) fn quiet_ns(deviation_p99_max: u64, budget_ns: u64) -> u64 {
+    deviation_p99_max
+        .saturating_mul(2)
+        .clamp(budget_ns + 10_000_000, crate::limits::DRAIN_NS_MAX)
+}
+
 impl<'p> FrameWorker<'p> {
     fn new(
         plan: &'p WorkerPlan,
@@ -444,6 +485,8 @@ impl<'p> FrameWorker<'p> {
             rx: stamped.then(|| RecvMsgs::new(n)),
             rx_missing: 0,
             rx_batch: stamped && one_per_tick,
+            drain: None,
+            deviation_p99_max: 0,
             wake_batch,
             sockopts: socket::SockOpts {
                 rx_stamps: stamped,

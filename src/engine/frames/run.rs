@@ -3,7 +3,7 @@
 //! has come) -> reap -> the reopen scan -> interval boundary; the drain lasts the frame
 //! budget, and the totals come from [`super::totals`].
 
-use super::FrameWorker;
+use super::{Drain, FrameWorker, quiet_ns};
 use crate::clock::{Clock, Nanos, Ticks};
 use crate::engine::driver::{Outbox, Ready};
 use crate::engine::loop_core::LoopCore;
@@ -46,17 +46,38 @@ impl Hooks for FrameWorker<'_> {
         self.cursor.all_dispatched() && now >= self.plan.duration_ns
     }
 
-    fn on_stop(&mut self, _now: Nanos, interrupted: bool, _pace: &Pacer) -> u64 {
+    fn on_stop(&mut self, now: Nanos, interrupted: bool, _pace: &Pacer) -> u64 {
         // Downlink frames of server ticks after the schedule are not expected
         // (`downlink`).
         if let Some(d) = self.down.as_mut() {
             d.end_at(self.core.stopped_ns);
         }
-        // Frames planned in the last budget before the end get it to arrive.
         if interrupted {
-            0
-        } else {
-            (self.fp.budget_ns + 10_000_000).min(DRAIN_NS_MAX)
+            return 0;
+        }
+        if self.down.is_some() {
+            // Frames planned in the last budget before the end get it to arrive.
+            return (self.fp.budget_ns + 10_000_000).min(DRAIN_NS_MAX);
+        }
+        // Until every expected frame is in, or none came for a while, or the cap.
+        self.note_deviation();
+        self.drain = Some(Drain {
+            expected: self.book.totals().expected,
+            received: self.book.received(),
+            last_arrival: now,
+            quiet_ns: quiet_ns(self.deviation_p99_max, self.fp.budget_ns),
+            quiet: false,
+        });
+        DRAIN_NS_MAX
+    }
+
+    fn after_reap(&mut self, _now_t: Ticks, now: Nanos) {
+        if let Some(d) = self.drain.as_mut() {
+            let received = self.book.received();
+            if received != d.received {
+                (d.received, d.last_arrival) = (received, now);
+            }
+            d.quiet = now >= d.last_arrival + d.quiet_ns;
         }
     }
 
@@ -79,10 +100,12 @@ impl Hooks for FrameWorker<'_> {
 
     fn before_snapshot(&mut self) {
         self.set_active();
+        self.note_deviation();
     }
 
     fn drained(&self) -> bool {
-        false // the drain lasts its budget: frames still on their way may arrive
+        // Under `--aggregate` the drain lasts its budget.
+        self.drain.is_some_and(|d| d.done())
     }
 
     fn timers(&self) -> bool {

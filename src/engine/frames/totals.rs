@@ -30,7 +30,13 @@ impl FrameWorker<'_> {
             outside = down.outside;
             shift_ns = down.shift_ns;
         }
-        self.out.counters.frames.lost += book.lost_at_end;
+        // A drain cut by its cap while frames still came: the missing ones were on
+        // their way, not lost (a gap the windows moved past is lost either way).
+        let in_flight_at_end = match self.drain {
+            Some(d) if !d.done() => book.lost_at_end,
+            _ => 0,
+        };
+        self.out.counters.frames.lost += book.lost_at_end - in_flight_at_end;
         if self.rx.is_some() && self.rx_missing == 0 {
             t.ring_features.push(stamps::FEATURE);
         }
@@ -49,6 +55,7 @@ impl FrameWorker<'_> {
             planned,
             expected: book.expected,
             received: book.received,
+            in_flight_at_end,
             per_receiver: book.per_receiver,
             fanout_expected: book.fanout_expected,
             fanout_complete: book.fanout_complete,
