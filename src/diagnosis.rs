@@ -87,6 +87,13 @@ pub enum Diagnosis {
         issued: u64,
         offered: u64,
     },
+    /// Frames from members this run does not have (foreign), or a member's frame twice
+    /// (duplicates), above a handful: another run on the same rooms, most likely.
+    FramesCollide {
+        foreign: u64,
+        duplicates: u64,
+        received: u64,
+    },
     /// Conntrack dropped new connections or failed to insert them: its table was full.
     ConntrackTableFull {
         drop: u64,
@@ -133,6 +140,7 @@ impl Diagnosis {
             Diagnosis::ClockUnsynchronised { .. } => "clock_unsynchronised",
             Diagnosis::MostRepliesFailed { .. } => "most_replies_failed",
             Diagnosis::TlsResumeNotHonoured { .. } => "tls_resume_not_honoured",
+            Diagnosis::FramesCollide { .. } => "frames_collide",
             Diagnosis::ConntrackTableFull { .. } => "conntrack_table_full",
             Diagnosis::SoftnetBacklogDrops { .. } => "softnet_backlog_drops",
             Diagnosis::SoftnetTimeSqueeze { .. } => "softnet_time_squeeze",
@@ -156,7 +164,8 @@ impl Diagnosis {
             | Diagnosis::ConnectionWaitTargetCloses { .. }
             | Diagnosis::ConnectionWaitPoolLimit { .. }
             | Diagnosis::MostRepliesFailed { .. }
-            | Diagnosis::TlsResumeNotHonoured { .. } => self.target_message(),
+            | Diagnosis::TlsResumeNotHonoured { .. }
+            | Diagnosis::FramesCollide { .. } => self.target_message(),
             Diagnosis::ClockUnsynchronised { .. }
             | Diagnosis::ConntrackTableFull { .. }
             | Diagnosis::SoftnetBacklogDrops { .. }
@@ -318,6 +327,16 @@ impl Diagnosis {
                 "--tls-resume {ratio}: 0 resumed of {handshakes} handshakes, {offered} of them \
                  offering a session the server had issued: the server refused every one"
             ),
+            Diagnosis::FramesCollide {
+                foreign,
+                duplicates,
+                received,
+            } => format!(
+                "frames: {foreign} foreign and {duplicates} duplicate frames beside {received} \
+                 received: members this run does not have sent into its rooms, or a room's \
+                 frames came twice; another run on the same rooms (a second machine numbering \
+                 its rooms from 0, or the same command started twice) does that"
+            ),
             _ => unreachable!("message() sends the target's variants only"),
         }
     }
@@ -425,6 +444,12 @@ impl Diagnosis {
                 "the target is failing, not slow: its latency while failing is in \
                  error_latency_ns, apart from the headline; find out why it answers so \
                  (--error-status chooses which HTTP codes count)"
+                    .into()
+            }
+            Diagnosis::FramesCollide { .. } => {
+                "give each machine of a fleet its own rooms of one run (--shard i/N with one \
+                 --start-at), or its own server; if no other run was there, the server \
+                 relays across rooms (check the room in its topic, subject or path)"
                     .into()
             }
             Diagnosis::ClockUnsynchronised { .. } => {

@@ -78,6 +78,10 @@ fn three_shards(
             "shard {i}"
         );
         assert_eq!(n(s, "foreign"), 0, "shard {i}");
+        assert!(
+            !s["diagnosis"].to_string().contains("frames_collide"),
+            "shard {i}"
+        );
         assert_eq!(n(s, "received"), n(s, "expected"), "shard {i}");
     }
     let merged = d.join("merged.json");
@@ -165,4 +169,35 @@ fn a_shard_without_a_room_per_core_is_refused() {
     let e = stderr(&o);
     assert_eq!(e.trim().lines().count(), 1, "{e}");
     assert!(e.contains("at most 2 shards fit"), "{e}");
+}
+
+#[test]
+fn two_copies_of_one_command_on_one_sink_are_named() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    // The mistake a fleet without --shard makes: two machines, the same rooms.
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let files: Vec<_> = (0..2)
+        .map(|i| dir.path().join(format!("copy-{i}.json")))
+        .collect();
+    let children: Vec<_> = files
+        .iter()
+        .map(|f| frames_run(&sink.addr, &[], f).spawn().unwrap())
+        .collect();
+    for c in children {
+        let out = wait_bounded(c, Duration::from_secs(60));
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    }
+    sink.stop();
+    for f in &files {
+        let v = read_json(f);
+        assert!(n(&v, "foreign") + n(&v, "duplicates") > 10, "{v}");
+        let codes: Vec<&str> = v["diagnosis"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["code"].as_str())
+            .collect();
+        assert!(codes.contains(&"frames_collide"), "{codes:?}");
+    }
 }

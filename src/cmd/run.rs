@@ -393,6 +393,9 @@ impl Ran<'_> {
             self.interrupted,
         );
         report.threads = threads;
+        report
+            .diagnosis
+            .extend(frames.as_ref().and_then(crate::report::frames::collisions));
         report.frames = frames;
         let fleet = fleet_report(plan, first, self.start_late_ns);
         report.diagnosis.extend(fleet.clock_warning());

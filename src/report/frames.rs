@@ -525,6 +525,21 @@ fn render_join(f: &FramesReport, w: &mut String) {
     }
 }
 
+/// Foreign or duplicate frames above this are named (a handful may be a reconnect's
+/// replay; more is another run on the same rooms).
+const COLLISIONS_NAMED: u64 = 10;
+
+/// The diagnosis of frames that collided with another run's, if more than a handful.
+pub fn collisions(f: &FramesReport) -> Option<crate::diagnosis::Diagnosis> {
+    (f.foreign + f.duplicates > COLLISIONS_NAMED).then_some(
+        crate::diagnosis::Diagnosis::FramesCollide {
+            foreign: f.foreign,
+            duplicates: f.duplicates,
+            received: f.received,
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
