@@ -1,9 +1,11 @@
 //! Frames runs sharded (issue 36 item 1): three `--shard i/3` processes with one start
 //! instant against one broadcast sink are one run of every room: each runs whole rooms
 //! numbered as in the whole run (no room shared, no frame foreign), and `blaster merge`
-//! of their reports counts exactly what one process running every room counts.
+//! of their reports counts exactly what one process running every room counts. Two
+//! runs on the same rooms are named; one process holds frames connections past its
+//! descriptor limit.
 mod common;
-use common::servers::nats;
+use common::servers::{nats, require};
 use common::*;
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -200,4 +202,55 @@ fn two_copies_of_one_command_on_one_sink_are_named() {
             .collect();
         assert!(codes.contains(&"frames_collide"), "{codes:?}");
     }
+}
+
+#[test]
+fn frames_connections_past_the_descriptor_limit() {
+    let _g = load_lock();
+    // RLIMIT_NOFILE 1,100 and 3,000 frames connections: sockets live in io_uring file
+    // tables of at most the limit each, so the worker spreads them over 3 rings.
+    let sink = Sink::start(&["--mode", "broadcast", "--room-size", "10"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("held.json");
+    let prlimit = require("prlimit", "util-linux");
+    let child = Command::new(prlimit)
+        .args(["--nofile=1100:1100", bin(), "run", "--cores", "0", "--json"])
+        .arg(&json)
+        .args([
+            "--target",
+            &sink.addr,
+            "--workload",
+            "frames",
+            "--connections",
+            "3000",
+        ])
+        .args([
+            "--room-size",
+            "10",
+            "--tick",
+            "100ms",
+            "--duration",
+            "2s",
+            "--quiet",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_bounded(child, Duration::from_secs(60));
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    sink.stop();
+    let v = read_json(&json);
+    assert_eq!(
+        v["connections"]["established"], 3000,
+        "{}",
+        v["connections"]
+    );
+    assert!(
+        v["connections"]["rings_per_core"].as_u64().unwrap() >= 3,
+        "{}",
+        v["connections"]
+    );
+    assert_eq!(n(&v, "received"), n(&v, "expected"), "{}", v["frames"]);
 }
