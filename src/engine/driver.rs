@@ -4,7 +4,7 @@
 //! figures to the collector.
 
 use super::pacing::Pacer;
-use super::recorder::{Counters, Histograms, Snapshot, WorkerTotals};
+use super::recorder::{Counters, HistShape, Histograms, Snapshot, WorkerTotals};
 use super::ring::{FAULT_SUBMIT_ENV, PushError, Ring};
 use super::run_loop::{Hooks, run};
 use super::worker_plan::WorkerPlan;
@@ -182,13 +182,26 @@ pub struct Outbox {
     /// Interval boundaries that found neither a returned set nor a spare and allocated
     /// one on the worker thread (reported per worker; 0 unless the collector lags).
     allocations: u64,
+    /// The histograms this worker records into (its sets' shape).
+    shape: HistShape,
 }
 
 impl Outbox {
     pub fn new(worker: usize, snap_tx: Sender<Snapshot>, recycle_rx: Receiver<Histograms>) -> Self {
+        Self::shaped(worker, HistShape::FULL, snap_tx, recycle_rx)
+    }
+
+    /// An outbox whose sets hold full histograms only where `shape` records.
+    pub fn shaped(
+        worker: usize,
+        shape: HistShape,
+        snap_tx: Sender<Snapshot>,
+        recycle_rx: Receiver<Histograms>,
+    ) -> Self {
         Outbox {
             worker,
-            hist: Histograms::new(),
+            shape,
+            hist: Histograms::shaped(shape),
             counters: Counters::default(),
             snap_tx,
             recycle_rx,
@@ -226,7 +239,7 @@ impl Outbox {
     /// holds one set, not three (each about 3 MB).
     pub fn arm_spares(&mut self) {
         while self.spares.len() < HISTOGRAM_SPARES {
-            self.spares.push(Histograms::new());
+            self.spares.push(Histograms::shaped(self.shape));
         }
     }
 
@@ -245,7 +258,7 @@ impl Outbox {
         }
         fresh.unwrap_or_else(|| {
             self.allocations += 1;
-            Histograms::new()
+            Histograms::shaped(self.shape)
         })
     }
 

@@ -49,8 +49,38 @@ fn histogram() -> Histogram<u64> {
         .expect("constant histogram bounds are valid")
 }
 
+/// A histogram the run never records into: a few bytes instead of the ~270 KB that
+/// hdrhistogram writes (zero-fills) for the full range, per set, per worker. It adds
+/// into a full one like any other (empty, and within its range).
+fn unused() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 2, 1).expect("constant histogram bounds are valid")
+}
+
+/// Which of a set's histograms a worker records into: the frames' (`--workload
+/// frames`) and the TLS handshake's (`--tls`); the others always. A worker's sets are
+/// all of its shape, so its sets add into the collector's full ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistShape {
+    pub frames: bool,
+    pub tls: bool,
+}
+
+impl HistShape {
+    /// Every histogram full (the collector's sets, tests).
+    pub const FULL: HistShape = HistShape {
+        frames: true,
+        tls: true,
+    };
+}
+
 impl Histograms {
     pub fn new() -> Self {
+        Self::shaped(HistShape::FULL)
+    }
+
+    /// A set whose histograms the `shape` does not record into are tiny.
+    pub fn shaped(shape: HistShape) -> Self {
+        let frames = || if shape.frames { histogram() } else { unused() };
         Histograms {
             latency: histogram(),
             service: histogram(),
@@ -59,12 +89,12 @@ impl Histograms {
             connect: histogram(),
             reconnect_delay: histogram(),
             pacing: histogram(),
-            frame_deviation: histogram(),
-            frame_jitter: histogram(),
-            frame_fanout: histogram(),
-            frame_join: histogram(),
+            frame_deviation: frames(),
+            frame_jitter: frames(),
+            frame_fanout: frames(),
+            frame_join: frames(),
             error_latency: histogram(),
-            tls_handshake: histogram(),
+            tls_handshake: if shape.tls { histogram() } else { unused() },
         }
     }
 
@@ -731,6 +761,43 @@ impl Default for EntryTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request run without TLS holds full histograms only where it records: the
+    /// frames' four and the handshake's are tiny, the rest full; a shaped set adds
+    /// into a full one.
+    #[test]
+    fn a_set_is_full_only_where_its_run_records() {
+        let full = Histograms::new();
+        let request = Histograms::shaped(HistShape {
+            frames: false,
+            tls: false,
+        });
+        let len = |h: &Histogram<u64>| h.distinct_values();
+        let big = len(&full.latency);
+        assert!(big > 10_000, "{big}");
+        for h in [
+            &request.frame_deviation,
+            &request.frame_jitter,
+            &request.frame_fanout,
+            &request.frame_join,
+            &request.tls_handshake,
+        ] {
+            assert!(len(h) < 100, "{}", len(h));
+        }
+        assert_eq!(len(&request.latency), big);
+        assert_eq!(len(&request.error_latency), big);
+        let frames = Histograms::shaped(HistShape {
+            frames: true,
+            tls: false,
+        });
+        assert_eq!(len(&frames.frame_deviation), big);
+        let mut total = Histograms::new();
+        let mut recorded = request;
+        recorded.latency.record(1_000).unwrap();
+        total.add(&recorded);
+        total.add(&frames);
+        assert_eq!(total.latency.len(), 1);
+    }
 
     #[test]
     fn merge_adds_histograms_not_percentiles() {

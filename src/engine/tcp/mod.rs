@@ -404,7 +404,15 @@ impl<'p> Worker<'p> {
             next_connect_ns: 0,
             connecting: 0,
             clock: Clock::new(),
-            out: Outbox::new(plan.index, snap_tx, recycle_rx),
+            out: Outbox::shaped(
+                plan.index,
+                crate::engine::recorder::HistShape {
+                    frames: false,
+                    tls: plan.tls.is_some(),
+                },
+                snap_tx,
+                recycle_rx,
+            ),
             cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
             multishot: buf_ring.is_some(),
             buf_ring,
