@@ -265,15 +265,7 @@ impl<'p> UdpWorker<'p> {
             batch,
             blast,
             clock: Clock::new(),
-            out: Outbox::shaped(
-                plan.index,
-                crate::engine::recorder::HistShape {
-                    frames: false,
-                    tls: plan.tls.is_some(),
-                },
-                snap_tx,
-                recycle_rx,
-            ),
+            out: Outbox::shaped(plan.index, plan.hist_shape(), snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
             schedule,
             next_k: 0,

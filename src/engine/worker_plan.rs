@@ -198,6 +198,16 @@ pub fn timetable(plan: &WorkerPlan) -> (Arrivals, u64) {
     (schedule, total)
 }
 
+impl WorkerPlan {
+    /// The histograms this worker records into ([`HistShape`](super::recorder::HistShape)).
+    pub fn hist_shape(&self) -> super::recorder::HistShape {
+        super::recorder::HistShape {
+            frames: self.frames.is_some(),
+            tls: self.tls.is_some(),
+        }
+    }
+}
+
 #[cfg(test)]
 impl WorkerPlan {
     /// A one-worker TCP plan of `connections` to the discard port, 1000/s for 10 ms

@@ -498,15 +498,7 @@ impl<'p> FrameWorker<'p> {
             tls_out_len: lay.tls_out_len,
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
-            out: Outbox::shaped(
-                plan.index,
-                crate::engine::recorder::HistShape {
-                    frames: true,
-                    tls: plan.tls.is_some(),
-                },
-                snap_tx,
-                recycle_rx,
-            ),
+            out: Outbox::shaped(plan.index, plan.hist_shape(), snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
             running: false,
             down_count: n,

@@ -404,15 +404,7 @@ impl<'p> Worker<'p> {
             next_connect_ns: 0,
             connecting: 0,
             clock: Clock::new(),
-            out: Outbox::shaped(
-                plan.index,
-                crate::engine::recorder::HistShape {
-                    frames: false,
-                    tls: plan.tls.is_some(),
-                },
-                snap_tx,
-                recycle_rx,
-            ),
+            out: Outbox::shaped(plan.index, plan.hist_shape(), snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
             multishot: buf_ring.is_some(),
             buf_ring,
