@@ -64,7 +64,7 @@ fi
 # HTTP/2 server for `--http2` (tests/http2.rs).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
-    ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux \
+    ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux prlimit:util-linux \
     sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
     sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus tmux:tmux \
     nats-server:nats-server mosquitto:mosquitto stunnel4:stunnel4 openssl:openssl nft:nftables \
