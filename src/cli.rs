@@ -561,6 +561,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub slo: Option<String>,
 
+    /// Stop the run when a condition holds for a while, judged on each second's
+    /// figures: `errors>5% for 10s`, `p99>200ms for 30s`, `achieved<90% for 5s` (the
+    /// --slo metrics, the other way round). Repeatable. The run stops sending at once,
+    /// keeps what it measured, says which condition fired and when, and exits with
+    /// code 5. Needs --target.
+    #[arg(long = "abort-if", value_name = "CONDITION")]
+    pub abort_if: Vec<String>,
+
     /// Print the plain live line on stderr every second (elapsed second, achieved and
     /// intended rate, latency p50 and p99, errors, dispatch lag p99), also on a
     /// terminal. Default: a progress bar when stderr is a terminal, the live line when

@@ -10,6 +10,8 @@ pub mod exit {
     /// The run broke its `--slo` (an invalid run exits 3 instead), or a search's
     /// first step already broke it, or `compare` found a regression past its limit.
     pub const SLO_BROKEN: i32 = 4;
+    /// An `--abort-if` condition held and stopped the run.
+    pub const ABORTED: i32 = 5;
 }
 
 /// How a command that ran ended.
@@ -22,6 +24,8 @@ pub enum Outcome {
     SloBroken,
     /// `blaster compare`: NEW crossed a `--max-regression` limit.
     Regressed,
+    /// An `--abort-if` condition held: the run stopped early, what it measured kept.
+    Aborted,
 }
 
 impl Outcome {
@@ -31,6 +35,7 @@ impl Outcome {
             Outcome::Ok => exit::OK,
             Outcome::Invalid => exit::INVALID,
             Outcome::SloBroken | Outcome::Regressed => exit::SLO_BROKEN,
+            Outcome::Aborted => exit::ABORTED,
         }
     }
 }

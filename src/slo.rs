@@ -203,6 +203,85 @@ impl Slo {
     }
 }
 
+/// `--abort-if 'errors>5% for 10s'`: a condition on the live per-second figures that
+/// stops the run when it held for `seconds` seconds in a row. The condition is an SLO
+/// term turned round (`errors>5%` breaks `errors<5%`, `achieved<90%` breaks
+/// `achieved>90%`), judged on each second's figures alone; a second with nothing to
+/// judge by (no latency sample, nothing due) neither holds nor breaks the streak.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AbortIf {
+    /// The condition as written, whitespace removed, e.g. `errors>5%for10s`.
+    pub text: String,
+    /// What must keep holding: the condition turned round, e.g. `errors<5%`.
+    pub hold: Term,
+    pub seconds: u64,
+}
+
+/// The longest `for` of an `--abort-if`.
+const ABORT_SECONDS_MAX: u64 = 3_600;
+
+impl AbortIf {
+    /// Parses `CONDITION for DURATION`; the error is one line without the flag name.
+    pub fn parse(spec: &str) -> Result<AbortIf, String> {
+        let compact: String = spec.chars().filter(|c| !c.is_whitespace()).collect();
+        let usage = || {
+            format!(
+                "{spec:?}: expected CONDITION for DURATION, e.g. 'errors>5% for 10s', \
+                 'p99>200ms for 30s' or 'achieved<90% for 5s'"
+            )
+        };
+        let (cond, window) = compact.split_once("for").ok_or_else(usage)?;
+        if cond.is_empty() || window.is_empty() {
+            return Err(usage());
+        }
+        let turned: String = cond
+            .chars()
+            .map(|c| match c {
+                '<' => '>',
+                '>' => '<',
+                c => c,
+            })
+            .collect();
+        let hold = parse_term(&turned).map_err(|m| {
+            if turned.contains(['<', '>']) && m.contains("bound") {
+                format!(
+                    "{cond:?}: a latency or errors condition is a floor crossed (p99>200ms, \
+                     errors>5%), achieved and retention a ceiling fallen under \
+                     (achieved<90%, retention<99%)"
+                )
+            } else {
+                m.replace(&turned, cond)
+            }
+        })?;
+        let ns = crate::units::parse_duration(window)
+            .map_err(|m| format!("{spec:?}: {m}"))?
+            .as_nanos();
+        if !(1_000_000_000..=u128::from(ABORT_SECONDS_MAX) * 1_000_000_000).contains(&ns) {
+            return Err(format!(
+                "{spec:?}: the condition is judged per second: for 1s to for {ABORT_SECONDS_MAX}s"
+            ));
+        }
+        Ok(AbortIf {
+            text: compact.clone(),
+            hold,
+            seconds: ns.div_ceil(1_000_000_000) as u64,
+        })
+    }
+
+    /// Whether one second's figures break the hold condition; `None` when they have
+    /// nothing to judge it by.
+    pub fn broken(&self, o: &Observed) -> Option<bool> {
+        let v = judge_term(&self.hold, o);
+        v.measured.map(|_| !v.met)
+    }
+
+    /// The condition as the user wrote it, spaced: `errors>5% for 10s`.
+    pub fn condition(&self) -> String {
+        let (cond, window) = self.text.split_once("for").unwrap_or((&self.text, ""));
+        format!("{cond} for {window}")
+    }
+}
+
 /// The metric's name as written (`p99`, `errors`), for messages.
 fn metric_name(text: &str) -> &str {
     text.split(['<', '>']).next().unwrap_or(text)
@@ -483,6 +562,43 @@ mod tests {
 
     fn metric(spec: &str) -> Metric {
         Slo::parse(spec).unwrap().terms[0].metric
+    }
+
+    #[test]
+    fn abort_conditions_parse_turned_round_and_judge_a_second() {
+        let a = AbortIf::parse(" errors > 5% for 10s ").unwrap();
+        assert_eq!(
+            (a.hold.metric, a.hold.limit, a.seconds),
+            (Metric::Errors, 0.05, 10)
+        );
+        assert_eq!(a.condition(), "errors>5% for 10s");
+        let p = AbortIf::parse("p99>200ms for 1.5s").unwrap();
+        assert_eq!((p.hold.metric, p.seconds), (Metric::Percentile(99.0), 2));
+        let low = AbortIf::parse("achieved<90% for 5s").unwrap();
+        assert_eq!(low.hold.metric, Metric::Achieved);
+        // Judged on one second: 5 errors of 10,000 hold errors<5%; p99 of 300 ms
+        // breaks p99<200ms; a second without latency samples says nothing.
+        let h = hist(&[300_000_000; 10]);
+        assert_eq!(a.broken(&observed(&h)), Some(false));
+        assert_eq!(p.broken(&observed(&h)), Some(true));
+        assert_eq!(p.broken(&observed(&hist(&[]))), None);
+        let mut o = observed(&h);
+        o.errors = 600;
+        assert_eq!(a.broken(&o), Some(true));
+        // Refused: no window, the wrong way round, a window under a second, a metric
+        // that does not exist.
+        for (bad, says) in [
+            ("errors>5%", "CONDITION for DURATION"),
+            ("errors<5% for 10s", "a floor crossed"),
+            ("achieved>90% for 10s", "a floor crossed"),
+            ("p99>200ms for 500ms", "for 1s to"),
+            ("p99>200ms for 2h", "for 1s to"),
+            ("bogus>1 for 2s", "unknown metric"),
+            ("p99>20xs for 2s", "p99>20xs"),
+        ] {
+            let e = AbortIf::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

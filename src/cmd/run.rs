@@ -24,6 +24,7 @@ use crate::report::hdr::Encoded4;
 use crate::report::progress::{Display, Live, Second, TICK};
 use crate::report::{Percentiles, Report};
 use crate::run_plan::RunPlan;
+use crate::slo::{AbortIf, Observed};
 use crate::wallclock::ClockSync;
 use crossbeam_channel::{RecvTimeoutError, bounded, unbounded};
 use std::net::SocketAddr;
@@ -106,7 +107,7 @@ pub fn execute_step(
     stop: &Arc<AtomicBool>,
     live: Live,
 ) -> Result<Report, RunError> {
-    let report = execute(step, target, stop, live, &mut Outputs::none())?;
+    let report = execute(step, target, stop, live, &mut Outputs::none(), &[])?;
     match &report.worker_error {
         Some(e) => Err(RunError::Worker(e.clone())),
         None => Ok(report),
@@ -115,13 +116,14 @@ pub fn execute_step(
 
 /// Runs the plan against `target` (its first `--target`, or the baseline's sink) at
 /// the plan's rate for the plan's duration, showing `live` on stderr while it
-/// measures.
+/// measures; the first of `guards` (`--abort-if`) to hold stops it as Ctrl-C would.
 pub fn execute(
     plan: &RunPlan,
     target: SocketAddr,
     stop: &Arc<AtomicBool>,
     live: Live,
     outputs: &mut Outputs,
+    guards: &[AbortIf],
 ) -> Result<Report, RunError> {
     let rate_rps = plan
         .rate_rps
@@ -157,6 +159,7 @@ pub fn execute(
         rate_rps: shard_rate_rps,
         link_bps: link_bps(plan, host.iface.as_deref()),
     };
+    let mut watch = AbortWatch::new(guards, stop);
     let mut collected = collect(
         &fleet.snap_rx,
         &fleet.recycle,
@@ -166,7 +169,9 @@ pub fn execute(
         &mut host,
         &worker_cores,
         outputs,
+        &mut watch,
     );
+    collected.abort = watch.fired;
     // Every snapshot is in: the bar leaves the screen before anything else is printed.
     drop(display);
     collected.iface = host.iface.clone();
@@ -495,6 +500,7 @@ fn collect(
     host: &mut HostSampler,
     worker_cores: &[usize],
     outputs: &mut Outputs,
+    watch: &mut AbortWatch<'_>,
 ) -> Collected {
     let workers = recycle.len();
     let mut c = Collected {
@@ -503,6 +509,7 @@ fn collect(
         series: crate::report::series::Series::new(duration_ns),
         totals: vec![WorkerTotals::default(); workers],
         iface: None,
+        abort: None,
     };
     let mut pending: std::collections::BTreeMap<usize, Pending> = Default::default();
     // Per worker: intervals reported so far (they arrive in order) and whether done.
@@ -577,6 +584,13 @@ fn collect(
                 stopped,
                 outputs,
             );
+            watch.second(
+                first,
+                &p,
+                &row,
+                shape.plan,
+                shape.intended_rps(first, stopped),
+            );
             display.second(&Second {
                 index: first as u64,
                 achieved_rps: row.completed as f64,
@@ -593,6 +607,60 @@ fn collect(
         }
     }
     c
+}
+
+/// The `--abort-if` conditions over the completed seconds: each its streak of seconds
+/// in a row that broke it; the first whose streak reaches its window stops the run.
+struct AbortWatch<'a> {
+    guards: &'a [AbortIf],
+    streaks: Vec<u64>,
+    stop: &'a AtomicBool,
+    fired: Option<crate::report::AbortReport>,
+}
+
+impl<'a> AbortWatch<'a> {
+    fn new(guards: &'a [AbortIf], stop: &'a AtomicBool) -> Self {
+        AbortWatch {
+            guards,
+            streaks: vec![0; guards.len()],
+            stop,
+            fired: None,
+        }
+    }
+
+    /// Judges second `i` (its interval `p`, reduced to `row`) against every guard.
+    fn second(&mut self, i: usize, p: &Pending, row: &Row, plan: &RunPlan, intended_rps: f64) {
+        if self.guards.is_empty() || self.fired.is_some() {
+            return;
+        }
+        let f = &p.counters.frames;
+        let o = Observed {
+            latency: &p.histograms.latency,
+            dispatched: p.counters.dispatched,
+            errors: p.counters.request_errors(),
+            intended_rps,
+            achieved_rps: row.completed as f64 / row.len_s.max(1) as f64,
+            deviation: plan.frames.as_ref().map(|_| &p.histograms.frame_deviation),
+            retention: (f.received + f.lost > 0)
+                .then(|| f.received as f64 / (f.received + f.lost) as f64),
+        };
+        for (g, streak) in self.guards.iter().zip(self.streaks.iter_mut()) {
+            match g.broken(&o) {
+                Some(true) => *streak += 1,
+                Some(false) => *streak = 0,
+                None => {}
+            }
+            if *streak >= g.seconds {
+                self.fired = Some(crate::report::AbortReport {
+                    condition: g.condition(),
+                    window_s: g.seconds,
+                    fired_at_s: (i + 1) as u64,
+                });
+                self.stop.store(true, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
 }
 
 /// Reduces completed interval `i` to its [`Row`] and hands it to the exporters. The

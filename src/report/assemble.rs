@@ -79,6 +79,8 @@ pub struct Collected {
     pub totals: Vec<WorkerTotals>,
     /// The interface that carried the run, when known.
     pub iface: Option<String>,
+    /// The `--abort-if` condition that stopped the run, if one did.
+    pub abort: Option<super::AbortReport>,
 }
 
 /// An interval reduced to the figures the report keeps, so a day-long run holds a few
@@ -441,6 +443,7 @@ pub fn build(
         machine: super::Machine::this(&plan.cores),
         histograms: c.total,
         frames: None,
+        abort: c.abort,
     }
 }
 

@@ -467,6 +467,18 @@ pub struct HttpReport {
     pub error_status: &'static str,
 }
 
+/// An `--abort-if` condition that held and stopped the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AbortReport {
+    /// As written, spaced: `errors>5% for 10s`.
+    pub condition: String,
+    /// The seconds in a row it had to hold.
+    pub window_s: u64,
+    /// The end of the second that completed the streak, from the start: the run
+    /// stopped sending then.
+    pub fired_at_s: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub schema_version: u32,
@@ -558,6 +570,8 @@ pub struct Report {
     /// `--http2`: streams and what the servers did to them (see docs/report.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Report>,
+    /// `--abort-if`: the condition that stopped the run (`null` when none fired).
+    pub abort: Option<AbortReport>,
     /// The first response that did not parse, escaped and truncated.
     pub first_protocol_error: Option<String>,
     /// Which shard of which run, the common start and the clock (`--shard`,

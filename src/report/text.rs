@@ -154,8 +154,23 @@ fn write_header(w: &mut String, r: &Report) {
         r.protocol,
         r.target,
         if r.frames.is_some() { frames } else { requests },
-        if r.interrupted { " (interrupted)" } else { "" }
+        match (&r.abort, r.interrupted) {
+            (Some(_), _) => " (aborted)",
+            (None, true) => " (interrupted)",
+            (None, false) => "",
+        }
     );
+    if let Some(a) = &r.abort {
+        let _ = writeln!(
+            w,
+            "ABORTED: --abort-if '{}' held {} second{} in a row: the run stopped sending at \
+             {} s; the figures below cover it until then (exit code 5)",
+            a.condition,
+            a.window_s,
+            if a.window_s == 1 { "" } else { "s" },
+            a.fired_at_s
+        );
+    }
     // A shard, or a run with a common start: say which and how it started.
     if let Some(f) = r.fleet.as_ref().filter(|f| f.reads_wall_clock()) {
         let _ = writeln!(w, "fleet: {}", f.text_line());

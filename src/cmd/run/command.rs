@@ -10,7 +10,7 @@ use crate::outcome::Outcome;
 use crate::report::export::{self, Outputs};
 use crate::report::{json, text};
 use crate::run_plan::{HostFacts, RunPlan};
-use crate::slo::{Observed, Slo, Verdict};
+use crate::slo::{AbortIf, Observed, Slo, Verdict};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -21,6 +21,8 @@ pub struct ValidRun {
     pub plan: RunPlan,
     pub facts: HostFacts,
     pub slo: Option<Slo>,
+    /// `--abort-if`: conditions that stop the run.
+    pub abort_if: Vec<AbortIf>,
     /// `--metrics-listen`'s address and `--metrics-linger`.
     pub metrics: Option<(std::net::SocketAddr, std::time::Duration)>,
 }
@@ -32,8 +34,21 @@ pub fn validate(a: &RunArgs) -> Result<ValidRun, AppError> {
         .as_deref()
         .map(|s| Slo::parse(s).map_err(|m| AppError::Usage(format!("--slo: {m}"))))
         .transpose()?;
+    let abort_if = a
+        .abort_if
+        .iter()
+        .map(|s| AbortIf::parse(s).map_err(|m| AppError::Usage(format!("--abort-if: {m}"))))
+        .collect::<Result<Vec<_>, _>>()?;
     let facts = HostFacts::gather(a);
     let plan = RunPlan::build(a, &facts)?;
+    for guard in &abort_if {
+        let one = Slo {
+            spec: guard.text.clone(),
+            terms: vec![guard.hold.clone()],
+        };
+        one.check_workload(plan.frames.is_some())
+            .map_err(|m| AppError::Usage(format!("--abort-if: {m}")))?;
+    }
     if let Some(s) = &slo {
         s.check_workload(plan.frames.is_some())
             .map_err(|m| AppError::Usage(format!("--slo: {m}")))?;
@@ -68,10 +83,16 @@ pub fn validate(a: &RunArgs) -> Result<ValidRun, AppError> {
             "--slo: needs --target (the baseline measures the generator, not a target)".into(),
         ));
     }
+    if !abort_if.is_empty() && !has_target {
+        return Err(AppError::Usage(
+            "--abort-if: needs --target (the baseline measures the generator, not a target)".into(),
+        ));
+    }
     Ok(ValidRun {
         plan,
         facts,
         slo,
+        abort_if,
         metrics,
     })
 }
@@ -92,6 +113,7 @@ pub fn command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         plan,
         facts,
         slo,
+        abort_if,
         metrics,
     } = validate(a)?;
     // Claimed before anything connects: an unwritable path fails now, not after the run.
@@ -132,6 +154,7 @@ pub fn command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
         stop,
         crate::report::progress::Live::for_run(plan.progress),
         &mut exporters.outputs,
+        &abort_if,
     )?;
     let verdict = slo.map(|s| s.judge(&Observed::of(&report)));
     emit_text(
@@ -153,6 +176,11 @@ pub fn command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     // ends as an environment error.
     if let Some(e) = report.worker_error {
         return Err(RunError::Worker(e).into());
+    }
+    // An abort stopped the run on purpose (a failing target, most often): its own
+    // exit code, before the others.
+    if report.abort.is_some() {
+        return Ok(Outcome::Aborted);
     }
     // Nothing answered is not a success, whatever the gate says about the generator.
     if let Some(why) = report.nothing_succeeded() {
