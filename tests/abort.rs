@@ -98,33 +98,20 @@ fn bad_abort_conditions_are_one_line_usage_errors() {
         ("latency>1s for 2s", "unknown metric"),
         ("retention<99% for 2s", "needs --workload frames"),
     ] {
-        let o = run(
-            &[
-                "run",
-                "--target",
-                "127.0.0.1:9",
-                "--rate",
-                "10",
-                "--duration",
-                "1s",
-                "--abort-if",
-                cond,
-            ],
-            Duration::from_secs(10),
-        );
-        let e = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{cond}: {e}");
-        assert_eq!(e.trim().lines().count(), 1, "{cond}: {e}");
-        assert!(
-            e.contains("--abort-if: ") && e.contains(says),
-            "{cond}: {e}"
-        );
+        let args = [
+            "run",
+            "--target",
+            "127.0.0.1:9",
+            "--rate",
+            "10",
+            "--duration",
+            "1s",
+            "--abort-if",
+            cond,
+        ];
+        let e = assert_usage(&args, says);
+        assert!(e.contains("--abort-if: "), "{cond}: {e}");
     }
     // Without a target (the baseline): refused too.
-    let o = run(
-        &["run", "--abort-if", "errors>5% for 2s"],
-        Duration::from_secs(10),
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("needs --target"), "{}", stderr(&o));
+    assert_usage(&["run", "--abort-if", "errors>5% for 2s"], "needs --target");
 }

@@ -230,14 +230,6 @@ fn grpc_unary_echo_from_grpcio() {
     assert_eq!(n(&v, "grpc_calls"), 50, "{v}");
 }
 
-fn assert_usage(args: &[&str], needle: &str) {
-    let out = run(args, Duration::from_secs(30));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-    assert!(err.contains(needle), "{args:?} should say {needle}: {err}");
-}
-
 #[test]
 fn combinations_that_make_no_sense_are_one_line_exit_2() {
     assert_usage(&["sink", "--http2", "--udp"], "drop --udp");

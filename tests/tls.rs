@@ -547,15 +547,6 @@ fn run_tls_against_the_sinks_tls_front_exact_counts() {
     sink.stop();
 }
 
-/// One line, exit 2, naming the flag.
-fn assert_usage(args: &[&str], flag: &str) {
-    let out = run(args, Duration::from_secs(30));
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-    assert!(err.contains(flag), "{args:?} should name {flag}: {err}");
-}
-
 #[test]
 fn bad_tls_input_is_one_line_exit_2() {
     let certs = Certs::make();

@@ -273,6 +273,17 @@ pub fn read_json(p: &PathBuf) -> serde_json::Value {
     serde_json::from_str(&text).expect("JSON report parses")
 }
 
+/// `blaster ARGS` is a usage error: exit 2, one line on stderr, saying `needle`.
+/// Returns that line, for more checks.
+pub fn assert_usage(args: &[&str], needle: &str) -> String {
+    let out = run(args, Duration::from_secs(30));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?} should say {needle}: {err}");
+    err
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
