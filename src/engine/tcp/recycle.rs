@@ -3,8 +3,9 @@
 //! connection that reaches its age or its budget when a request is assigned to it
 //! takes no further request (`retiring`); once the requests it carries are answered
 //! it closes and a fresh connection opens in its place as soon as the close completes,
-//! so no request is cut off and none is sent on a connection past its budget. The age is checked when a request is assigned: an idle connection past its
-//! age retires with the next request it takes.
+//! so no request is cut off and none is sent on a connection past its budget. The
+//! age is checked when a request is assigned: an idle connection past its age retires
+//! with the next request it takes.
 
 use super::Worker;
 use crate::clock::Nanos;

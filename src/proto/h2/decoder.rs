@@ -175,7 +175,8 @@ impl Decoder {
         self.allowed = allowed;
     }
 
-    /// Sets the table's size as a size update would (tests, and §4.2 size updates).
+    /// Sets the table's size as a size update would (the RFC's examples start so).
+    #[cfg(test)]
     pub fn set_max_table_size(&mut self, max: usize) {
         self.set_max_allowed_table_size(self.allowed.max(max));
         self.table.resize(max);

@@ -7,7 +7,8 @@
 //! beyond those, and without allocating: the caller's buffer receives the bytes.
 //!
 //! `loona-hpack` decoded the same strings by building a two-level `HashMap` of the
-//! table for every string: 70% of the HTTP/2 client's CPU at 20,000 responses/s.
+//! table for every string: about 60% of the HTTP/2 client's CPU samples at 10,000
+//! responses/s (docs/figures.md, "HTTP/2 beside h2load").
 
 /// Code length of each symbol 0..=255, then EOS (256): Appendix B's "len in bits".
 const LENGTHS: [u8; 257] = [
