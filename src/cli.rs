@@ -242,6 +242,13 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE", requires = "grpc")]
     pub grpc_message: Option<PathBuf>,
 
+    /// gRPC metadata `name: value`, repeatable. With --workload frames --frame-proto
+    /// grpc, each member's call carries it with `{room}` replaced by the member's room
+    /// (default: `room: {room}`); with a unary --grpc, every call (an auth token, a
+    /// test tag), as -H does.
+    #[arg(long, value_name = "NAME: VALUE")]
+    pub grpc_metadata: Vec<String>,
+
     /// With --http2: streams in flight per connection, at most the server's
     /// MAX_CONCURRENT_STREAMS. Default: 100.
     #[arg(long, value_name = "N")]
@@ -408,8 +415,10 @@ pub struct WorkloadArgs {
     /// Frames: the server's protocol. `blaster` (the built-in sink's broadcast mode),
     /// `nats` (nats-server: SUB and PUB per room subject), `mqtt` (3.1.1 at QoS 0,
     /// e.g. mosquitto), `ws` (WebSocket binary messages to a broadcast server at
-    /// --ws-path) or `resp` (Redis pub/sub). Each connection joins its room first
-    /// (timed as the join phase); see docs/frames.md. Default: blaster.
+    /// --ws-path), `resp` (Redis pub/sub) or `grpc` (each member a bidirectional
+    /// streaming call to --grpc SERVICE/METHOD over h2c, its room in --grpc-metadata).
+    /// Each connection joins its room first (timed as the join phase); see
+    /// docs/frames.md. Default: blaster.
     #[arg(long)]
     pub frame_proto: Option<String>,
 

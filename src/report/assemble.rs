@@ -704,28 +704,29 @@ fn http_report(
     ctr: &Counters,
     replies: &crate::engine::recorder::ReplyTally,
 ) -> Option<HttpReport> {
-    (plan.requests.entries.iter())
-        .any(|e| e.framing == crate::proto::Framing::Http1)
-        .then(|| HttpReport {
-            status_classes: ["other", "1xx", "2xx", "3xx", "4xx", "5xx"]
-                .iter()
-                .zip(ctr.http_status)
-                .filter(|&(_, n)| n > 0)
-                .map(|(&k, n)| (k, n))
-                .collect(),
-            status_codes: (replies.http_codes.iter().enumerate())
-                .filter(|&(_, &n)| n > 0)
-                .map(|(code, &n)| {
-                    let name = if code == 0 {
-                        "other".to_string()
-                    } else {
-                        code.to_string()
-                    };
-                    (name, n)
-                })
-                .collect(),
-            error_status: plan.error_status.spec(),
-        })
+    // A frames run sends no requests (its --grpc names the members' method).
+    (plan.frames.is_none()
+        && (plan.requests.entries.iter()).any(|e| e.framing == crate::proto::Framing::Http1))
+    .then(|| HttpReport {
+        status_classes: ["other", "1xx", "2xx", "3xx", "4xx", "5xx"]
+            .iter()
+            .zip(ctr.http_status)
+            .filter(|&(_, n)| n > 0)
+            .map(|(&k, n)| (k, n))
+            .collect(),
+        status_codes: (replies.http_codes.iter().enumerate())
+            .filter(|&(_, &n)| n > 0)
+            .map(|(code, &n)| {
+                let name = if code == 0 {
+                    "other".to_string()
+                } else {
+                    code.to_string()
+                };
+                (name, n)
+            })
+            .collect(),
+        error_status: plan.error_status.spec(),
+    })
 }
 
 /// The `mix` key: each entry's counts and latency, summed over the workers.

@@ -83,9 +83,11 @@ impl RunPlan {
         let mut plan = RunPlan {
             http2,
             conn_life,
+            // With frames, --grpc names the members' bidi method (the frame spec's).
             grpc_method: a
                 .grpc
                 .as_deref()
+                .filter(|_| frames.is_none())
                 .map(crate::proto::grpc::path)
                 .transpose()
                 .map_err(|m| err("grpc", m))?,
@@ -566,6 +568,10 @@ fn http2_plan(
     frames: bool,
 ) -> Result<Option<crate::engine::worker_plan::Http2Plan>, PlanError> {
     use crate::proto::h2::request::block_from_http1;
+    if frames && !a.http2 && a.streams_per_connection.is_none() {
+        // `--frame-proto grpc` carries its own HTTP/2 (the frame plan checked --grpc).
+        return Ok(None);
+    }
     if !a.http2 && a.grpc.is_none() {
         if a.streams_per_connection.is_some() {
             return Err(err("streams-per-connection", "needs --http2 or --grpc"));
@@ -937,7 +943,7 @@ fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
     let http_of = |spec: &str, body: Option<&[u8]>| {
         crate::request::http::request(spec, &a.headers, body, &host)
     };
-    if let Some(method) = &a.grpc {
+    if let Some(method) = a.grpc.as_ref().filter(|_| a.work.workload != "frames") {
         let message = match &a.grpc_message {
             Some(f) => facts
                 .file(f)
@@ -946,7 +952,19 @@ fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
             None => Vec::new(),
         };
         let timeout_ns = duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?;
-        let t = crate::request::http::grpc_request(method, &a.headers, &message, &host, timeout_ns)
+        let mut headers = a.headers.clone();
+        for m in &a.grpc_metadata {
+            let m = crate::proto::frame_proto::grpc::Metadata::parse(m)
+                .map_err(|m| err("grpc-metadata", m))?;
+            if m.value.contains("{room}") {
+                return Err(err(
+                    "grpc-metadata",
+                    "{room} is a member's room: with --workload frames --frame-proto grpc",
+                ));
+            }
+            headers.push(format!("{}: {}", m.name, m.value));
+        }
+        let t = crate::request::http::grpc_request(method, &headers, &message, &host, timeout_ns)
             .map_err(|m| err("grpc", m))?;
         Ok(RequestSet::single(t, Framing::Http1))
     } else if let Some(spec) = &a.http {

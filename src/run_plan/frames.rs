@@ -6,7 +6,7 @@ use crate::cli::RunArgs;
 use crate::engine::worker_plan::FramePlan;
 use crate::limits::*;
 use crate::proto::frame_proto::{
-    Echo, FrameProtoKind, FrameSpec, SpecError, TOPIC_DEFAULT, WS_PATH_DEFAULT,
+    Echo, FrameProtoKind, FrameSpec, GrpcSpec, SpecError, TOPIC_DEFAULT, WS_PATH_DEFAULT, grpc,
 };
 use crate::schedule::{FrameGrid, SENDERS_ALL};
 
@@ -34,6 +34,12 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
             }
             if a.work.down_size.is_some() {
                 return Err(err("down-size", "needs --workload frames --aggregate"));
+            }
+            if !a.load.grpc_metadata.is_empty() && a.load.grpc.is_none() {
+                return Err(err(
+                    "grpc-metadata",
+                    "needs --grpc (the calls it goes with)",
+                ));
             }
             if frame_flags {
                 return Err(err(
@@ -261,14 +267,55 @@ fn frame_spec(a: &RunArgs, frame_size: usize) -> Result<FrameSpec, PlanError> {
         }
     }
     let host = a.load.target.first().map_or("localhost", String::as_str);
-    FrameSpec::new(
+    let mut spec = FrameSpec::new(
         kind,
         a.work.frame_topic.as_deref().unwrap_or(TOPIC_DEFAULT),
         a.work.ws_path.as_deref().unwrap_or(WS_PATH_DEFAULT),
         host,
         frame_size,
     )
-    .map_err(spec_err)
+    .map_err(spec_err)?;
+    spec.grpc = grpc_spec(a, kind)?;
+    Ok(spec)
+}
+
+/// `--frame-proto grpc`: the method every member calls (`--grpc`) and the metadata
+/// naming its room (`--grpc-metadata`); `--grpc` with another frame protocol is
+/// refused.
+fn grpc_spec(a: &RunArgs, kind: FrameProtoKind) -> Result<Option<GrpcSpec>, PlanError> {
+    if kind != FrameProtoKind::Grpc {
+        if a.load.grpc.is_some() || !a.load.grpc_metadata.is_empty() {
+            return Err(err(
+                "grpc",
+                "with --workload frames, needs --frame-proto grpc (each member a bidi call)",
+            ));
+        }
+        return Ok(None);
+    }
+    let Some(method) = a.load.grpc.as_deref() else {
+        return Err(err(
+            "frame-proto",
+            "grpc needs --grpc SERVICE/METHOD: the bidirectional streaming method each member calls",
+        ));
+    };
+    if a.tls.tls {
+        return Err(err(
+            "tls",
+            "--frame-proto grpc speaks h2c (HTTP/2 with prior knowledge); over TLS not yet",
+        ));
+    }
+    let path = crate::proto::grpc::path(method).map_err(|m| err("grpc", m))?;
+    let metadata = if a.load.grpc_metadata.is_empty() {
+        grpc::metadata_default()
+    } else {
+        a.load
+            .grpc_metadata
+            .iter()
+            .map(|m| grpc::Metadata::parse(m))
+            .collect::<Result<_, _>>()
+            .map_err(|m| err("grpc-metadata", m))?
+    };
+    Ok(Some(GrpcSpec { path, metadata }))
 }
 
 /// A [`SpecError`] (which names its flag) as the plan's usage error.

@@ -194,8 +194,28 @@ impl FrameWorker<'_> {
                         self.rx_batch = false;
                     }
                 }
+                Down::Held { consumed } => {
+                    let held = self.codecs[c as usize].held();
+                    deliver(book, self.down.as_mut(), m, held, now, hist, counters);
+                    pos += consumed;
+                    messages += 1;
+                    if messages == 2 {
+                        self.rx_batch = false;
+                    }
+                }
                 Down::Control { consumed, control } => {
                     match control {
+                        Control::Reply => {
+                            let next = &mut self.ctl[c as usize].next;
+                            self.codecs[c as usize].take_reply(next);
+                        }
+                        Control::Ended { what } => {
+                            let said = self.codecs[c as usize].ended(what);
+                            self.first_bad
+                                .get_or_insert_with(|| format!("{} {said}", self.fp.spec.kind));
+                            self.disconnect(c, now);
+                            return Ok(pos + consumed - from);
+                        }
                         Control::Ping { payload } => {
                             let mut pong = [0u8; CONTROL_BYTES_MAX];
                             let n = self.codecs[c as usize].encode_pong(&input[payload], &mut pong);

@@ -33,6 +33,7 @@
 //! | `mqtt`          | CONNECT/CONNACK, SUBSCRIBE/SUBACK (QoS 0)      | PUBLISH QoS 0     | `mqtt.rs`    |
 //! | `ws`            | HTTP/1.1 upgrade to `--ws-path`, 101 + accept  | binary frame      | `ws.rs`      |
 //! | `resp`          | SUBSCRIBE (subscriber), PING (publisher)       | PUBLISH / message | `resp.rs`    |
+//! | `grpc`          | h2c preface, one bidi call per member (room in metadata) | gRPC message in DATA | `grpc.rs` |
 //!
 //! Redis pairs two connections: a connection in subscribed state may only
 //! (un)subscribe and ping, so each engine connection of `resp` is a pair, a
@@ -46,6 +47,7 @@
 //! own, not as foreign ones.
 
 mod blaster;
+pub mod grpc;
 mod mqtt;
 mod nats;
 mod resp;
@@ -55,6 +57,7 @@ pub(crate) mod testkit;
 mod ws;
 
 pub use blaster::BlasterCodec;
+pub use grpc::{GrpcCodec, GrpcSpec};
 pub use mqtt::MqttCodec;
 pub use nats::NatsCodec;
 pub use resp::RespCodec;
@@ -98,6 +101,8 @@ pub enum FrameProtoKind {
     Ws,
     /// Redis pub/sub over RESP2.
     Resp,
+    /// gRPC bidirectional streams over HTTP/2 (h2c), one per member.
+    Grpc,
 }
 
 /// Whether a sender subscribed to its own room receives its own messages back.
@@ -116,7 +121,7 @@ pub enum Echo {
 }
 
 /// The `--frame-proto` names, for error messages.
-const KIND_NAMES: &str = "blaster, nats, mqtt, ws or resp";
+const KIND_NAMES: &str = "blaster, nats, mqtt, ws, resp or grpc";
 
 /// A bad `--frame-proto`, template or spec: one line for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,7 +150,7 @@ impl FrameProtoKind {
             FrameProtoKind::Blaster => Echo::Never,
             FrameProtoKind::Nats => Echo::Never,
             FrameProtoKind::Mqtt | FrameProtoKind::Resp => Echo::Always,
-            FrameProtoKind::Ws => Echo::ServerDefined,
+            FrameProtoKind::Ws | FrameProtoKind::Grpc => Echo::ServerDefined,
         }
     }
 }
@@ -158,6 +163,7 @@ impl fmt::Display for FrameProtoKind {
             FrameProtoKind::Mqtt => "mqtt",
             FrameProtoKind::Ws => "ws",
             FrameProtoKind::Resp => "resp",
+            FrameProtoKind::Grpc => "grpc",
         })
     }
 }
@@ -171,6 +177,7 @@ impl FromStr for FrameProtoKind {
             "mqtt" => FrameProtoKind::Mqtt,
             "ws" => FrameProtoKind::Ws,
             "resp" => FrameProtoKind::Resp,
+            "grpc" => FrameProtoKind::Grpc,
             _ => return Err(SpecError::UnknownProto(s.to_string())),
         })
     }
@@ -196,6 +203,8 @@ pub struct FrameSpec {
     /// send the first frame the sink would learn them from. The other protocols
     /// always join.
     pub join_frames: bool,
+    /// `grpc` only: the method and the metadata of each member's call.
+    pub grpc: Option<GrpcSpec>,
 }
 
 /// Default subject/topic/channel template (dots separate NATS tokens; fine in MQTT
@@ -231,6 +240,7 @@ impl FrameSpec {
             keepalive_s: KEEPALIVE_S_DEFAULT,
             frame_size,
             join_frames: false,
+            grpc: None,
         })
     }
 }
@@ -328,6 +338,9 @@ pub enum Down {
     /// `consumed` may be 0 for a WebSocket control frame between the fragments of a
     /// message, which stay un-consumed until the message is whole.
     Control { consumed: usize, control: Control },
+    /// A message ended after `consumed` bytes, gathered from several pieces into the
+    /// adapter's own buffer: its payload is [`FrameProto::held`] (until the next call).
+    Held { consumed: usize },
     /// No message ended; `consumed` bytes were used and need not be fed again.
     Incomplete { consumed: usize },
     /// The bytes are not the protocol (the connection is out of step: reopen it).
@@ -352,6 +365,24 @@ pub enum Control {
     /// The server closes (WebSocket close frame, with its status code if any): answer
     /// with [`FrameProto::encode_close`], then close the socket.
     Close { code: Option<u16> },
+    /// The adapter has bytes to send now (HTTP/2: SETTINGS and PING ACKs,
+    /// WINDOW_UPDATEs, frames a window held back): append them with
+    /// [`FrameProto::take_reply`].
+    Reply,
+    /// A member's call ended or the connection is going away (gRPC): close the
+    /// connection and join again; [`FrameProto::ended`] words it.
+    Ended { what: Ended },
+}
+
+/// How a gRPC member's call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Trailers (or END_STREAM) on `stream`, with the grpc-status the adapter kept.
+    Call { stream: u32 },
+    /// RST_STREAM on `stream` with an HTTP/2 error code.
+    Reset { stream: u32, code: u32 },
+    /// GOAWAY with an HTTP/2 error code (ENHANCE_YOUR_CALM for too many pings).
+    GoAway { code: u32 },
 }
 
 /// One socket's adapter, static dispatch as the framers' `AnyFramer`.
@@ -362,11 +393,13 @@ pub enum FrameProto<'s> {
     Mqtt(MqttCodec<'s>),
     Ws(WsCodec<'s>),
     Resp(RespCodec<'s>),
+    Grpc(GrpcCodec<'s>),
 }
 
 macro_rules! dispatch {
     ($self:expr, $c:ident => $e:expr) => {
         match $self {
+            FrameProto::Grpc($c) => $e,
             FrameProto::Blaster($c) => $e,
             FrameProto::Nats($c) => $e,
             FrameProto::Mqtt($c) => $e,
@@ -387,6 +420,7 @@ impl<'s> FrameProto<'s> {
             FrameProtoKind::Mqtt => FrameProto::Mqtt(MqttCodec::new(spec, id)),
             FrameProtoKind::Ws => FrameProto::Ws(WsCodec::new(spec, seed)),
             FrameProtoKind::Resp => FrameProto::Resp(RespCodec::new(spec, role)),
+            FrameProtoKind::Grpc => FrameProto::Grpc(GrpcCodec::new(spec)),
         }
     }
 
@@ -460,6 +494,39 @@ impl<'s> FrameProto<'s> {
         dispatch!(self, c => c.encode_close(code, out))
     }
 
+    /// Appends the bytes a [`Control::Reply`] announced to `out` (nothing for the
+    /// adapters that never announce one).
+    pub fn take_reply(&mut self, out: &mut Vec<u8>) {
+        if let FrameProto::Grpc(c) = self {
+            c.take_reply(out)
+        }
+    }
+
+    /// The payload a [`Down::Held`] announced.
+    pub fn held(&self) -> &[u8] {
+        match self {
+            FrameProto::Grpc(c) => c.held(),
+            _ => &[],
+        }
+    }
+
+    /// The words for a [`Control::Ended`].
+    pub fn ended(&self, what: Ended) -> String {
+        match self {
+            FrameProto::Grpc(c) => c.ended(what),
+            _ => grpc::ended_text(what, None, ""),
+        }
+    }
+
+    /// gRPC: frames that waited for a flow-control window, and frames not sent
+    /// because too many waited; (0, 0) for the others.
+    pub fn stalls(&self) -> (u64, u64) {
+        match self {
+            FrameProto::Grpc(c) => c.stalls(),
+            _ => (0, 0),
+        }
+    }
+
     /// Longest silence the server allows from this client before dropping it (MQTT
     /// keep-alive; the broker waits 1.5 times it): send a keep-alive after this much.
     pub fn keepalive_ns(&self) -> Option<u64> {
@@ -525,14 +592,14 @@ mod tests {
 
     #[test]
     fn kinds_parse_round_trip_and_unknown_is_one_line() {
-        for s in ["blaster", "nats", "mqtt", "ws", "resp"] {
+        for s in ["blaster", "nats", "mqtt", "ws", "resp", "grpc"] {
             let k: FrameProtoKind = s.parse().unwrap();
             assert_eq!(k.to_string(), s);
         }
         let e = "amqp".parse::<FrameProtoKind>().unwrap_err().to_string();
         assert_eq!(
             e,
-            "--frame-proto: expected blaster, nats, mqtt, ws or resp, got \"amqp\""
+            "--frame-proto: expected blaster, nats, mqtt, ws, resp or grpc, got \"amqp\""
         );
         assert!("NATS".parse::<FrameProtoKind>().is_err());
         assert!("".parse::<FrameProtoKind>().is_err());
@@ -541,7 +608,7 @@ mod tests {
     #[test]
     fn only_resp_pairs_sockets_and_echo_rules_are_the_documented_ones() {
         use FrameProtoKind::*;
-        let pairs: Vec<_> = [Blaster, Nats, Mqtt, Ws, Resp]
+        let pairs: Vec<_> = [Blaster, Nats, Mqtt, Ws, Resp, Grpc]
             .iter()
             .map(|k| (k.sockets_per_connection(), k.echo()))
             .collect();
@@ -552,7 +619,8 @@ mod tests {
                 (1, Echo::Never),
                 (1, Echo::Always),
                 (1, Echo::ServerDefined),
-                (2, Echo::Always)
+                (2, Echo::Always),
+                (1, Echo::ServerDefined)
             ]
         );
     }
@@ -605,9 +673,18 @@ mod tests {
     /// Every adapter's spec, frames of `size`.
     fn specs(size: usize) -> Vec<FrameSpec> {
         use FrameProtoKind::*;
-        [Blaster, Nats, Mqtt, Ws, Resp]
+        [Blaster, Nats, Mqtt, Ws, Resp, Grpc]
             .into_iter()
-            .map(|k| FrameSpec::new(k, TOPIC_DEFAULT, WS_PATH_DEFAULT, "h:1", size).unwrap())
+            .map(|k| {
+                let mut s = FrameSpec::new(k, TOPIC_DEFAULT, WS_PATH_DEFAULT, "h:1", size).unwrap();
+                if k == Grpc {
+                    s.grpc = Some(GrpcSpec {
+                        path: "/blaster.Room/Join".into(),
+                        metadata: grpc::metadata_default(),
+                    });
+                }
+                s
+            })
             .collect()
     }
 
@@ -620,7 +697,7 @@ mod tests {
             let want = testkit::relayed_events(&spec, &p, 3);
             assert_eq!(
                 want.len(),
-                if spec.kind == FrameProtoKind::Ws {
+                if matches!(spec.kind, FrameProtoKind::Ws | FrameProtoKind::Grpc) {
                     6
                 } else {
                     3

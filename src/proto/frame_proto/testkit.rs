@@ -19,6 +19,9 @@ pub(crate) enum Event {
     Ack(Option<u64>),
     Error(Vec<u8>),
     Close(Option<u16>),
+    /// What [`FrameProto::take_reply`] gave for a [`Control::Reply`].
+    Reply(Vec<u8>),
+    Ended(super::Ended),
 }
 
 /// What a run of a stream through a decoder gave.
@@ -33,6 +36,64 @@ pub(crate) struct Decoded {
 /// Controls in a row that consume nothing before the stand-in calls it a loop.
 const ZERO_CONTROLS_MAX: usize = 100_000;
 
+/// A decoder of `spec`/`role` ready for downlink bytes: a `grpc` one joined with one
+/// member (stream 1) through [`grpc_server_join`], its send windows opened wide.
+pub(crate) fn fresh(spec: &FrameSpec, role: Role) -> FrameProto<'_> {
+    let mut c = FrameProto::new(spec, role, 7, 7);
+    if spec.kind == super::FrameProtoKind::Grpc {
+        let mut sent = Vec::new();
+        c.join_start(&[3], &mut sent);
+        let server = grpc_server_join(1, 1 << 30);
+        let done = c.join_feed(&[3], &server, &mut sent);
+        assert_eq!(
+            done,
+            Join::Joined {
+                consumed: server.len()
+            }
+        );
+    }
+    c
+}
+
+/// A gRPC server's answer to a join of `members` streams: SETTINGS (INITIAL_WINDOW_SIZE
+/// `window` for each stream), a WINDOW_UPDATE opening the connection's by 2^30, and
+/// response headers (`:status 200`, `content-type: application/grpc`) on each stream.
+pub(crate) fn grpc_server_join(members: u32, window: u32) -> Vec<u8> {
+    use crate::proto::h2::frame;
+    let mut s = vec![0u8; 64];
+    let n = frame::write_settings(&mut s, &[(0x4, window)]).unwrap();
+    s.truncate(n);
+    let mut w = [0u8; 13];
+    frame::write_window_update(&mut w, 0, 1 << 30).unwrap();
+    s.extend_from_slice(&w);
+    let mut block = Vec::new();
+    crate::proto::h2::hpack::encode_fields(
+        &mut block,
+        &[(":status", "200"), ("content-type", "application/grpc")],
+    );
+    for m in 0..members {
+        let mut h = vec![0u8; block.len() + 9];
+        frame::write_headers(&mut h, 1 + 2 * m, &block, false, 16_384).unwrap();
+        s.extend_from_slice(&h);
+    }
+    s
+}
+
+/// A DATA frame on `stream` carrying `data`.
+pub(crate) fn h2_data(s: &mut Vec<u8>, stream: u32, data: &[u8]) {
+    let mut f = vec![0u8; 9 + data.len()];
+    crate::proto::h2::frame::write_data(&mut f, stream, data, false).unwrap();
+    s.extend_from_slice(&f);
+}
+
+/// The PING the gRPC relay puts between a message's pieces, and its ACK.
+pub(crate) const GRPC_PING: [u8; 8] = *b"pingpong";
+pub(crate) fn h2_ping(ack: bool) -> Vec<u8> {
+    let mut p = vec![0u8; 17];
+    crate::proto::h2::frame::write_ping(&mut p, GRPC_PING, ack).unwrap();
+    p
+}
+
 /// Feeds `stream` to a fresh decoder of `spec`/`role`, chunk sizes from `next`.
 pub(crate) fn decode_run(
     spec: &FrameSpec,
@@ -40,7 +101,7 @@ pub(crate) fn decode_run(
     stream: &[u8],
     mut next: impl FnMut() -> usize,
 ) -> Decoded {
-    let mut c = FrameProto::new(spec, role, 7, 7);
+    let mut c = fresh(spec, role);
     let mut events = Vec::new();
     let mut pending: Vec<u8> = Vec::new();
     let mut pos = 0;
@@ -61,6 +122,14 @@ pub(crate) fn decode_run(
                     events.push(Event::Message(pending[payload].to_vec()));
                     consumed
                 }
+                Down::Held { consumed } => {
+                    assert!(
+                        consumed >= 1 && consumed <= len,
+                        "Held consumed {consumed} of {len}"
+                    );
+                    events.push(Event::Message(c.held().to_vec()));
+                    consumed
+                }
                 Down::Control { consumed, control } => {
                     assert!(consumed <= len, "Control consumed {consumed} of {len}");
                     events.push(match control {
@@ -69,6 +138,12 @@ pub(crate) fn decode_run(
                         Control::Ack { receivers } => Event::Ack(receivers),
                         Control::Error { text } => Event::Error(pending[text].to_vec()),
                         Control::Close { code } => Event::Close(code),
+                        Control::Reply => {
+                            let mut out = Vec::new();
+                            c.take_reply(&mut out);
+                            Event::Reply(out)
+                        }
+                        Control::Ended { what } => Event::Ended(what),
                     });
                     zero = if consumed == 0 { zero + 1 } else { 0 };
                     assert!(zero < ZERO_CONTROLS_MAX, "controls consuming nothing loop");
@@ -269,7 +344,7 @@ pub(crate) fn payloads(spec: &FrameSpec, stamps: &[FrameHeader]) -> Vec<Vec<u8>>
 /// The uplink bytes of `stamps`, written into a buffer of exactly the advertised size
 /// (filled with 0xee first, so padding must be written, not inherited).
 pub(crate) fn uplink(spec: &FrameSpec, stamps: &[FrameHeader]) -> Vec<u8> {
-    let mut c = FrameProto::new(spec, Role::Both, 7, 7);
+    let mut c = fresh(spec, Role::Both);
     let mut out = vec![0xeeu8; c.uplink_bytes_max(stamps.len())];
     let n = c.encode_uplink(stamps, &mut out);
     out.truncate(n);
@@ -338,6 +413,20 @@ pub(crate) fn relay(
                     }
                 }
             }
+            Grpc => {
+                // The message in `fragments` DATA frames, a PING after the first.
+                let mut m = vec![0u8];
+                m.extend_from_slice(&(p.len() as u32).to_be_bytes());
+                m.extend_from_slice(p);
+                let n = fragments.clamp(1, m.len());
+                let pieces: Vec<&[u8]> = m.chunks(m.len().div_ceil(n)).collect();
+                for (i, piece) in pieces.iter().enumerate() {
+                    h2_data(&mut s, 1, piece);
+                    if i == 0 && pieces.len() > 1 {
+                        s.extend_from_slice(&h2_ping(false));
+                    }
+                }
+            }
             Resp => {
                 s.extend_from_slice(b"*3\r\n$7\r\nmessage\r\n");
                 s.extend_from_slice(format!("${}\r\n", topic.len()).as_bytes());
@@ -378,6 +467,9 @@ pub(crate) fn relayed_events(
     for p in payloads {
         if spec.kind == super::FrameProtoKind::Ws && fragments.clamp(1, p.len().max(1)) > 1 {
             want.push(Event::Ping(b"ping".to_vec()));
+        }
+        if spec.kind == super::FrameProtoKind::Grpc && fragments.clamp(1, p.len() + 5) > 1 {
+            want.push(Event::Reply(h2_ping(true)));
         }
         want.push(Event::Message(p.clone()));
     }

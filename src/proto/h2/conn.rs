@@ -345,6 +345,11 @@ impl Connection {
         self.send_window -= n as i64;
     }
 
+    /// `stream`'s own send window (0 for a stream not open).
+    pub fn stream_send_window(&self, stream: u32) -> i64 {
+        self.find(stream).map_or(0, |i| self.streams[i].send_window)
+    }
+
     /// The connection's send window (for tests and stall accounting).
     pub fn connection_send_window(&self) -> i64 {
         self.send_window
