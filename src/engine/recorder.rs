@@ -401,8 +401,12 @@ pub struct FrameCounters {
     pub fanout_complete: u64,
     /// Connections that went down during the run.
     pub disconnects: u64,
-    /// Frames due while their connection was down: never sent.
+    /// Frames due while their connection was down: never sent (gRPC: also those a
+    /// full flow-control backlog could not hold).
     pub not_sent: u64,
+    /// gRPC: frames that waited for the server's HTTP/2 flow-control window before
+    /// going out (counted when they start waiting; they show as arrival deviation).
+    pub flow_stalled: u64,
     /// A gauge, not a count: the connections up when the worker's interval snapshot
     /// was taken (summed over workers it is the interval's `connections_active`;
     /// meaningless summed over intervals).
@@ -423,6 +427,7 @@ impl FrameCounters {
         self.fanout_complete += o.fanout_complete;
         self.disconnects += o.disconnects;
         self.not_sent += o.not_sent;
+        self.flow_stalled += o.flow_stalled;
         self.connections_active += o.connections_active;
     }
 }

@@ -39,6 +39,9 @@ pub struct FramesReport {
     /// Frames put on the wire, and those due while their connection was down.
     pub sent: u64,
     pub not_sent: u64,
+    /// `--frame-proto grpc`: frames that waited for the server's HTTP/2 flow-control
+    /// window (sent late, so they show as arrival deviation, never as loss).
+    pub flow_stalled: u64,
     /// Frames the receivers were planned to get (each planned frame times its room's
     /// receivers), and got (first arrivals).
     pub expected: u64,
@@ -333,6 +336,7 @@ pub fn build(
         planned: t.planned,
         sent: c.sent,
         not_sent: c.not_sent,
+        flow_stalled: c.flow_stalled,
         expected: t.expected,
         received: t.received,
         lost: t.expected - t.received - t.in_flight_at_end,
@@ -432,6 +436,14 @@ pub fn render(f: &FramesReport, w: &mut String) {
         "  sent {} of {} planned ({} not sent: connection down); up {:.0}/s, down {:.0}/s",
         f.sent, f.planned, f.not_sent, f.up_fps, f.down_fps
     );
+    if f.flow_stalled > 0 {
+        let _ = writeln!(
+            w,
+            "  flow control: {} frames waited for the server's HTTP/2 window (sent late: \
+             arrival deviation, not loss)",
+            f.flow_stalled
+        );
+    }
     let _ = writeln!(
         w,
         "  retention {} ({} of {} expected); per connection min {} p1 {} median {}",

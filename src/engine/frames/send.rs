@@ -70,19 +70,33 @@ impl FrameWorker<'_> {
             }
         }
         let stamps = &self.stamps[..count * slots];
+        let mut unsent = 0;
         let len = if self.udp {
             stamps[0].encode(self.send_buf.region_mut(base..base + HEADER_BYTES));
             self.wire_len
         } else {
             let region = self.send_buf.region_mut(base..base + self.send_stride);
-            self.codecs[c as usize].encode_uplink(stamps, region)
+            let codec = &mut self.codecs[c as usize];
+            let before = codec.stalls();
+            let len = codec.encode_uplink(stamps, region);
+            let after = codec.stalls();
+            // gRPC: frames past the server's window wait in the adapter's backlog
+            // (they go with a later reply) or, when it is full, are not sent.
+            let f = &mut self.out.counters.frames;
+            f.flow_stalled += after.0 - before.0;
+            unsent = after.1 - before.1;
+            f.not_sent += unsent;
+            len
         };
         conn.pend_k += count as u64;
         conn.pend -= count as u32;
+        if len == 0 {
+            return; // gRPC: every frame waits for a window (or was not sent)
+        }
         conn.sending = true;
         conn.send_off = 0;
         conn.send_len = len as u32;
-        let frames = count * slots;
+        let frames = count * slots - unsent as usize;
         conn.send_frames = frames as u32;
         self.out.counters.sent += frames as u64;
         self.out.counters.frames.sent += frames as u64;

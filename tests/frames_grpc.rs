@@ -1,0 +1,161 @@
+//! `--workload frames --frame-proto grpc` against a gRPC broadcast room server written
+//! in another implementation than blaster (Python grpcio,
+//! tests/fixtures/grpc/room_server.py): each member is a bidirectional streaming call
+//! on its connection (5 per connection here), its room in request metadata. Every
+//! planned frame is accounted for exactly, each connection joins once (all its calls
+//! answered), and a server that refuses the call, lacks the metadata it needs or does
+//! not speak HTTP/2 fails the run in one line with its own words.
+mod common;
+use common::servers::{Server, python_with_grpcio, spawn};
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+const CONNECTIONS: u64 = 4;
+const MEMBERS: u64 = 5;
+const ROOM: u64 = 4;
+/// 3 s of 50 ms ticks.
+const TICKS: u64 = 60;
+
+fn room_server() -> (Server, u16) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/grpc/room_server.py"
+    );
+    let port = free_port();
+    let mut cmd = Command::new(python_with_grpcio());
+    cmd.args([script, &port.to_string()]);
+    (spawn(&mut cmd, None, port), port)
+}
+
+/// A frames run over gRPC against `port` with `extra` flags: the exit status, its
+/// stderr and the JSON (Null when none was written).
+fn grpc_frames(port: u16, extra: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let (_d, json) = tmp_json();
+    let target = format!("127.0.0.1:{port}");
+    let (c, m, r) = (
+        CONNECTIONS.to_string(),
+        MEMBERS.to_string(),
+        ROOM.to_string(),
+    );
+    let mut args = vec![
+        "run",
+        "--cores",
+        "0",
+        "--target",
+        &target,
+        "--workload",
+        "frames",
+        "--frame-proto",
+        "grpc",
+        "--connections",
+        &c,
+        "--members-per-connection",
+        &m,
+        "--room-size",
+        &r,
+        "--tick",
+        "50ms",
+        "--duration",
+        "3s",
+        "--frame-budget",
+        "300ms",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args, Duration::from_secs(60));
+    let v = if json.exists() {
+        read_json(&json)
+    } else {
+        serde_json::Value::Null
+    };
+    (out, v)
+}
+
+#[test]
+fn every_planned_frame_crosses_grpcio_rooms_on_streams_of_shared_connections() {
+    let _g = load_lock();
+    let (_s, port) = room_server();
+    let (out, v) = grpc_frames(port, &["--grpc", "blaster.Room/Join"]);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let fr = &v["frames"];
+    let n = |k: &str| {
+        fr[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("frames.{k} in {fr}"))
+    };
+    let planned = CONNECTIONS * MEMBERS * TICKS;
+    assert_eq!(fr["proto"], "grpc");
+    assert_eq!(n("members_per_connection"), MEMBERS);
+    assert_eq!(n("planned"), planned);
+    assert_eq!(
+        (n("sent"), n("not_sent"), n("flow_stalled")),
+        (planned, 0, 0)
+    );
+    // The server relays to every other member of the room, never back.
+    assert_eq!(n("expected"), planned * (ROOM - 1));
+    assert_eq!(
+        (n("received"), n("lost"), n("foreign"), n("duplicates")),
+        (planned * (ROOM - 1), 0, 0, 0),
+        "{fr}"
+    );
+    let j = &fr["join"];
+    assert_eq!(j["joined"], CONNECTIONS, "one join per connection: {j}");
+    assert!(j["ns"]["p50"].as_u64().unwrap() > 0, "{j}");
+    assert!(j["first_error"].is_null(), "{j}");
+    assert_eq!(fr["residency"]["disconnects"], 0, "{fr}");
+}
+
+#[test]
+fn refused_calls_and_a_server_that_is_not_http2_fail_in_one_line() {
+    let _g = load_lock();
+    let (_s, port) = room_server();
+    let one_line = |out: &std::process::Output| {
+        let e = stderr(out);
+        let last = e.trim_end().lines().last().unwrap_or("").to_string();
+        assert!(!e.contains("panicked"), "{e}");
+        last
+    };
+    let (out, _) = grpc_frames(port, &["--grpc", "blaster.Room/Nope"]);
+    assert_ne!(out.status.code(), Some(0));
+    let e = one_line(&out);
+    assert!(
+        e.contains("grpc join refused") && e.contains("grpc-status 12 (UNIMPLEMENTED)"),
+        "{e}"
+    );
+    // The server finds the room under `room`: another name leaves it without one.
+    let (out, _) = grpc_frames(
+        port,
+        &[
+            "--grpc",
+            "blaster.Room/Join",
+            "--grpc-metadata",
+            "table: {room}",
+        ],
+    );
+    let e = one_line(&out);
+    assert!(
+        e.contains("grpc-status 3 (INVALID_ARGUMENT): no room metadata"),
+        "{e}"
+    );
+    // An HTTP/1 server (Python's http.server) answers the preface with an error page.
+    let port = free_port();
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-m",
+        "http.server",
+        "--bind",
+        "127.0.0.1",
+        &port.to_string(),
+    ]);
+    let _h = spawn(&mut cmd, None, port);
+    let (out, _) = grpc_frames(port, &["--grpc", "blaster.Room/Join"]);
+    let e = one_line(&out);
+    assert!(
+        e.contains("grpc join protocol error: not an HTTP/2 gRPC answer")
+            && e.contains("<!DOCTYPE"),
+        "{e}"
+    );
+}
