@@ -966,6 +966,65 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         2,
         "--connections: the HTTP/2 baseline takes at most 256 (its built-in sink's HTTP/2 front runs a thread per connection), got 300",
     );
+    expect(
+        &run_with(&["--grpc", "a.B/C", "--grpc-metadata", "Room: 1"]),
+        2,
+        "--grpc-metadata: a metadata name is lowercase letters, digits, - _ and ., got \"Room\"",
+    );
+    expect(
+        &run_with(&["--grpc", "a.B/C", "--grpc-metadata", "room: {room}"]),
+        2,
+        "--grpc-metadata: {room} is a member's room: with --workload frames --frame-proto grpc",
+    );
+    expect(
+        &run_with(&["--http", "GET /", "--grpc-metadata", "a: b"]),
+        2,
+        "--grpc-metadata: needs --grpc (the calls it goes with)",
+    );
+}
+
+#[test]
+fn bad_grpc_frames_flags_are_one_line_usage_errors() {
+    fn frames<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        [&["run", "--target", T, "--workload", "frames"], extra].concat()
+    }
+    expect(
+        &frames(&["--frame-proto", "grpc"]),
+        2,
+        "--frame-proto: grpc needs --grpc SERVICE/METHOD: the bidirectional streaming method each member calls",
+    );
+    expect(
+        &frames(&["--frame-proto", "nats", "--grpc", "a.B/C"]),
+        2,
+        "--grpc: with --workload frames, needs --frame-proto grpc (each member a bidi call)",
+    );
+    expect(
+        &frames(&["--grpc-metadata", "room: {room}"]),
+        2,
+        "--grpc: with --workload frames, needs --frame-proto grpc (each member a bidi call)",
+    );
+    expect(
+        &frames(&["--frame-proto", "grpc", "--grpc", "a.B/C", "--tls"]),
+        2,
+        "--tls: --frame-proto grpc speaks h2c (HTTP/2 with prior knowledge); over TLS not yet",
+    );
+    expect(
+        &frames(&["--frame-proto", "grpc", "--grpc", "nope"]),
+        2,
+        "--grpc: expected SERVICE/METHOD such as helloworld.Greeter/SayHello, got \"nope\"",
+    );
+    expect(
+        &frames(&[
+            "--frame-proto",
+            "grpc",
+            "--grpc",
+            "a.B/C",
+            "--grpc-metadata",
+            "te: x",
+        ]),
+        2,
+        "--grpc-metadata: \"te\" is set by blaster (reserved by gRPC)",
+    );
 }
 
 #[test]

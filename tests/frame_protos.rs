@@ -110,6 +110,11 @@ impl<'s> Conn<'s> {
                     self.buf.drain(..consumed);
                     return Ev::Message(p);
                 }
+                Down::Held { consumed } => {
+                    let p = self.codec.held().to_vec();
+                    self.buf.drain(..consumed);
+                    return Ev::Message(p);
+                }
                 Down::Control { consumed, control } => {
                     let ev = match control {
                         Control::Ping { payload } => {
@@ -124,6 +129,15 @@ impl<'s> Conn<'s> {
                             Some(Ev::Error(String::from_utf8_lossy(&self.buf[text]).into()))
                         }
                         Control::Close { code } => Some(Ev::Close(code)),
+                        Control::Reply => {
+                            let mut out = Vec::new();
+                            self.codec.take_reply(&mut out);
+                            self.stream.write_all(&out).unwrap();
+                            None
+                        }
+                        Control::Ended { what } => {
+                            panic!("{}: {}", self.kind, self.codec.ended(what))
+                        }
                     };
                     self.buf.drain(..consumed);
                     if let Some(ev) = ev {

@@ -194,6 +194,82 @@ impl State {
         let n = w(&mut self.reply[at..]).ok().expect("32 bytes hold an ACK");
         self.reply.truncate(at + n);
     }
+
+    /// Reads on in the DATA frame under way, from `rest` (which starts at `base` of the
+    /// caller's input): `Ok(n)` having used `n` bytes to go on with (the frame ended,
+    /// or a gathered message is not whole yet), or `Err` with what to answer.
+    fn in_data(&mut self, rest: &[u8], base: usize) -> Result<usize, Down> {
+        let mut d = self.data.expect("inside a DATA frame");
+        if d.left == 0 {
+            let n = d.pad.min(rest.len());
+            d.pad -= n;
+            if d.pad > 0 {
+                self.data = Some(d);
+                return Err(Down::Incomplete { consumed: base + n });
+            }
+            self.data = None;
+            if d.end_stream {
+                self.grpc_status = None;
+                let stream = self.streams[d.slot];
+                return Err(Down::Control {
+                    consumed: base + n,
+                    control: Control::Ended {
+                        what: Ended::Call { stream },
+                    },
+                });
+            }
+            return Ok(n);
+        }
+        if rest.is_empty() {
+            return Err(Down::Incomplete { consumed: base });
+        }
+        let partial = &mut self.partial[d.slot];
+        if partial.is_empty() && rest.len() >= PREFIX_BYTES && d.left >= PREFIX_BYTES {
+            // A message starts here: in place when it is wholly in the frame and the
+            // input.
+            let total = PREFIX_BYTES + prefix_len(rest)?;
+            if total <= d.left && total <= rest.len() {
+                d.left -= total;
+                self.data = Some(d);
+                return Err(Down::Message {
+                    consumed: base + total,
+                    payload: base + PREFIX_BYTES..base + total,
+                });
+            }
+        }
+        // Gathered: what the frame and the input hold of the message.
+        let want = if partial.len() < PREFIX_BYTES {
+            PREFIX_BYTES - partial.len()
+        } else {
+            PREFIX_BYTES + prefix_len(partial)? - partial.len()
+        };
+        let n = want.min(d.left).min(rest.len());
+        partial.extend_from_slice(&rest[..n]);
+        d.left -= n;
+        self.data = Some(d);
+        if partial.len() >= PREFIX_BYTES && partial.len() == PREFIX_BYTES + prefix_len(partial)? {
+            self.held = Some(d.slot);
+            return Err(Down::Held { consumed: base + n });
+        }
+        Ok(n)
+    }
+}
+
+/// The length a gRPC message prefix announces, or the [`Down::Invalid`] it deserves
+/// (blaster asks for no compression; a frame is at most [`super::PAYLOAD_BYTES_MAX`]).
+fn prefix_len(p: &[u8]) -> Result<usize, Down> {
+    if p[0] != 0 {
+        return Err(Down::Invalid {
+            reason: "a compressed gRPC message (blaster asks for none)",
+        });
+    }
+    let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
+    if len > super::PAYLOAD_BYTES_MAX {
+        return Err(Down::Invalid {
+            reason: "a gRPC message larger than a frame",
+        });
+    }
+    Ok(len)
 }
 
 /// How many bytes one frame takes on the wire: DATA headers, the prefix, the payload.
@@ -565,7 +641,7 @@ impl<'s> GrpcCodec<'s> {
         loop {
             let st = self.st.as_mut().expect("joined");
             let rest = &input[pos..];
-            let Some(mut d) = st.data else {
+            if st.data.is_none() {
                 if rest.is_empty() {
                     return Down::Incomplete { consumed: pos };
                 }
@@ -595,95 +671,10 @@ impl<'s> GrpcCodec<'s> {
                     Step::Incomplete => return Down::Incomplete { consumed: pos },
                     Step::Failed(reason) => return Down::Invalid { reason },
                 }
-            };
-            if d.left == 0 {
-                let n = d.pad.min(rest.len());
-                d.pad -= n;
-                pos += n;
-                if d.pad > 0 {
-                    st.data = Some(d);
-                    return Down::Incomplete { consumed: pos };
-                }
-                st.data = None;
-                if d.end_stream {
-                    st.grpc_status = None;
-                    return Down::Control {
-                        consumed: pos,
-                        control: Control::Ended {
-                            what: Ended::Call {
-                                stream: st.streams[d.slot],
-                            },
-                        },
-                    };
-                }
-                continue;
             }
-            if rest.is_empty() {
-                st.data = Some(d);
-                return Down::Incomplete { consumed: pos };
-            }
-            let partial = &mut st.partial[d.slot];
-            if partial.is_empty() && rest.len() >= PREFIX_BYTES && d.left >= PREFIX_BYTES {
-                // A message starts here: in place when it is wholly in the frame and
-                // the input.
-                if rest[0] != 0 {
-                    return Down::Invalid {
-                        reason: "a compressed gRPC message (blaster asks for none)",
-                    };
-                }
-                let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
-                if len > super::PAYLOAD_BYTES_MAX {
-                    return Down::Invalid {
-                        reason: "a gRPC message larger than a frame",
-                    };
-                }
-                let total = PREFIX_BYTES + len;
-                if total <= d.left && total <= rest.len() {
-                    d.left -= total;
-                    st.data = Some(d);
-                    return Down::Message {
-                        consumed: pos + total,
-                        payload: pos + PREFIX_BYTES..pos + total,
-                    };
-                }
-            }
-            // Gathered: what the frame and the input hold of the message.
-            let want = if partial.len() < PREFIX_BYTES {
-                PREFIX_BYTES - partial.len()
-            } else {
-                let len =
-                    u32::from_be_bytes([partial[1], partial[2], partial[3], partial[4]]) as usize;
-                PREFIX_BYTES + len - partial.len()
-            };
-            let n = want.min(d.left).min(rest.len());
-            partial.extend_from_slice(&rest[..n]);
-            d.left -= n;
-            pos += n;
-            st.data = Some(d);
-            if partial.len() == PREFIX_BYTES {
-                if partial[0] != 0 {
-                    return Down::Invalid {
-                        reason: "a compressed gRPC message (blaster asks for none)",
-                    };
-                }
-                let len =
-                    u32::from_be_bytes([partial[1], partial[2], partial[3], partial[4]]) as usize;
-                if len > super::PAYLOAD_BYTES_MAX {
-                    return Down::Invalid {
-                        reason: "a gRPC message larger than a frame",
-                    };
-                }
-                if len > 0 {
-                    continue;
-                }
-            }
-            if partial.len() >= PREFIX_BYTES {
-                let len =
-                    u32::from_be_bytes([partial[1], partial[2], partial[3], partial[4]]) as usize;
-                if partial.len() == PREFIX_BYTES + len {
-                    st.held = Some(d.slot);
-                    return Down::Held { consumed: pos };
-                }
+            match st.in_data(rest, pos) {
+                Ok(used) => pos += used,
+                Err(down) => return down,
             }
         }
     }
