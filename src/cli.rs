@@ -254,6 +254,13 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N")]
     pub streams_per_connection: Option<usize>,
 
+    /// With --http2 or --grpc: send a PING on every connection that received nothing
+    /// for D (gRPC's keepalive time), e.g. `10s`; the answers are counted, and a server
+    /// that allows PINGs less often answers GOAWAY ENHANCE_YOUR_CALM (`too_many_pings`),
+    /// which the report names. Default: off.
+    #[arg(long, value_name = "D")]
+    pub h2_keepalive: Option<String>,
+
     /// HTTP header `Name: value`, repeatable (with --http or http1 entries of --mix).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,

@@ -977,6 +977,16 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         "--grpc-metadata: {room} is a member's room: with --workload frames --frame-proto grpc",
     );
     expect(
+        &run_with(&["--http", "GET /", "--h2-keepalive", "1s"]),
+        2,
+        "--h2-keepalive: needs --http2 or --grpc",
+    );
+    expect(
+        &run_with(&["--grpc", "a.B/C", "--h2-keepalive", "1ms"]),
+        2,
+        "--h2-keepalive: at least 10ms, got 1ms",
+    );
+    expect(
         &run_with(&["--http", "GET /", "--grpc-metadata", "a: b"]),
         2,
         "--grpc-metadata: needs --grpc (the calls it goes with)",

@@ -418,6 +418,78 @@ fn grpc_max_connection_age_loses_and_doubles_nothing() {
     );
 }
 
+/// `--h2-keepalive`: quiet connections get PINGs; nghttpd answers each, and a grpcio
+/// server enforcing a minute between PINGs without calls answers GOAWAY
+/// ENHANCE_YOUR_CALM `too_many_pings`, which the report names (its calls complete on
+/// new connections all the same).
+#[test]
+fn keepalive_pings_are_answered_or_named_when_too_many() {
+    let _g = load_lock();
+    let (_n, port) = nghttpd();
+    let quiet = [
+        "--http",
+        "GET /",
+        "--rate",
+        "2",
+        "--duration",
+        "2s",
+        "--connections",
+        "2",
+        "--h2-keepalive",
+        "100ms",
+    ];
+    let v = h2_run(port, &quiet);
+    assert_all_completed(&v, 4.0);
+    let h = &v["http2"];
+    let (sent, acked) = (f(&v, "http2.pings_sent"), f(&v, "http2.pings_acked"));
+    // Two connections quiet between requests 500 ms apart: a PING every ~100 ms.
+    assert!(sent >= 10.0 && acked >= sent - 2.0, "{h}");
+    assert_eq!(h["goaway_codes"], serde_json::json!({}), "{h}");
+    let (_s, port) = grpcio_server("x", &["strict-pings"]);
+    let (_d, json) = tmp_json();
+    let target = format!("127.0.0.1:{port}");
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &target,
+            "--cores",
+            "0",
+            "--grpc",
+            "blaster.Echo/Say",
+            "--rate",
+            "2",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--h2-keepalive",
+            "100ms",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    let text = stderr(&out);
+    assert!(
+        text.contains("the server answered GOAWAY ENHANCE_YOUR_CALM"),
+        "{text}"
+    );
+    let v = read_json(&json);
+    assert_all_completed(&v, 4.0);
+    let h = &v["http2"];
+    assert!(f(&v, "http2.goaway_codes.ENHANCE_YOUR_CALM") >= 1.0, "{h}");
+    assert_eq!(
+        h["first_goaway"], "ENHANCE_YOUR_CALM: too_many_pings",
+        "{h}"
+    );
+    assert_eq!(
+        h["grpc"]["status_codes"],
+        serde_json::json!({"OK": 4}),
+        "{h}"
+    );
+}
+
 /// `--grpc` against blaster's own `sink --http2`, which echoes unary calls.
 #[test]
 fn grpc_unary_calls_against_the_sink() {

@@ -338,7 +338,16 @@ pub struct H2Counters {
     pub flow_stalls: u64,
     /// Control frames (PING ACKs) that found no room before the next send.
     pub control_dropped: u64,
+    /// `--h2-keepalive`: PINGs sent, and their acknowledgements.
+    pub pings_sent: u64,
+    pub pings_acked: u64,
+    /// GOAWAYs by error code (index: the code; the last slot: codes beyond the named
+    /// ones).
+    pub goaway_codes: [u64; GOAWAY_CODES],
 }
+
+/// Slots of [`H2Counters::goaway_codes`]: RFC 9113's 14 codes and one for the rest.
+pub const GOAWAY_CODES: usize = 15;
 
 impl H2Counters {
     pub fn add(&mut self, o: &H2Counters) {
@@ -347,6 +356,11 @@ impl H2Counters {
         self.stream_resets += o.stream_resets;
         self.flow_stalls += o.flow_stalls;
         self.control_dropped += o.control_dropped;
+        self.pings_sent += o.pings_sent;
+        self.pings_acked += o.pings_acked;
+        for (a, b) in self.goaway_codes.iter_mut().zip(o.goaway_codes) {
+            *a += b;
+        }
     }
 }
 
@@ -663,6 +677,8 @@ pub struct WorkerTotals {
     pub ring_features: Vec<&'static str>,
     /// The first response that did not parse, escaped and truncated.
     pub first_protocol_error: Option<String>,
+    /// `--http2`: the first GOAWAY's code name and debug text.
+    pub first_goaway: Option<String>,
     /// Per `--mix` entry (empty without a mix).
     pub entries: Vec<EntryTotals>,
     /// What stopped the worker before the end of its schedule (a broken ring).

@@ -110,6 +110,8 @@ pub struct Http2Plan {
     pub scheme: &'static str,
     /// `--grpc`: responses are judged by `grpc-status`.
     pub grpc: bool,
+    /// `--h2-keepalive`: a PING on each connection that received nothing for this long.
+    pub keepalive_ns: Option<u64>,
 }
 
 /// `--workload frames`, as every worker sees it.

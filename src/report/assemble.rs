@@ -437,7 +437,11 @@ pub fn build(
         http,
         mix,
         tls: tls_report(plan, ctr, &c.total),
-        http2: http2_report(plan, ctr),
+        http2: http2_report(
+            plan,
+            ctr,
+            c.totals.iter().find_map(|t| t.first_goaway.clone()),
+        ),
         first_protocol_error,
         fleet: None,
         machine: super::Machine::this(&plan.cores),
@@ -1022,7 +1026,11 @@ fn worker_report(t: &WorkerTotals) -> WorkerReport {
 }
 
 /// `--http2` (and `--grpc`): the streams asked for and what the servers did.
-fn http2_report(plan: &RunPlan, ctr: &Counters) -> Option<super::Http2Report> {
+fn http2_report(
+    plan: &RunPlan,
+    ctr: &Counters,
+    first_goaway: Option<String>,
+) -> Option<super::Http2Report> {
     plan.http2.map(|_| super::Http2Report {
         streams_per_connection: plan.pipeline,
         goaways: ctr.http2.goaways,
@@ -1030,6 +1038,20 @@ fn http2_report(plan: &RunPlan, ctr: &Counters) -> Option<super::Http2Report> {
         stream_resets: ctr.http2.stream_resets,
         flow_stalls: ctr.http2.flow_stalls,
         control_dropped: ctr.http2.control_dropped,
+        pings_sent: ctr.http2.pings_sent,
+        pings_acked: ctr.http2.pings_acked,
+        goaway_codes: (ctr.http2.goaway_codes.iter().enumerate())
+            .filter(|&(_, &n)| n > 0)
+            .map(|(i, &n)| {
+                let name = if i + 1 == ctr.http2.goaway_codes.len() {
+                    "OTHER"
+                } else {
+                    crate::proto::h2::ErrorCode(i as u32).name()
+                };
+                (name, n)
+            })
+            .collect(),
+        first_goaway,
         grpc: plan.grpc_method.as_ref().map(|m| super::GrpcReport {
             method: m.clone(),
             status_codes: grpc_codes(&ctr.grpc),

@@ -92,6 +92,14 @@ pub struct Http2Report {
     pub flow_stalls: u64,
     /// PING acknowledgements that found no room before the next send.
     pub control_dropped: u64,
+    /// `--h2-keepalive`: PINGs sent on quiet connections, and acknowledged.
+    pub pings_sent: u64,
+    pub pings_acked: u64,
+    /// GOAWAYs by error code name (`NO_ERROR`, `ENHANCE_YOUR_CALM`, ...; `OTHER`
+    /// beyond RFC 9113's); zero counts left out.
+    pub goaway_codes: BTreeMap<&'static str, u64>,
+    /// The first GOAWAY's code and debug text (`ENHANCE_YOUR_CALM: too_many_pings`).
+    pub first_goaway: Option<String>,
     /// `--grpc`: the method and the calls' outcomes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grpc: Option<GrpcReport>,

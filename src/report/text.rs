@@ -95,6 +95,38 @@ fn write_http2(w: &mut String, r: &Report) {
             String::new()
         }
     );
+    if h.pings_sent > 0 || !h.goaway_codes.is_empty() {
+        let codes: Vec<String> = (h.goaway_codes.iter())
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            w,
+            "http2 keepalive: {} PINGs sent, {} acknowledged; GOAWAYs by code: {}{}",
+            h.pings_sent,
+            h.pings_acked,
+            if codes.is_empty() {
+                "none".to_string()
+            } else {
+                codes.join(", ")
+            },
+            h.first_goaway
+                .as_ref()
+                .map_or(String::new(), |g| format!(" (first: {g})"))
+        );
+    }
+    if h.goaway_codes.contains_key("ENHANCE_YOUR_CALM") {
+        let _ = writeln!(
+            w,
+            "http2: the server answered GOAWAY ENHANCE_YOUR_CALM: it allows PINGs less often \
+             than they came{} (gRPC servers: grpc.http2.min_ping_interval_without_data_ms, \
+             5 min by default without calls)",
+            if h.pings_sent > 0 {
+                " (--h2-keepalive)"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(g) = &h.grpc {
         let codes: Vec<String> = g
             .status_codes

@@ -554,6 +554,10 @@ fn conn_life(
     }))
 }
 
+/// `--h2-keepalive` bounds: a PING at most every 10 ms, at least every hour.
+const H2_KEEPALIVE_NS_MIN: u64 = 10_000_000;
+const H2_KEEPALIVE_NS_MAX: u64 = 3_600_000_000_000;
+
 /// Streams per connection with `--http2` unless `--streams-per-connection` says.
 const HTTP2_STREAMS_DEFAULT: usize = 100;
 
@@ -575,6 +579,9 @@ fn http2_plan(
     if !a.http2 && a.grpc.is_none() {
         if a.streams_per_connection.is_some() {
             return Err(err("streams-per-connection", "needs --http2 or --grpc"));
+        }
+        if a.h2_keepalive.is_some() {
+            return Err(err("h2-keepalive", "needs --http2 or --grpc"));
         }
         return Ok(None);
     }
@@ -644,9 +651,23 @@ fn http2_plan(
             ));
         }
     }
+    let keepalive_ns = match &a.h2_keepalive {
+        Some(d) => Some(duration_ns("h2-keepalive", d, H2_KEEPALIVE_NS_MAX)?),
+        None => None,
+    };
+    if keepalive_ns.is_some_and(|ns| ns < H2_KEEPALIVE_NS_MIN) {
+        return Err(err(
+            "h2-keepalive",
+            format!(
+                "at least 10ms, got {}",
+                a.h2_keepalive.as_deref().unwrap_or("")
+            ),
+        ));
+    }
     Ok(Some(crate::engine::worker_plan::Http2Plan {
         scheme,
         grpc: a.grpc.is_some(),
+        keepalive_ns,
     }))
 }
 

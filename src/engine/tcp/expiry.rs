@@ -47,6 +47,9 @@ impl Worker<'_> {
             self.table.conns[c as usize].in_active = false;
             self.scan_conn(c, now_ns);
         }
+        if let Some(ka) = self.plan.http2.and_then(|h| h.keepalive_ns) {
+            self.h2_keepalive(now_ns, ka);
+        }
     }
 
     /// Timeouts and reopening for connection `c` (see [`Worker::scan`]).

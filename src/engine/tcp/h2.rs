@@ -34,6 +34,10 @@ use crate::request::{Ctx, RENDER_STREAM, request_rng};
 /// [`Req::status`] of a gRPC call whose `grpc-status` arrived: this plus the code (HTTP
 /// statuses stay below it).
 const GRPC_STATUS_BASE: u16 = 1000;
+/// The last slot of `H2Counters::goaway_codes`: codes beyond the named ones.
+const fn h2_codes_other() -> usize {
+    crate::engine::recorder::GOAWAY_CODES - 1
+}
 /// The last slot of `Counters::grpc`: codes beyond the named ones.
 const GRPC_CODE_OTHER: u32 = 17;
 
@@ -57,6 +61,10 @@ pub(super) struct H2Side {
     local: LocalSettings,
     /// Bytes of `staging` each request may take at most.
     pub(super) request_bytes: usize,
+    /// `--h2-keepalive`: when the connections are next looked at.
+    next_ping_scan: Nanos,
+    /// The first GOAWAY's code and debug text, for the report.
+    pub(super) first_goaway: Option<String>,
 }
 
 struct H2Conn {
@@ -70,7 +78,14 @@ struct H2Conn {
     stalled: bool,
     ctl: [u8; CTL_BYTES],
     ctl_len: usize,
+    /// When its last bytes arrived (`--h2-keepalive`: a PING after a quiet spell).
+    last_rx_ns: Nanos,
+    /// A keepalive PING awaits its acknowledgement.
+    ping_out: bool,
 }
+
+/// The opaque bytes of blaster's keepalive PINGs.
+const KEEPALIVE_PING: [u8; 8] = *b"blasterK";
 
 impl H2Side {
     /// `None` without `--http2`. Fails when an entry cannot be sent as HTTP/2 (the
@@ -107,6 +122,8 @@ impl H2Side {
                     stalled: false,
                     ctl: [0; CTL_BYTES],
                     ctl_len: 0,
+                    last_rx_ns: 0,
+                    ping_out: false,
                 })
                 .collect(),
             fixed,
@@ -115,6 +132,8 @@ impl H2Side {
             scheme: h2.scheme,
             local,
             request_bytes: request_len(2 * max_len + 64, max_len, local.max_frame_size),
+            next_ping_scan: 0,
+            first_goaway: None,
         })))
     }
 
@@ -189,6 +208,10 @@ impl Worker<'_> {
         // An event may close the connection (a GOAWAY's last stream answered, a
         // protocol error): then the rest of the input is not its any more.
         let generation = self.table.conns[c as usize].generation;
+        if self.plan.http2.is_some_and(|h| h.keepalive_ns.is_some()) {
+            let now = self.clock.ns(now_t);
+            self.h2.as_deref_mut().expect("HTTP/2 side").conns[c as usize].last_rx_ns = now;
+        }
         let mut pos = 0;
         loop {
             match parse_frame(&input[pos..], max_frame) {
@@ -316,8 +339,58 @@ impl Worker<'_> {
                     self.h2_failed_stream(c, i, &req, ErrorKind::Protocol);
                 }
             }
-            Event::GoAway { last_stream_id, .. } => self.h2_goaway(c, last_stream_id),
-            Event::SettingsAck | Event::PingAck(_) | Event::HeadersPending | Event::Ignored => {}
+            Event::GoAway {
+                last_stream_id,
+                code,
+                debug,
+            } => {
+                let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+                let slot = (code.0 as usize).min(h2_codes_other());
+                self.out.counters.http2.goaway_codes[slot] += 1;
+                h2.first_goaway.get_or_insert_with(|| {
+                    let said = crate::proto::escape_prefix(debug, 100);
+                    if said.is_empty() {
+                        code.name().to_string()
+                    } else {
+                        format!("{}: {said}", code.name())
+                    }
+                });
+                self.h2_goaway(c, last_stream_id)
+            }
+            Event::PingAck(opaque) => {
+                let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+                if opaque == KEEPALIVE_PING && h2.conns[c as usize].ping_out {
+                    h2.conns[c as usize].ping_out = false;
+                    self.out.counters.http2.pings_acked += 1;
+                }
+            }
+            Event::SettingsAck | Event::HeadersPending | Event::Ignored => {}
+        }
+    }
+
+    /// `--h2-keepalive`: a PING on each ready connection that received nothing for
+    /// `keepalive_ns` and has none unanswered; the connections are looked at four
+    /// times per interval (from [`Worker::scan`]).
+    pub(super) fn h2_keepalive(&mut self, now_ns: Nanos, keepalive_ns: u64) {
+        let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+        if now_ns < h2.next_ping_scan {
+            return;
+        }
+        h2.next_ping_scan = now_ns + keepalive_ns / 4;
+        for c in 0..h2.conns.len() as u32 {
+            let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+            let hc = &mut h2.conns[c as usize];
+            let ready = hc.settled
+                && hc.conn.is_some()
+                && self.table.conns[c as usize].state == ConnState::Ready
+                && self.table.caps[c as usize] != 0;
+            if !ready || hc.ping_out || now_ns.saturating_sub(hc.last_rx_ns) < keepalive_ns {
+                continue;
+            }
+            hc.ping_out = true;
+            self.out.counters.http2.pings_sent += 1;
+            self.h2_ctl(c, |out| frame::write_ping(out, KEEPALIVE_PING, false));
+            self.mark_flush(c);
         }
     }
 
