@@ -437,11 +437,7 @@ pub fn build(
         http,
         mix,
         tls: tls_report(plan, ctr, &c.total),
-        http2: http2_report(
-            plan,
-            ctr,
-            c.totals.iter().find_map(|t| t.first_goaway.clone()),
-        ),
+        http2: http2_report(plan, ctr, &c.totals),
         first_protocol_error,
         fleet: None,
         machine: super::Machine::this(&plan.cores),
@@ -1029,7 +1025,7 @@ fn worker_report(t: &WorkerTotals) -> WorkerReport {
 fn http2_report(
     plan: &RunPlan,
     ctr: &Counters,
-    first_goaway: Option<String>,
+    totals: &[crate::engine::recorder::WorkerTotals],
 ) -> Option<super::Http2Report> {
     plan.http2.map(|_| super::Http2Report {
         streams_per_connection: plan.pipeline,
@@ -1051,7 +1047,7 @@ fn http2_report(
                 (name, n)
             })
             .collect(),
-        first_goaway,
+        first_goaway: totals.iter().find_map(|t| t.first_goaway.clone()),
         grpc: plan.grpc_method.as_ref().map(|m| super::GrpcReport {
             method: m.clone(),
             status_codes: grpc_codes(&ctr.grpc),
