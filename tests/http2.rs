@@ -470,7 +470,7 @@ fn keepalive_pings_are_answered_or_named_when_too_many() {
         ],
         Duration::from_secs(60),
     );
-    let text = stderr(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("the server answered GOAWAY ENHANCE_YOUR_CALM"),
         "{text}"
