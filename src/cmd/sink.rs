@@ -45,7 +45,9 @@ fn sink_tls(a: &SinkArgs) -> Result<Option<Arc<rustls::ServerConfig>>, AppError>
 /// `blaster sink`: serves until Ctrl-C or `--duration`.
 pub fn command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError> {
     let tls = sink_tls(a)?;
-    if a.http2 || a.max_concurrent_streams.is_some() {
+    // `--mode broadcast --http2`: gRPC rooms on the io_uring sink; other HTTP/2 on
+    // the HTTP/2 front.
+    if (a.http2 && !a.mode.starts_with("broadcast")) || a.max_concurrent_streams.is_some() {
         return crate::cmd::sink_http2::command(a, stop, tls);
     }
     let (mut cfg, duration) = sink_config(a, &usable_cores())?;

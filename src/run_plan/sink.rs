@@ -124,11 +124,19 @@ fn sink_broadcast(
             "needs TCP and relayed frames (not --udp, not --aggregate)",
         ));
     }
+    if a.http2 && (a.udp || aggregate.is_some() || a.tls) {
+        return Err(err(
+            "http2",
+            "gRPC rooms (--mode broadcast --http2) relay each frame over h2c: not with \
+             --udp, --aggregate or --tls",
+        ));
+    }
     Ok(Some(BroadcastConfig {
         room_size,
         rooms_per_connection,
         echo_to_sender: a.echo_to_sender,
         aggregate,
+        grpc: a.http2,
     }))
 }
 

@@ -112,6 +112,9 @@ pub struct BroadcastConfig {
     pub echo_to_sender: bool,
     /// Aggregate instead of relaying each frame.
     pub aggregate: Option<AggregateConfig>,
+    /// `--http2`: members are gRPC bidi calls of h2c connections, the room in their
+    /// `room` metadata (`sink/server/relay_grpc.rs`).
+    pub grpc: bool,
 }
 
 /// Aggregate broadcast: one downlink frame per member per server tick.

@@ -50,6 +50,7 @@ use socket2::Socket;
 
 mod conn;
 mod relay;
+mod relay_grpc;
 
 use super::buf_pool::{BufPool, Chain};
 use super::stall::{Phase, Stall};

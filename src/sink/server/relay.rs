@@ -36,6 +36,7 @@
 use std::time::{Duration, Instant};
 
 use super::Worker;
+use super::relay_grpc::{Blocks, GrpcPeer};
 use crate::proto::frame::{
     self, Entry, FLAG_AGGREGATE, FLAG_JOIN, FRAME_BYTES_MAX, FrameHeader, HEADER_BYTES,
     LEN_PREFIX_BYTES,
@@ -55,13 +56,13 @@ const ROOMS_SPARE: usize = 64;
 
 /// One connection slot's broadcast state.
 #[derive(Debug, Clone, Copy)]
-struct Peer {
+pub(super) struct Peer {
     /// The member index of its first room's frames (an aggregate downlink's receiver).
     member: u16,
     /// Bytes of the chain's head buffer already consumed.
-    rx_off: u32,
+    pub(super) rx_off: u32,
     /// Bytes in the chain not yet consumed.
-    rx_len: u32,
+    pub(super) rx_len: u32,
 }
 
 impl Peer {
@@ -73,20 +74,23 @@ impl Peer {
 }
 
 pub(super) struct Relay {
-    cfg: BroadcastConfig,
-    rooms: Rooms,
+    pub(super) cfg: BroadcastConfig,
+    pub(super) rooms: Rooms,
     pub(super) queues: SendQueues,
-    peers: Box<[Peer]>,
+    pub(super) peers: Box<[Peer]>,
     /// Per connection slot, the rooms it joined (`rooms_per_connection` entries each:
     /// room id from the header, and the table's slot), and how many.
-    peer_rooms: Box<[(u32, RoomSlot)]>,
-    peer_nrooms: Box<[u16]>,
+    pub(super) peer_rooms: Box<[(u32, RoomSlot)]>,
+    pub(super) peer_nrooms: Box<[u16]>,
     /// Per connection slot, where the last frame's room was found in its list (the
     /// next frame's is usually the one after: a connection sends its members' frames
     /// in slot order).
     peer_hint: Box<[u16]>,
     /// One whole frame (prefix included), or one downlink frame being built.
-    scratch: Box<[u8]>,
+    pub(super) scratch: Box<[u8]>,
+    /// `--http2` (gRPC rooms): each connection's HTTP/2 side, made at its first bytes.
+    pub(super) grpc: Box<[Option<Box<GrpcPeer>>]>,
+    pub(super) grpc_blocks: Blocks,
     /// Slots with bytes queued since the last flush; `listed` marks them.
     ready: Vec<u32>,
     listed: Box<[bool]>,
@@ -126,6 +130,8 @@ impl Relay {
             peer_nrooms: vec![0; slots].into_boxed_slice(),
             peer_hint: vec![0; slots].into_boxed_slice(),
             scratch: vec![0; LEN_PREFIX_BYTES + FRAME_BYTES_MAX.max(down)].into_boxed_slice(),
+            grpc: (0..slots).map(|_| None).collect(),
+            grpc_blocks: Blocks::new(),
             ready: Vec::with_capacity(slots),
             listed: vec![false; slots].into_boxed_slice(),
             pending: Pending::new(rooms_max, entries_max),
@@ -137,7 +143,7 @@ impl Relay {
         }
     }
 
-    fn list(&mut self, slot: usize) {
+    pub(super) fn list(&mut self, slot: usize) {
         if !self.listed[slot] {
             self.listed[slot] = true;
             self.ready.push(slot as u32);
@@ -206,6 +212,7 @@ impl Worker {
             r.peers[index] = Peer::NONE;
             r.peer_nrooms[index] = 0;
             r.peer_hint[index] = 0;
+            r.grpc[index] = None;
         }
     }
 
@@ -216,6 +223,9 @@ impl Worker {
         self.bufs.push(&mut chain, bid);
         self.conns[index].chain = chain;
         self.relay().peers[index].rx_len += n as u32;
+        if self.relay().cfg.grpc {
+            return self.grpc_recv(index);
+        }
         loop {
             let peer = self.relay().peers[index];
             let avail = peer.rx_len as usize;
@@ -252,7 +262,7 @@ impl Worker {
 
     /// Drops the first `n` unconsumed bytes of `index`'s chain, giving back the
     /// buffers they used up.
-    fn relay_consume(&mut self, index: usize, n: usize) {
+    pub(super) fn relay_consume(&mut self, index: usize, n: usize) {
         let relay = self.relay.as_mut().expect("broadcast mode has a relay");
         let peer = &mut relay.peers[index];
         peer.rx_len -= n as u32;
@@ -268,7 +278,7 @@ impl Worker {
     }
 
     /// Closes a connection that sent a bad frame (`invalid`) or found no room.
-    fn relay_refuse(&mut self, index: usize, invalid: bool) -> bool {
+    pub(super) fn relay_refuse(&mut self, index: usize, invalid: bool) -> bool {
         let stats = &mut self.relay().stats;
         if invalid {
             stats.frames_invalid += 1;
@@ -345,6 +355,7 @@ impl Worker {
         relay.peer_nrooms[index] = 0;
         relay.peer_hint[index] = 0;
         relay.peers[index] = Peer::NONE;
+        relay.grpc[index] = None;
         relay.queues.abandon(index);
     }
 
