@@ -557,7 +557,7 @@ fn frame_proto_bad_inputs_are_usage_errors() {
     let cases: [(&[&str], &str); 9] = [
         (
             &["--frame-proto", "amqp"],
-            "--frame-proto: expected blaster, nats, mqtt, ws or resp, got \"amqp\"",
+            "--frame-proto: expected blaster, nats, mqtt, ws, resp or grpc, got \"amqp\"",
         ),
         (
             &["--frame-proto", "nats", "--frame-topic", "room.all"],

@@ -134,7 +134,11 @@ fn constant_on_an_idle_core_passes() {
 fn a_hog_on_the_worker_core_fails_with_the_reason() {
     let _g = load_lock();
     let sink = Sink::start(&[]);
-    let _hog = Hog::on_core(0);
+    // A hog at the worker's own priority does not reliably take its timing: the
+    // scheduler lets the waking worker preempt it (measured by hand: 2,000/s poisson
+    // passed 3 runs of 4, 20,000/s constant 1 of 4, the hog at 98% of core 0 each
+    // time). At nice -19 it holds the core for scheduler slices: 8 runs of 8 failed.
+    let _hog = Hog::niced(0, -19);
     for (rate, arrivals) in [("2000", "poisson"), ("20000", "constant")] {
         let (v, text) = paced_run(&sink, rate, arrivals);
         let p = &v["pacing"];

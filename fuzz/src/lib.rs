@@ -157,8 +157,14 @@ pub fn fuzz_frame_proto(kind: blaster::proto::frame_proto::FrameProtoKind, data:
     };
     let size = [32, 100, 300][input.byte() as usize % 3];
     let seed = input.byte();
-    let spec = FrameSpec::new(kind, TOPIC_DEFAULT, WS_PATH_DEFAULT, "h:1", size)
+    let mut spec = FrameSpec::new(kind, TOPIC_DEFAULT, WS_PATH_DEFAULT, "h:1", size)
         .expect("a valid spec");
+    if kind == blaster::proto::frame_proto::FrameProtoKind::Grpc {
+        spec.grpc = Some(blaster::proto::frame_proto::GrpcSpec {
+            path: "/blaster.Room/Join".into(),
+            metadata: blaster::proto::frame_proto::grpc::metadata_default(),
+        });
+    }
     drive_frames(&spec, role, join, input.rest(), seed);
 }
 
@@ -209,6 +215,12 @@ fn run_frames(
     let mut out = Vec::new();
     if join {
         c.join_start(&rooms, &mut out);
+    } else if spec.kind == blaster::proto::frame_proto::FrameProtoKind::Grpc {
+        // A gRPC decoder reads members' streams: join one through a server's answer.
+        c.join_start(&rooms, &mut out);
+        let server = blaster::proto::frame_proto::grpc::server_join_bytes(1, 1 << 30);
+        let done = c.join_feed(&rooms, &server, &mut out);
+        assert!(matches!(done, Join::Joined { .. }), "{done:?}");
     }
     let mut joining = join;
     let mut pending: Vec<u8> = Vec::new();
@@ -262,6 +274,16 @@ fn run_frames(
                     }
                     consumed
                 }
+                Down::Held { consumed } => {
+                    assert!(
+                        consumed >= 1 && consumed <= len,
+                        "held consumed {consumed} of {len}"
+                    );
+                    if trace.invalid.is_none() {
+                        trace.events.push(FrameEvent::Message(c.held().to_vec()));
+                    }
+                    consumed
+                }
                 Down::Control { consumed, control } => {
                     assert!(consumed <= len, "control consumed {consumed} of {len}");
                     zero = if consumed == 0 { zero + 1 } else { 0 };
@@ -270,6 +292,10 @@ fn run_frames(
                     if let blaster::proto::frame_proto::Control::Ping { payload } = &control {
                         let n = c.encode_pong(&pending[payload.clone()], &mut pong);
                         assert!(n <= pong.len());
+                    }
+                    if let blaster::proto::frame_proto::Control::Reply = &control {
+                        out.clear();
+                        c.take_reply(&mut out);
                     }
                     if trace.invalid.is_none() {
                         trace

@@ -465,16 +465,15 @@ impl<'s> GrpcCodec<'s> {
     /// Reads one non-DATA frame at the front of `input` and applies it.
     fn step(&mut self, input: &[u8]) -> Step {
         let st = self.st.as_mut().expect("joined");
+        // A DATA header is enough: its payload is read as a stream by the decoder,
+        // however much of it has arrived (so the join ends at the same byte whatever
+        // the chunking).
+        if input.len() >= FRAME_HEADER_BYTES && Kind::from_byte(input[3]) == Kind::Data {
+            return Step::Data;
+        }
         let f = match frame::parse_frame(input, FRAME_SIZE_MIN) {
-            FrameParsed::Complete { frame, .. } if frame.kind == Kind::Data => return Step::Data,
             FrameParsed::Complete { frame, consumed } => (frame, consumed),
-            FrameParsed::Incomplete => {
-                // A DATA header is enough: its payload is read as a stream.
-                if input.len() >= FRAME_HEADER_BYTES && Kind::from_byte(input[3]) == Kind::Data {
-                    return Step::Data;
-                }
-                return Step::Incomplete;
-            }
+            FrameParsed::Incomplete => return Step::Incomplete,
             FrameParsed::Invalid(e) => return Step::Failed(e.reason),
         };
         let (frame, consumed) = f;
@@ -805,6 +804,32 @@ impl GrpcCodec<'_> {
     }
 }
 
+/// For tests and fuzzing: a gRPC server's answer to a join of `members` streams: SETTINGS (INITIAL_WINDOW_SIZE
+/// `window` for each stream), a WINDOW_UPDATE opening the connection's by 2^30, and
+/// response headers (`:status 200`, `content-type: application/grpc`) on each stream.
+#[doc(hidden)]
+pub fn server_join_bytes(members: u32, window: u32) -> Vec<u8> {
+    use crate::proto::h2::frame;
+    let mut s = vec![0u8; 64];
+    let n = frame::write_settings(&mut s, &[(0x4, window)]).expect("64 bytes hold one setting");
+    s.truncate(n);
+    let mut w = [0u8; 13];
+    frame::write_window_update(&mut w, 0, 1 << 30).expect("13 bytes hold a WINDOW_UPDATE");
+    s.extend_from_slice(&w);
+    let mut block = Vec::new();
+    crate::proto::h2::hpack::encode_fields(
+        &mut block,
+        &[(":status", "200"), ("content-type", "application/grpc")],
+    );
+    for m in 0..members {
+        let mut h = vec![0u8; block.len() + 9];
+        frame::write_headers(&mut h, 1 + 2 * m, &block, false, 16_384)
+            .expect("the block and a header fit");
+        s.extend_from_slice(&h);
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -927,6 +952,21 @@ mod tests {
         let short = &server[..server.len() - headers];
         let run = testkit::join_splits(&spec, &rooms, short);
         assert!(matches!(run.outcome, Join::Pending { .. }), "{run:?}");
+    }
+
+    #[test]
+    fn a_data_frame_ends_the_join_at_its_header_however_much_of_it_arrived() {
+        // Found by the frame_grpc fuzz target: a relayed DATA frame whose padding is
+        // longer than its payload failed the join when it arrived whole and joined
+        // (the decoder then refusing the frame) when it arrived in pieces.
+        let spec = spec(64, &[]);
+        // Two members, one answered: the DATA is what ends the join.
+        let mut server = grpc_server_join(1, 1 << 20);
+        let joined = server.len();
+        // DATA on stream 1, PADDED, pad length 200 in a 4-byte payload.
+        server.extend_from_slice(&[0, 0, 4, 0, h2f::PADDED, 0, 0, 0, 1, 200, 0, 0, 0]);
+        let run = testkit::join_splits(&spec, &[3, 4], &server);
+        assert_eq!(run.outcome, Join::Joined { consumed: joined });
     }
 
     #[test]

@@ -55,29 +55,7 @@ pub(crate) fn fresh(spec: &FrameSpec, role: Role) -> FrameProto<'_> {
     c
 }
 
-/// A gRPC server's answer to a join of `members` streams: SETTINGS (INITIAL_WINDOW_SIZE
-/// `window` for each stream), a WINDOW_UPDATE opening the connection's by 2^30, and
-/// response headers (`:status 200`, `content-type: application/grpc`) on each stream.
-pub(crate) fn grpc_server_join(members: u32, window: u32) -> Vec<u8> {
-    use crate::proto::h2::frame;
-    let mut s = vec![0u8; 64];
-    let n = frame::write_settings(&mut s, &[(0x4, window)]).unwrap();
-    s.truncate(n);
-    let mut w = [0u8; 13];
-    frame::write_window_update(&mut w, 0, 1 << 30).unwrap();
-    s.extend_from_slice(&w);
-    let mut block = Vec::new();
-    crate::proto::h2::hpack::encode_fields(
-        &mut block,
-        &[(":status", "200"), ("content-type", "application/grpc")],
-    );
-    for m in 0..members {
-        let mut h = vec![0u8; block.len() + 9];
-        frame::write_headers(&mut h, 1 + 2 * m, &block, false, 16_384).unwrap();
-        s.extend_from_slice(&h);
-    }
-    s
-}
+pub(crate) use super::grpc::server_join_bytes as grpc_server_join;
 
 /// A DATA frame on `stream` carrying `data`.
 pub(crate) fn h2_data(s: &mut Vec<u8>, stream: u32, data: &[u8]) {
