@@ -9,6 +9,9 @@
 # SERVER=nats: against nats-server on core 1 instead (`--frame-proto nats`), with the
 # server's CPU (user + system, from /proc) beside each step: server_cpu is its share of
 # one core over the run, server_ns/msg its CPU per message it delivered.
+# SERVER=grpc: members are gRPC bidi calls (`--frame-proto grpc`, 100 calls per h2c
+# connection with MEMBERS=100) against the sink's gRPC rooms (`--mode broadcast
+# --http2`), the figure issue 35 asks for (goal: 2,000,000 frames received per second).
 # PROFILE=N: also run N connections under `perf record -e cpu-clock` and split the
 # client's CPU per frame received into user space (blaster's own work: decoding,
 # accounting, histogram recording, encoding, the ring) and the kernel's parts.
@@ -25,8 +28,13 @@ if [ "${SERVER:-}" = nats ]; then
   taskset -c 1 nats-server -a 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
   PROTO=(--frame-proto nats)
 else
+  SINK_ARGS=()
+  if [ "${SERVER:-}" = grpc ]; then
+    SINK_ARGS=(--http2)
+    PROTO=(--frame-proto grpc --grpc blaster.Room/Join)
+  fi
   taskset -c 1 "$B" sink --listen 127.0.0.1:$PORT --cores 1 --mode broadcast --room-size 10 \
-      "${MEMBER_ARGS[@]}" >/dev/null 2>&1 &
+      "${MEMBER_ARGS[@]}" "${SINK_ARGS[@]}" >/dev/null 2>&1 &
 fi
 SERVER_PID=$!
 PIDS+=($SERVER_PID)
@@ -41,7 +49,7 @@ frames_run() { # N JSON [WRAPPER...]
 }
 # The server's CPU so far, in clock ticks (user + system).
 server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
-echo "members per connection: $MEMBERS"
+echo "server: ${SERVER:-sink}; members per connection: $MEMBERS"
 printf "%-8s %-10s %-10s %-12s %-10s %-9s %-8s %-13s %-11s %-12s %-10s %s\n" conns up_fps down_fps dev_p99_ms lag_p99_ms retention valid ns/frame_recv ns/frame cpu_basis server_cpu server_ns/msg
 for n in $CONNS; do
   t0=$(server_ticks); w0=$(date +%s.%N)
