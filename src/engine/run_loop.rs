@@ -58,8 +58,9 @@ pub trait Hooks {
     fn after_reap(&mut self, _now_t: Ticks, _now: Nanos) {}
     /// The periodic scan (timeouts, reopens), every [`Pacer::scan_every`].
     fn scan(&mut self, now: Nanos);
-    /// Before an interval's snapshot leaves.
-    fn before_snapshot(&mut self) {}
+    /// Before the snapshot of the interval that ended at `end` (ns since the start)
+    /// leaves.
+    fn before_snapshot(&mut self, _end: Nanos) {}
     /// Before the wait: sends queued during the iteration.
     fn before_wait(&mut self) {}
     /// Nothing is left to wait for after the stop.
@@ -127,11 +128,12 @@ pub fn run<W: Hooks>(w: &mut W, plan: &WorkerPlan, clock: Clock, stop: &AtomicBo
         // After the stop, the drain folds into the last interval of the schedule.
         // The interval that reaches the schedule's end stays open until the stop
         // (a late worker would otherwise start one that lies after the end).
-        while !w.core().stopping
-            && pace.interval_end() < duration_ns
-            && let Some(i) = pace.interval_ended(now)
-        {
-            w.before_snapshot();
+        while !w.core().stopping && pace.interval_end() < duration_ns {
+            let end = pace.interval_end();
+            let Some(i) = pace.interval_ended(now) else {
+                break;
+            };
+            w.before_snapshot(end);
             w.out().send(i, None, &mut pace);
         }
         w.before_wait();

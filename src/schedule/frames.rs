@@ -89,6 +89,13 @@ impl FrameGrid {
         (duration_ns - phase).div_ceil(self.tick_ns)
     }
 
+    /// One past the last frame of connection `j` intended before `t` (ns since the
+    /// start): the sequence numbers below it were due by then.
+    #[inline]
+    pub fn due_before(&self, j: u64, t: Nanos) -> u64 {
+        self.end_k(j, t)
+    }
+
     /// Frames connection `j` is planned to send before `duration_ns`: the k from
     /// `start_k(j)` with `intended_ns(j, k) < duration_ns`.
     pub fn planned(&self, j: u64, duration_ns: Nanos) -> u64 {

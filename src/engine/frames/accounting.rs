@@ -7,7 +7,11 @@
 //! as a bitmap. A sequence seen twice is a duplicate; one below the highest seen is
 //! reordered; one that pushes older unfilled sequences out of the window finalises
 //! them as lost (per interval); one older than the window is stale (too old to tell a
-//! late frame from a duplicate; counted, never received). Memory is fixed at start:
+//! late frame from a duplicate; counted, never received). A gap (a sequence below the
+//! highest seen that has not arrived) is also finalised as lost by time, in the
+//! interval during which it became more than the budget plus [`reorder_allowance_ns`]
+//! older than its intended send instant ([`FrameBook::expire`]), so a loss shows in
+//! the second it happened, not 128 frames later. Memory is fixed at start:
 //! connections x room size windows, and [`FAN_SLOTS`] fan-out slots per source.
 //!
 //! Per planned frame: a receiver expects every frame its room's other members are
@@ -32,6 +36,19 @@ pub const WINDOW_SEQS: u64 = 128;
 /// Frames per source whose fan-out is tracked at once (a frame still incomplete
 /// [`FAN_SLOTS`] ticks later is incomplete for good).
 pub const FAN_SLOTS: usize = 64;
+
+/// The shortest wait past a frame's budget for a gap to fill by reordering.
+pub const REORDER_ALLOWANCE_NS_MIN: u64 = 200_000_000;
+/// The allowance in ticks, when that is longer.
+pub const REORDER_ALLOWANCE_TICKS: u64 = 4;
+
+/// How long past its budget a gap waits for the missing frame (a reordered frame
+/// arrives after a newer one): four ticks, at least 200 ms.
+pub fn reorder_allowance_ns(tick_ns: u64) -> u64 {
+    tick_ns
+        .saturating_mul(REORDER_ALLOWANCE_TICKS)
+        .max(REORDER_ALLOWANCE_NS_MIN)
+}
 
 /// What one arrival was, for one (receiver, source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +129,29 @@ impl SeqWindow {
             },
             lost,
         )
+    }
+}
+
+impl SeqWindow {
+    /// Finalises as lost the gaps below `limit` (the sequences whose time is up):
+    /// those below the highest seen that never arrived; returns how many. Sequences at
+    /// or above the highest seen are not gaps (they may still be on their way) and stay.
+    #[inline]
+    pub fn expire(&mut self, limit: u64) -> u64 {
+        let limit = limit.min(self.top);
+        if limit <= self.base {
+            return 0;
+        }
+        // `top <= base + WINDOW_SEQS`: the shift stays within the bitmap.
+        let shift = limit - self.base;
+        let (out, rest) = if shift >= WINDOW_SEQS {
+            (self.bits, 0)
+        } else {
+            (self.bits & ((1u128 << shift) - 1), self.bits >> shift)
+        };
+        self.bits = rest;
+        self.base = limit;
+        shift - u64::from(out.count_ones())
     }
 }
 
@@ -382,6 +422,28 @@ impl FrameBook {
         }
     }
 
+    /// Finalises as lost, into `n`, every gap whose frame was intended more than the
+    /// budget plus [`reorder_allowance_ns`] before `now` (see [`SeqWindow::expire`]).
+    /// Called at each interval's end. Not under `--aggregate`, whose downlink ticks
+    /// are accounted by [`super::downlink`] (these windows only deduplicate fan-out).
+    pub fn expire(&mut self, now: Nanos, n: &mut FrameCounters) {
+        let g = &self.grid;
+        let wait = self.budget_ns + reorder_allowance_ns(g.tick_ns);
+        if self.aggregate || now <= wait {
+            return;
+        }
+        let due = (now - wait).min(self.duration_ns);
+        let r_size = g.senders_per_room() as usize;
+        let mut lost = 0;
+        for (i, w) in self.windows.iter_mut().enumerate() {
+            let gr = self.first + (i / r_size) as u64;
+            let gs = gr / g.room_size * g.room_size + (i % r_size) as u64;
+            lost += w.expire(g.due_before(gs, due));
+        }
+        n.lost += lost;
+        self.lost_so_far += lost;
+    }
+
     /// The run's totals (after the drain).
     pub fn totals(&self) -> BookTotals {
         let g = &self.grid;
@@ -506,6 +568,13 @@ impl MemberBooks {
         t
     }
 
+    /// [`FrameBook::expire`] in every slot.
+    pub fn expire(&mut self, now: Nanos, n: &mut FrameCounters) {
+        for b in self.books.iter_mut() {
+            b.expire(now, n);
+        }
+    }
+
     /// Bytes the books' tables hold.
     pub fn table_bytes(&self) -> u64 {
         self.books.iter().map(FrameBook::table_bytes).sum()
@@ -577,6 +646,84 @@ mod tests {
         let unseen_in_window = WINDOW_SEQS - 2;
         let beyond = (5 + 3 * WINDOW_SEQS) - (6 + WINDOW_SEQS - 1) - WINDOW_SEQS;
         assert_eq!(lost, unseen_in_window + beyond);
+    }
+
+    #[test]
+    fn expire_finalises_only_the_gaps_below_the_limit_and_the_highest_seen() {
+        let mut w = SeqWindow::starting_at(10);
+        for seq in [10, 12, 15] {
+            w.arrive(seq, 0, TICK);
+        }
+        // Nothing is due yet; then 10..13 is due: 11 is a gap.
+        assert_eq!(w.expire(10), 0);
+        assert_eq!(w.expire(13), 1);
+        assert_eq!(w.expire(13), 0, "counted once");
+        // Everything is due, but only sequences below the highest seen (15) are gaps:
+        // 13 and 14; 16 on may still be on its way.
+        assert_eq!(w.expire(1_000), 2);
+        // A gap's frame arriving after it was counted is stale, not received.
+        assert_eq!(w.arrive(14, 0, TICK).0, Seen::Stale);
+        assert!(matches!(w.arrive(16, 0, TICK).0, Seen::New { .. }));
+        // The window's arrival rule and the time rule never count a gap twice.
+        let mut w = SeqWindow::starting_at(0);
+        w.arrive(1, 0, TICK); // 0 is a gap
+        assert_eq!(w.expire(1), 1);
+        // 129 moves the window to 2..=129 (1 leaves it, seen): nothing lost yet...
+        assert_eq!(w.arrive(WINDOW_SEQS + 1, 0, TICK).1, 0);
+        // ...then 2..=128 expire, once.
+        assert_eq!(w.expire(u64::MAX), WINDOW_SEQS - 1);
+        assert_eq!(w.arrive(2 * WINDOW_SEQS + 1, 0, TICK).1, 0);
+        // A full window's gaps at once.
+        let mut w = SeqWindow::starting_at(0);
+        w.arrive(WINDOW_SEQS - 1, 0, TICK);
+        assert_eq!(w.expire(u64::MAX), WINDOW_SEQS - 1);
+    }
+
+    #[test]
+    fn a_gap_counts_lost_in_the_interval_its_time_ran_out() {
+        // One room of 2, 50 ms ticks, budget one tick: the allowance is 200 ms (four
+        // ticks are 200 ms too), so frame k's gap is due at 50k + phase + 250 ms.
+        let grid = FrameGrid {
+            tick_ns: 50_000_000,
+            connections: 2,
+            room_size: 2,
+            join_gap_ns: 0,
+            joined_at_start: false,
+            senders: SENDERS_ALL,
+        };
+        assert_eq!(reorder_allowance_ns(grid.tick_ns), 200_000_000);
+        assert_eq!(reorder_allowance_ns(100_000_000), 400_000_000);
+        let d = 40 * grid.tick_ns; // 2 s
+        let mut b = FrameBook::new(grid, 0, 2, false, grid.tick_ns, d);
+        let (mut h, mut n) = (Histograms::new(), FrameCounters::default());
+        // Member 1 gets member 0's frames 1..=30 but 5 and 6, on time.
+        for seq in (1..=30).filter(|s| ![5, 6].contains(s)) {
+            let f = frame(0, 0, seq, &grid);
+            b.arrive(1, &f, f.intended_ns + 1_000_000, &mut h, &mut n);
+        }
+        // Frame 5 was intended at 250 ms: its gap is due at 500 ms; frame 6's at 550 ms.
+        b.expire(499_000_000, &mut n);
+        assert_eq!(n.lost, 0);
+        b.expire(501_000_000, &mut n);
+        assert_eq!(n.lost, 1);
+        b.expire(549_000_000, &mut n);
+        assert_eq!(n.lost, 1);
+        b.expire(551_000_000, &mut n);
+        assert_eq!(n.lost, 2);
+        // Frames 31.. never came, but nothing newer did: not gaps, however late.
+        b.expire(10_000_000_000, &mut n);
+        assert_eq!(n.lost, 2);
+        let t = b.totals();
+        // Member 0 got none of member 1's 40 frames (it had joined before member 1's
+        // frame 0), member 1 28 of member 0's 39 after frame 0: the end counts what
+        // the intervals did not.
+        assert_eq!(t.expected - t.received, 40 + 11);
+        assert_eq!(t.lost_at_end, 40 + 11 - 2);
+        // Under --aggregate the windows only deduplicate fan-out: nothing expires.
+        let mut a = FrameBook::new(grid, 0, 2, false, grid.tick_ns, d).aggregated();
+        let mut n = FrameCounters::default();
+        a.expire(10_000_000_000, &mut n);
+        assert_eq!(n.lost, 0);
     }
 
     #[test]

@@ -98,7 +98,9 @@ impl Hooks for FrameWorker<'_> {
         }
     }
 
-    fn before_snapshot(&mut self) {
+    fn before_snapshot(&mut self, end: Nanos) {
+        // Gaps whose time is up count lost in this interval.
+        self.book.expire(end, &mut self.out.counters.frames);
         self.set_active();
         self.note_deviation();
     }
