@@ -77,6 +77,13 @@ fn grpc_frames(port: u16, extra: &[&str]) -> (std::process::Output, serde_json::
     (out, v)
 }
 
+/// The frames report's count `k`.
+fn count(fr: &serde_json::Value, k: &str) -> u64 {
+    fr[k]
+        .as_u64()
+        .unwrap_or_else(|| panic!("frames.{k} in {fr}"))
+}
+
 #[test]
 fn every_planned_frame_crosses_grpcio_rooms_on_streams_of_shared_connections() {
     let _g = load_lock();
@@ -84,11 +91,7 @@ fn every_planned_frame_crosses_grpcio_rooms_on_streams_of_shared_connections() {
     let (out, v) = grpc_frames(port, &["--grpc", "blaster.Room/Join"]);
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let fr = &v["frames"];
-    let n = |k: &str| {
-        fr[k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("frames.{k} in {fr}"))
-    };
+    let n = |k: &str| count(fr, k);
     let planned = CONNECTIONS * MEMBERS * TICKS;
     assert_eq!(fr["proto"], "grpc");
     assert_eq!(n("members_per_connection"), MEMBERS);
@@ -179,11 +182,7 @@ fn the_sinks_grpc_rooms_carry_every_frame_of_a_run() {
     let (out, v) = grpc_frames(port, &["--grpc", "blaster.Room/Join"]);
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     let fr = &v["frames"];
-    let n = |k: &str| {
-        fr[k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("frames.{k} in {fr}"))
-    };
+    let n = |k: &str| count(fr, k);
     let planned = CONNECTIONS * MEMBERS * TICKS;
     assert_eq!(
         (n("sent"), n("not_sent"), n("flow_stalled")),
