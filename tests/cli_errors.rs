@@ -1014,11 +1014,6 @@ fn bad_grpc_frames_flags_are_one_line_usage_errors() {
         "--grpc: with --workload frames, needs --frame-proto grpc (each member a bidi call)",
     );
     expect(
-        &frames(&["--frame-proto", "grpc", "--grpc", "a.B/C", "--tls"]),
-        2,
-        "--tls: --frame-proto grpc speaks h2c (HTTP/2 with prior knowledge); over TLS not yet",
-    );
-    expect(
         &frames(&["--frame-proto", "grpc", "--grpc", "nope"]),
         2,
         "--grpc: expected SERVICE/METHOD such as helloworld.Greeter/SayHello, got \"nope\"",

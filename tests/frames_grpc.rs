@@ -21,13 +21,18 @@ const ROOM: u64 = 4;
 const TICKS: u64 = 60;
 
 fn room_server() -> (Server, u16) {
+    room_server_with(&[])
+}
+
+/// The grpcio room server with `extra` arguments after its port (see its usage).
+fn room_server_with(extra: &[&str]) -> (Server, u16) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/grpc/room_server.py"
     );
     let port = free_port();
     let mut cmd = Command::new(python_with_grpcio());
-    cmd.args([script, &port.to_string()]);
+    cmd.args([script, &port.to_string()]).args(extra);
     (spawn(&mut cmd, None, port), port)
 }
 
@@ -114,6 +119,87 @@ fn every_planned_frame_crosses_grpcio_rooms_on_streams_of_shared_connections() {
     assert_eq!(fr["residency"]["disconnects"], 0, "{fr}");
 }
 
+/// Every planned frame sent and received once, nothing lost, foreign or duplicated,
+/// and one join per connection.
+fn assert_every_frame(v: &serde_json::Value) {
+    let fr = &v["frames"];
+    let n = |k: &str| count(fr, k);
+    let planned = CONNECTIONS * MEMBERS * TICKS;
+    assert_eq!(
+        (n("sent"), n("not_sent"), n("flow_stalled")),
+        (planned, 0, 0),
+        "{fr}"
+    );
+    assert_eq!(
+        (
+            n("expected"),
+            n("received"),
+            n("lost"),
+            n("foreign"),
+            n("duplicates")
+        ),
+        (planned * (ROOM - 1), planned * (ROOM - 1), 0, 0, 0),
+        "{fr}"
+    );
+    assert_eq!(fr["join"]["joined"], CONNECTIONS, "{}", fr["join"]);
+}
+
+/// `--tls`: the calls go over h2 (ALPN `h2`, `:scheme https`) to grpcio's TLS port,
+/// which refuses a client that does not offer h2, and to the sink's gRPC rooms
+/// behind its TLS front; each connection made one full handshake.
+#[test]
+fn frames_cross_grpc_rooms_over_tls_to_grpcio_and_the_sink() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = common::servers::self_signed(dir.path());
+    let (_s, grpcio_port) = room_server_with(&["room", &cert, &key]);
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--http2",
+        "--tls",
+        "--cert",
+        &cert,
+        "--key",
+        &key,
+        "--room-size",
+        "4",
+        "--members-per-connection",
+        "5",
+    ]);
+    let sink_port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    for (server, port) in [("grpcio", grpcio_port), ("sink", sink_port)] {
+        let (out, v) = grpc_frames(
+            port,
+            &["--grpc", "blaster.Room/Join", "--tls", "--tls-ca", &cert],
+        );
+        assert!(
+            matches!(out.status.code(), Some(0 | 3)),
+            "{server}: {}",
+            stderr(&out)
+        );
+        assert_every_frame(&v);
+        assert_eq!(
+            v["tls"]["handshakes_full"], CONNECTIONS,
+            "{server}: {}",
+            v["tls"]
+        );
+    }
+    // A TLS server that does not choose h2 (the sink's echo front offers no ALPN).
+    let plain = Sink::start(&["--tls", "--cert", &cert, "--key", &key]);
+    let port: u16 = plain.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let (out, _) = grpc_frames(
+        port,
+        &["--grpc", "blaster.Room/Join", "--tls", "--tls-ca", &cert],
+    );
+    let e = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("the server did not choose h2 over ALPN") && e.lines().count() == 1,
+        "{e}"
+    );
+}
+
 #[test]
 fn refused_calls_and_a_server_that_is_not_http2_fail_in_one_line() {
     let _g = load_lock();
@@ -181,25 +267,7 @@ fn the_sinks_grpc_rooms_carry_every_frame_of_a_run() {
     let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
     let (out, v) = grpc_frames(port, &["--grpc", "blaster.Room/Join"]);
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
-    let fr = &v["frames"];
-    let n = |k: &str| count(fr, k);
-    let planned = CONNECTIONS * MEMBERS * TICKS;
-    assert_eq!(
-        (n("sent"), n("not_sent"), n("flow_stalled")),
-        (planned, 0, 0)
-    );
-    assert_eq!(
-        (
-            n("expected"),
-            n("received"),
-            n("lost"),
-            n("foreign"),
-            n("duplicates")
-        ),
-        (planned * (ROOM - 1), planned * (ROOM - 1), 0, 0, 0),
-        "{fr}"
-    );
-    assert_eq!(fr["join"]["joined"], CONNECTIONS, "{}", fr["join"]);
+    assert_every_frame(&v);
 }
 
 #[test]

@@ -163,6 +163,7 @@ pub fn fuzz_frame_proto(kind: blaster::proto::frame_proto::FrameProtoKind, data:
         spec.grpc = Some(blaster::proto::frame_proto::GrpcSpec {
             path: "/blaster.Room/Join".into(),
             metadata: blaster::proto::frame_proto::grpc::metadata_default(),
+            scheme: "http",
         });
     }
     drive_frames(&spec, role, join, input.rest(), seed);

@@ -71,6 +71,16 @@ pub fn command(a: &SinkArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError
     .map_err(RunError::from)?;
     let rss_before_start = crate::metrics::host::rss_bytes().unwrap_or(0);
     let sink = crate::sink::start(&cfg).map_err(RunError::from)?;
+    // gRPC rooms over TLS: the front offers h2 alone, as gRPC clients require.
+    let tls = tls.map(|config| {
+        if a.http2 {
+            let mut c = (*config).clone();
+            c.alpn_protocols = vec![b"h2".to_vec()];
+            Arc::new(c)
+        } else {
+            config
+        }
+    });
     let front = match tls {
         Some(config) => Some(
             crate::sink::tls_front::TlsFront::start(public, sink.local_addr(), config).map_err(

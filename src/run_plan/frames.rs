@@ -298,12 +298,6 @@ fn grpc_spec(a: &RunArgs, kind: FrameProtoKind) -> Result<Option<GrpcSpec>, Plan
             "grpc needs --grpc SERVICE/METHOD: the bidirectional streaming method each member calls",
         ));
     };
-    if a.tls.tls {
-        return Err(err(
-            "tls",
-            "--frame-proto grpc speaks h2c (HTTP/2 with prior knowledge); over TLS not yet",
-        ));
-    }
     let path = crate::proto::grpc::path(method).map_err(|m| err("grpc", m))?;
     let metadata = if a.load.grpc_metadata.is_empty() {
         grpc::metadata_default()
@@ -315,7 +309,11 @@ fn grpc_spec(a: &RunArgs, kind: FrameProtoKind) -> Result<Option<GrpcSpec>, Plan
             .collect::<Result<_, _>>()
             .map_err(|m| err("grpc-metadata", m))?
     };
-    Ok(Some(GrpcSpec { path, metadata }))
+    Ok(Some(GrpcSpec {
+        path,
+        metadata,
+        scheme: if a.tls.tls { "https" } else { "http" },
+    }))
 }
 
 /// A [`SpecError`] (which names its flag) as the plan's usage error.

@@ -124,11 +124,11 @@ fn sink_broadcast(
             "needs TCP and relayed frames (not --udp, not --aggregate)",
         ));
     }
-    if a.http2 && (a.udp || aggregate.is_some() || a.tls) {
+    if a.http2 && (a.udp || aggregate.is_some()) {
         return Err(err(
             "http2",
-            "gRPC rooms (--mode broadcast --http2) relay each frame over h2c: not with \
-             --udp, --aggregate or --tls",
+            "gRPC rooms (--mode broadcast --http2) relay each frame over HTTP/2 on TCP: \
+             not with --udp or --aggregate",
         ));
     }
     Ok(Some(BroadcastConfig {

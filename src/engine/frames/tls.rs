@@ -234,6 +234,14 @@ impl FrameWorker<'_> {
             Ok(Shake::Done { resumed }) => {
                 let took = self.clock.between_ns(s.tls.started, self.clock.ticks());
                 self.out.tls_opened(took.max(1), resumed);
+                if self.fp.spec.kind == FrameProtoKind::Grpc && !s.tls.alpn_h2 {
+                    self.tls_failed(
+                        c,
+                        TlsFailure::AlertNoApplicationProtocol,
+                        "the server did not choose h2 over ALPN: it does not serve HTTP/2 over TLS here",
+                    );
+                    return false;
+                }
                 self.tls_flush_out(c); // the client's Finished
                 self.session_open(c, now);
                 self.conns[c as usize].fd != -1

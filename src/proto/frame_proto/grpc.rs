@@ -112,6 +112,8 @@ pub struct GrpcSpec {
     /// `/SERVICE/METHOD`.
     pub path: String,
     pub metadata: Vec<Metadata>,
+    /// `:scheme`: `https` over TLS (ALPN `h2`), `http` for h2c.
+    pub scheme: &'static str,
 }
 
 /// A member's DATA frame being read.
@@ -406,7 +408,7 @@ impl<'s> GrpcCodec<'s> {
                 &mut block,
                 &[
                     (":method", "POST"),
-                    (":scheme", "http"),
+                    (":scheme", g.scheme),
                     (":path", &g.path),
                     (":authority", &self.spec.host),
                     ("content-type", "application/grpc"),
@@ -850,6 +852,7 @@ mod tests {
                     .map(|m| Metadata::parse(m).unwrap())
                     .collect()
             },
+            scheme: "http",
         });
         s
     }

@@ -681,6 +681,7 @@ mod tests {
                     s.grpc = Some(GrpcSpec {
                         path: "/blaster.Room/Join".into(),
                         metadata: grpc::metadata_default(),
+                        scheme: "http",
                     });
                 }
                 s
