@@ -1014,6 +1014,23 @@ fn bad_grpc_frames_flags_are_one_line_usage_errors() {
         "--grpc: with --workload frames, needs --frame-proto grpc (each member a bidi call)",
     );
     expect(
+        &frames(&["--frame-proto", "nats", "--h2-keepalive", "1s"]),
+        2,
+        "--h2-keepalive: with --workload frames, needs --frame-proto grpc (PINGs are HTTP/2's)",
+    );
+    expect(
+        &frames(&[
+            "--frame-proto",
+            "grpc",
+            "--grpc",
+            "a.B/C",
+            "--h2-keepalive",
+            "5ms",
+        ]),
+        2,
+        "--h2-keepalive: at least 10ms, got 5ms",
+    );
+    expect(
         &frames(&["--frame-proto", "grpc", "--grpc", "nope"]),
         2,
         "--grpc: expected SERVICE/METHOD such as helloworld.Greeter/SayHello, got \"nope\"",

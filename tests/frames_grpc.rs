@@ -39,6 +39,15 @@ fn room_server_with(extra: &[&str]) -> (Server, u16) {
 /// A frames run over gRPC against `port` with `extra` flags: the exit status, its
 /// stderr and the JSON (Null when none was written).
 fn grpc_frames(port: u16, extra: &[&str]) -> (std::process::Output, serde_json::Value) {
+    grpc_frames_ticking(port, "50ms", extra)
+}
+
+/// As [`grpc_frames`], a tick of `tick`.
+fn grpc_frames_ticking(
+    port: u16,
+    tick: &str,
+    extra: &[&str],
+) -> (std::process::Output, serde_json::Value) {
     let (_d, json) = tmp_json();
     let target = format!("127.0.0.1:{port}");
     let (c, m, r) = (
@@ -63,7 +72,7 @@ fn grpc_frames(port: u16, extra: &[&str]) -> (std::process::Output, serde_json::
         "--room-size",
         &r,
         "--tick",
-        "50ms",
+        tick,
         "--duration",
         "3s",
         "--frame-budget",
@@ -198,6 +207,71 @@ fn frames_cross_grpc_rooms_over_tls_to_grpcio_and_the_sink() {
         e.contains("the server did not choose h2 over ALPN") && e.lines().count() == 1,
         "{e}"
     );
+}
+
+/// `--h2-keepalive`: with a 1 s tick a connection is quiet between ticks, so it sends
+/// PINGs, which the sink acknowledges, every one; without the flag, none. grpcio told
+/// to allow one PING a minute without data ends the connections with GOAWAY
+/// ENHANCE_YOUR_CALM, and the run names it.
+#[test]
+fn keepalive_pings_on_quiet_connections_are_acknowledged_and_a_strict_server_is_named() {
+    let _g = load_lock();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--http2",
+        "--room-size",
+        "4",
+        "--members-per-connection",
+        "5",
+    ]);
+    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let join = ["--grpc", "blaster.Room/Join"];
+    let (out, v) = grpc_frames_ticking(
+        port,
+        "1s",
+        &[&join[..], &["--h2-keepalive", "100ms"]].concat(),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let fr = &v["frames"];
+    let n = |k: &str| count(fr, k);
+    let planned = CONNECTIONS * MEMBERS * 3;
+    assert_eq!(
+        (n("sent"), n("received")),
+        (planned, planned * (ROOM - 1)),
+        "{fr}"
+    );
+    // About 900 ms quiet per tick and connection: at least 2 PINGs in each (due
+    // 100 ms after the last receive, its ACK included, looked at every 50 ms).
+    assert!(n("pings_sent") >= CONNECTIONS * 3 * 2, "{fr}");
+    assert_eq!(n("pings_acked"), n("pings_sent"), "{fr}");
+    let (_, v) = grpc_frames_ticking(port, "1s", &join);
+    assert_eq!(count(&v["frames"], "pings_sent"), 0, "{}", v["frames"]);
+    drop(sink);
+
+    // grpcio: PINGs within a minute without data are strikes, the second ends it.
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/grpc/room_server.py"
+    );
+    let port = free_port();
+    let mut cmd = Command::new(python_with_grpcio());
+    cmd.args([script, &port.to_string()])
+        .env("ROOM_SERVER_PING_STRIKES", "1");
+    let _s = spawn(&mut cmd, None, port);
+    let (out, v) = grpc_frames_ticking(
+        port,
+        "1s",
+        &[&join[..], &["--h2-keepalive", "10ms"]].concat(),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    assert_eq!(
+        v["first_protocol_error"],
+        "grpc the server sent GOAWAY (ENHANCE_YOUR_CALM): too_many_pings",
+        "{}",
+        v["frames"]
+    );
+    assert!(count(&v["frames"], "pings_sent") > 0);
 }
 
 #[test]

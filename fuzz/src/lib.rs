@@ -164,6 +164,7 @@ pub fn fuzz_frame_proto(kind: blaster::proto::frame_proto::FrameProtoKind, data:
             path: "/blaster.Room/Join".into(),
             metadata: blaster::proto::frame_proto::grpc::metadata_default(),
             scheme: "http",
+            keepalive_ns: None,
         });
     }
     drive_frames(&spec, role, join, input.rest(), seed);

@@ -421,6 +421,9 @@ pub struct FrameCounters {
     /// gRPC: frames that waited for the server's HTTP/2 flow-control window before
     /// going out (counted when they start waiting; they show as arrival deviation).
     pub flow_stalled: u64,
+    /// `--h2-keepalive` (gRPC frames): PINGs sent, and those acknowledged.
+    pub pings_sent: u64,
+    pub pings_acked: u64,
     /// A gauge, not a count: the connections up when the worker's interval snapshot
     /// was taken (summed over workers it is the interval's `connections_active`;
     /// meaningless summed over intervals).
@@ -442,6 +445,8 @@ impl FrameCounters {
         self.disconnects += o.disconnects;
         self.not_sent += o.not_sent;
         self.flow_stalled += o.flow_stalled;
+        self.pings_sent += o.pings_sent;
+        self.pings_acked += o.pings_acked;
         self.connections_active += o.connections_active;
     }
 }

@@ -42,6 +42,10 @@ pub struct FramesReport {
     /// `--frame-proto grpc`: frames that waited for the server's HTTP/2 flow-control
     /// window (sent late, so they show as arrival deviation, never as loss).
     pub flow_stalled: u64,
+    /// `--h2-keepalive` (gRPC): PINGs sent after a quiet interval, and those the
+    /// server acknowledged.
+    pub pings_sent: u64,
+    pub pings_acked: u64,
     /// Frames the receivers were planned to get (each planned frame times its room's
     /// receivers), and got (first arrivals).
     pub expected: u64,
@@ -263,17 +267,9 @@ fn per_frame(cpu_ns: u64, frames: u64) -> f64 {
     }
 }
 
-/// The `frames` key from the run's merged figures and the workers' totals.
-pub fn build(
-    plan: &RunPlan,
-    total: &Histograms,
-    c: &FrameCounters,
-    totals: &[WorkerTotals],
-    schedule_ns: u64,
-) -> Option<FramesReport> {
-    let fp = plan.frames.as_ref()?;
+/// The workers' frame totals added up.
+fn frame_totals(totals: &[WorkerTotals]) -> FrameTotals {
     let mut t = FrameTotals::default();
-    let busy = busy_cpu(totals);
     for w in totals {
         if let Some(f) = &w.frames {
             t.planned += f.planned;
@@ -294,6 +290,20 @@ pub fn build(
             }
         }
     }
+    t
+}
+
+/// The `frames` key from the run's merged figures and the workers' totals.
+pub fn build(
+    plan: &RunPlan,
+    total: &Histograms,
+    c: &FrameCounters,
+    totals: &[WorkerTotals],
+    schedule_ns: u64,
+) -> Option<FramesReport> {
+    let fp = plan.frames.as_ref()?;
+    let t = frame_totals(totals);
+    let busy = busy_cpu(totals);
     let mut retention: Vec<f64> = t
         .per_receiver
         .iter()
@@ -337,6 +347,8 @@ pub fn build(
         sent: c.sent,
         not_sent: c.not_sent,
         flow_stalled: c.flow_stalled,
+        pings_sent: c.pings_sent,
+        pings_acked: c.pings_acked,
         expected: t.expected,
         received: t.received,
         lost: t.expected - t.received - t.in_flight_at_end,
@@ -442,6 +454,13 @@ pub fn render(f: &FramesReport, w: &mut String) {
             "  flow control: {} frames waited for the server's HTTP/2 window (sent late: \
              arrival deviation, not loss)",
             f.flow_stalled
+        );
+    }
+    if f.pings_sent > 0 {
+        let _ = writeln!(
+            w,
+            "  keepalive: {} PINGs sent (--h2-keepalive), {} acknowledged",
+            f.pings_sent, f.pings_acked
         );
     }
     let _ = writeln!(

@@ -558,6 +558,19 @@ fn conn_life(
 const H2_KEEPALIVE_NS_MIN: u64 = 10_000_000;
 const H2_KEEPALIVE_NS_MAX: u64 = 3_600_000_000_000;
 
+/// `--h2-keepalive D`: a PING on each connection that received nothing for D (10 ms
+/// to an hour).
+pub(super) fn h2_keepalive_ns(a: &RunArgs) -> Result<Option<u64>, PlanError> {
+    let Some(d) = a.load.h2_keepalive.as_deref() else {
+        return Ok(None);
+    };
+    let ns = duration_ns("h2-keepalive", d, H2_KEEPALIVE_NS_MAX)?;
+    if ns < H2_KEEPALIVE_NS_MIN {
+        return Err(err("h2-keepalive", format!("at least 10ms, got {d}")));
+    }
+    Ok(Some(ns))
+}
+
 /// Streams per connection with `--http2` unless `--streams-per-connection` says.
 const HTTP2_STREAMS_DEFAULT: usize = 100;
 
@@ -651,19 +664,7 @@ fn http2_plan(
             ));
         }
     }
-    let keepalive_ns = match &a.h2_keepalive {
-        Some(d) => Some(duration_ns("h2-keepalive", d, H2_KEEPALIVE_NS_MAX)?),
-        None => None,
-    };
-    if keepalive_ns.is_some_and(|ns| ns < H2_KEEPALIVE_NS_MIN) {
-        return Err(err(
-            "h2-keepalive",
-            format!(
-                "at least 10ms, got {}",
-                a.h2_keepalive.as_deref().unwrap_or("")
-            ),
-        ));
-    }
+    let keepalive_ns = h2_keepalive_ns(a)?;
     Ok(Some(crate::engine::worker_plan::Http2Plan {
         scheme,
         grpc: a.grpc.is_some(),

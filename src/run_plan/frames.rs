@@ -290,6 +290,12 @@ fn grpc_spec(a: &RunArgs, kind: FrameProtoKind) -> Result<Option<GrpcSpec>, Plan
                 "with --workload frames, needs --frame-proto grpc (each member a bidi call)",
             ));
         }
+        if a.load.h2_keepalive.is_some() {
+            return Err(err(
+                "h2-keepalive",
+                "with --workload frames, needs --frame-proto grpc (PINGs are HTTP/2's)",
+            ));
+        }
         return Ok(None);
     }
     let Some(method) = a.load.grpc.as_deref() else {
@@ -313,6 +319,7 @@ fn grpc_spec(a: &RunArgs, kind: FrameProtoKind) -> Result<Option<GrpcSpec>, Plan
         path,
         metadata,
         scheme: if a.tls.tls { "https" } else { "http" },
+        keepalive_ns: super::build::h2_keepalive_ns(a)?,
     }))
 }
 

@@ -39,6 +39,7 @@ impl FrameWorker<'_> {
         }
         conn.up = true;
         conn.attempts = 0;
+        (conn.last_rx, conn.ping_out) = (now, false);
         self.down_count -= 1;
         conn.up_since = now;
         let took = self.clock.between_ns(conn.open_t, now_t);

@@ -34,6 +34,7 @@ mod connect;
 pub mod downlink;
 mod io;
 mod join;
+mod keepalive;
 mod lifecycle;
 mod recv;
 mod run;
@@ -127,6 +128,10 @@ struct Conn {
     send_frames: u32,
     /// When its connect was submitted (the join is timed from it).
     open_t: Ticks,
+    /// `--h2-keepalive`: when it last received (or joined), and whether a PING of
+    /// its is unanswered.
+    last_rx: Nanos,
+    ping_out: bool,
 }
 
 /// A connection's join and control bytes (the join exchange, pongs): those in the
@@ -234,6 +239,8 @@ struct FrameWorker<'p> {
     first_errno: Option<i32>,
     first_bad: Option<String>,
     rng: fastrand::Rng,
+    /// `--h2-keepalive` (`--frame-proto grpc`).
+    keepalive: Option<keepalive::Keepalive>,
     /// `--connect-rate`: the next local connection to open (they join in order).
     next_join: usize,
     ramp: bool,
@@ -445,6 +452,12 @@ impl<'p> FrameWorker<'p> {
         let stamped = !udp && !tls;
         let one_per_tick = slots == 1 && fp.grid.room_size == 1 && fp.down_size.is_none();
         let wake_batch = ring.completions_per_wait_max();
+        let keepalive = (lay.codecs.first())
+            .and_then(|c| c.keepalive_ns())
+            .map(|every_ns| keepalive::Keepalive {
+                every_ns,
+                next_scan: 0,
+            });
         Ok(FrameWorker {
             plan,
             members,
@@ -511,6 +524,7 @@ impl<'p> FrameWorker<'p> {
             first_errno: None,
             first_bad: None,
             rng: fastrand::Rng::with_seed(plan.seed ^ plan.index as u64),
+            keepalive,
             next_join: if ramp { 0 } else { members },
             ramp,
         })

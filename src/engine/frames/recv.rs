@@ -78,6 +78,7 @@ impl FrameWorker<'_> {
             return;
         }
         self.out.counters.bytes_received += res as u64;
+        self.conns[c as usize].last_rx = now;
         if self.tls_on(c) {
             return self.tls_on_recv(c, res as usize, now);
         }
@@ -241,7 +242,8 @@ impl FrameWorker<'_> {
                             self.disconnect(c, now);
                             return Ok(pos + consumed - from);
                         }
-                        Control::Pong | Control::Ack { .. } => {}
+                        Control::Pong => self.on_pong(c),
+                        Control::Ack { .. } => {}
                     }
                     pos += consumed;
                 }

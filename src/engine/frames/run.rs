@@ -95,6 +95,7 @@ impl Hooks for FrameWorker<'_> {
     fn scan(&mut self, now: Nanos) {
         if !self.core.stopping {
             self.scan_reopens(now);
+            self.keepalive_scan(now);
         }
     }
 
@@ -111,7 +112,7 @@ impl Hooks for FrameWorker<'_> {
     }
 
     fn timers(&self) -> bool {
-        !self.reopen_q.is_empty()
+        !self.reopen_q.is_empty() || (self.keepalive.is_some() && self.running)
     }
 
     fn completions_per_wake(&self) -> u32 {

@@ -114,6 +114,8 @@ pub struct GrpcSpec {
     pub metadata: Vec<Metadata>,
     /// `:scheme`: `https` over TLS (ALPN `h2`), `http` for h2c.
     pub scheme: &'static str,
+    /// `--h2-keepalive`: a PING on each connection that received nothing for this long.
+    pub keepalive_ns: Option<u64>,
 }
 
 /// A member's DATA frame being read.
@@ -349,6 +351,8 @@ pub struct GrpcCodec<'s> {
     /// backlog was full (kept across reconnects: the run's totals).
     stalled: u64,
     unsent: u64,
+    /// PINGs sent (`--h2-keepalive`), the opaque data of the next.
+    pings: u64,
 }
 
 /// A clone is a fresh adapter: not joined, its counts zero (a joined HTTP/2
@@ -376,10 +380,11 @@ impl<'s> GrpcCodec<'s> {
             st: None,
             stalled: 0,
             unsent: 0,
+            pings: 0,
         }
     }
 
-    fn grpc(&self) -> &GrpcSpec {
+    pub(crate) fn grpc(&self) -> &GrpcSpec {
         self.spec
             .grpc
             .as_ref()
@@ -755,9 +760,11 @@ impl<'s> GrpcCodec<'s> {
         0
     }
 
-    /// No keep-alive: HTTP/2 servers ping, and relayed frames keep the connection busy.
-    pub(crate) fn encode_keepalive(&mut self, _out: &mut [u8]) -> usize {
-        0
+    /// A PING (`--h2-keepalive`), its opaque data the count of PINGs sent before it;
+    /// its ACK comes back as [`Control::Pong`].
+    pub(crate) fn encode_keepalive(&mut self, out: &mut [u8]) -> usize {
+        self.pings += 1;
+        frame::write_ping(out, self.pings.to_be_bytes(), false).expect("17 bytes fit")
     }
 
     /// A GOAWAY needs no answer: the engine closes the socket.
@@ -853,6 +860,7 @@ mod tests {
                     .collect()
             },
             scheme: "http",
+            keepalive_ns: None,
         });
         s
     }

@@ -527,13 +527,13 @@ impl<'s> FrameProto<'s> {
         }
     }
 
-    /// Longest silence the server allows from this client before dropping it (MQTT
-    /// keep-alive; the broker waits 1.5 times it): send a keep-alive after this much.
+    /// How long a connection may receive nothing before it sends a keep-alive
+    /// ([`FrameProto::encode_keepalive`]; its answer is a [`Control::Pong`]): gRPC's
+    /// `--h2-keepalive` PINGs. None for the others: their frames every tick keep the
+    /// connection alive (MQTT's keep-alive counts the client's packets).
     pub fn keepalive_ns(&self) -> Option<u64> {
         match self {
-            FrameProto::Mqtt(c) if c.spec.keepalive_s > 0 => {
-                Some(u64::from(c.spec.keepalive_s) * 1_000_000_000)
-            }
+            FrameProto::Grpc(c) => c.grpc().keepalive_ns,
             _ => None,
         }
     }
@@ -682,6 +682,7 @@ mod tests {
                         path: "/blaster.Room/Join".into(),
                         metadata: grpc::metadata_default(),
                         scheme: "http",
+                        keepalive_ns: None,
                     });
                 }
                 s
