@@ -2,7 +2,8 @@
 /blaster.Echo/Say with an empty message at RATE calls/s for SECONDS on CONNS channels
 (round robin), each call issued at its absolute instant (start + i / RATE) with
 `future()`, so a slow answer never delays the next call. Prints
-"calls N ok M achieved R" when every call has ended.
+"calls N ok M achieved R p99_ms P" when every call has ended, P the 99th percentile of
+the calls' latencies counted from their intended instants (as blaster counts).
 
 usage: grpc_peer.py HOST:PORT RATE SECONDS CONNS"""
 import sys
@@ -20,14 +21,19 @@ def main():
              for c in chans]
     n = int(rate * secs)
     ok = [0]
+    lat = []
     done = threading.Semaphore(0)
     lock = threading.Lock()
 
-    def ended(f):
-        if f.code() == grpc.StatusCode.OK:
-            with lock:
-                ok[0] += 1
-        done.release()
+    def ended_at(due):
+        def ended(f):
+            took = time.perf_counter() - due
+            if f.code() == grpc.StatusCode.OK:
+                with lock:
+                    ok[0] += 1
+                    lat.append(took)
+            done.release()
+        return ended
 
     start = time.perf_counter()
     for i in range(n):
@@ -35,11 +41,13 @@ def main():
         wait = due - time.perf_counter()
         if wait > 0:
             time.sleep(wait)
-        calls[i % conns].future(b"", timeout=10).add_done_callback(ended)
+        calls[i % conns].future(b"", timeout=10).add_done_callback(ended_at(due))
     for _ in range(n):
         done.acquire()
     elapsed = time.perf_counter() - start
-    print(f"calls {n} ok {ok[0]} achieved {ok[0] / elapsed:.0f}")
+    lat.sort()
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3 if lat else float("nan")
+    print(f"calls {n} ok {ok[0]} achieved {ok[0] / elapsed:.0f} p99_ms {p99:.1f}")
 
 
 if __name__ == "__main__":

@@ -517,6 +517,54 @@ fn grpc_unary_calls_against_the_sink() {
     );
 }
 
+/// The open-loop truth over gRPC (issue 35's benchmark, bar truth-http-stall for
+/// HTTP/1.1): the sink's HTTP/2 front freezing S = 1 s every T = 10 s delays S/T = 10%
+/// of calls uniformly on (0, S], so p99 = S (1 - 0.01 T / S) = 0.9 s, counted from
+/// each call's intended send. Only a run whose generator fell behind is retried.
+#[test]
+fn grpc_calls_through_a_stalling_sink_give_the_analytic_p99() {
+    let _g = load_lock();
+    let sink = Sink::start(&[
+        "--http2",
+        "--stall",
+        "1s",
+        "--every",
+        "10s",
+        "--duration",
+        "5m",
+    ]);
+    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    on_a_quiet_host(
+        "grpc_calls_through_a_stalling_sink_give_the_analytic_p99",
+        &RATE_ON_CORES_0_1,
+        || {
+            let v = h2_run(
+                port,
+                &[
+                    "--grpc",
+                    "blaster.Echo/Say",
+                    "--rate",
+                    "2000",
+                    "--duration",
+                    "10s",
+                    "--connections",
+                    "16",
+                    "--max-lag",
+                    "20ms",
+                ],
+            );
+            generator_kept_up(&v)?;
+            assert_all_completed(&v, 20_000.0);
+            let p99 = f(&v, "latency_ns.p99") / 1e9;
+            assert!(
+                (0.81..=0.99).contains(&p99),
+                "latency p99 {p99} s, expected 0.9 s +- 10%"
+            );
+            Ok(())
+        },
+    );
+}
+
 /// `blaster --grpc ...` and `blaster --http2` (no target): the loopback baseline
 /// against the sink's HTTP/2 front, nothing outside. Whatever the shared host lets the
 /// steps reach, the summary gives an HTTP/2 figure, and no step had an error. A lax

@@ -658,6 +658,7 @@ fn start_sink(plan: &RunPlan, sink_cores: &[usize]) -> Result<BaselineSink, RunE
             // Reopens after a GOAWAY overlap the closes they replace.
             connections_max: plan.connections * 2 + 16,
             cores: sink_cores.to_vec(),
+            stall: None,
         };
         let h2 = H2Front::start(local, opts).map_err(|e| RunError::BaselineFront("HTTP/2", e))?;
         return Ok(BaselineSink {

@@ -39,7 +39,6 @@ fn http2_answer(a: &SinkArgs) -> Result<(Answer, u32), AppError> {
     let unsupported = [
         ("delay", a.delay.is_some()),
         ("delay-dist", a.delay_dist.is_some()),
-        ("stall", a.stall.is_some()),
         ("close-every", a.close_every.is_some()),
         ("reset-ratio", a.reset_ratio != 0.0),
         ("request-size", a.request_size != 0),
@@ -48,7 +47,8 @@ fn http2_answer(a: &SinkArgs) -> Result<(Answer, u32), AppError> {
     ];
     if let Some((flag, _)) = unsupported.iter().find(|(_, set)| *set) {
         return usage(format!(
-            "--{flag}: not with --http2 (its front serves modes echo and fixed:N, no faults)"
+            "--{flag}: not with --http2 (its front serves modes echo and fixed:N; of the \
+             faults, --stall only)"
         ));
     }
     let streams = a.max_concurrent_streams.unwrap_or(256);
@@ -79,6 +79,7 @@ pub fn command(
         tls,
         connections_max: cfg.max_connections_per_core * cfg.cores.len(),
         cores: cfg.cores.clone(),
+        stall: cfg.stall,
     };
     let front = H2Front::start(cfg.listen, opts).map_err(|source| RunError::SinkHttp2Front {
         addr: cfg.listen,

@@ -11,6 +11,7 @@
 //! write (bounded by [`WRITE_TIMEOUT`]), so a client that neither reads nor closes
 //! holds its own connection's thread only.
 
+use super::stall::{Phase, Stall};
 use crate::proto::h2::server::{Answer, ServerConn, ServerSettings, ServerStats};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -40,6 +41,10 @@ pub struct H2Options {
     pub connections_max: usize,
     /// Cores the front's threads run on (empty: where the kernel puts them).
     pub cores: Vec<usize>,
+    /// `--stall S --every P`: every connection's thread freezes for S once every P
+    /// (the io_uring sink's windows, [`super::stall`]): what arrives meanwhile is read
+    /// and answered after it.
+    pub stall: Option<(Duration, Duration)>,
 }
 
 /// The front's counts since it started.
@@ -143,11 +148,12 @@ impl H2Front {
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared::default());
         let (s, sh) = (stop.clone(), shared.clone());
+        let stall = (opts.stall).map(|(freeze, period)| Stall::new(Instant::now(), freeze, period));
         let accept = std::thread::Builder::new()
             .name("blaster-sink-h2".into())
             .spawn(move || {
                 super::tls_front::confine(&opts.cores);
-                accept_loop(&listener, &opts, &s, &sh)
+                accept_loop(&listener, &opts, &s, &sh, stall.as_ref())
             })?;
         Ok(H2Front {
             addr,
@@ -187,7 +193,13 @@ impl Drop for H2Front {
     }
 }
 
-fn accept_loop(listener: &TcpListener, opts: &H2Options, stop: &AtomicBool, shared: &Arc<Shared>) {
+fn accept_loop(
+    listener: &TcpListener,
+    opts: &H2Options,
+    stop: &AtomicBool,
+    shared: &Arc<Shared>,
+    stall: Option<&Stall>,
+) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     let stop_all = Arc::new(AtomicBool::new(false));
     while !stop.load(Ordering::Relaxed) {
@@ -202,10 +214,11 @@ fn accept_loop(listener: &TcpListener, opts: &H2Options, stop: &AtomicBool, shar
                 shared.accepted.fetch_add(1, Ordering::Relaxed);
                 shared.open.fetch_add(1, Ordering::Relaxed);
                 let (o, sh, st) = (opts.clone(), shared.clone(), stop_all.clone());
+                let stall = stall.cloned();
                 let h = std::thread::Builder::new()
                     .name("blaster-sink-hc".into())
                     .spawn(move || {
-                        serve(client, &o, &sh, &st);
+                        serve(client, &o, &sh, &st, stall.as_ref());
                         sh.open.fetch_sub(1, Ordering::Relaxed);
                     });
                 match h {
@@ -221,6 +234,16 @@ fn accept_loop(listener: &TcpListener, opts: &H2Options, stop: &AtomicBool, shar
     stop_all.store(true, Ordering::Relaxed);
     for h in conns {
         let _ = h.join();
+    }
+}
+
+/// Arms `stall` at the first request byte and, inside a freeze window, sleeps to its
+/// end: what was read is answered after it.
+fn freeze_if_due(stall: &Stall) {
+    stall.mark_first_byte();
+    if let Phase::Frozen { until_ns } = stall.phase(stall.now_ns()) {
+        let until = stall.instant_at(until_ns);
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
     }
 }
 
@@ -309,7 +332,13 @@ fn flush_tls(tls: &mut rustls::ServerConnection, s: &mut TcpStream) -> Result<()
 
 /// Serves one connection until the client closes, a protocol error, or the stop
 /// (graceful GOAWAY, then [`DRAIN_TIMEOUT`] for streams under way).
-fn serve(client: TcpStream, opts: &H2Options, shared: &Shared, stop: &AtomicBool) {
+fn serve(
+    client: TcpStream,
+    opts: &H2Options,
+    shared: &Shared,
+    stop: &AtomicBool,
+    stall: Option<&Stall>,
+) {
     let _ = client.set_nodelay(true);
     let _ = client.set_write_timeout(Some(WRITE_TIMEOUT));
     let transport = match &opts.tls {
@@ -326,7 +355,7 @@ fn serve(client: TcpStream, opts: &H2Options, shared: &Shared, stop: &AtomicBool
         },
     };
     let mut conn = ServerConn::new(opts.settings, opts.answer);
-    if let Err(Failure::Handshake) = exchange(transport, &mut conn, shared, stop) {
+    if let Err(Failure::Handshake) = exchange(transport, &mut conn, shared, stop, stall) {
         shared.handshakes_failed.fetch_add(1, Ordering::Relaxed);
     }
     shared.add(&conn.take_stats());
@@ -337,6 +366,7 @@ fn exchange(
     conn: &mut ServerConn,
     shared: &Shared,
     stop: &AtomicBool,
+    stall: Option<&Stall>,
 ) -> Result<(), Failure> {
     let mut input: Vec<u8> = Vec::with_capacity(READ_BYTES);
     let mut buf = vec![0u8; READ_BYTES];
@@ -376,6 +406,9 @@ fn exchange(
         shared
             .bytes_received
             .fetch_add((input.len() - before) as u64, Ordering::Relaxed);
+        if let Some(s) = stall {
+            freeze_if_due(s);
+        }
         match conn.receive(&input) {
             Ok(n) => {
                 input.drain(..n);
@@ -404,6 +437,7 @@ mod tests {
                 tls: None,
                 connections_max: 2,
                 cores: vec![],
+                stall: None,
             },
         )
         .unwrap()
