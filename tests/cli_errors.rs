@@ -951,6 +951,13 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         2,
         "--streams-per-connection: must be between 1 and 1024, got 0",
     );
+    let templated = format!("{}{{rand:4}}", "a".repeat(16_384));
+    expect(
+        &run_with(&["--http2", "--http", "POST /", "--body", &templated]),
+        2,
+        "--body: with --http2 a body with placeholders is at most 16384 bytes (one DATA \
+         frame); without placeholders up to 16777216",
+    );
     expect(
         &run_with(&["--http2", "--http", "GET /", "--pipeline", "4"]),
         2,

@@ -12,6 +12,11 @@ use std::time::Duration;
 
 /// nghttpd serving a 5-byte `index.html` over h2c.
 fn nghttpd() -> (Server, u16) {
+    nghttpd_with(&[])
+}
+
+/// nghttpd with `extra` options before its port.
+fn nghttpd_with(extra: &[&str]) -> (Server, u16) {
     let bin = require("nghttpd", "nghttp2-server");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("index.html"), "hello").unwrap();
@@ -19,6 +24,7 @@ fn nghttpd() -> (Server, u16) {
     let mut cmd = Command::new(bin);
     cmd.args(["--no-tls", "-d"])
         .arg(dir.path())
+        .args(extra)
         .arg(port.to_string())
         .current_dir(dir.path());
     let s = spawn(&mut cmd, Some(dir), port);
@@ -71,6 +77,71 @@ fn assert_all_completed(v: &serde_json::Value, n: f64) {
         v["first_protocol_error"].is_null(),
         "{}",
         v["first_protocol_error"]
+    );
+}
+
+/// Bodies beyond one DATA frame go out in frames of at most 16 KiB as the windows
+/// open: nghttpd with 16 KiB stream and 64 KiB connection windows echoes 200 KB bodies
+/// whole (its WINDOW_UPDATEs let them continue: flow-control stalls counted), and
+/// grpcio accepts a 100,000-byte message only when every byte arrived in order.
+#[test]
+fn bodies_beyond_one_frame_go_out_as_the_windows_open() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.bin");
+    let body: Vec<u8> = (0..200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    std::fs::write(&big, &body).unwrap();
+    let (_s, port) = nghttpd_with(&["--echo-upload", "-w", "14", "-W", "16"]);
+    let v = h2_run(
+        port,
+        &[
+            "--http",
+            "POST /index.html",
+            "--body-file",
+            big.to_str().unwrap(),
+            "--rate",
+            "50",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+        ],
+    );
+    assert_all_completed(&v, 100.0);
+    assert_eq!(v["http"]["status_classes"]["2xx"], 100, "{}", v["http"]);
+    assert!(f(&v, "bytes.sent") > 100.0 * 200_000.0, "{}", v["bytes"]);
+    assert!(
+        f(&v, "bytes.received") > 100.0 * 200_000.0,
+        "{}",
+        v["bytes"]
+    );
+    assert!(f(&v, "http2.flow_stalls") > 0.0, "{}", v["http2"]);
+
+    let expected = "x".repeat(100_000);
+    let (_g2, port) = grpcio_server(&expected, &[]);
+    let msg = dir.path().join("msg.bin");
+    std::fs::write(&msg, &expected).unwrap();
+    let v = h2_run(
+        port,
+        &[
+            "--grpc",
+            "blaster.Echo/Check",
+            "--grpc-message",
+            msg.to_str().unwrap(),
+            "--rate",
+            "50",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+        ],
+    );
+    assert_all_completed(&v, 100.0);
+    assert_eq!(
+        v["http2"]["grpc"]["status_codes"],
+        serde_json::json!({"OK": 100}),
+        "{}",
+        v["http2"]
     );
 }
 

@@ -156,6 +156,31 @@ impl Template {
             .sum()
     }
 
+    /// What follows the first `sep` of every rendering, when that is the same bytes in
+    /// all of them: `sep` lies in a literal part and only literal parts follow it (an
+    /// HTTP/1.1 request's body after `\r\n\r\n`, whatever placeholders its headers
+    /// carry). `None` when a placeholder follows, or no literal part holds `sep`.
+    pub fn static_after(&self, sep: &[u8]) -> Option<&[u8]> {
+        let i = self.segments.iter().position(|s| match s {
+            Segment::Literal(r) => self.text[r.clone()].windows(sep.len()).any(|w| w == sep),
+            _ => false,
+        })?;
+        if !self.segments[i + 1..]
+            .iter()
+            .all(|s| matches!(s, Segment::Literal(_)))
+        {
+            return None;
+        }
+        let Segment::Literal(r) = &self.segments[i] else {
+            unreachable!("found above")
+        };
+        let at = self.text[r.clone()]
+            .windows(sep.len())
+            .position(|w| w == sep)
+            .expect("found above");
+        Some(&self.text[r.start + at + sep.len()..])
+    }
+
     /// The rendering of a static template (its literal bytes).
     pub fn static_bytes(&self) -> &[u8] {
         &self.text
@@ -276,5 +301,22 @@ mod tests {
         };
         assert_eq!(render(&t, ctx).len(), t.max_len());
         assert_eq!(write_u64(0, &mut [0u8; 20]), 1);
+    }
+
+    #[test]
+    fn static_after_is_the_body_when_only_literals_follow_the_blank_line() {
+        let t = Template::parse(b"POST /{seq} HTTP/1.1\r\nx: {rand:4}\r\n\r\n").unwrap();
+        assert_eq!(
+            t.then_literal(b"body").static_after(b"\r\n\r\n"),
+            Some(&b"body"[..])
+        );
+        let t = Template::parse(b"POST / HTTP/1.1\r\n\r\nid={seq}").unwrap();
+        assert_eq!(t.static_after(b"\r\n\r\n"), None);
+        let t = Template::parse(b"POST / HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!(t.static_after(b"\r\n\r\n"), Some(&b""[..]));
+        assert_eq!(
+            Template::parse(b"{seq}").unwrap().static_after(b"\r\n\r\n"),
+            None
+        );
     }
 }

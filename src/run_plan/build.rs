@@ -654,11 +654,28 @@ fn http2_plan(
         );
         let body = block_from_http1(&out[..n], scheme, &mut block)
             .map_err(|m| err("http2", format!("request {:?}: {m}", e.name)))?;
-        if body.len() > crate::proto::h2::FRAME_SIZE_MIN as usize {
+        let flag = if a.grpc.is_some() {
+            "grpc-message"
+        } else {
+            "body"
+        };
+        if body.len() > HTTP2_BODY_BYTES_MAX {
             return Err(err(
-                "body",
+                flag,
                 format!(
-                    "with --http2 a request body is at most {} bytes (one DATA frame)",
+                    "with --http2 a request body is at most {HTTP2_BODY_BYTES_MAX} bytes, got {}",
+                    body.len()
+                ),
+            ));
+        }
+        if body.len() > crate::proto::h2::FRAME_SIZE_MIN as usize
+            && e.template.static_after(b"\r\n\r\n").is_none()
+        {
+            return Err(err(
+                flag,
+                format!(
+                    "with --http2 a body with placeholders is at most {} bytes (one DATA \
+                     frame); without placeholders up to {HTTP2_BODY_BYTES_MAX}",
                     crate::proto::h2::FRAME_SIZE_MIN
                 ),
             ));

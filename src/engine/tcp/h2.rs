@@ -12,8 +12,12 @@
 //!
 //! Control frames the codec asks for (SETTINGS ACK, PING ACK, WINDOW_UPDATE,
 //! RST_STREAM) wait in the connection's `ctl` bytes and go out at the front of its next
-//! send. A request whose body the send windows cannot take yet waits, unsent, for a
-//! WINDOW_UPDATE (a flow-control stall, counted). A GOAWAY stops new streams on the
+//! send. A request body goes in DATA frames of at most 16 KiB as the send windows
+//! allow: the HEADERS and the first frame with the request, the rest (a body without
+//! placeholders, kept once per entry) at the front of later sends as WINDOW_UPDATEs
+//! open the windows. A request whose first DATA frame the windows cannot take (or a
+//! body with placeholders, which goes whole) waits, unsent, for a WINDOW_UPDATE (a
+//! flow-control stall, counted). A GOAWAY stops new streams on the
 //! connection; the requests the server says it did not process go back to the backlog
 //! (retried on another connection, counted), the others finish, then it closes and
 //! reopens.
@@ -24,12 +28,13 @@ use crate::engine::conn_table::{ANSWERED, ConnState, Req};
 use crate::engine::recorder::{ErrorKind, H2Counters};
 use crate::engine::worker_plan::WorkerPlan;
 use crate::proto::h2::conn::OpenRefused;
-use crate::proto::h2::request::{block_from_http1, request_len, write_request};
+use crate::proto::h2::request::{block_from_http1, request_len};
 use crate::proto::h2::{
-    Connection, ErrorCode, Event, FrameParsed, H2Error, LocalSettings, WINDOW_MAX, frame,
-    parse_frame,
+    Connection, ErrorCode, Event, FRAME_HEADER_BYTES, FRAME_SIZE_MIN, FrameParsed, H2Error,
+    LocalSettings, WINDOW_MAX, frame, parse_frame,
 };
 use crate::request::{Ctx, RENDER_STREAM, request_rng};
+use std::collections::VecDeque;
 
 /// [`Req::status`] of a gRPC call whose `grpc-status` arrived: this plus the code (HTTP
 /// statuses stay below it).
@@ -46,6 +51,16 @@ const GRPC_CODE_OTHER: u32 = 17;
 const CTL_BYTES: usize = 256;
 /// Largest header block kept across CONTINUATION frames (responses' headers).
 const HEADER_BLOCK_MAX: usize = 16 << 10;
+/// Largest DATA frame sent (the smallest MAX_FRAME_SIZE a peer may set).
+const DATA_CHUNK: usize = FRAME_SIZE_MIN as usize;
+
+/// A request body part way out: `stream`'s body (entry `entry`'s) from byte `off`.
+#[derive(Debug, Clone, Copy)]
+struct BodyLeft {
+    stream: u32,
+    entry: u16,
+    off: u32,
+}
 
 /// The worker's HTTP/2 side: each connection's codec state, and what converts a
 /// request once.
@@ -55,6 +70,9 @@ pub(super) struct H2Side {
     /// converted at start. `None` for templated entries (converted per request into
     /// `scratch` and `block`).
     fixed: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    /// Per entry, its body when no placeholder is in it (every entry's but one with
+    /// `--body '...{seq}...'`): what a body longer than one DATA frame is sent from.
+    bodies: Vec<Option<Vec<u8>>>,
     scratch: Vec<u8>,
     block: Vec<u8>,
     scheme: &'static str,
@@ -82,6 +100,8 @@ struct H2Conn {
     last_rx_ns: Nanos,
     /// A keepalive PING awaits its acknowledgement.
     ping_out: bool,
+    /// Bodies part way out, oldest first (at most one per stream in flight).
+    bodies_left: VecDeque<BodyLeft>,
 }
 
 /// The opaque bytes of blaster's keepalive PINGs.
@@ -104,6 +124,9 @@ impl H2Side {
         let max_len = plan.requests.max_len();
         let mut block = Vec::with_capacity(2 * max_len + 64);
         let mut fixed = Vec::new();
+        let bodies = (plan.requests.entries.iter())
+            .map(|e| e.template.static_after(b"\r\n\r\n").map(<[u8]>::to_vec))
+            .collect();
         for e in &plan.requests.entries {
             if e.template.is_static() {
                 let bytes = e.template.static_bytes();
@@ -124,14 +147,20 @@ impl H2Side {
                     ctl_len: 0,
                     last_rx_ns: 0,
                     ping_out: false,
+                    bodies_left: VecDeque::with_capacity(plan.pipeline),
                 })
                 .collect(),
             fixed,
+            bodies,
             scratch: vec![0; max_len],
             block,
             scheme: h2.scheme,
             local,
-            request_bytes: request_len(2 * max_len + 64, max_len, local.max_frame_size),
+            request_bytes: request_len(
+                2 * max_len + 64,
+                max_len.min(DATA_CHUNK),
+                local.max_frame_size,
+            ),
             next_ping_scan: 0,
             first_goaway: None,
         })))
@@ -179,6 +208,7 @@ impl Worker<'_> {
         hc.generation = generation;
         hc.settled = false;
         hc.stalled = false;
+        hc.bodies_left.clear();
         self.table.caps[c as usize] = self.table.pipeline;
         if !self.table.conns[c as usize].recv_armed {
             self.arm_recv(c);
@@ -243,6 +273,13 @@ impl Worker<'_> {
             self.mark_flush(c);
         }
         Some(pos)
+    }
+
+    /// Request bodies wait to go on out `c`.
+    pub(super) fn h2_bodies_left(&self, c: u32) -> bool {
+        self.h2
+            .as_deref()
+            .is_some_and(|h2| !h2.conns[c as usize].bodies_left.is_empty())
     }
 
     /// Control bytes wait to go out on `c`.
@@ -323,7 +360,7 @@ impl Worker<'_> {
             Event::WindowUpdate { .. } => {
                 let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
                 h2.conns[c as usize].stalled = false;
-                if self.table.conns[c as usize].unsent > 0 {
+                if self.table.conns[c as usize].unsent > 0 || self.h2_bodies_left(c) {
                     self.mark_flush(c);
                 }
             }
@@ -580,6 +617,8 @@ impl Worker<'_> {
         hc.ctl_len = 0;
         let mut k = 0;
         if ready {
+            let out = self.staging.region_mut(base + len..end);
+            len += h2.write_bodies(c, out, &mut self.out.counters.http2);
             let conn = &self.table.conns[c as usize];
             let first = conn.inflight - conn.unsent;
             for nth in first..conn.inflight {
@@ -648,10 +687,14 @@ impl H2Side {
         let hc = &mut self.conns[c as usize];
         let conn = hc.conn.as_deref_mut().expect("an open HTTP/2 connection");
         let peer = *conn.peer();
-        if !body.is_empty()
-            && (conn.connection_send_window() < body.len() as i64
-                || i64::from(peer.initial_window_size) < body.len() as i64)
-        {
+        // The first DATA frame goes with the HEADERS; a body without placeholders
+        // continues in later sends, one with placeholders goes whole or waits.
+        let first = (body.len())
+            .min(DATA_CHUNK)
+            .min(conn.connection_send_window().max(0) as usize)
+            .min(peer.initial_window_size as usize);
+        let goes_on = self.bodies[req.entry as usize].is_some();
+        if !body.is_empty() && (first == 0 || (first < body.len() && !goes_on)) {
             if !hc.stalled {
                 hc.stalled = true;
                 counts.flow_stalls += 1;
@@ -664,14 +707,71 @@ impl H2Side {
                 return None;
             }
         };
+        debug_assert!(request_len(block.len(), first, peer.max_frame_size) <= out.len());
+        let done = first == body.len();
+        let mut n = frame::write_headers(out, stream, block, body.is_empty(), peer.max_frame_size)
+            .expect("the staging region holds a request");
         if !body.is_empty() {
-            conn.consume_send(stream, body.len());
+            conn.consume_send(stream, first);
+            n += frame::write_data(&mut out[n..], stream, &body[..first], done)
+                .expect("the staging region holds a request");
         }
-        conn.end_local(stream);
-        debug_assert!(request_len(block.len(), body.len(), peer.max_frame_size) <= out.len());
-        Some((
-            stream,
-            write_request(out, stream, block, body, peer.max_frame_size),
-        ))
+        if done {
+            conn.end_local(stream);
+        } else {
+            hc.bodies_left.push_back(BodyLeft {
+                stream,
+                entry: req.entry,
+                off: first as u32,
+            });
+        }
+        Some((stream, n))
+    }
+
+    /// Writes into `out` what the send windows let the bodies part way out on `c`
+    /// send now, oldest first, in DATA frames of at most [`DATA_CHUNK`]; a body whose
+    /// stream closed meanwhile (reset, or answered and closed) is dropped. Returns the
+    /// bytes written.
+    fn write_bodies(&mut self, c: u32, out: &mut [u8], counts: &mut H2Counters) -> usize {
+        let hc = &mut self.conns[c as usize];
+        let Some(conn) = hc.conn.as_deref_mut() else {
+            return 0;
+        };
+        let mut n = 0;
+        let mut stalled = false;
+        hc.bodies_left.retain_mut(|b| {
+            if !conn.is_open(b.stream) {
+                return false;
+            }
+            let body = self.bodies[b.entry as usize]
+                .as_deref()
+                .expect("only bodies without placeholders continue");
+            loop {
+                let left = body.len() - b.off as usize;
+                let cap = conn.send_capacity(b.stream).min(DATA_CHUNK).min(left);
+                if cap == 0 {
+                    stalled = true;
+                    return true;
+                }
+                if out.len() - n < FRAME_HEADER_BYTES + cap {
+                    return true; // the next send takes it
+                }
+                let from = b.off as usize;
+                let end = cap == left;
+                n += frame::write_data(&mut out[n..], b.stream, &body[from..from + cap], end)
+                    .expect("room checked");
+                conn.consume_send(b.stream, cap);
+                b.off += cap as u32;
+                if end {
+                    conn.end_local(b.stream);
+                    return false;
+                }
+            }
+        });
+        if stalled && !hc.stalled {
+            hc.stalled = true;
+            counts.flow_stalls += 1;
+        }
+        n
     }
 }

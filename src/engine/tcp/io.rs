@@ -211,7 +211,7 @@ impl Worker<'_> {
             return;
         }
         conn.sending = 0;
-        if conn.unsent > 0 || self.h2_ctl_pending(c) {
+        if conn.unsent > 0 || self.h2_ctl_pending(c) || self.h2_bodies_left(c) {
             self.mark_flush(c);
         }
     }

@@ -1,7 +1,7 @@
 //! An HTTP/1.1 request as `--http` templates render it, sent as HTTP/2: the request
 //! line and headers become one HPACK header block (`:method`, `:scheme`, `:authority`
 //! from `Host`, `:path`, then the other headers with their names lowercased), the body
-//! one DATA frame. The same templates, placeholders and `--mix` entries serve both
+//! DATA frames (the engine sends them as the send windows allow). The same templates, placeholders and `--mix` entries serve both
 //! protocols; a request whose bytes never change is converted once at start, a
 //! templated one per request into buffers sized at start (no allocation: the block's
 //! `Vec` keeps its capacity).
