@@ -242,6 +242,26 @@ pub struct LoadArgs {
     #[arg(long, value_name = "FILE", requires = "grpc")]
     pub grpc_message: Option<PathBuf>,
 
+    /// With --grpc and --grpc-json: the .proto file defining the method (its imports
+    /// looked up beside it; Google's well-known types built in).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "grpc",
+        conflicts_with = "grpc_message"
+    )]
+    pub grpc_proto: Option<PathBuf>,
+
+    /// With --grpc and --grpc-proto: the request message as JSON (the proto3 JSON
+    /// mapping), encoded once at start into protobuf, e.g. '{"name": "world"}'.
+    #[arg(
+        long,
+        value_name = "JSON",
+        requires = "grpc",
+        conflicts_with = "grpc_message"
+    )]
+    pub grpc_json: Option<String>,
+
     /// gRPC metadata `name: value`, repeatable. With --workload frames --frame-proto
     /// grpc, each member's call carries it with `{room}` replaced by the member's room
     /// (default: `room: {room}`); with a unary --grpc, every call (an auth token, a

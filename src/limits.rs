@@ -76,11 +76,12 @@ pub const RECV_BUFFER_BYTES_MAX: usize = 256 << 10;
 /// frame of the largest size the client accepts (16 KiB + 9 bytes) kept while the rest
 /// arrives, and room after it.
 pub const HTTP2_RECV_BUFFER_BYTES: usize = 32 << 10;
-/// Longest HTTP/2 request body (a gRPC message with its prefix): kept once per request
-/// entry and sent in DATA frames as the windows allow, so it costs memory once, not
-/// per stream. A body with placeholders is rendered per request and goes whole, in one
-/// DATA frame of at most 16 KiB.
-pub const HTTP2_BODY_BYTES_MAX: usize = 16 << 20;
+/// Longest HTTP/2 request body: a body file or gRPC message ([`PAYLOAD_BYTES_MAX`])
+/// with the 5-byte gRPC prefix. Kept once per request entry and sent in DATA frames as
+/// the windows allow, so it costs memory once, not per stream. A body with
+/// placeholders is rendered per request and goes whole, in one DATA frame of at most
+/// 16 KiB.
+pub const HTTP2_BODY_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + 5;
 /// Default of `--spin`: the worker sleeps until this long before the next due send and
 /// spins on the TSC for the rest. Timer wake-ups on the reference VM arrive 60-70 us
 /// late on a quiet host and milliseconds late on a busy one (waking a halted vCPU);

@@ -941,6 +941,58 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         2,
         "--grpc-message: cannot read /nonexistent/m.bin",
     );
+    let dir = tempfile::tempdir().unwrap();
+    let proto = dir.path().join("g.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\"; package p; message M { int32 n = 1; } \
+         service S { rpc Go (M) returns (M); }",
+    )
+    .unwrap();
+    let proto = proto.to_str().unwrap();
+    let bad = dir.path().join("bad.proto");
+    std::fs::write(&bad, "message {").unwrap();
+    expect(
+        &run_with(&[
+            "--grpc",
+            "p.S/Go",
+            "--grpc-proto",
+            proto,
+            "--grpc-json",
+            r#"{"n": "x"}"#,
+        ]),
+        2,
+        "--grpc-json: not a p.M in JSON: ",
+    );
+    expect(
+        &run_with(&[
+            "--grpc",
+            "p.S/Stop",
+            "--grpc-proto",
+            proto,
+            "--grpc-json",
+            "{}",
+        ]),
+        2,
+        "--grpc-proto: service p.S has no method Stop (it has: Go)",
+    );
+    expect(
+        &run_with(&[
+            "--grpc",
+            "p.S/Go",
+            "--grpc-proto",
+            bad.to_str().unwrap(),
+            "--grpc-json",
+            "{}",
+        ]),
+        2,
+        &format!("--grpc-proto: {}: ", bad.display()),
+    );
+    expect(
+        &run_with(&["--grpc", "p.S/Go", "--grpc-proto", proto]),
+        2,
+        "--grpc-proto: needs --grpc-json: the request message, as JSON",
+    );
     expect(
         &run_with(&["--http", "GET /", "--streams-per-connection", "4"]),
         2,
@@ -956,7 +1008,7 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         &run_with(&["--http2", "--http", "POST /", "--body", &templated]),
         2,
         "--body: with --http2 a body with placeholders is at most 16384 bytes (one DATA \
-         frame); without placeholders up to 16777216",
+         frame); without placeholders up to 1048581",
     );
     expect(
         &run_with(&["--http2", "--http", "GET /", "--pipeline", "4"]),

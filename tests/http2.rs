@@ -145,6 +145,47 @@ fn bodies_beyond_one_frame_go_out_as_the_windows_open() {
     );
 }
 
+/// `--grpc-proto FILE --grpc-json JSON`: the message is the protobuf encoding of the
+/// JSON as the method's input type, byte for byte what grpcio's Check expects.
+#[test]
+fn a_grpc_message_from_json_and_a_proto_is_the_protobuf_the_server_expects() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let proto = dir.path().join("echo.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\";\npackage blaster;\n\
+         message Hello { string name = 1; int32 n = 2; }\n\
+         message Empty {}\n\
+         service Echo { rpc Check (Hello) returns (Empty); }\n",
+    )
+    .unwrap();
+    // field 1 "world" (tag 0x0a, length 5), field 2 varint 7 (tag 0x10).
+    let (_s, port) = grpcio_server("\n\x05world\x10\x07", &[]);
+    let v = h2_run(
+        port,
+        &[
+            "--grpc",
+            "blaster.Echo/Check",
+            "--grpc-proto",
+            proto.to_str().unwrap(),
+            "--grpc-json",
+            r#"{"name": "world", "n": 7}"#,
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+        ],
+    );
+    assert_all_completed(&v, 100.0);
+    assert_eq!(
+        v["http2"]["grpc"]["status_codes"],
+        serde_json::json!({"OK": 100}),
+        "{}",
+        v["http2"]
+    );
+}
+
 #[test]
 fn nghttpd_h2c_answers_every_stream() {
     let _g = load_lock();

@@ -4,6 +4,7 @@
 //! pre-sized buffers.
 pub mod http;
 pub mod mix;
+pub mod protobuf;
 pub mod template;
 
 pub use template::{Ctx, Template};

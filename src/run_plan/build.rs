@@ -973,6 +973,35 @@ fn rate(
     })
 }
 
+/// The unary call's message: `--grpc-message FILE` as it is, `--grpc-json` encoded
+/// against `--grpc-proto`, or empty.
+fn grpc_message(a: &RunArgs, method: &str, facts: &HostFacts) -> Result<Vec<u8>, PlanError> {
+    use crate::request::protobuf::{ProtoError, message_from_json};
+    let read = |flag, f: &std::path::Path| {
+        facts
+            .file(f)
+            .map(<[u8]>::to_vec)
+            .map_err(|e| err(flag, format!("cannot read {}: {e}", f.display())))
+    };
+    match (&a.grpc_message, &a.grpc_proto, &a.grpc_json) {
+        (Some(f), _, _) => read("grpc-message", f),
+        (None, Some(p), Some(json)) => message_from_json(p, &read("grpc-proto", p)?, method, json)
+            .map_err(|e| match e {
+                ProtoError::Proto(m) => err("grpc-proto", m),
+                ProtoError::Json(m) => err("grpc-json", m),
+            }),
+        (None, Some(_), None) => Err(err(
+            "grpc-proto",
+            "needs --grpc-json: the request message, as JSON",
+        )),
+        (None, None, Some(_)) => Err(err(
+            "grpc-json",
+            "needs --grpc-proto FILE: the .proto that defines the method's input",
+        )),
+        (None, None, None) => Ok(Vec::new()),
+    }
+}
+
 /// What the run sends: `--http` (with `-H` and a body), `--mix`, or one payload.
 fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
     let host = a.target.first().cloned().unwrap_or_default();
@@ -983,13 +1012,7 @@ fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
         crate::request::http::request(spec, &a.headers, body, &host)
     };
     if let Some(method) = a.grpc.as_ref().filter(|_| a.work.workload != "frames") {
-        let message = match &a.grpc_message {
-            Some(f) => facts
-                .file(f)
-                .map_err(|e| err("grpc-message", format!("cannot read {}: {e}", f.display())))?
-                .to_vec(),
-            None => Vec::new(),
-        };
+        let message = grpc_message(a, method, facts)?;
         let timeout_ns = duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?;
         let mut headers = a.headers.clone();
         for m in &a.grpc_metadata {

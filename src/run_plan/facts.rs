@@ -71,6 +71,9 @@ impl HostFacts {
             if let Some(f) = &a.grpc_message {
                 paths.push((f.clone(), payload_max));
             }
+            if let Some(f) = &a.grpc_proto {
+                paths.push((f.clone(), payload_max));
+            }
         } else if a.http.is_some() {
             if a.body.is_none()
                 && let Some(f) = &a.body_file

@@ -304,6 +304,18 @@ fn grpc_spec(a: &RunArgs, kind: FrameProtoKind) -> Result<Option<GrpcSpec>, Plan
             "grpc needs --grpc SERVICE/METHOD: the bidirectional streaming method each member calls",
         ));
     };
+    let unary = [
+        ("grpc-message", a.load.grpc_message.is_some()),
+        ("grpc-proto", a.load.grpc_proto.is_some()),
+        ("grpc-json", a.load.grpc_json.is_some()),
+    ];
+    if let Some((flag, _)) = unary.iter().find(|(_, set)| *set) {
+        return Err(err(
+            flag,
+            "a unary call's message: with --workload frames each message is a frame (its \
+             stamp and padding, --frame-size)",
+        ));
+    }
     let path = crate::proto::grpc::path(method).map_err(|m| err("grpc", m))?;
     let metadata = if a.load.grpc_metadata.is_empty() {
         grpc::metadata_default()

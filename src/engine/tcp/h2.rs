@@ -71,7 +71,7 @@ pub(super) struct H2Side {
     /// `scratch` and `block`).
     fixed: Vec<Option<(Vec<u8>, Vec<u8>)>>,
     /// Per entry, its body when no placeholder is in it (every entry's but one with
-    /// `--body '...{seq}...'`): what a body longer than one DATA frame is sent from.
+    /// `--body '...{rand:N}...'`): what a body longer than one DATA frame is sent from.
     bodies: Vec<Option<Vec<u8>>>,
     scratch: Vec<u8>,
     block: Vec<u8>,
