@@ -1145,10 +1145,12 @@ fn bad_connection_lifecycle_flags_are_one_line_usage_errors() {
             T,
             "--workload",
             "frames",
+            "--frame-proto",
+            "resp",
             "--conn-max-age",
             "1s",
         ],
         2,
-        "--conn-max-age: not with --workload frames yet",
+        "--conn-max-age: not with --frame-proto resp (each member's two sockets)",
     );
 }

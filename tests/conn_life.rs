@@ -128,3 +128,75 @@ fn connections_retire_at_their_drawn_age() {
     let c = &v["connections"];
     assert!((28.0..=54.0).contains(&f(c, "recycled")), "{c}");
 }
+
+/// Frames over gRPC against the sink's rooms (seed 000's MaxConnectionAge, from the
+/// client's side): a connection retires after its budget of frames or at its drawn
+/// age, closes and is replaced at the next scan. No connection sends past its budget, every
+/// planned frame is sent or counted not sent, every reopen is a reconnect in the
+/// per-second series, and none is a disconnect.
+#[test]
+fn frames_connections_retire_by_budget_and_by_age() {
+    let _g = load_lock();
+    let sink = Sink::start(&[
+        "--mode",
+        "broadcast",
+        "--http2",
+        "--room-size",
+        "4",
+        "--members-per-connection",
+        "5",
+    ]);
+    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let frames = |life: &[&str]| {
+        let mut args = vec![
+            "--workload",
+            "frames",
+            "--frame-proto",
+            "grpc",
+            "--grpc",
+            "blaster.Room/Join",
+            "--connections",
+            "8",
+            "--members-per-connection",
+            "5",
+            "--room-size",
+            "4",
+            "--tick",
+            "50ms",
+            "--duration",
+            "3s",
+        ];
+        args.extend_from_slice(life);
+        let v = life_run(port, &args);
+        let c = v["connections"].clone();
+        let fr = v["frames"].clone();
+        let n = |k: &str| fr[k].as_f64().unwrap();
+        assert_eq!(n("sent") + n("not_sent"), n("planned"), "{fr}");
+        assert_eq!(fr["residency"]["disconnects"], 0, "{fr}");
+        assert_eq!(f(&c, "opened"), 8.0 + f(&c, "reconnects"), "{c}");
+        // Each retired connection reopened, but those retired at the very end.
+        let (reconnects, recycled) = (f(&c, "reconnects"), f(&c, "recycled"));
+        assert!(
+            reconnects <= recycled && reconnects >= recycled - 8.0,
+            "{c}"
+        );
+        let per_second: f64 = v["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["reconnects"].as_f64().unwrap())
+            .sum();
+        assert_eq!(per_second, f(&c, "reconnects"), "{c}");
+        (f(&c, "recycled"), n("sent"))
+    };
+    // 50 frames: 10 ticks of the connection's 5 members, then a fresh connection.
+    let (recycled, sent) = frames(&["--conn-max-requests", "50"]);
+    assert!(recycled >= 24.0, "recycled {recycled}");
+    assert!(
+        sent <= (recycled + 8.0) * 50.0,
+        "{sent} frames sent over {recycled} + 8 joins of at most 50"
+    );
+    // Ages of 0.8 to 1.2 s over 3 s: each connection retires twice or three times.
+    let (recycled, _) = frames(&["--conn-max-age", "1s±200ms"]);
+    assert!((16.0..=24.0).contains(&recycled), "recycled {recycled}");
+}

@@ -103,6 +103,23 @@ pub struct ConnLife {
     pub max_requests: u32,
 }
 
+impl ConnLife {
+    /// The age connection `conn` draws at its `open`-th open: uniform within
+    /// `max_age_ns ± jitter_ns`, from `seed` (the same on every rerun and shard);
+    /// `Nanos::MAX` without an age.
+    pub fn age_ns(&self, seed: u64, conn: u64, open: u32) -> crate::clock::Nanos {
+        if self.max_age_ns == u64::MAX {
+            return crate::clock::Nanos::MAX;
+        }
+        if self.jitter_ns == 0 {
+            return self.max_age_ns;
+        }
+        let key = crate::schedule::mix64(conn) ^ u64::from(open).rotate_left(40);
+        let mut rng = crate::request::request_rng(seed ^ 0x6c69_6665, key);
+        self.max_age_ns - self.jitter_ns + rng.u64(0..=2 * self.jitter_ns)
+    }
+}
+
 /// `--http2`, as every worker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Http2Plan {
@@ -259,5 +276,32 @@ impl WorkerPlan {
             frames: None,
             tls: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod conn_life_tests {
+    use super::*;
+    use crate::clock::Nanos;
+
+    #[test]
+    fn ages_stay_within_the_jitter_and_differ_by_connection_and_open() {
+        let cl = ConnLife {
+            max_age_ns: 1_000,
+            jitter_ns: 100,
+            max_requests: u32::MAX,
+        };
+        let ages: Vec<Nanos> = (0..200).map(|c| cl.age_ns(7, c, 0)).collect();
+        assert!(ages.iter().all(|a| (900..=1_100).contains(a)), "{ages:?}");
+        assert!(ages.iter().any(|&a| a < 950) && ages.iter().any(|&a| a > 1_050));
+        assert_ne!(cl.age_ns(7, 3, 0), cl.age_ns(7, 3, 1));
+        assert_eq!(cl.age_ns(7, 3, 1), cl.age_ns(7, 3, 1), "reproducible");
+        let fixed = ConnLife { jitter_ns: 0, ..cl };
+        assert_eq!(fixed.age_ns(7, 3, 5), 1_000);
+        let none = ConnLife {
+            max_age_ns: u64::MAX,
+            ..cl
+        };
+        assert_eq!(none.age_ns(7, 3, 5), Nanos::MAX);
     }
 }

@@ -79,7 +79,10 @@ impl RunPlan {
         let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;
-        let conn_life = conn_life(a, transport, target.is_some(), frames.is_some())?;
+        let pairs = frames
+            .as_ref()
+            .is_some_and(|f| f.spec.kind.sockets_per_connection() == 2);
+        let conn_life = conn_life(a, transport, target.is_some(), pairs)?;
         let mut plan = RunPlan {
             http2,
             conn_life,
@@ -512,7 +515,7 @@ fn conn_life(
     a: &RunArgs,
     transport: Transport,
     has_target: bool,
-    frames: bool,
+    socket_pairs: bool,
 ) -> Result<Option<crate::engine::worker_plan::ConnLife>, PlanError> {
     let flag = match (&a.conn_max_age, a.conn_max_requests) {
         (None, None) => return Ok(None),
@@ -524,7 +527,10 @@ fn conn_life(
             transport != Transport::Tcp,
             "connections are TCP's: not with --proto udp",
         ),
-        (frames, "not with --workload frames yet"),
+        (
+            socket_pairs,
+            "not with --frame-proto resp (each member's two sockets)",
+        ),
         (
             !has_target,
             "give --target (the loopback baseline keeps its connections)",

@@ -40,6 +40,14 @@ impl FrameWorker<'_> {
         conn.up = true;
         conn.attempts = 0;
         (conn.last_rx, conn.ping_out) = (now, false);
+        if let Some(cl) = self.plan.conn_life {
+            let member = self.plan.conn_offset as u64 + u64::from(self.member(c));
+            let conn = &mut self.conns[c as usize];
+            conn.retire_ns = now.saturating_add(cl.age_ns(self.plan.seed, member, conn.joins));
+            conn.frames_on = 0;
+            conn.joins = conn.joins.wrapping_add(1);
+        }
+        let conn = &mut self.conns[c as usize];
         self.down_count -= 1;
         conn.up_since = now;
         let took = self.clock.between_ns(conn.open_t, now_t);

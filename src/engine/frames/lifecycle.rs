@@ -39,6 +39,7 @@ impl FrameWorker<'_> {
         }
         if conn.opened_before {
             self.reconnects += 1;
+            self.out.counters.reconnects += 1;
         }
         conn.opened_before = true;
         if self.udp {
@@ -189,6 +190,35 @@ impl FrameWorker<'_> {
         self.out.counters.frames.disconnects += 1;
         self.out.counters.closed_by_target += 1;
         self.drop_conn(c, now);
+    }
+
+    /// `--conn-max-age` / `--conn-max-requests`: connection `c`, up, whose last send
+    /// completed, retires when it is its age old or sent its frames: it closes and a
+    /// fresh one opens and joins at the next scan (no backoff), counted as recycled
+    /// and reconnected, not as a disconnect. What its members miss meanwhile is what
+    /// a client that reconnects misses: frames not sent, relays to it lost. True
+    /// when it closed.
+    pub(super) fn retire_if_due(&mut self, c: u32, now: Nanos) -> bool {
+        let Some(cl) = self.plan.conn_life else {
+            return false;
+        };
+        let conn = &mut self.conns[c as usize];
+        if !conn.up || (conn.frames_on < cl.max_requests && now < conn.retire_ns) {
+            return false;
+        }
+        conn.up = false;
+        self.down_count += 1;
+        conn.uptime += now.saturating_sub(conn.up_since);
+        conn.attempts = 0;
+        // Due frames past its budget were never sent.
+        self.out.counters.frames.not_sent += u64::from(conn.pend) * self.slots as u64;
+        conn.pend = 0;
+        conn.generation = next_generation(conn.generation);
+        self.out.counters.connections_recycled += 1;
+        self.close_socket(c);
+        self.conns[c as usize].reopen_at = now;
+        self.watch(c);
+        true
     }
 
     /// Closes connection `c`'s socket (its operations in the ring complete and are

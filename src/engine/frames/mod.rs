@@ -132,6 +132,11 @@ struct Conn {
     /// its is unanswered.
     last_rx: Nanos,
     ping_out: bool,
+    /// `--conn-max-age` / `--conn-max-requests`: when it retires, the frames it sent
+    /// since it joined, and its joins so far (for the age's draw).
+    retire_ns: Nanos,
+    frames_on: u32,
+    joins: u32,
 }
 
 /// A connection's join and control bytes (the join exchange, pongs): those in the

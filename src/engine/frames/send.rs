@@ -46,7 +46,15 @@ impl FrameWorker<'_> {
         let gj = self.plan.conn_offset as u64 + u64::from(self.member(c));
         let (room, member) = self.room_member(c);
         let conn = &mut self.conns[c as usize];
-        let count = (conn.pend as usize).min(if self.udp { 1 } else { SEND_FRAMES });
+        let mut count = (conn.pend as usize).min(if self.udp { 1 } else { SEND_FRAMES });
+        if let Some(cl) = self.plan.conn_life {
+            // `--conn-max-requests`: whole ticks, up to the one that reaches the budget.
+            let left = cl.max_requests.saturating_sub(conn.frames_on) as usize;
+            count = count.min(left.div_ceil(self.slots));
+            if count == 0 {
+                return; // retiring once its send completes
+            }
+        }
         let base = c as usize * self.send_stride;
         let slots = self.slots;
         // Slot s's room on the wire is `room + s x rooms` (`FramePlan::wire_room`),
@@ -142,6 +150,10 @@ impl FrameWorker<'_> {
             conn.sending = false;
             // Frames count as done once wholly on the wire (the achieved rate).
             self.out.counters.completed += u64::from(conn.send_frames);
+            conn.frames_on = conn.frames_on.saturating_add(conn.send_frames);
+            if self.retire_if_due(c, now) {
+                return;
+            }
         }
         self.send_next(c);
     }

@@ -9,7 +9,6 @@
 
 use super::Worker;
 use crate::clock::Nanos;
-use crate::engine::worker_plan::ConnLife;
 
 /// One connection's place in its life (only with the flags).
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,20 +23,6 @@ pub(super) struct Life {
     opens: u32,
 }
 
-/// The age connection `conn` draws at its `open`-th open: uniform within
-/// `max_age_ns ± jitter_ns`, from `seed` (the same on every rerun and shard).
-pub(super) fn drawn_age(life: &ConnLife, seed: u64, conn: u64, open: u32) -> Nanos {
-    if life.max_age_ns == u64::MAX {
-        return Nanos::MAX;
-    }
-    if life.jitter_ns == 0 {
-        return life.max_age_ns;
-    }
-    let key = crate::schedule::mix64(conn) ^ u64::from(open).rotate_left(40);
-    let mut rng = crate::request::request_rng(seed ^ 0x6c69_6665, key);
-    life.max_age_ns - life.jitter_ns + rng.u64(0..=2 * life.jitter_ns)
-}
-
 impl Worker<'_> {
     /// Connection `c` became ready at `now_ns`: its life starts.
     pub(super) fn life_begins(&mut self, c: u32, now_ns: Nanos) {
@@ -46,7 +31,7 @@ impl Worker<'_> {
         };
         let conn = self.plan.conn_offset as u64 + u64::from(c);
         let l = &mut self.life[c as usize];
-        let age = drawn_age(&cl, self.plan.seed, conn, l.opens);
+        let age = cl.age_ns(self.plan.seed, conn, l.opens);
         *l = Life {
             served: 0,
             retire_ns: now_ns.saturating_add(age),
@@ -87,35 +72,5 @@ impl Worker<'_> {
         self.out.counters.connections_recycled += 1;
         self.close_and_reopen(c, None);
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages_stay_within_the_jitter_and_differ_by_connection_and_open() {
-        let cl = ConnLife {
-            max_age_ns: 1_000,
-            jitter_ns: 100,
-            max_requests: u32::MAX,
-        };
-        let ages: Vec<Nanos> = (0..200).map(|c| drawn_age(&cl, 7, c, 0)).collect();
-        assert!(ages.iter().all(|a| (900..=1_100).contains(a)), "{ages:?}");
-        assert!(ages.iter().any(|&a| a < 950) && ages.iter().any(|&a| a > 1_050));
-        assert_ne!(drawn_age(&cl, 7, 3, 0), drawn_age(&cl, 7, 3, 1));
-        assert_eq!(
-            drawn_age(&cl, 7, 3, 1),
-            drawn_age(&cl, 7, 3, 1),
-            "reproducible"
-        );
-        let fixed = ConnLife { jitter_ns: 0, ..cl };
-        assert_eq!(drawn_age(&fixed, 7, 3, 5), 1_000);
-        let none = ConnLife {
-            max_age_ns: u64::MAX,
-            ..cl
-        };
-        assert_eq!(drawn_age(&none, 7, 3, 5), Nanos::MAX);
     }
 }
