@@ -8,6 +8,12 @@
 //! | `{worker}` | the worker's index (decimal) |
 //! | `{rand:N}` | N random characters from `a-z0-9`, from the seeded generator (printable, so text protocols stay valid) |
 //! | `{time_ns}` | the request's intended send instant, ns since the Unix epoch (decimal) |
+//! | `{zipf:N:S}` | a key from 1 to N (decimal), Zipf-distributed with exponent S: key k drawn with probability proportional to k^-S |
+//! | `{uniform:N}` | a key from 1 to N (decimal), each equally likely |
+//!
+//! Keys are drawn from the request's own generator (seeded from the run's seed and the
+//! request's global sequence number) and the placeholder's place in the template, so a
+//! rerun, or the same sequence number on another shard, draws the same key.
 //!
 //! `{{` and `}}` stand for literal braces; any other `{...}` is an error, so a typo is
 //! caught at start rather than sent a million times.
@@ -19,7 +25,7 @@ pub const RAND_BYTES_MAX: usize = 4096;
 /// Widest decimal rendering of a u64.
 const U64_DIGITS: usize = 20;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Segment {
     Literal(Range<usize>),
     Seq,
@@ -27,6 +33,110 @@ enum Segment {
     Worker,
     Rand(usize),
     TimeNs,
+    /// The template's `nth` key placeholder.
+    Key {
+        dist: KeyDist,
+        nth: u32,
+    },
+}
+
+/// How a key placeholder draws its keys (1 to N).
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyDist {
+    /// `{zipf:N:S}`.
+    Zipf {
+        n: u64,
+        s: f64,
+        dist: rand_distr::Zipf<f64>,
+    },
+    /// `{uniform:N}`.
+    Uniform { n: u64 },
+}
+
+/// Largest key count of `{zipf:N:S}` and `{uniform:N}`.
+pub const KEYS_MAX: u64 = 1 << 40;
+
+impl KeyDist {
+    /// Parses the inside of `{zipf:N:S}` or `{uniform:N}` (`None`: neither).
+    fn parse(name: &str) -> Option<Result<KeyDist, String>> {
+        let count = |n: &str, what: &str| -> Result<u64, String> {
+            match n.parse::<u64>() {
+                Ok(n) if (1..=KEYS_MAX).contains(&n) => Ok(n),
+                _ => Err(format!(
+                    "{{{what}}}: the key count must be between 1 and {KEYS_MAX}, got {n:?}"
+                )),
+            }
+        };
+        if let Some(rest) = name.strip_prefix("uniform:") {
+            return Some(count(rest, name).map(|n| KeyDist::Uniform { n }));
+        }
+        let rest = name.strip_prefix("zipf:")?;
+        Some((|| {
+            let (n, s) = rest.split_once(':').ok_or_else(|| {
+                format!("{{{name}}}: expected {{zipf:N:S}}, e.g. {{zipf:1000:1.1}}")
+            })?;
+            let n = count(n, name)?;
+            let s: f64 = match s.parse() {
+                Ok(s) if s > 0.0 && f64::is_finite(s) => s,
+                _ => {
+                    return Err(format!(
+                        "{{{name}}}: the exponent must be above 0, got {s:?}"
+                    ));
+                }
+            };
+            let dist =
+                rand_distr::Zipf::new(n as f64, s).map_err(|e| format!("{{{name}}}: {e}"))?;
+            Ok(KeyDist::Zipf { n, s, dist })
+        })())
+    }
+
+    /// The placeholder as written (`{zipf:1000:1.1}`).
+    pub fn name(&self) -> String {
+        match self {
+            KeyDist::Zipf { n, s, .. } => format!("{{zipf:{n}:{s}}}"),
+            KeyDist::Uniform { n } => format!("{{uniform:{n}}}"),
+        }
+    }
+
+    /// How many keys it draws from.
+    pub fn keys(&self) -> u64 {
+        match self {
+            KeyDist::Zipf { n, .. } | KeyDist::Uniform { n } => *n,
+        }
+    }
+
+    /// The share of draws key `k` gets by the law (`norm`: [`KeyDist::norm`]).
+    pub fn expected_share(&self, k: u64, norm: f64) -> f64 {
+        match self {
+            KeyDist::Zipf { s, .. } => (k as f64).powf(-s) / norm,
+            KeyDist::Uniform { n } => 1.0 / *n as f64,
+        }
+    }
+
+    /// The Zipf law's normalisation, the sum of k^-S over the keys (1 for uniform).
+    pub fn norm(&self) -> f64 {
+        match self {
+            KeyDist::Zipf { n, s, .. } => (1..=*n).map(|k| (k as f64).powf(-s)).sum(),
+            KeyDist::Uniform { .. } => 1.0,
+        }
+    }
+
+    /// The key the `nth` key placeholder draws for a request whose generator started
+    /// at `base` (its seed: a function of the run's seed and the sequence number).
+    #[inline]
+    pub fn draw(&self, base: u64, nth: u32) -> u64 {
+        let seed =
+            crate::schedule::mix64(base ^ (u64::from(nth) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        match self {
+            KeyDist::Zipf { n, dist, .. } => {
+                use rand::SeedableRng;
+                use rand_distr::Distribution;
+                let mut r = rand::rngs::SmallRng::seed_from_u64(seed);
+                (dist.sample(&mut r) as u64).clamp(1, *n)
+            }
+            KeyDist::Uniform { n } => fastrand::Rng::with_seed(seed).u64(1..=*n),
+        }
+    }
 }
 
 /// Values a request is rendered with.
@@ -38,7 +148,7 @@ pub struct Ctx {
     pub time_ns: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Template {
     /// Literal bytes, with `{{`/`}}` already unescaped; segments point into it.
     text: Vec<u8>,
@@ -51,6 +161,7 @@ impl Template {
         let mut text = Vec::with_capacity(src.len());
         let mut segments = Vec::new();
         let mut lit_start = 0;
+        let mut keys = 0u32;
         let mut i = 0;
         let flush = |text: &Vec<u8>, start: usize, segments: &mut Vec<Segment>| {
             if text.len() > start {
@@ -79,6 +190,10 @@ impl Template {
                         "conn" => Segment::Conn,
                         "worker" => Segment::Worker,
                         "time_ns" => Segment::TimeNs,
+                        _ if KeyDist::parse(name).is_some() => Segment::Key {
+                            dist: KeyDist::parse(name).expect("checked")?,
+                            nth: keys,
+                        },
                         _ => match name.strip_prefix("rand:").map(str::parse::<usize>) {
                             Some(Ok(n)) if (1..=RAND_BYTES_MAX).contains(&n) => Segment::Rand(n),
                             _ => {
@@ -87,14 +202,16 @@ impl Template {
                                 let name = crate::proto::escape_prefix(name.as_bytes(), 40);
                                 return Err(format!(
                                     "unknown placeholder {{{name}}}: expected {{seq}}, {{conn}}, \
-                                     {{worker}}, {{rand:N}} (N in 1..={RAND_BYTES_MAX}) or \
-                                     {{time_ns}}; write {{{{ for a literal brace"
+                                     {{worker}}, {{rand:N}} (N in 1..={RAND_BYTES_MAX}), \
+                                     {{time_ns}}, {{zipf:N:S}} or {{uniform:N}}; write {{{{ for \
+                                     a literal brace"
                                 ));
                             }
                         },
                     };
                     flush(&text, lit_start, &mut segments);
                     lit_start = text.len();
+                    keys += u32::from(matches!(seg, Segment::Key { .. }));
                     segments.push(seg);
                     i += close + 1;
                 }
@@ -186,10 +303,20 @@ impl Template {
         &self.text
     }
 
+    /// The key placeholders (`{zipf:N:S}`, `{uniform:N}`), in order.
+    pub fn key_dists(&self) -> impl Iterator<Item = &KeyDist> {
+        self.segments.iter().filter_map(|s| match s {
+            Segment::Key { dist, .. } => Some(dist),
+            _ => None,
+        })
+    }
+
     /// Renders into `out` (at least [`Template::max_len`] long); returns the length.
     #[inline]
     pub fn render(&self, ctx: &Ctx, rng: &mut fastrand::Rng, out: &mut [u8]) -> usize {
         const ALNUM: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        // Keys come from the generator's seed as given, whatever `{rand:N}` draws.
+        let base = rng.get_seed();
         let mut n = 0;
         for seg in &self.segments {
             match seg {
@@ -201,6 +328,7 @@ impl Template {
                 Segment::Conn => n += write_u64(ctx.conn, &mut out[n..]),
                 Segment::Worker => n += write_u64(ctx.worker, &mut out[n..]),
                 Segment::TimeNs => n += write_u64(ctx.time_ns, &mut out[n..]),
+                Segment::Key { dist, nth } => n += write_u64(dist.draw(base, *nth), &mut out[n..]),
                 Segment::Rand(len) => {
                     for b in &mut out[n..n + len] {
                         *b = ALNUM[rng.usize(..ALNUM.len())];
@@ -318,5 +446,111 @@ mod tests {
             Template::parse(b"{seq}").unwrap().static_after(b"\r\n\r\n"),
             None
         );
+    }
+
+    fn keys_of(t: &Template, seed: u64, seqs: std::ops::Range<u64>) -> Vec<u64> {
+        let mut out = vec![0u8; t.max_len()];
+        seqs.map(|seq| {
+            let mut rng = crate::request::request_rng(seed, seq);
+            let n = t.render(
+                &Ctx {
+                    seq,
+                    ..Ctx::default()
+                },
+                &mut rng,
+                &mut out,
+            );
+            std::str::from_utf8(&out[..n]).unwrap().parse().unwrap()
+        })
+        .collect()
+    }
+
+    #[test]
+    fn zipf_keys_follow_the_law_and_repeat_with_the_seed() {
+        let t = Template::parse(b"{zipf:1000:1.1}").unwrap();
+        let keys = keys_of(&t, 7, 0..1_000_000);
+        let mut count = vec![0u64; 1001];
+        for &k in &keys {
+            count[k as usize] += 1;
+        }
+        assert_eq!(count[0], 0, "keys are 1..=N");
+        let d = t.key_dists().next().unwrap();
+        let norm = d.norm();
+        for k in [1, 2, 3, 10, 100] {
+            let share = count[k] as f64 / 1e6;
+            let want = d.expected_share(k as u64, norm);
+            // 1M draws: a binomial share's sd is below 0.04 percentage points here.
+            assert!(
+                (share - want).abs() < 0.002 + want * 0.02,
+                "key {k}: {share} vs {want}"
+            );
+        }
+        assert_eq!(
+            keys_of(&t, 7, 500..600),
+            keys[500..600],
+            "the same seed and seq"
+        );
+        assert_ne!(keys_of(&t, 8, 0..100), keys[..100], "another seed");
+        // A {rand:N} before it draws from the same generator without moving the key.
+        let r = Template::parse(b"{rand:8}").unwrap().then_literal(b"");
+        let mixed = Template::parse(b"{rand:3}-{zipf:1000:1.1}").unwrap();
+        let mut out = vec![0u8; mixed.max_len()];
+        let mut rng = crate::request::request_rng(7, 42);
+        let n = mixed.render(
+            &Ctx {
+                seq: 42,
+                ..Ctx::default()
+            },
+            &mut rng,
+            &mut out,
+        );
+        let key: u64 = std::str::from_utf8(&out[4..n]).unwrap().parse().unwrap();
+        assert_eq!(key, keys[42]);
+        drop(r);
+    }
+
+    #[test]
+    fn uniform_keys_cover_the_range_evenly_and_bad_ones_are_named() {
+        let t = Template::parse(b"k{uniform:10}").unwrap();
+        let mut out = vec![0u8; t.max_len()];
+        let mut count = [0u64; 11];
+        for seq in 0..100_000 {
+            let mut rng = crate::request::request_rng(1, seq);
+            let n = t.render(
+                &Ctx {
+                    seq,
+                    ..Ctx::default()
+                },
+                &mut rng,
+                &mut out,
+            );
+            let k: usize = std::str::from_utf8(&out[1..n]).unwrap().parse().unwrap();
+            count[k] += 1;
+        }
+        assert_eq!(count[0], 0);
+        assert!(
+            count[1..].iter().all(|&c| (9_500..=10_500).contains(&c)),
+            "{count:?}"
+        );
+        for (src, want) in [
+            (
+                "{zipf:0:1.1}",
+                "{zipf:0:1.1}: the key count must be between 1",
+            ),
+            (
+                "{zipf:10:0}",
+                "{zipf:10:0}: the exponent must be above 0, got \"0\"",
+            ),
+            ("{zipf:10:-1}", "the exponent must be above 0"),
+            ("{zipf:10}", "expected {zipf:N:S}"),
+            (
+                "{uniform:0}",
+                "{uniform:0}: the key count must be between 1",
+            ),
+            ("{uniform:x}", "the key count must be between 1"),
+        ] {
+            let e = Template::parse(src.as_bytes()).unwrap_err();
+            assert!(e.contains(want), "{src}: {e}");
+        }
     }
 }
