@@ -1102,22 +1102,46 @@ fn bad_expect_assertions_are_usage_errors_before_any_traffic() {
         ("body:~x", "--expect: unknown form \"body\""),
         ("status:6xx", "--expect: \"status:6xx\": unknown class"),
         ("status", "--expect: expected status:CODES"),
-        ("contains:", "--expect: \"contains:\": contains: needs a value"),
+        (
+            "contains:",
+            "--expect: \"contains:\": contains: needs a value",
+        ),
     ] {
         expect(
-            &["run", "--target", T, "--rate", "10", "--http", "GET /", "--expect", assertion],
+            &[
+                "run", "--target", T, "--rate", "10", "--http", "GET /", "--expect", assertion,
+            ],
             2,
             says,
         );
     }
     // Where it cannot apply, refused rather than ignored.
     expect(
-        &["run", "--target", T, "--rate", "10", "--http", "GET /", "--http2", "--expect", "status:200"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--http",
+            "GET /",
+            "--http2",
+            "--expect",
+            "status:200",
+        ],
         2,
         "--expect: not yet with --http2",
     );
     expect(
-        &["run", "--target", T, "--rate", "10", "--expect", "status:200"],
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--expect",
+            "status:200",
+        ],
         2,
         "--expect: asserts HTTP/1.1 replies",
     );

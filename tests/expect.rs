@@ -111,8 +111,22 @@ fn run_failing(path: &str, rate: u32, secs: u32, expect: &str) -> serde_json::Va
     let http = format!("GET {path}");
     let (rate, duration) = (rate.to_string(), format!("{secs}s"));
     let args = [
-        "run", "--cores", "0", "--target", &addr, "--rate", &rate, "--duration", &duration,
-        "--connections", "4", "--http", &http, "--expect", expect, "--json",
+        "run",
+        "--cores",
+        "0",
+        "--target",
+        &addr,
+        "--rate",
+        &rate,
+        "--duration",
+        &duration,
+        "--connections",
+        "4",
+        "--http",
+        &http,
+        "--expect",
+        expect,
+        "--json",
         json.to_str().unwrap(),
     ];
     let out = run(&args, Duration::from_secs(60));
@@ -122,7 +136,11 @@ fn run_failing(path: &str, rate: u32, secs: u32, expect: &str) -> serde_json::Va
     // The text report names the assertion and its failures.
     let text = String::from_utf8_lossy(&out.stdout);
     let named = format!("'{expect}'=");
-    assert!(text.lines().any(|l| l.starts_with("assertions: ") && l.contains(&named)), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("assertions: ") && l.contains(&named)),
+        "{text}"
+    );
     read_json(&json)
 }
 
@@ -135,7 +153,11 @@ fn a_fallback_body_on_every_tenth_reply_is_a_tenth_assertion_errors() {
     let _g = load_lock();
     let v = run_expect("/fallback", 500, 2, &["status:200", "!contains:fallback"]);
     let q = &v["requests"];
-    assert_eq!(v["errors_by_kind"]["assertion"], 100, "{}", v["errors_by_kind"]);
+    assert_eq!(
+        v["errors_by_kind"]["assertion"], 100,
+        "{}",
+        v["errors_by_kind"]
+    );
     assert_eq!(q["errors"], 100, "{q}");
     assert_eq!(q["completed"], 900, "{q}");
     // Named: the body assertion failed them all, the status one none (they were 200s).
@@ -144,14 +166,22 @@ fn a_fallback_body_on_every_tenth_reply_is_a_tenth_assertion_errors() {
     assert_eq!((failed(&v, 0), failed(&v, 1)), (0, 100), "{e}");
     assert_eq!(e["unchecked"], 0, "{e}");
     // Their latency is kept apart, as error replies' is.
-    assert_eq!(v["error_latency_ns"]["count"], 100, "{}", v["error_latency_ns"]);
+    assert_eq!(
+        v["error_latency_ns"]["count"], 100,
+        "{}",
+        v["error_latency_ns"]
+    );
 }
 
 #[test]
 fn a_regex_over_the_body_catches_the_fallback_too() {
     let _g = load_lock();
     let v = run_expect("/fallback", 500, 2, &[r#"regex:^\{"ok":true,"items":\[\d"#]);
-    assert_eq!(v["errors_by_kind"]["assertion"], 100, "{}", v["errors_by_kind"]);
+    assert_eq!(
+        v["errors_by_kind"]["assertion"], 100,
+        "{}",
+        v["errors_by_kind"]
+    );
     assert_eq!(failed(&v, 0), 100, "{}", v["expect"]);
     assert_eq!(v["requests"]["completed"], 900, "{}", v["requests"]);
 }
@@ -161,7 +191,11 @@ fn a_status_assertion_fails_the_replies_with_another_status() {
     let _g = load_lock();
     // 404 is not in --error-status (5xx): without --expect it would be a success.
     let v = run_expect("/status", 500, 2, &["status:2xx", "contains:ok"]);
-    assert_eq!(v["errors_by_kind"]["assertion"], 100, "{}", v["errors_by_kind"]);
+    assert_eq!(
+        v["errors_by_kind"]["assertion"], 100,
+        "{}",
+        v["errors_by_kind"]
+    );
     assert_eq!((failed(&v, 0), failed(&v, 1)), (100, 0), "{}", v["expect"]);
     assert_eq!(v["http"]["status_codes"]["404"], 100, "{}", v["http"]);
 }
@@ -186,5 +220,9 @@ fn a_body_longer_than_what_is_kept_is_counted_unchecked_not_passed() {
     assert_eq!(v["requests"]["completed"], 100, "{}", v["requests"]);
     assert_eq!(v["expect"]["unchecked"], 100, "{}", v["expect"]);
     assert_eq!((failed(&v, 0), failed(&v, 1)), (0, 0), "{}", v["expect"]);
-    assert!(v["errors_by_kind"]["assertion"].is_null(), "{}", v["errors_by_kind"]);
+    assert!(
+        v["errors_by_kind"]["assertion"].is_null(),
+        "{}",
+        v["errors_by_kind"]
+    );
 }

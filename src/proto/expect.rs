@@ -24,7 +24,9 @@
 //! ([`Verdict::Unchecked`]), never silently passed. Status assertions always apply.
 
 use super::ErrorStatus;
-use crate::limits::{EXPECT_DFA_BYTES_MAX, EXPECT_MAX, EXPECT_REGEX_BYTES_MAX, EXPECT_TEXT_BYTES_MAX};
+use crate::limits::{
+    EXPECT_DFA_BYTES_MAX, EXPECT_MAX, EXPECT_REGEX_BYTES_MAX, EXPECT_TEXT_BYTES_MAX,
+};
 use memchr::memmem::Finder;
 use std::fmt;
 
@@ -225,16 +227,37 @@ mod tests {
         assert_eq!(one("status:2xx").check(404, None), Verdict::Fail(0));
         assert_eq!(one("!status:5xx").check(503, None), Verdict::Fail(0));
         assert_eq!(one("contains:\"ok\"").check(200, ok), Verdict::Pass);
-        assert_eq!(one("contains:\"ok\"").check(200, fallback), Verdict::Fail(0));
-        assert_eq!(one("!contains:fallback").check(200, fallback), Verdict::Fail(0));
+        assert_eq!(
+            one("contains:\"ok\"").check(200, fallback),
+            Verdict::Fail(0)
+        );
+        assert_eq!(
+            one("!contains:fallback").check(200, fallback),
+            Verdict::Fail(0)
+        );
         assert_eq!(one("!contains:fallback").check(200, ok), Verdict::Pass);
         assert_eq!(one(r"contains:\x7b").check(200, ok), Verdict::Pass);
-        assert_eq!(one(r#"regex:^\{"ok":true\}$"#).check(200, ok), Verdict::Pass);
-        assert_eq!(one(r#"regex:^\{"ok""#).check(200, fallback), Verdict::Fail(0));
-        assert_eq!(one("!regex:fall+back").check(200, fallback), Verdict::Fail(0));
+        assert_eq!(
+            one(r#"regex:^\{"ok":true\}$"#).check(200, ok),
+            Verdict::Pass
+        );
+        assert_eq!(
+            one(r#"regex:^\{"ok""#).check(200, fallback),
+            Verdict::Fail(0)
+        );
+        assert_eq!(
+            one("!regex:fall+back").check(200, fallback),
+            Verdict::Fail(0)
+        );
         // Bytes that are not UTF-8 are a body like any other.
-        assert_eq!(one("regex:a.c").check(200, Some(b"\xffa\xfec")), Verdict::Fail(0));
-        assert_eq!(one("regex:(?-u)a.c").check(200, Some(b"\xffa\xfec")), Verdict::Pass);
+        assert_eq!(
+            one("regex:a.c").check(200, Some(b"\xffa\xfec")),
+            Verdict::Fail(0)
+        );
+        assert_eq!(
+            one("regex:(?-u)a.c").check(200, Some(b"\xffa\xfec")),
+            Verdict::Pass
+        );
     }
 
     #[test]
@@ -272,9 +295,17 @@ mod tests {
             assert!(!e.contains('\n'), "{bad:?}: {e}");
         }
         let nine = vec!["status:200"; EXPECT_MAX + 1];
-        assert!(Expectations::parse(&nine).unwrap_err().contains("at most 8"));
+        assert!(
+            Expectations::parse(&nine)
+                .unwrap_err()
+                .contains("at most 8")
+        );
         let long = format!("contains:{}", "x".repeat(EXPECT_TEXT_BYTES_MAX + 1));
-        assert!(Expectations::parse(&[long]).unwrap_err().contains("longer than"));
+        assert!(
+            Expectations::parse(&[long])
+                .unwrap_err()
+                .contains("longer than")
+        );
     }
 
     #[test]

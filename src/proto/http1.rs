@@ -518,9 +518,19 @@ mod tests {
         let r = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody";
         assert_eq!(f.feed(r), Parsed::Complete { consumed: r.len() });
         assert_eq!(&r[f.body_start().unwrap()..], b"body");
-        assert_eq!(f.feed(CONTINUE_THEN_OK), Parsed::Complete { consumed: CONTINUE_THEN_OK.len() });
+        assert_eq!(
+            f.feed(CONTINUE_THEN_OK),
+            Parsed::Complete {
+                consumed: CONTINUE_THEN_OK.len()
+            }
+        );
         assert_eq!(&CONTINUE_THEN_OK[f.body_start().unwrap()..], b"ok");
-        assert_eq!(f.feed(NO_CONTENT), Parsed::Complete { consumed: NO_CONTENT.len() });
+        assert_eq!(
+            f.feed(NO_CONTENT),
+            Parsed::Complete {
+                consumed: NO_CONTENT.len()
+            }
+        );
         assert_eq!(f.body_start(), Some(NO_CONTENT.len()));
     }
 

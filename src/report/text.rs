@@ -453,7 +453,10 @@ fn write_requests(w: &mut String, r: &Report) {
             "assertions: {failed} replies failed (among the errors, kind assertion): {}{}",
             each.join(" "),
             if e.unchecked > 0 {
-                format!("; {} unchecked (body longer than half the receive buffer)", e.unchecked)
+                format!(
+                    "; {} unchecked (body longer than half the receive buffer)",
+                    e.unchecked
+                )
             } else {
                 String::new()
             }

@@ -77,7 +77,12 @@ impl RunPlan {
         // HTTP/2's refusals first: its requests are HTTP/1.1 templates a baseline
         // would otherwise refuse for their framing.
         let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;
-        let modes = (transport, target.is_some(), frames.is_some(), http2.is_some());
+        let modes = (
+            transport,
+            target.is_some(),
+            frames.is_some(),
+            http2.is_some(),
+        );
         let expect = expect(a, &requests, modes)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;

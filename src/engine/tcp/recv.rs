@@ -37,7 +37,11 @@ impl Reply {
     /// An answer, or an error reply when `failed`.
     #[inline]
     pub(super) fn error_if(failed: bool) -> Reply {
-        if failed { Reply::ErrorReply } else { Reply::Answer }
+        if failed {
+            Reply::ErrorReply
+        } else {
+            Reply::Answer
+        }
     }
 }
 
