@@ -18,7 +18,7 @@ pub(super) enum Reply {
     /// An answer whose `--expect` body assertions could not be checked: counted apart.
     Unchecked,
     /// A reply reporting failure (`--error-status`, RESP and memcached error replies).
-    ErrorReply,
+    Error,
     /// A reply failing the `--expect` assertion at this index.
     Assertion(u8),
 }
@@ -29,7 +29,7 @@ impl Reply {
     pub(super) fn failure(self) -> Option<ErrorKind> {
         match self {
             Reply::Answer | Reply::Unchecked => None,
-            Reply::ErrorReply => Some(ErrorKind::ErrorReply),
+            Reply::Error => Some(ErrorKind::ErrorReply),
             Reply::Assertion(_) => Some(ErrorKind::Assertion),
         }
     }
@@ -38,7 +38,7 @@ impl Reply {
     #[inline]
     pub(super) fn error_if(failed: bool) -> Reply {
         if failed {
-            Reply::ErrorReply
+            Reply::Error
         } else {
             Reply::Answer
         }
@@ -378,7 +378,7 @@ impl Worker<'_> {
             return Reply::Answer;
         };
         match self.plan.requests.entries[conn.framer_entry as usize].framing {
-            Framing::Http1 if self.plan.error_status.contains(status) => Reply::ErrorReply,
+            Framing::Http1 if self.plan.error_status.contains(status) => Reply::Error,
             Framing::Http1 if self.plan.expect.is_empty() => Reply::Answer,
             Framing::Http1 => {
                 let body = (whole && !lost)
@@ -393,7 +393,7 @@ impl Worker<'_> {
             }
             Framing::Resp | Framing::Memcached if status != 0 => {
                 self.replies.error_name(response);
-                Reply::ErrorReply
+                Reply::Error
             }
             _ => Reply::Answer,
         }
