@@ -11,10 +11,13 @@
 //! | `contains:TEXT`   | the body holds the bytes TEXT (escapes `\r \n \t \0 \\ \xHH`) |
 //! | `regex:RE`        | a match of RE (`regex` crate syntax, over bytes) is in the body |
 //!
-//! Everything is compiled once, when the plan is built; checking a reply allocates
-//! nothing. Each worker holds its own copy ([`Clone`] gives each regex its own cache
-//! pool, owned by the first thread that uses it: the worker, warmed at its start by
-//! [`Expectations::warm`]), so no two workers share a lock.
+//! Everything is compiled once, when the plan is built. Each worker holds its own copy
+//! ([`Clone`] gives each regex its own cache pool, owned by the first thread that uses
+//! it: the worker, whose cache is made at its start by [`Expectations::warm`]), so no
+//! two workers share a lock and no reply takes one. `status:` and `contains:` never
+//! allocate; a regex's lazy DFA adds the states it meets to its cache during the first
+//! replies, within [`EXPECT_DFA_BYTES_MAX`] per worker, and then matches without
+//! allocating.
 //!
 //! What a body assertion sees: the bytes after the final response's header block, as
 //! they came on the wire (a chunked body with its chunk-size lines). The engine keeps a
