@@ -210,8 +210,9 @@ pub struct LoadArgs {
     /// `assertion` (counted per assertion, latency in error_latency_ns): `status:CODES`
     /// (`status:200`, `status:2xx,304`), `contains:TEXT` (bytes in the body, with the
     /// escapes of --payload), `regex:RE` (a match in the body, regex crate syntax); a
-    /// leading `!` turns one round (`!contains:fallback`). Repeatable, at most 8: all
-    /// must hold. Applies to every request of a --mix. Body assertions read responses
+    /// leading `!` turns one round (`!contains:fallback`), a leading `ENTRY=` holds only
+    /// that --mix entry's replies to it (`search=status:200`). Repeatable, at most 8: all
+    /// that apply must hold. Body assertions read responses
     /// up to half the receive buffer; a longer one is counted unchecked. Needs
     /// --target and HTTP/1.1 (not --http2 yet).
     #[arg(long, value_name = "ASSERTION")]

@@ -1106,6 +1106,10 @@ fn bad_expect_assertions_are_usage_errors_before_any_traffic() {
             "contains:",
             "--expect: \"contains:\": contains: needs a value",
         ),
+        (
+            "home=status:200",
+            "--expect: \"home=status:200\": an assertion about entry \"home\" needs --mix",
+        ),
     ] {
         expect(
             &[

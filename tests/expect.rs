@@ -85,7 +85,7 @@ fn run_expect(path: &str, rate: u32, secs: u32, expect: &[&str]) -> serde_json::
     run_with(path, rate, secs, expect, &["--connections", "4"])
 }
 
-/// [`run_expect`] with `extra` arguments.
+/// [`run_expect`] with `extra` arguments (an empty `path`: no `--http`, for a mix).
 fn run_with(
     path: &str,
     rate: u32,
@@ -96,16 +96,10 @@ fn run_with(
     let addr = server();
     let http = format!("GET {path}");
     let (rate, duration) = (rate.to_string(), format!("{secs}s"));
-    let mut args = vec![
-        "--target",
-        &addr,
-        "--rate",
-        &rate,
-        "--duration",
-        &duration,
-        "--http",
-        &http,
-    ];
+    let mut args = vec!["--target", &addr, "--rate", &rate, "--duration", &duration];
+    if !path.is_empty() {
+        args.extend_from_slice(&["--http", &http]);
+    }
     args.extend_from_slice(extra);
     for e in expect {
         args.extend_from_slice(&["--expect", e]);
@@ -241,5 +235,47 @@ fn a_body_longer_than_what_is_kept_is_counted_unchecked_not_passed() {
         v["errors_by_kind"]["assertion"].is_null(),
         "{}",
         v["errors_by_kind"]
+    );
+}
+
+#[test]
+fn an_assertion_about_one_mix_entry_holds_only_its_replies() {
+    let _g = load_lock();
+    // Two entries asking the same path: every 10th reply (whichever entry asked) is the
+    // fallback; only entry a is held to `!contains:fallback`.
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.txt");
+    std::fs::write(&mix, "a 1 http1 GET /fallback\nb 1 http1 GET /fallback\n").unwrap();
+    let mix = ["--connections", "4", "--mix", mix.to_str().unwrap()];
+    let v = run_with("", 500, 2, &["a=!contains:fallback", "status:200"], &mix);
+    let entry = |name: &str| {
+        let m = v["mix"].as_array().unwrap();
+        m.iter().find(|e| e["name"] == name).unwrap().clone()
+    };
+    let (a, b) = (entry("a"), entry("b"));
+    let a_failed = a["errors"].as_u64().unwrap();
+    // About a tenth of a's 500 or so: each reply drawn at random between the two.
+    assert!((20..=90).contains(&a_failed), "{a}");
+    assert_eq!(b["errors"], 0, "{b}");
+    assert_eq!(
+        v["errors_by_kind"]["assertion"], a_failed,
+        "{}",
+        v["errors_by_kind"]
+    );
+    assert_eq!(
+        v["expect"]["assertions"][0]["assertion"],
+        "a=!contains:fallback"
+    );
+    assert_eq!(
+        (failed(&v, 0), failed(&v, 1)),
+        (a_failed, 0),
+        "{}",
+        v["expect"]
+    );
+    assert_eq!(
+        v["requests"]["completed"],
+        1000 - a_failed,
+        "{}",
+        v["requests"]
     );
 }

@@ -3,7 +3,8 @@
 //! kind `assertion`, not a success.
 //!
 //! Forms (several `--expect` flags: every one must hold; each may start with `!`,
-//! which turns it round):
+//! which turns it round, and with `ENTRY=`, which holds only the replies to that
+//! `--mix` entry to it: `search=regex:"hits":[1-9]`):
 //!
 //! | form              | holds when                                                  |
 //! |-------------------|-------------------------------------------------------------|
@@ -40,11 +41,13 @@ enum Check {
     Regex(regex::bytes::Regex),
 }
 
-/// One assertion: its check, whether it is turned round, and its text as given.
+/// One assertion: its check, whether it is turned round, the `--mix` entry it is
+/// about (`None`: every request), and its text as given.
 #[derive(Clone)]
 pub struct Assertion {
     check: Check,
     negated: bool,
+    entry: Option<u16>,
     text: String,
 }
 
@@ -97,8 +100,9 @@ pub struct Expectations {
 }
 
 impl Expectations {
-    /// Parses each spec. The error is one line without the flag name.
-    pub fn parse<S: AsRef<str>>(specs: &[S]) -> Result<Expectations, String> {
+    /// Parses each spec; `entries` are the `--mix` entries' names (empty without a mix),
+    /// which `NAME=ASSERTION` may name. The error is one line without the flag name.
+    pub fn parse<S: AsRef<str>>(specs: &[S], entries: &[&str]) -> Result<Expectations, String> {
         if specs.len() > EXPECT_MAX {
             return Err(format!(
                 "at most {EXPECT_MAX} assertions, got {}",
@@ -107,7 +111,7 @@ impl Expectations {
         }
         let list = specs
             .iter()
-            .map(|s| parse_one(s.as_ref()))
+            .map(|s| scoped(s.as_ref(), entries))
             .collect::<Result<_, _>>()?;
         Ok(Expectations { list })
     }
@@ -139,11 +143,15 @@ impl Expectations {
         }
     }
 
-    /// The verdict on a reply with `status` and `body` (`None`: not at hand).
+    /// The verdict on a reply to a request of mix entry `entry` (0 without a mix), with
+    /// `status` and `body` (`None`: not at hand).
     #[inline]
-    pub fn check(&self, status: u16, body: Option<&[u8]>) -> Verdict {
+    pub fn check(&self, entry: u16, status: u16, body: Option<&[u8]>) -> Verdict {
         let mut unchecked = false;
         for (i, a) in self.list.iter().enumerate() {
+            if a.entry.is_some_and(|e| e != entry) {
+                continue;
+            }
             match a.holds(status, body) {
                 Some(true) => {}
                 Some(false) => return Verdict::Fail(i as u8),
@@ -160,7 +168,31 @@ impl Expectations {
 
 const FORMS: &str = "expected status:CODES, contains:TEXT or regex:RE (each may start with !)";
 
-fn parse_one(spec: &str) -> Result<Assertion, String> {
+/// `[ENTRY=]ASSERTION`: an `=` before the first `:` names the `--mix` entry (no form has
+/// one there, so `contains:a=b` is about every request).
+fn scoped(spec: &str, entries: &[&str]) -> Result<Assertion, String> {
+    let head = spec.split(':').next().unwrap_or(spec);
+    let Some((name, rest)) = head.split_once('=').map(|(n, _)| (n, &spec[n.len() + 1..])) else {
+        return parse_one(spec, spec);
+    };
+    if entries.is_empty() {
+        return Err(format!(
+            "{spec:?}: an assertion about entry {name:?} needs --mix"
+        ));
+    }
+    let Some(i) = entries.iter().position(|e| *e == name) else {
+        return Err(format!(
+            "{spec:?}: no --mix entry named {name:?} (entries: {})",
+            entries.join(", ")
+        ));
+    };
+    let mut a = parse_one(rest, spec)?;
+    a.entry = Some(i as u16);
+    Ok(a)
+}
+
+/// One assertion, `spec` without its entry; `text` is how the user wrote it.
+fn parse_one(spec: &str, text: &str) -> Result<Assertion, String> {
     let (negated, rest) = match spec.strip_prefix('!') {
         Some(r) => (true, r),
         None => (false, spec),
@@ -201,7 +233,8 @@ fn parse_one(spec: &str) -> Result<Assertion, String> {
     Ok(Assertion {
         check,
         negated,
-        text: spec.to_string(),
+        entry: None,
+        text: text.to_string(),
     })
 }
 
@@ -217,67 +250,67 @@ mod tests {
     use super::*;
 
     fn one(spec: &str) -> Expectations {
-        Expectations::parse(&[spec]).unwrap()
+        Expectations::parse(&[spec], &[]).unwrap()
     }
 
     #[test]
     fn every_form_parses_and_checks() {
         let ok = Some(&b"{\"ok\":true}"[..]);
         let fallback = Some(&b"{\"fallback\":true}"[..]);
-        assert_eq!(one("status:200").check(200, ok), Verdict::Pass);
-        assert_eq!(one("status:200").check(201, ok), Verdict::Fail(0));
-        assert_eq!(one("status:2xx,304").check(304, None), Verdict::Pass);
-        assert_eq!(one("status:2xx").check(404, None), Verdict::Fail(0));
-        assert_eq!(one("!status:5xx").check(503, None), Verdict::Fail(0));
-        assert_eq!(one("contains:\"ok\"").check(200, ok), Verdict::Pass);
+        assert_eq!(one("status:200").check(0, 200, ok), Verdict::Pass);
+        assert_eq!(one("status:200").check(0, 201, ok), Verdict::Fail(0));
+        assert_eq!(one("status:2xx,304").check(0, 304, None), Verdict::Pass);
+        assert_eq!(one("status:2xx").check(0, 404, None), Verdict::Fail(0));
+        assert_eq!(one("!status:5xx").check(0, 503, None), Verdict::Fail(0));
+        assert_eq!(one("contains:\"ok\"").check(0, 200, ok), Verdict::Pass);
         assert_eq!(
-            one("contains:\"ok\"").check(200, fallback),
+            one("contains:\"ok\"").check(0, 200, fallback),
             Verdict::Fail(0)
         );
         assert_eq!(
-            one("!contains:fallback").check(200, fallback),
+            one("!contains:fallback").check(0, 200, fallback),
             Verdict::Fail(0)
         );
-        assert_eq!(one("!contains:fallback").check(200, ok), Verdict::Pass);
-        assert_eq!(one(r"contains:\x7b").check(200, ok), Verdict::Pass);
+        assert_eq!(one("!contains:fallback").check(0, 200, ok), Verdict::Pass);
+        assert_eq!(one(r"contains:\x7b").check(0, 200, ok), Verdict::Pass);
         assert_eq!(
-            one(r#"regex:^\{"ok":true\}$"#).check(200, ok),
+            one(r#"regex:^\{"ok":true\}$"#).check(0, 200, ok),
             Verdict::Pass
         );
         assert_eq!(
-            one(r#"regex:^\{"ok""#).check(200, fallback),
+            one(r#"regex:^\{"ok""#).check(0, 200, fallback),
             Verdict::Fail(0)
         );
         assert_eq!(
-            one("!regex:fall+back").check(200, fallback),
+            one("!regex:fall+back").check(0, 200, fallback),
             Verdict::Fail(0)
         );
         // Bytes that are not UTF-8 are a body like any other.
         assert_eq!(
-            one("regex:a.c").check(200, Some(b"\xffa\xfec")),
+            one("regex:a.c").check(0, 200, Some(b"\xffa\xfec")),
             Verdict::Fail(0)
         );
         assert_eq!(
-            one("regex:(?-u)a.c").check(200, Some(b"\xffa\xfec")),
+            one("regex:(?-u)a.c").check(0, 200, Some(b"\xffa\xfec")),
             Verdict::Pass
         );
     }
 
     #[test]
     fn the_first_failing_assertion_is_named_and_a_missing_body_is_unchecked() {
-        let e = Expectations::parse(&["status:200", "contains:ok", "regex:true"]).unwrap();
+        let e = Expectations::parse(&["status:200", "contains:ok", "regex:true"], &[]).unwrap();
         assert_eq!(e.len(), 3);
         assert!(e.needs_body());
         assert!(!one("status:2xx").needs_body());
-        assert_eq!(e.check(200, Some(b"ok true")), Verdict::Pass);
-        assert_eq!(e.check(200, Some(b"ok false")), Verdict::Fail(2));
-        assert_eq!(e.check(500, Some(b"nothing")), Verdict::Fail(0));
-        assert_eq!(e.check(200, Some(b"nothing")), Verdict::Fail(1));
+        assert_eq!(e.check(0, 200, Some(b"ok true")), Verdict::Pass);
+        assert_eq!(e.check(0, 200, Some(b"ok false")), Verdict::Fail(2));
+        assert_eq!(e.check(0, 500, Some(b"nothing")), Verdict::Fail(0));
+        assert_eq!(e.check(0, 200, Some(b"nothing")), Verdict::Fail(1));
         // Without the body the status still decides a failure, never a pass.
-        assert_eq!(e.check(200, None), Verdict::Unchecked);
-        assert_eq!(e.check(404, None), Verdict::Fail(0));
+        assert_eq!(e.check(0, 200, None), Verdict::Unchecked);
+        assert_eq!(e.check(0, 404, None), Verdict::Fail(0));
         assert_eq!(e.assertions()[1].text(), "contains:ok");
-        assert_eq!(Expectations::default().check(500, None), Verdict::Pass);
+        assert_eq!(Expectations::default().check(0, 500, None), Verdict::Pass);
     }
 
     #[test]
@@ -293,31 +326,70 @@ mod tests {
             (r"contains:\xZZ", "contains:"),
             ("!", "expected status:CODES"),
         ] {
-            let e = Expectations::parse(&[bad]).unwrap_err();
+            let e = Expectations::parse(&[bad], &[]).unwrap_err();
             assert!(e.contains(says), "{bad:?}: {e}");
             assert!(!e.contains('\n'), "{bad:?}: {e}");
         }
         let nine = vec!["status:200"; EXPECT_MAX + 1];
         assert!(
-            Expectations::parse(&nine)
+            Expectations::parse(&nine, &[])
                 .unwrap_err()
                 .contains("at most 8")
         );
         let long = format!("contains:{}", "x".repeat(EXPECT_TEXT_BYTES_MAX + 1));
         assert!(
-            Expectations::parse(&[long])
+            Expectations::parse(&[long], &[])
                 .unwrap_err()
                 .contains("longer than")
         );
     }
 
     #[test]
+    fn an_assertion_may_be_about_one_mix_entry() {
+        let entries = ["home", "search"];
+        let e = Expectations::parse(
+            &[
+                "status:2xx",
+                "search=regex:hits",
+                "home=!contains:fallback",
+                "contains:a=b",
+            ],
+            &entries,
+        )
+        .unwrap();
+        assert_eq!(e.assertions()[1].text(), "search=regex:hits");
+        assert_eq!(e.assertions()[3].text(), "contains:a=b");
+        // Entry 0 (home) is not held to search's regex, nor search to home's.
+        assert_eq!(e.check(0, 200, Some(b"a=b")), Verdict::Pass);
+        assert_eq!(e.check(1, 200, Some(b"a=b")), Verdict::Fail(1));
+        assert_eq!(e.check(1, 200, Some(b"hits a=b fallback")), Verdict::Pass);
+        assert_eq!(
+            e.check(0, 200, Some(b"hits a=b fallback")),
+            Verdict::Fail(2)
+        );
+        assert_eq!(e.check(0, 500, Some(b"a=b")), Verdict::Fail(0));
+        for (bad, says) in [
+            (
+                "blog=status:200",
+                "no --mix entry named \"blog\" (entries: home, search)",
+            ),
+            ("home=", "expected status:CODES"),
+            ("home=body:x", "unknown form"),
+        ] {
+            let err = Expectations::parse(&[bad], &entries).unwrap_err();
+            assert!(err.contains(says), "{bad:?}: {err}");
+        }
+        let err = Expectations::parse(&["home=status:200"], &[]).unwrap_err();
+        assert!(err.contains("needs --mix"), "{err}");
+    }
+
+    #[test]
     fn a_clone_checks_alike() {
-        let e = Expectations::parse(&["regex:^ok", "!contains:no"]).unwrap();
+        let e = Expectations::parse(&["regex:^ok", "!contains:no"], &[]).unwrap();
         let c = e.clone();
         c.warm();
         for body in [&b"ok"[..], b"ok no", b"nope"] {
-            assert_eq!(e.check(200, Some(body)), c.check(200, Some(body)));
+            assert_eq!(e.check(0, 200, Some(body)), c.check(0, 200, Some(body)));
         }
     }
 }

@@ -592,7 +592,12 @@ fn expect(
     requests: &RequestSet,
     (transport, has_target, frames, http2): (Transport, bool, bool, bool),
 ) -> Result<crate::proto::Expectations, PlanError> {
-    let expect = crate::proto::Expectations::parse(&a.expect).map_err(|m| err("expect", m))?;
+    let names: Vec<&str> = match a.mix {
+        Some(_) => requests.entries.iter().map(|e| e.name.as_str()).collect(),
+        None => Vec::new(),
+    };
+    let expect =
+        crate::proto::Expectations::parse(&a.expect, &names).map_err(|m| err("expect", m))?;
     if expect.is_empty() {
         return Ok(expect);
     }

@@ -37,11 +37,7 @@ impl Reply {
     /// An answer, or an error reply when `failed`.
     #[inline]
     pub(super) fn error_if(failed: bool) -> Reply {
-        if failed {
-            Reply::Error
-        } else {
-            Reply::Answer
-        }
+        if failed { Reply::Error } else { Reply::Answer }
     }
 }
 
@@ -381,11 +377,14 @@ impl Worker<'_> {
             Framing::Http1 if self.plan.error_status.contains(status) => Reply::Error,
             Framing::Http1 if self.plan.expect.is_empty() => Reply::Answer,
             Framing::Http1 => {
+                // The request answered is still the oldest in flight.
+                let entry = self.table.front(c).map_or(0, |r| r.entry);
+                let conn = &self.table.conns[c as usize];
                 let body = (whole && !lost)
                     .then(|| conn.framer.body_start())
                     .flatten()
                     .map(|b| &response[b.min(response.len())..]);
-                match self.plan.expect.check(status, body) {
+                match self.plan.expect.check(entry, status, body) {
                     Verdict::Pass => Reply::Answer,
                     Verdict::Unchecked => Reply::Unchecked,
                     Verdict::Fail(i) => Reply::Assertion(i),
