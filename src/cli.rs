@@ -206,6 +206,18 @@ pub struct LoadArgs {
     #[arg(long, default_value = "5xx")]
     pub error_status: String,
 
+    /// An assertion every HTTP/1.1 reply must pass, else it is an error of kind
+    /// `assertion` (counted per assertion, latency in error_latency_ns): `status:CODES`
+    /// (`status:200`, `status:2xx,304`), `contains:TEXT` (bytes in the body, with the
+    /// escapes of --payload), `regex:RE` (a match in the body, regex crate syntax); a
+    /// leading `!` turns one round (`!contains:fallback`), a leading `ENTRY=` holds only
+    /// that --mix entry's replies to it (`search=status:200`). Repeatable, at most 8: all
+    /// that apply must hold. Body assertions read responses
+    /// up to half the receive buffer; a longer one is counted unchecked. Needs
+    /// --target and HTTP/1.1 (not --http2 yet).
+    #[arg(long, value_name = "ASSERTION")]
+    pub expect: Vec<String>,
+
     /// An HTTP/1.1 request instead of a raw payload: `--http 'GET /path'`. Host and
     /// Content-Length are filled in; the framer defaults to http1.
     #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "mix"])]

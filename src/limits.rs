@@ -278,3 +278,17 @@ pub const MEMBERS_PER_CONNECTION_MAX: usize = 1024;
 /// Most runs of one decisive step (`--repeats`): each is a step's duration, so 20
 /// already makes a baseline of minutes.
 pub const REPEATS_MAX: u32 = 20;
+
+/// Most `--expect` assertions in one run: each has its own failure count in every
+/// worker's tally and the report; a handful says what a reply must be.
+pub const EXPECT_MAX: usize = 8;
+/// Longest `--expect contains:TEXT`, bytes: a marker in a body, not a body.
+pub const EXPECT_TEXT_BYTES_MAX: usize = 4096;
+/// Largest compiled `--expect regex:RE` program (the regex crate's `size_limit`): a
+/// pattern past it is a mistake (`a{99999999}`), refused before any traffic rather than
+/// built for seconds and megabytes.
+pub const EXPECT_REGEX_BYTES_MAX: usize = 1 << 20;
+/// Largest lazy-DFA cache of one `--expect regex:` in one worker (`dfa_size_limit`):
+/// bounds the memory each worker's copy may grow to; past it the regex crate falls back
+/// to a slower engine, it never fails.
+pub const EXPECT_DFA_BYTES_MAX: usize = 2 << 20;

@@ -1154,3 +1154,65 @@ fn bad_connection_lifecycle_flags_are_one_line_usage_errors() {
         "--conn-max-age: not with --frame-proto resp (each member's two sockets)",
     );
 }
+
+#[test]
+fn bad_expect_assertions_are_usage_errors_before_any_traffic() {
+    // Issue 37 item 6: an assertion that does not parse names --expect, exit 2.
+    for (assertion, says) in [
+        ("regex:(", "--expect: \"regex:(\": bad regex"),
+        ("body:~x", "--expect: unknown form \"body\""),
+        ("status:6xx", "--expect: \"status:6xx\": unknown class"),
+        ("status", "--expect: expected status:CODES"),
+        (
+            "contains:",
+            "--expect: \"contains:\": contains: needs a value",
+        ),
+        (
+            "home=status:200",
+            "--expect: \"home=status:200\": an assertion about entry \"home\" needs --mix",
+        ),
+    ] {
+        expect(
+            &[
+                "run", "--target", T, "--rate", "10", "--http", "GET /", "--expect", assertion,
+            ],
+            2,
+            says,
+        );
+    }
+    // Where it cannot apply, refused rather than ignored.
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--http",
+            "GET /",
+            "--http2",
+            "--expect",
+            "status:200",
+        ],
+        2,
+        "--expect: not yet with --http2",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--expect",
+            "status:200",
+        ],
+        2,
+        "--expect: asserts HTTP/1.1 replies",
+    );
+    expect(
+        &["run", "--http", "GET /", "--expect", "status:200"],
+        2,
+        "--expect: needs --target",
+    );
+}

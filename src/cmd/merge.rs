@@ -190,6 +190,7 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
         .filter(|i| !shards.iter().any(|s| s.index == *i))
         .collect();
     add_counters(&mut out, shards);
+    add_expect(&mut out, shards);
     add_histograms(&mut out, shards)?;
     add_error_latency(&mut out, shards);
     let (intervals, intervals_exact) = align_intervals(shards);
@@ -238,6 +239,23 @@ fn add_counters(out: &mut Value, shards: &[Shard]) {
             .map(|s| s.value["config"]["connections"].as_u64().unwrap_or(0))
             .fold(0u64, u64::saturating_add)
     );
+}
+
+/// `--expect`: every shard ran the same assertions (one command line); the replies
+/// that failed each, and the unchecked ones, add.
+fn add_expect(out: &mut Value, shards: &[Shard]) {
+    let Some(list) = out["expect"]["assertions"].as_array().map(Vec::len) else {
+        return;
+    };
+    let total = |at: &dyn Fn(&Value) -> &Value| {
+        (shards.iter())
+            .map(|s| at(&s.value["expect"]).as_u64().unwrap_or(0))
+            .fold(0u64, u64::saturating_add)
+    };
+    for i in 0..list {
+        out["expect"]["assertions"][i]["failed"] = json!(total(&|e| &e["assertions"][i]["failed"]));
+    }
+    out["expect"]["unchecked"] = json!(total(&|e| &e["unchecked"]));
 }
 
 /// The histograms, added, every shard's (the reader decoded them all), and their
@@ -807,6 +825,31 @@ mod tests {
             sum_numbers(&[&json!({"n": (1u64 << 53) + 1}), &json!({"n": 2})])["n"],
             (1u64 << 53) + 3
         );
+    }
+
+    /// `--expect`: the failures of each assertion, and the unchecked replies, add over
+    /// the shards; a run without `--expect` gains no key.
+    #[test]
+    fn assertion_failures_add_over_the_shards() {
+        let shard = |index, expect: Value| Shard {
+            path: format!("s{index}.json"),
+            value: json!({ "expect": expect }),
+            index,
+            histograms: std::array::from_fn(|_| Histogram::new(3).unwrap()),
+        };
+        let one = |a: u64, b: u64, u: u64| {
+            json!({"assertions": [{"assertion": "status:200", "failed": a},
+                                  {"assertion": "!contains:fallback", "failed": b}],
+                   "unchecked": u})
+        };
+        let shards = [shard(0, one(1, 10, 0)), shard(1, one(2, 20, 3))];
+        let mut out = shards[0].value.clone();
+        add_expect(&mut out, &shards);
+        assert_eq!(out["expect"], one(3, 30, 3));
+        let bare = [shard(0, Value::Null)];
+        let mut out = json!({});
+        add_expect(&mut out, &bare);
+        assert_eq!(out, json!({}));
     }
 
     /// Issue 33, item 6: each host's kernel counters add; one that could not read a

@@ -84,6 +84,14 @@ pub struct Conn {
     pub framer_entry: u16,
     /// The framer is between responses (may be switched to another entry's framer).
     pub at_boundary: bool,
+    /// `--expect` body assertions: the kept bytes (`recv_keep`) start with the current
+    /// response's first byte, so it is whole once it completes.
+    pub capture_at_start: bool,
+    /// `--expect`: the current response outgrew what is kept whole; its body goes
+    /// unchecked.
+    pub capture_lost: bool,
+    /// Of the kept bytes of a response kept whole, how many the framer already read.
+    pub capture_skip: u32,
     /// When the current connect was submitted.
     pub connect_started: Ticks,
     /// Failed attempts since the last established connection (the backoff exponent).
@@ -218,6 +226,9 @@ impl ConnTable {
                 framer: framer.clone(),
                 framer_entry: 0,
                 at_boundary: true,
+                capture_at_start: false,
+                capture_lost: false,
+                capture_skip: 0,
                 connect_started: 0,
                 attempts: 0,
                 opened_before: false,

@@ -230,10 +230,13 @@ pub enum ErrorKind {
     /// The server reset the request's HTTP/2 stream (RST_STREAM other than
     /// REFUSED_STREAM, which is retried).
     StreamReset,
+    /// A reply that parsed but failed an `--expect` assertion (counted per assertion in
+    /// [`ReplyTally::expect_failed`]); its latency is in `error_latency`.
+    Assertion,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::Timeout,
         ErrorKind::BacklogOverflow,
         ErrorKind::ClosedByPeer,
@@ -247,6 +250,7 @@ impl ErrorKind {
         ErrorKind::ErrorReply,
         ErrorKind::TlsHandshake,
         ErrorKind::StreamReset,
+        ErrorKind::Assertion,
     ];
 
     pub fn name(self) -> &'static str {
@@ -264,6 +268,7 @@ impl ErrorKind {
             ErrorKind::ErrorReply => "error_reply",
             ErrorKind::TlsHandshake => "tls_handshake",
             ErrorKind::StreamReset => "stream_reset",
+            ErrorKind::Assertion => "assertion",
         }
     }
 }
@@ -551,6 +556,13 @@ pub struct ReplyTally {
     /// [`ReplyTally::NAMES`] distinct; the rest in `other_names`.
     pub names: Vec<(String, u64)>,
     pub other_names: u64,
+    /// `--expect`: replies failed by each assertion (index = the assertion's place on
+    /// the command line; a reply counts under the first that failed). Empty without
+    /// `--expect`.
+    pub expect_failed: Vec<u64>,
+    /// `--expect`: replies whose body assertions could not be checked (the response
+    /// outgrew what the engine keeps whole); not failed, not passed.
+    pub expect_unchecked: u64,
 }
 
 impl ReplyTally {
@@ -564,6 +576,8 @@ impl ReplyTally {
             http_codes: vec![0; 600],
             names: Vec::with_capacity(Self::NAMES),
             other_names: 0,
+            expect_failed: Vec::new(),
+            expect_unchecked: 0,
         }
     }
 
@@ -619,6 +633,13 @@ impl ReplyTally {
             }
         }
         self.other_names += o.other_names;
+        if self.expect_failed.len() < o.expect_failed.len() {
+            self.expect_failed.resize(o.expect_failed.len(), 0);
+        }
+        for (a, b) in self.expect_failed.iter_mut().zip(&o.expect_failed) {
+            *a += b;
+        }
+        self.expect_unchecked += o.expect_unchecked;
     }
 
     /// Forgets everything counted (the warm-up ended).
@@ -626,6 +647,8 @@ impl ReplyTally {
         self.http_codes.iter_mut().for_each(|n| *n = 0);
         self.names.clear();
         self.other_names = 0;
+        self.expect_failed.iter_mut().for_each(|n| *n = 0);
+        self.expect_unchecked = 0;
     }
 }
 

@@ -74,6 +74,8 @@ pub struct WorkerPlan {
     pub framing: Framing,
     /// HTTP status codes that are request errors (`--error-status`).
     pub error_status: crate::proto::ErrorStatus,
+    /// `--expect`: this worker's own copy (its regexes' caches are its own).
+    pub expect: crate::proto::Expectations,
     pub recv_buffer_bytes: usize,
     pub backlog_capacity: usize,
     pub interval_ns: u64,
@@ -269,6 +271,7 @@ impl WorkerPlan {
             seed: 1,
             framing: crate::proto::Framing::Echo,
             error_status: crate::proto::ErrorStatus::default(),
+            expect: crate::proto::Expectations::default(),
             recv_buffer_bytes: 1024,
             backlog_capacity: 16,
             interval_ns: 1_000_000_000,

@@ -79,9 +79,13 @@ pub struct Http1 {
     other_coding: bool,
     conn_close: bool,
     keep_alive: bool,
+    /// Bytes of the current response before its body (`seen` at the end of the
+    /// final response's header block).
+    body_at: usize,
     // The response that completed last.
     last_status: u16,
     last_close: bool,
+    last_body_at: usize,
 }
 
 /// What a complete line did to the response.
@@ -107,8 +111,10 @@ impl Http1 {
             other_coding: false,
             conn_close: false,
             keep_alive: false,
+            body_at: 0,
             last_status: 0,
             last_close: false,
+            last_body_at: 0,
         }
     }
 
@@ -127,6 +133,7 @@ impl Http1 {
     /// The response ended: remember what the engine may ask, start the next one.
     fn finish(&mut self) {
         self.last_status = self.status;
+        self.last_body_at = self.body_at;
         self.last_close = self.conn_close
             || (self.http10 && !self.keep_alive)
             || self.state == State::UntilClose
@@ -240,6 +247,7 @@ impl Http1 {
     }
 
     fn end_of_headers(&mut self) -> Result<Step, &'static str> {
+        self.body_at = self.seen;
         match self.status {
             101 => return Err("101 Switching Protocols: the connection left HTTP/1"),
             100..=199 => {
@@ -376,6 +384,7 @@ impl Framer for Http1 {
         self.finish();
         self.last_status = 0;
         self.last_close = false;
+        self.last_body_at = 0;
     }
 
     fn status(&self) -> Option<u16> {
@@ -384,6 +393,10 @@ impl Framer for Http1 {
 
     fn close_after(&self) -> bool {
         self.last_close
+    }
+
+    fn body_start(&self) -> Option<usize> {
+        Some(self.last_body_at)
     }
 
     fn eof(&mut self) -> bool {
@@ -495,6 +508,30 @@ mod tests {
             f.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"),
             Parsed::Complete { consumed: 38 }
         );
+    }
+
+    #[test]
+    fn body_start_is_after_the_final_header_block() {
+        // What `--expect` body assertions read: the bytes after the final response's
+        // empty line, interim responses counted in.
+        let mut f = http();
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody";
+        assert_eq!(f.feed(r), Parsed::Complete { consumed: r.len() });
+        assert_eq!(&r[f.body_start().unwrap()..], b"body");
+        assert_eq!(
+            f.feed(CONTINUE_THEN_OK),
+            Parsed::Complete {
+                consumed: CONTINUE_THEN_OK.len()
+            }
+        );
+        assert_eq!(&CONTINUE_THEN_OK[f.body_start().unwrap()..], b"ok");
+        assert_eq!(
+            f.feed(NO_CONTENT),
+            Parsed::Complete {
+                consumed: NO_CONTENT.len()
+            }
+        );
+        assert_eq!(f.body_start(), Some(NO_CONTENT.len()));
     }
 
     #[test]

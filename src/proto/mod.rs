@@ -41,6 +41,7 @@
 //! into a `&mut [u8]`, the framers' test matrix, a fuzz target), for the workload that
 //! will drive it.
 mod delimiter;
+pub mod expect;
 mod fixed;
 pub mod frame;
 pub mod frame_proto;
@@ -56,6 +57,7 @@ pub(crate) mod testkit;
 pub mod udp_header;
 
 pub use delimiter::{Delimited, DelimiterSpec};
+pub use expect::{Expectations, Verdict};
 pub use fixed::FixedLength;
 pub use http1::Http1;
 pub use length_prefixed::{LengthField, LengthPrefixSpec, LengthPrefixed};
@@ -127,6 +129,13 @@ pub trait Framer {
     /// un-consumed are not part of such a body (the framer consumes all of it).
     fn eof(&mut self) -> bool {
         false
+    }
+
+    /// Where the body of the response that last completed starts, counted from the
+    /// response's first byte (interim responses included): what `--expect` body
+    /// assertions read. `None` for framers without a notion of body.
+    fn body_start(&self) -> Option<usize> {
+        None
     }
 }
 
@@ -263,6 +272,10 @@ impl Framer for AnyFramer {
     }
     fn eof(&mut self) -> bool {
         dispatch!(self, f => f.eof())
+    }
+    #[inline]
+    fn body_start(&self) -> Option<usize> {
+        dispatch!(self, f => f.body_start())
     }
 }
 

@@ -444,7 +444,24 @@ pub fn build(
         histograms: c.total,
         frames: None,
         abort: c.abort,
+        expect: expect_report(plan, &replies),
     }
+}
+
+/// `--expect`: each assertion with the replies that failed it.
+fn expect_report(
+    plan: &RunPlan,
+    replies: &crate::engine::recorder::ReplyTally,
+) -> Option<super::ExpectReport> {
+    (!plan.expect.is_empty()).then(|| super::ExpectReport {
+        assertions: (plan.expect.assertions().iter().enumerate())
+            .map(|(i, a)| super::AssertionReport {
+                assertion: a.text().to_string(),
+                failed: replies.expect_failed.get(i).copied().unwrap_or(0),
+            })
+            .collect(),
+        unchecked: replies.expect_unchecked,
+    })
 }
 
 /// Every worker's replies by kind, added up.

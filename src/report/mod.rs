@@ -475,6 +475,25 @@ pub struct HttpReport {
     pub error_status: &'static str,
 }
 
+/// `--expect`: the assertions, and how many replies failed each.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpectReport {
+    /// In the order given. A reply counts under the first assertion it failed, as
+    /// one request error of kind `assertion`.
+    pub assertions: Vec<AssertionReport>,
+    /// Replies whose body assertions could not be checked (the response outgrew half
+    /// the connection's receive buffer): counted as completed, neither passed nor failed.
+    pub unchecked: u64,
+}
+
+/// One `--expect` assertion and the replies that failed it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AssertionReport {
+    /// As written: `status:200`, `!contains:fallback`.
+    pub assertion: String,
+    pub failed: u64,
+}
+
 /// An `--abort-if` condition that held and stopped the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AbortReport {
@@ -580,6 +599,9 @@ pub struct Report {
     pub http2: Option<Http2Report>,
     /// `--abort-if`: the condition that stopped the run (`null` when none fired).
     pub abort: Option<AbortReport>,
+    /// `--expect`: the assertions and their failures (absent without `--expect`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect: Option<ExpectReport>,
     /// The first response that did not parse, escaped and truncated.
     pub first_protocol_error: Option<String>,
     /// Which shard of which run, the common start and the clock (`--shard`,

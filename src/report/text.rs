@@ -443,6 +443,25 @@ fn write_requests(w: &mut String, r: &Report) {
             fmt_ns(r.error_latency_ns.max),
         );
     }
+    if let Some(e) = &r.expect {
+        let each: Vec<String> = (e.assertions.iter())
+            .map(|a| format!("'{}'={}", a.assertion, a.failed))
+            .collect();
+        let failed: u64 = e.assertions.iter().map(|a| a.failed).sum();
+        let _ = writeln!(
+            w,
+            "assertions: {failed} replies failed (among the errors, kind assertion): {}{}",
+            each.join(" "),
+            if e.unchecked > 0 {
+                format!(
+                    "; {} unchecked (body longer than half the receive buffer)",
+                    e.unchecked
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     if !r.errors_by_kind.is_empty() {
         let kinds: Vec<String> = r
             .errors_by_kind

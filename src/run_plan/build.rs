@@ -77,12 +77,16 @@ impl RunPlan {
         // HTTP/2's refusals first: its requests are HTTP/1.1 templates a baseline
         // would otherwise refuse for their framing.
         let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;
+        let modes = (
+            transport,
+            target.is_some(),
+            frames.is_some(),
+            http2.is_some(),
+        );
+        let expect = expect(a, &requests, modes)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;
-        let pairs = frames
-            .as_ref()
-            .is_some_and(|f| f.spec.kind.sockets_per_connection() == 2);
-        let conn_life = conn_life(a, transport, target.is_some(), pairs)?;
+        let conn_life = conn_life(a, transport, target.is_some(), frames.as_ref())?;
         let mut plan = RunPlan {
             http2,
             conn_life,
@@ -138,6 +142,7 @@ impl RunPlan {
             requests: Arc::new(requests),
             framing: checked.framing,
             error_status: a.error_status.parse().map_err(|m| err("error-status", m))?,
+            expect,
             timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
             max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
             confidence: crate::units::check_level(a.confidence)
@@ -515,8 +520,9 @@ fn conn_life(
     a: &RunArgs,
     transport: Transport,
     has_target: bool,
-    socket_pairs: bool,
+    frames: Option<&FramePlan>,
 ) -> Result<Option<crate::engine::worker_plan::ConnLife>, PlanError> {
+    let socket_pairs = frames.is_some_and(|f| f.spec.kind.sockets_per_connection() == 2);
     let flag = match (&a.conn_max_age, a.conn_max_requests) {
         (None, None) => return Ok(None),
         (Some(_), _) => "conn-max-age",
@@ -583,6 +589,41 @@ const HTTP2_STREAMS_DEFAULT: usize = 100;
 /// `--http2` and `--streams-per-connection`: HTTP/1.1 requests (`--http`, http1 entries
 /// of a mix) sent as streams over TCP; every entry must convert (no connection
 /// headers) with a body of one DATA frame.
+/// `--expect`: the assertions compiled (a bad one refused first, whatever else the
+/// command line says), then the runs they cannot apply to refused rather than ignored.
+fn expect(
+    a: &RunArgs,
+    requests: &RequestSet,
+    (transport, has_target, frames, http2): (Transport, bool, bool, bool),
+) -> Result<crate::proto::Expectations, PlanError> {
+    let names: Vec<&str> = match a.mix {
+        Some(_) => requests.entries.iter().map(|e| e.name.as_str()).collect(),
+        None => Vec::new(),
+    };
+    let expect =
+        crate::proto::Expectations::parse(&a.expect, &names).map_err(|m| err("expect", m))?;
+    if expect.is_empty() {
+        return Ok(expect);
+    }
+    let refused = [
+        (!has_target, "needs --target"),
+        (
+            transport != Transport::Tcp || frames,
+            "asserts HTTP/1.1 replies: not with --proto udp or --workload frames",
+        ),
+        (http2, "not yet with --http2 or --grpc"),
+        (
+            requests.entries.iter().any(|e| e.framing != Framing::Http1),
+            "asserts HTTP/1.1 replies: needs --http, or a --mix whose entries all use the \
+             http1 framer",
+        ),
+    ];
+    match refused.into_iter().find(|(bad, _)| *bad) {
+        Some((_, why)) => Err(err("expect", why)),
+        None => Ok(expect),
+    }
+}
+
 fn http2_plan(
     a: &RunArgs,
     requests: &RequestSet,

@@ -137,6 +137,8 @@ pub struct RunPlan {
     pub framing: Framing,
     /// `--error-status`: HTTP status codes that are request errors.
     pub error_status: crate::proto::ErrorStatus,
+    /// `--expect`: assertions every HTTP/1.1 reply must pass (empty: none).
+    pub expect: crate::proto::Expectations,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
     /// `--confidence`: the level of the report's confidence intervals, in (0, 1).

@@ -110,6 +110,7 @@ impl RunPlan {
                     seed: self.seed,
                     framing: self.framing,
                     error_status: self.error_status,
+                    expect: self.expect.clone(),
                     recv_buffer_bytes,
                     backlog_capacity: backlog.clamp(1024, BACKLOG_REQUESTS_MAX),
                     interval_ns: INTERVAL_NS,

@@ -23,6 +23,7 @@
 //! reopens.
 
 use super::Worker;
+use super::recv::Reply;
 use crate::clock::{Nanos, Ticks};
 use crate::engine::conn_table::{ANSWERED, ConnState, Req};
 use crate::engine::recorder::{ErrorKind, H2Counters};
@@ -449,7 +450,7 @@ impl Worker<'_> {
                 s if s >= GRPC_STATUS_BASE => u32::from(s - GRPC_STATUS_BASE),
                 s => crate::proto::grpc::code_of_http(s),
             };
-            self.answered(c, req, now_t, code != 0);
+            self.answered(c, req, now_t, Reply::error_if(code != 0));
             if self.recorded(req.intended_ns) {
                 self.out.counters.grpc[code.min(GRPC_CODE_OTHER) as usize] += 1;
                 if code != 0 {
@@ -460,7 +461,7 @@ impl Worker<'_> {
             return self.h2_retire(c, i);
         }
         let failed = req.status != 0 && self.plan.error_status.contains(req.status);
-        self.answered(c, req, now_t, failed);
+        self.answered(c, req, now_t, Reply::error_if(failed));
         if req.status != 0 && self.recorded(req.intended_ns) {
             let class = (req.status / 100) as usize;
             self.out.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;

@@ -347,6 +347,9 @@ impl Worker<'_> {
         conn.recv_keep = 0;
         conn.framer.reset();
         conn.at_boundary = true;
+        conn.capture_at_start = false;
+        conn.capture_lost = false;
+        conn.capture_skip = 0;
         if let Some(s) = self.sessions.get_mut(c as usize) {
             *s = None;
         }

@@ -191,6 +191,8 @@ struct Worker<'p> {
     first_bad: Option<String>,
     /// Exact HTTP status codes and error-reply kinds over the run.
     replies: ReplyTally,
+    /// `--expect` reads bodies: responses are kept whole while they arrive.
+    expect_body: bool,
     /// `--http2`: the connections' HTTP/2 state (None without it).
     h2: Option<Box<h2::H2Side>>,
     /// `--conn-max-age`, `--conn-max-requests`: each connection's life (empty
@@ -315,6 +317,9 @@ impl<'p> Worker<'p> {
         snap_tx: Sender<Snapshot>,
         recycle_rx: Receiver<Histograms>,
     ) -> std::io::Result<Self> {
+        // On the worker's own thread: each regex's cache is made here, not at the
+        // first reply.
+        plan.expect.warm();
         let RingSetup {
             ring,
             fixed_files,
@@ -424,7 +429,11 @@ impl<'p> Worker<'p> {
             last_done: 0,
             last_done_ns: 0,
             first_bad: None,
-            replies: ReplyTally::new(),
+            replies: ReplyTally {
+                expect_failed: vec![0; plan.expect.len()],
+                ..ReplyTally::new()
+            },
+            expect_body: plan.expect.needs_body(),
             h2,
             life: vec![
                 recycle::Life::default();

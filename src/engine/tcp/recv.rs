@@ -8,7 +8,38 @@ use crate::engine::conn_table::{ConnState, Req};
 use crate::engine::recorder::ErrorKind;
 use crate::engine::socket;
 use crate::engine::stamps;
-use crate::proto::{Framer, Framing, Parsed};
+use crate::proto::{Framer, Framing, Parsed, Verdict};
+
+/// How a response that completed a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reply {
+    /// An answer (every `--expect` assertion held).
+    Answer,
+    /// An answer whose `--expect` body assertions could not be checked: counted apart.
+    Unchecked,
+    /// A reply reporting failure (`--error-status`, RESP and memcached error replies).
+    Error,
+    /// A reply failing the `--expect` assertion at this index.
+    Assertion(u8),
+}
+
+impl Reply {
+    /// The request error this reply is, if it is one.
+    #[inline]
+    pub(super) fn failure(self) -> Option<ErrorKind> {
+        match self {
+            Reply::Answer | Reply::Unchecked => None,
+            Reply::Error => Some(ErrorKind::ErrorReply),
+            Reply::Assertion(_) => Some(ErrorKind::Assertion),
+        }
+    }
+
+    /// An answer, or an error reply when `failed`.
+    #[inline]
+    pub(super) fn error_if(failed: bool) -> Reply {
+        if failed { Reply::Error } else { Reply::Answer }
+    }
+}
 
 impl Worker<'_> {
     /// A multishot recvmsg's completion: its payload goes on to [`Self::on_recv`],
@@ -163,8 +194,8 @@ impl Worker<'_> {
                 // so the loop must wake for each from now on.
                 self.stamps_missing += 1;
             }
-            let failed = self.reply_failed(c, &[]);
-            if self.complete_one(c, now_t, failed) {
+            let reply = self.reply_at_close(c);
+            if self.complete_one(c, now_t, reply) {
                 self.count_status(c);
             }
         }
@@ -235,25 +266,29 @@ impl Worker<'_> {
             return self.parse_h2(c, input, now_t);
         }
         let end = input.len();
-        let mut pos = 0;
+        // Where the response in progress started in `input`, when known: a response
+        // kept whole (`--expect`) starts at the kept bytes, and the framer already read
+        // `capture_skip` of them.
+        let conn = &mut self.table.conns[c as usize];
+        let mut start = (conn.at_boundary || conn.capture_at_start).then_some(0);
+        let mut pos = std::mem::take(&mut conn.capture_skip) as usize;
+        conn.capture_at_start = false;
         while pos < end {
             if self.mixed_framing && self.table.conns[c as usize].at_boundary {
                 self.select_framer(c);
             }
             // The response starts here when the last one ended here (its first bytes
-            // name an error reply).
-            let starts_here = self.table.conns[c as usize].at_boundary;
+            // name an error reply, its body is what `--expect` reads).
+            if self.table.conns[c as usize].at_boundary {
+                start = Some(pos);
+            }
             let parsed = self.table.conns[c as usize].framer.feed(&input[pos..]);
             self.table.conns[c as usize].at_boundary = matches!(parsed, Parsed::Complete { .. });
             match parsed {
                 Parsed::Complete { consumed } => {
-                    let head = if starts_here {
-                        &input[pos..pos + consumed]
-                    } else {
-                        &[]
-                    };
-                    let failed = self.reply_failed(c, head);
-                    if !self.complete_one(c, now_t, failed) {
+                    let response = start.map_or(&[][..], |s| &input[s..pos + consumed]);
+                    let reply = self.reply_of(c, response, start.is_some());
+                    if !self.complete_one(c, now_t, reply) {
                         // A response nobody asked for: the stream is out of step.
                         let why = "response with no request in flight";
                         self.protocol_error(c, why, &input[pos..]);
@@ -278,6 +313,12 @@ impl Worker<'_> {
                 }
                 Parsed::Incomplete { consumed } => {
                     pos += consumed;
+                    if self.expect_body
+                        && let Some(s) = start
+                        && self.keep_whole(c, s, pos, end)
+                    {
+                        return Some(s);
+                    }
                     break;
                 }
                 Parsed::Invalid { reason } => {
@@ -304,24 +345,74 @@ impl Worker<'_> {
         }
     }
 
-    /// Whether the response that just completed on `c` reports failure: an HTTP status
-    /// in `--error-status`, a RESP error reply, a memcached error line. An error reply
-    /// is counted by its first word (`head`: the response's first bytes, empty when
-    /// they are not at hand).
+    /// `--expect` body assertions: whether the response in progress on `c`, started at
+    /// `start` of the bytes being framed (`end` of them, the framer read up to `pos`),
+    /// stays kept whole: it does while it fits in half the receive buffer (so the next
+    /// receive still has room beside it); past that it streams on and its body goes
+    /// unchecked.
     #[inline]
-    pub(super) fn reply_failed(&mut self, c: u32, head: &[u8]) -> bool {
-        let conn = &self.table.conns[c as usize];
-        let Some(status) = conn.framer.status() else {
+    fn keep_whole(&mut self, c: u32, start: usize, pos: usize, end: usize) -> bool {
+        let conn = &mut self.table.conns[c as usize];
+        if conn.capture_lost || end - start > self.plan.recv_buffer_bytes / 2 {
+            conn.capture_lost = true;
             return false;
+        }
+        conn.capture_at_start = true;
+        conn.capture_skip = (pos - start) as u32;
+        true
+    }
+
+    /// What the response that just completed on `c` was (`response`: its bytes, whole
+    /// when `whole`, else empty): an answer, or a reply reporting failure (an HTTP
+    /// status in `--error-status`, a RESP error reply, a memcached error line; counted
+    /// by its first word), or one failing an `--expect` assertion.
+    #[inline]
+    pub(super) fn reply_of(&mut self, c: u32, response: &[u8], whole: bool) -> Reply {
+        let conn = &mut self.table.conns[c as usize];
+        let lost = std::mem::take(&mut conn.capture_lost);
+        let Some(status) = conn.framer.status() else {
+            return Reply::Answer;
         };
         match self.plan.requests.entries[conn.framer_entry as usize].framing {
-            Framing::Http1 => self.plan.error_status.contains(status),
-            Framing::Resp | Framing::Memcached if status != 0 => {
-                self.replies.error_name(head);
-                true
+            Framing::Http1 if self.plan.error_status.contains(status) => Reply::Error,
+            Framing::Http1 if self.plan.expect.is_empty() => Reply::Answer,
+            Framing::Http1 => {
+                // The request answered is still the oldest in flight.
+                let entry = self.table.front(c).map_or(0, |r| r.entry);
+                let conn = &self.table.conns[c as usize];
+                let body = (whole && !lost)
+                    .then(|| conn.framer.body_start())
+                    .flatten()
+                    .map(|b| &response[b.min(response.len())..]);
+                match self.plan.expect.check(entry, status, body) {
+                    Verdict::Pass => Reply::Answer,
+                    Verdict::Unchecked => Reply::Unchecked,
+                    Verdict::Fail(i) => Reply::Assertion(i),
+                }
             }
-            _ => false,
+            Framing::Resp | Framing::Memcached if status != 0 => {
+                self.replies.error_name(response);
+                Reply::Error
+            }
+            _ => Reply::Answer,
         }
+    }
+
+    /// [`Self::reply_of`] for a response the close ended (a body until the close): its
+    /// bytes are the kept ones when it was kept whole.
+    fn reply_at_close(&mut self, c: u32) -> Reply {
+        let conn = &self.table.conns[c as usize];
+        if !conn.capture_at_start {
+            return self.reply_of(c, &[], false);
+        }
+        let len = self.plan.recv_buffer_bytes;
+        let base = c as usize * len;
+        let keep = conn.recv_keep as usize;
+        // Lent out while judged, as in `parse_received`.
+        let buf = std::mem::ManuallyDrop::new(std::mem::take(&mut self.recv_buf));
+        let reply = self.reply_of(c, buf.region(base..base + keep), true);
+        self.recv_buf = std::mem::ManuallyDrop::into_inner(buf);
+        reply
     }
 
     /// Points the connection's framer at the entry of its oldest request in flight
@@ -378,10 +469,9 @@ impl Worker<'_> {
         intended_ns >= self.plan.warmup_ns
     }
 
-    /// Records the oldest in-flight request of `c` as answered at `done`: a success, or
-    /// when `failed` an error reply (counted as an error, its latency kept apart).
+    /// Records the oldest in-flight request of `c` as answered at `done` by `reply`.
     #[inline]
-    pub(super) fn complete_one(&mut self, c: u32, done: Ticks, failed: bool) -> bool {
+    pub(super) fn complete_one(&mut self, c: u32, done: Ticks, reply: Reply) -> bool {
         let conn = &self.table.conns[c as usize];
         if conn.inflight == conn.unsent {
             // Nothing in flight has been sent: this response answers no request.
@@ -390,14 +480,15 @@ impl Worker<'_> {
         let Some(req) = self.table.pop_front(c) else {
             return false;
         };
-        self.answered(c, req, done, failed);
+        self.answered(c, req, done, reply);
         true
     }
 
-    /// Records `req`, a request of `c` in flight, as answered at `done`: a success, or
-    /// when `failed` an error reply (counted as an error, its latency kept apart).
+    /// Records `req`, a request of `c` in flight, as answered at `done` by `reply`: a
+    /// success, or a failure (an error reply, a failed assertion: counted as an error,
+    /// its latency kept apart).
     #[inline]
-    pub(super) fn answered(&mut self, c: u32, req: Req, done: Ticks, failed: bool) {
+    pub(super) fn answered(&mut self, c: u32, req: Req, done: Ticks, reply: Reply) {
         self.inflight -= 1;
         self.completed_total += 1;
         // A kernel timestamp read against a wall clock that stepped back could lie
@@ -412,15 +503,21 @@ impl Worker<'_> {
         let latency = done_ns.saturating_sub(req.intended_ns);
         if !self.recorded(req.intended_ns) {
             // Due in the warm-up, answered after it: part of the warm-up.
-        } else if failed {
+        } else if let Some(kind) = reply.failure() {
             // Answered, but a failure: an error whose latency never improves the
             // headline.
-            self.out.counters.error(ErrorKind::ErrorReply);
+            self.out.counters.error(kind);
+            if let Reply::Assertion(i) = reply
+                && let Some(n) = self.replies.expect_failed.get_mut(i as usize)
+            {
+                *n += 1;
+            }
             self.out.hist.error_latency.saturating_record(latency);
             if let Some(e) = self.entries.get_mut(req.entry as usize) {
                 e.errors += 1;
             }
         } else {
+            self.replies.expect_unchecked += u64::from(reply == Reply::Unchecked);
             self.out.counters.completed += 1;
             self.out.hist.latency.saturating_record(latency);
             self.out

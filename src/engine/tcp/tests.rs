@@ -4,6 +4,7 @@
 //! so closing one queues nothing in the ring).
 
 use super::Worker;
+use super::recv::Reply;
 use super::workload::{Timetable, Workload};
 use crate::clock::{Clock, Nanos};
 use crate::engine::conn_table::{ConnState, Req};
@@ -181,7 +182,7 @@ fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
     // 300 us later: latency = service time (intended = issued, no queueing).
     w.table.conns[0].unsent = 0;
     mock.increment(Duration::from_micros(300));
-    assert!(w.complete_one(0, w.clock.ticks(), false));
+    assert!(w.complete_one(0, w.clock.ticks(), Reply::Answer));
     assert_eq!(w.out.counters.completed, 1);
     let l = w.out.hist.latency.max();
     assert!(w.out.hist.latency.equivalent(l, 300_000), "{l}");
@@ -193,7 +194,7 @@ fn the_closed_loop_issues_the_next_request_when_a_response_completes() {
     // Once the run stops, a completion issues nothing more.
     w.table.conns[0].unsent = 0;
     w.core.stopping = true;
-    assert!(w.complete_one(0, w.clock.ticks(), false));
+    assert!(w.complete_one(0, w.clock.ticks(), Reply::Answer));
     w.reissue();
     assert_eq!(w.table.conns[0].inflight, 0);
     assert_eq!(w.out.counters.dispatched, 2);
@@ -215,7 +216,7 @@ fn a_completion_batch_converts_its_instant_once_and_each_new_instant_again() {
     mock.increment(Duration::from_millis(1));
     let batch = w.clock.ticks();
     for _ in 0..3 {
-        assert!(w.complete_one(0, batch, false));
+        assert!(w.complete_one(0, batch, Reply::Answer));
     }
     assert_eq!(w.last_done_ns, 2 * MS);
     assert!(
@@ -235,7 +236,7 @@ fn a_completion_batch_converts_its_instant_once_and_each_new_instant_again() {
     w.table.push_req(0, req(6 * MS));
     w.table.conns[0].unsent = 0;
     w.inflight = 1;
-    assert!(w.complete_one(0, w.clock.ticks(), false));
+    assert!(w.complete_one(0, w.clock.ticks(), Reply::Answer));
     assert_eq!(w.last_done_ns, 7 * MS);
     assert!(w.out.hist.latency.equivalent(w.out.hist.latency.min(), MS));
 }
@@ -261,7 +262,7 @@ fn latency_counts_from_the_intended_instant_and_service_time_from_the_send() {
     w.table.conns[0].unsent = 0;
     w.inflight = 1;
     mock.increment(Duration::from_millis(1));
-    assert!(w.complete_one(0, w.clock.ticks(), false));
+    assert!(w.complete_one(0, w.clock.ticks(), Reply::Answer));
     let h = &w.out.hist;
     assert!(
         h.latency.equivalent(h.latency.max(), 4 * MS),
