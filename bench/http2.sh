@@ -5,7 +5,9 @@
 # h2load runs closed loop (-c8 -m16) and sets the pace; blaster runs open loop at the
 # rate h2load achieved in the same round (8 connections, --streams-per-connection 16),
 # so both do the same work. Prints requests/s and client CPU-seconds per million
-# requests for each, and the ratio (issue 35's goal: <= 0.8x h2load's CPU per request).
+# requests for each, and the ratio (issue 35's goal: <= 0.8x h2load's CPU per request),
+# then each one's CPU split into user space and kernel (system) time per 1M requests:
+# the kernel part is the floor no user-space work can go under.
 # blaster runs with its default pacing; SPIN=D passes --spin D.
 # RATES="20000 100000" adds fixed-rate rounds: h2load --rps (rate / 8 per client) beside
 # blaster --rate, same connections and streams.
@@ -24,25 +26,32 @@ taskset -c 1 nginx -c "$d/nginx.conf" -p "$d" >/dev/null 2>&1 &
 PIDS+=($!)
 sleep 0.5
 header
-H_RPS=""; H_CPU=""; B_RPS=""; B_CPU=""; B_BUSY=""
+H_RPS=""; H_CPU=""; B_RPS=""; B_CPU=""; B_BUSY=""; H_SYS=""; B_SYS=""
 for i in $(seq "$RUNS"); do
     cpu=$(cpu_of taskset -c 0 h2load -t1 -c8 -m16 -D "$DUR" "http://127.0.0.1:$port/")
+    read -r _ sys < "$OUT/time"
     rps=$(awk '/^finished in/ {print $4}' "$OUT/last.out")
     done=$(awk '/^requests:/ {print $8}' "$OUT/last.out")
     [[ -n $rps && -n $done && $done -gt 0 ]] || { cat "$OUT/last.out" "$OUT/last.err" >&2; exit 1; }
     H_RPS+="$rps "; H_CPU+="$(python3 -c "print($cpu/$done*1e6)") "
+    H_SYS+="$(python3 -c "print($sys/$done*1e6)") "
     rate=$(python3 -c "print(int($rps))")
     cpu=$(cpu_of "$B" run --target 127.0.0.1:$port --cores 0 --connections 8 --http2 \
         --streams-per-connection 16 --http 'GET /' --rate "$rate" --duration "${DUR}s" \
         ${SPIN:+--spin "$SPIN"} --quiet --json "$OUT/b.json")
+    read -r _ sys < "$OUT/time"
     read -r brps busy done < <(python3 -c "import json; r=json.load(open('$OUT/b.json')); w=r['workers'][0]; print(r['rate']['achieved_rps'], (w['cpu_ns']-w['spin_ns'])/1e9, r['requests']['completed'])")
     B_RPS+="$brps "; B_CPU+="$(python3 -c "print($cpu/$done*1e6)") "; B_BUSY+="$(python3 -c "print($busy/$done*1e6)") "
+    B_SYS+="$(python3 -c "print($sys/$done*1e6)") "
 done
 printf '%-40s %-26s %-24s\n' tool "requests/s" "client CPU-s per 1M req"
 printf '%-40s %-26s %-24s\n' "h2load -t1 -c8 -m16" "$(med "$H_RPS")" "$(med "$H_CPU")"
 printf '%-40s %-26s %-24s\n' "blaster --http2 (same rate${SPIN:+, --spin $SPIN})" "$(med "$B_RPS")" "$(med "$B_CPU")"
 printf '%-40s %-26s %-24s\n' "  of which busy (excl. spin)" "" "$(med "$B_BUSY")"
 echo "CPU per request, blaster / h2load: $(ratio "$B_CPU" "$H_CPU") (goal <= 0.8); busy only: $(ratio "$B_BUSY" "$H_CPU")"
+printf '%-40s %-26s %-24s\n' "kernel (system) CPU-s per 1M: h2load" "" "$(med "$H_SYS")"
+printf '%-40s %-26s %-24s\n' "kernel (system) CPU-s per 1M: blaster" "" "$(med "$B_SYS")"
+echo "blaster's kernel time alone / h2load's whole CPU: $(ratio "$B_SYS" "$H_CPU") (with no user-space work at all, the ratio could not go below this)"
 for rate in ${RATES:-}; do
     H_CPU=""; B_CPU=""; H_RPS=""
     for i in $(seq "$RUNS"); do

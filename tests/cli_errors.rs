@@ -1003,6 +1003,16 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         2,
         "--streams-per-connection: must be between 1 and 1024, got 0",
     );
+    expect(
+        &run_with(&["--http", "GET /{zipf:10:0}"]),
+        2,
+        "--http: {zipf:10:0}: the exponent must be above 0, got \"0\"",
+    );
+    expect(
+        &run_with(&["--payload", "k{uniform:0}"]),
+        2,
+        "--payload: {uniform:0}: the key count must be between 1 and 1099511627776, got \"0\"",
+    );
     let templated = format!("{}{{rand:4}}", "a".repeat(16_384));
     expect(
         &run_with(&["--http2", "--http", "POST /", "--body", &templated]),

@@ -364,8 +364,6 @@ pub fn build(
     diagnosis.extend(diagnose_error_replies(ctr, &replies, &plan.error_status));
     diagnosis.extend(diagnose_resumption(plan, ctr));
     let http = http_report(plan, ctr, &replies);
-    let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
-    let mix = mix_report(plan, &c.totals);
     let achieved_rps = achieved_rps(blast, udp.as_ref(), ctr, elapsed);
     let features = ring_features(&setup.features, &c.totals);
     let (run_ci, [latency_ci, service_ci, lag_ci, wait_ci]) = confidence(
@@ -378,6 +376,7 @@ pub fn build(
         ctr.completed,
     );
     let with = |p: Percentiles, ci| super::Summary { p, ci };
+    let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
     Report {
         schema_version: SCHEMA_VERSION,
         valid: verdict.valid,
@@ -435,7 +434,8 @@ pub fn build(
         intervals,
         udp,
         http,
-        mix,
+        mix: mix_report(plan, &c.totals),
+        keys: keys_report(plan, ctr.sent),
         tls: tls_report(plan, ctr, &c.total),
         http2: http2_report(plan, ctr, &c.totals),
         first_protocol_error,
@@ -747,6 +747,16 @@ fn http_report(
 }
 
 /// The `mix` key: each entry's counts and latency, summed over the workers.
+/// The keys `{zipf:N:S}` / `{uniform:N}` drew, redrawn for the first `sent` sequence
+/// numbers of a whole run (a shard's are not the first ones); none for frames.
+fn keys_report(plan: &RunPlan, sent: u64) -> Vec<crate::request::keys::KeyShares> {
+    use crate::request::keys::{KEY_SHARES_SEQS_MAX, key_shares};
+    if !plan.fleet.shard.is_whole() || plan.frames.is_some() {
+        return Vec::new();
+    }
+    key_shares(&plan.requests, plan.seed, 0..sent.min(KEY_SHARES_SEQS_MAX))
+}
+
 fn mix_report(plan: &RunPlan, totals: &[WorkerTotals]) -> Option<Vec<MixEntryReport>> {
     plan.requests.is_mix.then(|| {
         plan.requests

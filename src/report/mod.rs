@@ -591,6 +591,9 @@ pub struct Report {
     /// Per `--mix` entry; the totals above cover all entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mix: Option<Vec<MixEntryReport>>,
+    /// `{zipf:N:S}`, `{uniform:N}`: the keys the requests drew (see docs/report.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<crate::request::keys::KeyShares>,
     /// `--tls`: the handshakes (see docs/report.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,

@@ -36,6 +36,7 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     write_udp(w, r);
     write_http(w, r);
     write_mix(w, r);
+    write_keys(w, r);
     write_notes(w, r);
     if let Some(v) = verdict {
         w.push_str(v);
@@ -599,6 +600,36 @@ fn write_http(w: &mut String, r: &Report) {
             classes.join(" "),
             codes.join(" "),
             h.error_status
+        );
+    }
+}
+
+/// The keys `{zipf:N:S}` / `{uniform:N}` drew: one line per placeholder.
+fn write_keys(w: &mut String, r: &Report) {
+    for k in &r.keys {
+        let top: Vec<String> = (k.top.iter())
+            .map(|t| {
+                format!(
+                    "{} {:.2}% (law {:.2}%)",
+                    t.key,
+                    t.share * 100.0,
+                    t.expected * 100.0
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            w,
+            "keys {}{}: {} requests drew {} of {} keys; most drawn: {}",
+            k.placeholder,
+            if k.entry.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", k.entry)
+            },
+            k.requests,
+            k.distinct,
+            k.keys,
+            top.join(", ")
         );
     }
 }

@@ -3,6 +3,7 @@
 //! `--payload*`, `--http`/`-H`/`--body*` or `--mix`; rendered per request into
 //! pre-sized buffers.
 pub mod http;
+pub mod keys;
 pub mod mix;
 pub mod protobuf;
 pub mod template;
