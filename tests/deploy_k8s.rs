@@ -31,13 +31,7 @@ fn have(tool: &str, args: &[&str]) -> bool {
 }
 
 fn render(dir: &Path, shards: &str, extra: &[&str]) -> std::path::PathBuf {
-    let mut args = vec![
-        "--render-only",
-        "--shards",
-        shards,
-        "--image",
-        "registry.example/blaster:test",
-        "--",
+    let mut run = vec![
         "--target",
         "10.0.0.5:9000",
         "--rate",
@@ -49,7 +43,22 @@ fn render(dir: &Path, shards: &str, extra: &[&str]) -> std::path::PathBuf {
         "--payload",
         "GET \"x\" \\ | & $HOME",
     ];
-    args.extend_from_slice(extra);
+    run.extend_from_slice(extra);
+    render_run(dir, shards, &run)
+}
+
+/// The Job `scripts/k8s-run.sh --render-only` renders for `shards` pods running
+/// `blaster run RUN...`, written into `dir`.
+fn render_run(dir: &Path, shards: &str, run: &[&str]) -> std::path::PathBuf {
+    let mut args = vec![
+        "--render-only",
+        "--shards",
+        shards,
+        "--image",
+        "registry.example/blaster:test",
+        "--",
+    ];
+    args.extend_from_slice(run);
     let out = Command::new(format!("{ROOT}/scripts/k8s-run.sh"))
         .args(&args)
         .output()
@@ -116,6 +125,44 @@ fn the_indexed_job_validates_and_its_wrapper_runs() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A frames fleet (issue 36): the same Job, each pod's blaster given its shard of
+    // the rooms (`--shard I/N`, one --start-at) and the whole run's frames flags.
+    let frames = render_run(
+        dir.path(),
+        "3",
+        &[
+            "--target",
+            "10.0.0.5:9000",
+            "--workload",
+            "frames",
+            "--connections",
+            "3000",
+            "--room-size",
+            "10",
+            "--tick",
+            "33ms",
+            "--duration",
+            "60s",
+        ],
+    );
+    for version in ["1.33.0", "1.37.0"] {
+        let (ok, text) = validate(&frames, version);
+        assert!(ok, "frames k8s {version}: {text}");
+    }
+    let out = Command::new("python3")
+        .arg(format!("{ROOT}/tests/deploy/k8s_check.py"))
+        .arg(&frames)
+        .arg("3")
+        .arg(&fake)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "frames: {text}");
+    let job = std::fs::read_to_string(&frames).unwrap();
+    assert!(
+        job.contains(r#""--workload", "frames""#) && job.contains(r#""--room-size", "10""#),
+        "{job}"
+    );
     // The validator can say no: a misspelt field and a wrong type are refused.
     let job = std::fs::read_to_string(render(dir.path(), "3", &[])).unwrap();
     for (from, to) in [
