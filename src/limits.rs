@@ -222,6 +222,9 @@ pub const REPORT_FILE_BYTES_MAX: u64 = 256 << 20;
 /// Bytes of a `--mix` file: its 64 entries with requests of up to
 /// [`PAYLOAD_BYTES_MAX`] written raw.
 pub const MIX_FILE_BYTES_MAX: u64 = 64 << 20;
+/// A feeder file (`{line:FILE}`, `{csv:FILE:COLUMN}`): held in memory once per
+/// placeholder for the run.
+pub const FEED_FILE_BYTES_MAX: u64 = 256 << 20;
 /// Bytes of a PEM file (`--tls-ca`, the sink's `--cert` and `--key`): a system CA
 /// bundle is about 200 KiB; anything past 1 MiB is not a certificate file.
 pub const PEM_FILE_BYTES_MAX: u64 = 1 << 20;

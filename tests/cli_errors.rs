@@ -1004,6 +1004,11 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         "--streams-per-connection: must be between 1 and 1024, got 0",
     );
     expect(
+        &run_with(&["--http", "GET /{line:/nonexistent/users.txt}"]),
+        2,
+        "--http: cannot read /nonexistent/users.txt: No such file or directory",
+    );
+    expect(
         &run_with(&["--http", "GET /{zipf:10:0}"]),
         2,
         "--http: {zipf:10:0}: the exponent must be above 0, got \"0\"",

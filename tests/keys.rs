@@ -117,3 +117,56 @@ fn zipf_keys_follow_the_law_match_the_report_and_repeat_with_the_seed() {
     let (_, other) = keyed_run(port, &log, "6");
     assert_ne!(sorted(other), keys);
 }
+
+/// `{line:FILE}` and `{csv:FILE:COLUMN}`: request `seq` carries line `seq mod L` and
+/// row `seq mod R` (both of a file's columns from the same row), every one of them.
+#[test]
+fn feeders_give_each_request_its_rows() {
+    let _g = load_lock();
+    let (_s, port, log) = logging_nginx();
+    let dir = tempfile::tempdir().unwrap();
+    let lines = dir.path().join("users.txt");
+    std::fs::write(&lines, "alice\r\nbob\ncarol\n").unwrap();
+    let csv = dir.path().join("accounts.csv");
+    std::fs::write(&csv, "id,name\n7,ann\n8,\"b,en\"\n").unwrap();
+    let http = format!(
+        "GET /u/{{seq}}/{{line:{}}}/{{csv:{c}:name}}/{{csv:{c}:id}}",
+        lines.display(),
+        c = csv.display()
+    );
+    let (_d, json) = tmp_json();
+    let target = format!("127.0.0.1:{port}");
+    let out = run(
+        &[
+            "run",
+            "--target",
+            &target,
+            "--cores",
+            "0",
+            "--http",
+            &http,
+            "--rate",
+            "1000",
+            "--duration",
+            "1s",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let v = read_json(&json);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let logged: Vec<&str> = text.lines().collect();
+    assert_eq!(logged.len() as f64, f(&v, "requests.completed"));
+    assert_eq!(logged.len(), 1000);
+    let names = ["alice", "bob", "carol"];
+    let rows = [("ann", "7"), ("b,en", "8")];
+    for l in &logged {
+        // nginx logs the path decoded: /u/SEQ/LINE/NAME/ID.
+        let parts: Vec<&str> = l.trim_start_matches("/u/").splitn(4, '/').collect();
+        let seq: usize = parts[0].parse().unwrap();
+        assert_eq!(parts[1], names[seq % 3], "{l}");
+        assert_eq!((parts[2], parts[3]), rows[seq % 2], "{l}");
+    }
+}

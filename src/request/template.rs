@@ -10,6 +10,8 @@
 //! | `{time_ns}` | the request's intended send instant, ns since the Unix epoch (decimal) |
 //! | `{zipf:N:S}` | a key from 1 to N (decimal), Zipf-distributed with exponent S: key k drawn with probability proportional to k^-S |
 //! | `{uniform:N}` | a key from 1 to N (decimal), each equally likely |
+//! | `{line:FILE}` | line (seq mod L) of FILE's L lines (a feeder) |
+//! | `{csv:FILE:COLUMN}` | column COLUMN (named in the header row) of row (seq mod R) of the CSV file FILE's R rows; two placeholders of one file take the same row |
 //!
 //! Keys are drawn from the request's own generator (seeded from the run's seed and the
 //! request's global sequence number) and the placeholder's place in the template, so a
@@ -38,6 +40,117 @@ enum Segment {
         dist: KeyDist,
         nth: u32,
     },
+    /// `{line:FILE}` / `{csv:FILE:COLUMN}`: its cells once [`Template::resolve_feeds`]
+    /// read the file.
+    Feed {
+        path: std::path::PathBuf,
+        column: Option<String>,
+        cells: Option<std::sync::Arc<Feed>>,
+    },
+}
+
+/// A feeder's cells, one per row, in one buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Feed {
+    bytes: Vec<u8>,
+    /// Row i is `bytes[ends[i - 1]..ends[i]]` (from 0 for the first).
+    ends: Vec<u32>,
+    longest: usize,
+}
+
+impl Feed {
+    fn push(&mut self, cell: &[u8]) {
+        self.bytes.extend_from_slice(cell);
+        self.ends.push(self.bytes.len() as u32);
+        self.longest = self.longest.max(cell.len());
+    }
+
+    /// The cell of request `seq`: row `seq` mod rows.
+    #[inline]
+    fn cell(&self, seq: u64) -> &[u8] {
+        let i = (seq % self.ends.len() as u64) as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[start..self.ends[i] as usize]
+    }
+
+    /// FILE's lines (`{line:FILE}`), a final newline and `\r` endings dropped.
+    pub fn lines(bytes: &[u8]) -> Result<Feed, String> {
+        let mut f = Feed::empty();
+        let text = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        if !text.is_empty() {
+            for line in text.split(|&b| b == b'\n') {
+                f.push(line.strip_suffix(b"\r").unwrap_or(line));
+            }
+        }
+        f.nonempty("lines")
+    }
+
+    /// Column `column` (named in the header row) of the CSV `bytes` (`{csv:...}`).
+    pub fn csv_column(bytes: &[u8], column: &str) -> Result<Feed, String> {
+        let mut r = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .from_reader(bytes);
+        let headers = r.byte_headers().map_err(|e| e.to_string())?.clone();
+        let Some(col) = headers.iter().position(|h| h == column.as_bytes()) else {
+            let names: Vec<String> = headers
+                .iter()
+                .map(|h| String::from_utf8_lossy(h).into_owned())
+                .collect();
+            return Err(format!(
+                "has no column {column:?} in its header ({})",
+                names.join(", ")
+            ));
+        };
+        let mut f = Feed::empty();
+        for rec in r.byte_records() {
+            let rec = rec.map_err(|e| e.to_string())?;
+            f.push(rec.get(col).unwrap_or_default());
+        }
+        f.nonempty("rows below its header")
+    }
+
+    fn empty() -> Feed {
+        Feed {
+            bytes: Vec::new(),
+            ends: Vec::new(),
+            longest: 0,
+        }
+    }
+
+    fn nonempty(self, what: &str) -> Result<Feed, String> {
+        if self.ends.is_empty() {
+            Err(format!("has no {what}"))
+        } else if self.bytes.len() > u32::MAX as usize {
+            Err("is larger than 4 GiB".into())
+        } else {
+            Ok(self)
+        }
+    }
+}
+
+/// The feeder files `src` names (`{line:FILE}`, `{csv:FILE:COLUMN}`), for reading
+/// before the templates are built.
+pub fn feed_paths(src: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Some(i) = rest.find('{') {
+        rest = &rest[i + 1..];
+        let Some(close) = rest.find('}') else { break };
+        if let Some((path, _)) = feed_spec(&rest[..close]) {
+            out.push(path.into());
+        }
+        rest = &rest[close..];
+    }
+    out
+}
+
+/// `line:FILE` -> (FILE, None); `csv:FILE:COLUMN` -> (FILE, Some(COLUMN)).
+fn feed_spec(name: &str) -> Option<(&str, Option<&str>)> {
+    if let Some(path) = name.strip_prefix("line:") {
+        return Some((path, None));
+    }
+    let (path, column) = name.strip_prefix("csv:")?.rsplit_once(':')?;
+    Some((path, Some(column)))
 }
 
 /// How a key placeholder draws its keys (1 to N).
@@ -190,6 +303,17 @@ impl Template {
                         "conn" => Segment::Conn,
                         "worker" => Segment::Worker,
                         "time_ns" => Segment::TimeNs,
+                        _ if feed_spec(name).is_some_and(|(p, c)| {
+                            !p.is_empty() && c.is_none_or(|c| !c.is_empty())
+                        }) =>
+                        {
+                            let (path, column) = feed_spec(name).expect("checked");
+                            Segment::Feed {
+                                path: path.into(),
+                                column: column.map(str::to_string),
+                                cells: None,
+                            }
+                        }
                         _ if KeyDist::parse(name).is_some() => Segment::Key {
                             dist: KeyDist::parse(name).expect("checked")?,
                             nth: keys,
@@ -203,8 +327,8 @@ impl Template {
                                 return Err(format!(
                                     "unknown placeholder {{{name}}}: expected {{seq}}, {{conn}}, \
                                      {{worker}}, {{rand:N}} (N in 1..={RAND_BYTES_MAX}), \
-                                     {{time_ns}}, {{zipf:N:S}} or {{uniform:N}}; write {{{{ for \
-                                     a literal brace"
+                                     {{time_ns}}, {{zipf:N:S}}, {{uniform:N}}, {{line:FILE}} or \
+                                     {{csv:FILE:COLUMN}}; write {{{{ for a literal brace"
                                 ));
                             }
                         },
@@ -268,6 +392,7 @@ impl Template {
             .map(|s| match s {
                 Segment::Literal(r) => r.len(),
                 Segment::Rand(n) => *n,
+                Segment::Feed { cells, .. } => cells.as_ref().map_or(0, |f| f.longest),
                 _ => U64_DIGITS,
             })
             .sum()
@@ -303,6 +428,32 @@ impl Template {
         &self.text
     }
 
+    /// Reads every feeder file through `read` (`{line:FILE}`, `{csv:FILE:COLUMN}`);
+    /// before it a template with feeders cannot render. The error names the file.
+    pub fn resolve_feeds(
+        &mut self,
+        read: &mut dyn FnMut(&std::path::Path) -> Result<Vec<u8>, String>,
+    ) -> Result<(), String> {
+        for seg in &mut self.segments {
+            if let Segment::Feed {
+                path,
+                column,
+                cells,
+            } = seg
+            {
+                let bytes =
+                    read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                let feed = match column {
+                    None => Feed::lines(&bytes),
+                    Some(c) => Feed::csv_column(&bytes, c),
+                }
+                .map_err(|e| format!("{} {e}", path.display()))?;
+                *cells = Some(std::sync::Arc::new(feed));
+            }
+        }
+        Ok(())
+    }
+
     /// The key placeholders (`{zipf:N:S}`, `{uniform:N}`), in order.
     pub fn key_dists(&self) -> impl Iterator<Item = &KeyDist> {
         self.segments.iter().filter_map(|s| match s {
@@ -329,6 +480,14 @@ impl Template {
                 Segment::Worker => n += write_u64(ctx.worker, &mut out[n..]),
                 Segment::TimeNs => n += write_u64(ctx.time_ns, &mut out[n..]),
                 Segment::Key { dist, nth } => n += write_u64(dist.draw(base, *nth), &mut out[n..]),
+                Segment::Feed { cells, .. } => {
+                    let cell = cells
+                        .as_ref()
+                        .expect("the plan read every feeder")
+                        .cell(ctx.seq);
+                    out[n..n + cell.len()].copy_from_slice(cell);
+                    n += cell.len();
+                }
                 Segment::Rand(len) => {
                     for b in &mut out[n..n + len] {
                         *b = ALNUM[rng.usize(..ALNUM.len())];
@@ -552,5 +711,37 @@ mod tests {
             let e = Template::parse(src.as_bytes()).unwrap_err();
             assert!(e.contains(want), "{src}: {e}");
         }
+    }
+
+    #[test]
+    fn feeders_read_lines_and_csv_columns_and_name_what_is_wrong() {
+        let f = Feed::lines(b"a\r\nbb\n\nc\n").unwrap();
+        let cells: Vec<&[u8]> = (0..5).map(|s| f.cell(s)).collect();
+        assert_eq!(cells, [&b"a"[..], b"bb", b"", b"c", b"a"]);
+        assert_eq!(f.longest, 2);
+        let c = Feed::csv_column(b"id,name\n1,\"x,y\"\n2,z\n", "name").unwrap();
+        assert_eq!(
+            (c.cell(0), c.cell(1), c.cell(2)),
+            (&b"x,y"[..], &b"z"[..], &b"x,y"[..])
+        );
+        assert_eq!(Feed::lines(b"").unwrap_err(), "has no lines");
+        assert_eq!(
+            Feed::csv_column(b"id\n", "id").unwrap_err(),
+            "has no rows below its header"
+        );
+        assert_eq!(
+            Feed::csv_column(b"id,name\n1,a\n", "nme").unwrap_err(),
+            "has no column \"nme\" in its header (id, name)"
+        );
+        assert_eq!(
+            feed_paths("GET /{line:/a/b.txt}/{seq}/{csv:/c:d.csv:col}"),
+            [std::path::PathBuf::from("/a/b.txt"), "/c:d.csv".into()]
+        );
+        let mut t = Template::parse(b"{line:/f}").unwrap();
+        assert!(t.resolve_feeds(&mut |_| Ok(b"x\n".to_vec())).is_ok());
+        assert_eq!(t.max_len(), 1);
+        let mut t = Template::parse(b"{line:/f}").unwrap();
+        let e = t.resolve_feeds(&mut |_| Err("gone".into())).unwrap_err();
+        assert_eq!(e, "cannot read /f: gone");
     }
 }

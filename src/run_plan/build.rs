@@ -1051,6 +1051,25 @@ fn grpc_message(a: &RunArgs, method: &str, facts: &HostFacts) -> Result<Vec<u8>,
 
 /// What the run sends: `--http` (with `-H` and a body), `--mix`, or one payload.
 fn requests(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
+    let mut set = requests_unfed(a, facts)?;
+    // `{line:FILE}`, `{csv:FILE:COLUMN}`: the files the facts read.
+    let flag = if a.mix.is_some() {
+        "mix"
+    } else if a.http.is_some() {
+        "http"
+    } else {
+        "payload"
+    };
+    for e in &mut set.entries {
+        e.template
+            .resolve_feeds(&mut |p| facts.file(p).map(<[u8]>::to_vec))
+            .map_err(|m| err(flag, m))?;
+    }
+    Ok(set)
+}
+
+/// [`requests`] before the feeders' files are read into their templates.
+fn requests_unfed(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanError> {
     let host = a.target.first().cloned().unwrap_or_default();
     for h in &a.headers {
         crate::request::http::check_header(h).map_err(|m| err("header", m))?;

@@ -101,6 +101,36 @@ impl HostFacts {
         if let Some(path) = a.rate.as_deref().and_then(rate_file) {
             paths.push((PathBuf::from(path), RATE_FILE_BYTES_MAX));
         }
+        let mut files: Vec<(PathBuf, Result<Vec<u8>, String>)> = paths
+            .into_iter()
+            .map(|(p, limit)| {
+                let bytes = crate::bounded::read(&p, limit).map_err(|e| e.to_string());
+                (p, bytes)
+            })
+            .collect();
+        // Feeder files the templates name (`{line:FILE}`, `{csv:FILE:COLUMN}`), in
+        // the flags and in the mix file just read.
+        let mut texts: Vec<String> = [&a.http, &a.payload, &a.body]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .chain(a.headers.iter().cloned())
+            .collect();
+        if let Some(Ok(mix)) =
+            (a.mix.as_ref()).and_then(|m| files.iter().find(|(p, _)| p == m).map(|(_, b)| b))
+        {
+            texts.push(String::from_utf8_lossy(mix).into_owned());
+        }
+        for path in texts
+            .iter()
+            .flat_map(|t| crate::request::template::feed_paths(t))
+        {
+            if !files.iter().any(|(p, _)| *p == path) {
+                let bytes = crate::bounded::read(&path, crate::limits::FEED_FILE_BYTES_MAX)
+                    .map_err(|e| e.to_string());
+                files.push((path, bytes));
+            }
+        }
         let nofile = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE);
         HostFacts {
             usable_cores: super::usable_cores(),
@@ -110,13 +140,7 @@ impl HostFacts {
                 .iter()
                 .map(|t| (t.clone(), super::parse::resolve("target", t)))
                 .collect(),
-            files: paths
-                .into_iter()
-                .map(|(p, limit)| {
-                    let bytes = crate::bounded::read(&p, limit).map_err(|e| e.to_string());
-                    (p, bytes)
-                })
-                .collect(),
+            files,
             port_range: crate::ports::read_port_range(Path::new("/")).ok(),
             fds: nofile.ok().map(|(soft, hard)| FdFacts {
                 soft,
