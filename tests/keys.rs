@@ -1,7 +1,8 @@
-//! `{zipf:N:S}` and `{uniform:N}` (issue 37 item 2) against nginx, whose access log
-//! records every key it was asked for: the keys follow the law, the report's key
-//! shares are exactly the log's, and a rerun with the same seed asks for the same
-//! keys.
+//! `{zipf:N:S}`, `{uniform:N}` and the feeders `{line:FILE}`, `{csv:FILE:COLUMN}`
+//! (issue 37 item 2) against nginx, whose access log records every path it was asked
+//! for: the keys follow the law, the report's key shares are exactly the log's, a
+//! rerun with the same seed and two shards of one run ask for the same keys as one
+//! whole run, and each request carries its feeders' rows.
 mod common;
 use common::servers::{Server, require, spawn};
 use common::*;
@@ -169,4 +170,76 @@ fn feeders_give_each_request_its_rows() {
         assert_eq!(parts[1], names[seq % 3], "{l}");
         assert_eq!((parts[2], parts[3]), rows[seq % 2], "{l}");
     }
+}
+
+/// Runs `blaster run ARGS` as `n` shards started together (one `--start-at`), or as one
+/// whole run for `n` = 1, and waits for them.
+fn sharded(port: u16, n: u32, http: &str) {
+    let target = format!("127.0.0.1:{port}");
+    let at = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 1_500)
+        .to_string();
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            let mut args = vec![
+                "run".to_string(),
+                "--target".into(),
+                target.clone(),
+                "--cores".into(),
+                "0".into(),
+                "--http".into(),
+                http.into(),
+                "--rate".into(),
+                "2000".into(),
+                "--duration".into(),
+                "2s".into(),
+                "--seed".into(),
+                "9".into(),
+                "--quiet".into(),
+            ];
+            if n > 1 {
+                args.extend([
+                    "--shard".into(),
+                    format!("{i}/{n}"),
+                    "--start-at".into(),
+                    at.clone(),
+                ]);
+            }
+            Command::new(bin())
+                .args(&args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = wait_bounded(c, Duration::from_secs(60));
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    }
+}
+
+/// Two shards of a run ask for exactly the (sequence number, key) pairs one machine
+/// running it whole asks for: every key is the sequence number's, wherever it is sent.
+#[test]
+fn shards_ask_for_the_keys_one_machine_would() {
+    let _g = load_lock();
+    let (_s, port, log) = logging_nginx();
+    let http = "GET /k/{seq}/{zipf:1000:1.1}/{uniform:50}";
+    let pairs = |skip: usize| -> Vec<String> {
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut v: Vec<String> = text.lines().skip(skip).map(str::to_string).collect();
+        v.sort_unstable();
+        v
+    };
+    sharded(port, 1, http);
+    let whole = pairs(0);
+    assert_eq!(whole.len(), 4000);
+    sharded(port, 2, http);
+    let shards = pairs(whole.len());
+    assert_eq!(shards, whole);
 }
