@@ -583,9 +583,10 @@ fn write_udp(w: &mut String, r: &Report) {
     }
 }
 
-/// HTTP status classes and codes.
+/// HTTP status classes and codes (nothing when no reply carried an HTTP status: a
+/// gRPC run's calls are counted by `grpc-status` instead).
 fn write_http(w: &mut String, r: &Report) {
-    if let Some(h) = &r.http {
+    if let Some(h) = r.http.as_ref().filter(|h| !h.status_codes.is_empty()) {
         let classes: Vec<String> = h
             .status_classes
             .iter()
