@@ -91,6 +91,27 @@ fn grpc_frames_ticking(
     (out, v)
 }
 
+/// The sink's gRPC rooms (rooms of 4, 5 calls per connection) with `extra` flags,
+/// and its port.
+fn grpc_rooms(extra: &[&str]) -> (Sink, u16) {
+    let args = [
+        &[
+            "--mode",
+            "broadcast",
+            "--http2",
+            "--room-size",
+            "4",
+            "--members-per-connection",
+            "5",
+        ][..],
+        extra,
+    ]
+    .concat();
+    let sink = Sink::start(&args);
+    let port = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    (sink, port)
+}
+
 /// The frames report's count `k`.
 fn count(fr: &serde_json::Value, k: &str) -> u64 {
     fr[k]
@@ -162,21 +183,7 @@ fn frames_cross_grpc_rooms_over_tls_to_grpcio_and_the_sink() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = common::servers::self_signed(dir.path());
     let (_s, grpcio_port) = room_server_with(&["room", &cert, &key]);
-    let sink = Sink::start(&[
-        "--mode",
-        "broadcast",
-        "--http2",
-        "--tls",
-        "--cert",
-        &cert,
-        "--key",
-        &key,
-        "--room-size",
-        "4",
-        "--members-per-connection",
-        "5",
-    ]);
-    let sink_port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let (_sink, sink_port) = grpc_rooms(&["--tls", "--cert", &cert, "--key", &key]);
     for (server, port) in [("grpcio", grpcio_port), ("sink", sink_port)] {
         let (out, v) = grpc_frames(
             port,
@@ -216,16 +223,7 @@ fn frames_cross_grpc_rooms_over_tls_to_grpcio_and_the_sink() {
 #[test]
 fn keepalive_pings_on_quiet_connections_are_acknowledged_and_a_strict_server_is_named() {
     let _g = load_lock();
-    let sink = Sink::start(&[
-        "--mode",
-        "broadcast",
-        "--http2",
-        "--room-size",
-        "4",
-        "--members-per-connection",
-        "5",
-    ]);
-    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let (sink, port) = grpc_rooms(&[]);
     let join = ["--grpc", "blaster.Room/Join"];
     let (out, v) = grpc_frames_ticking(
         port,
@@ -329,16 +327,7 @@ fn refused_calls_and_a_server_that_is_not_http2_fail_in_one_line() {
 #[test]
 fn the_sinks_grpc_rooms_carry_every_frame_of_a_run() {
     let _g = load_lock();
-    let sink = Sink::start(&[
-        "--mode",
-        "broadcast",
-        "--http2",
-        "--room-size",
-        "4",
-        "--members-per-connection",
-        "5",
-    ]);
-    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let (_sink, port) = grpc_rooms(&[]);
     let (out, v) = grpc_frames(port, &["--grpc", "blaster.Room/Join"]);
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
     assert_every_frame(&v);

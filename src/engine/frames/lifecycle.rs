@@ -184,12 +184,18 @@ impl FrameWorker<'_> {
         if !conn.up {
             return;
         }
-        conn.up = false;
-        self.down_count += 1;
-        conn.uptime += now.saturating_sub(conn.up_since);
+        self.went_down(c, now);
         self.out.counters.frames.disconnects += 1;
         self.out.counters.closed_by_target += 1;
         self.drop_conn(c, now);
+    }
+
+    /// Connection `c`, up, is down from `now`: its uptime ends there.
+    fn went_down(&mut self, c: u32, now: Nanos) {
+        let conn = &mut self.conns[c as usize];
+        conn.up = false;
+        conn.uptime += now.saturating_sub(conn.up_since);
+        self.down_count += 1;
     }
 
     /// `--conn-max-age` / `--conn-max-requests`: connection `c`, up, whose last send
@@ -206,29 +212,30 @@ impl FrameWorker<'_> {
         if !conn.up || (conn.frames_on < cl.max_requests && now < conn.retire_ns) {
             return false;
         }
-        conn.up = false;
-        self.down_count += 1;
-        conn.uptime += now.saturating_sub(conn.up_since);
+        self.went_down(c, now);
+        let conn = &mut self.conns[c as usize];
         conn.attempts = 0;
         // Due frames past its budget were never sent.
         self.out.counters.frames.not_sent += u64::from(conn.pend) * self.slots as u64;
         conn.pend = 0;
-        conn.generation = next_generation(conn.generation);
         self.out.counters.connections_recycled += 1;
-        self.close_socket(c);
-        self.conns[c as usize].reopen_at = now;
-        self.watch(c);
+        self.close_reopening_at(c, now);
         true
     }
 
-    /// Closes connection `c`'s socket (its operations in the ring complete and are
-    /// ignored: a new generation) and schedules its reopen after the backoff.
+    /// Closes connection `c`'s socket and schedules its reopen after the backoff.
     pub(super) fn drop_conn(&mut self, c: u32, now: Nanos) {
+        let delay = self.reopen_delay(c);
+        self.close_reopening_at(c, now.saturating_add(delay));
+    }
+
+    /// Closes connection `c`'s socket (its operations in the ring complete and are
+    /// ignored: a new generation); it reopens at `at`.
+    fn close_reopening_at(&mut self, c: u32, at: Nanos) {
         let conn = &mut self.conns[c as usize];
         conn.generation = next_generation(conn.generation);
         self.close_socket(c);
-        let delay = self.reopen_delay(c);
-        self.conns[c as usize].reopen_at = now.saturating_add(delay);
+        self.conns[c as usize].reopen_at = at;
         self.watch(c);
     }
 

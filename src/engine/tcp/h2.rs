@@ -29,7 +29,7 @@ use crate::engine::conn_table::{ANSWERED, ConnState, Req};
 use crate::engine::recorder::{ErrorKind, H2Counters};
 use crate::engine::worker_plan::WorkerPlan;
 use crate::proto::h2::conn::OpenRefused;
-use crate::proto::h2::request::{block_from_http1, request_len};
+use crate::proto::h2::request::{block_from_http1, request_len, write_request};
 use crate::proto::h2::{
     Connection, ErrorCode, Event, FRAME_HEADER_BYTES, FRAME_SIZE_MIN, FrameParsed, H2Error,
     LocalSettings, WINDOW_MAX, frame, parse_frame,
@@ -710,13 +710,17 @@ impl H2Side {
         };
         debug_assert!(request_len(block.len(), first, peer.max_frame_size) <= out.len());
         let done = first == body.len();
-        let mut n = frame::write_headers(out, stream, block, body.is_empty(), peer.max_frame_size)
-            .expect("the staging region holds a request");
-        if !body.is_empty() {
+        if first > 0 {
             conn.consume_send(stream, first);
-            n += frame::write_data(&mut out[n..], stream, &body[..first], done)
-                .expect("the staging region holds a request");
         }
+        let n = write_request(
+            out,
+            stream,
+            block,
+            &body[..first],
+            done,
+            peer.max_frame_size,
+        );
         if done {
             conn.end_local(stream);
         } else {

@@ -106,22 +106,24 @@ pub fn request_len(block_len: usize, body_len: usize, max_frame_size: u32) -> us
 }
 
 /// One request on `stream`: HEADERS (+ CONTINUATIONs) with END_STREAM when there is
-/// no body, else HEADERS then one DATA frame with END_STREAM. The caller checked that
-/// `out` has [`request_len`] bytes, the body fits the peer's MAX_FRAME_SIZE and the
-/// send windows. Returns the bytes written.
+/// no body, else HEADERS then one DATA frame of `first` (the body's first part, or all
+/// of it), with END_STREAM when `whole` (the rest goes in later DATA frames). The
+/// caller checked that `out` has [`request_len`] bytes, `first` fits the peer's
+/// MAX_FRAME_SIZE and the send windows. Returns the bytes written.
 pub fn write_request(
     out: &mut [u8],
     stream: u32,
     block: &[u8],
-    body: &[u8],
+    first: &[u8],
+    whole: bool,
     max_frame_size: u32,
 ) -> usize {
-    let h = write_headers(out, stream, block, body.is_empty(), max_frame_size)
+    let h = write_headers(out, stream, block, first.is_empty(), max_frame_size)
         .expect("the caller sized the region");
-    if body.is_empty() {
+    if first.is_empty() {
         return h;
     }
-    h + write_data(&mut out[h..], stream, body, true).expect("the caller sized the region")
+    h + write_data(&mut out[h..], stream, first, whole).expect("the caller sized the region")
 }
 
 #[cfg(test)]
@@ -176,7 +178,7 @@ mod tests {
         assert!(fields(&block).contains(&("content-length".into(), "5".into())));
         assert!(fields(&block).contains(&(":scheme".into(), "https".into())));
         let mut out = [0u8; 256];
-        let n = write_request(&mut out, 3, &block, &req[body.clone()], 16_384);
+        let n = write_request(&mut out, 3, &block, &req[body.clone()], true, 16_384);
         assert_eq!(n, request_len(block.len(), 5, 16_384));
         let FrameParsed::Complete { frame: h, consumed } = parse_frame(&out[..n], 16_384) else {
             panic!("HEADERS")
@@ -197,7 +199,7 @@ mod tests {
         let mut block = Vec::new();
         block_from_http1(req, "http", &mut block).unwrap();
         let mut out = [0u8; 128];
-        let n = write_request(&mut out, 1, &block, &[], 16_384);
+        let n = write_request(&mut out, 1, &block, &[], true, 16_384);
         let FrameParsed::Complete { frame, consumed } = parse_frame(&out[..n], 16_384) else {
             panic!()
         };
