@@ -539,8 +539,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub link_speed: Option<String>,
 
-    /// Closed-loop mode, for comparison: N connections each send the next request when
-    /// the previous response arrives (no --rate). Its latency hides queueing; the
+    /// Closed-loop mode, for comparison: N connections each keep --pipeline requests
+    /// (HTTP/2: --streams-per-connection streams) in flight, sending the next as each
+    /// response arrives (no --rate). Its latency hides queueing; the
     /// report says so and the validity gate does not apply.
     #[arg(long, conflicts_with = "rate")]
     pub concurrency: Option<usize>,

@@ -265,7 +265,7 @@ impl Diagnosis {
     fn target_message(&self) -> String {
         match self {
             Diagnosis::ClosedLoopHidesQueueing { connections } => format!(
-                "closed model (--concurrency {connections}): each connection waited for its \
+                "closed model (--concurrency {connections}): each request slot waited for its \
                  response before sending again, so a slow target slowed the load instead of \
                  queueing it; this latency is service time and hides queueing"
             ),

@@ -51,6 +51,27 @@ fn closed_loop_hides_the_stall_that_open_loop_shows() {
 }
 
 #[test]
+fn a_closed_loop_keeps_every_pipeline_slot_busy() {
+    let _g = load_lock();
+    // Each reply 20 ms late: 2 connections x 8 requests in flight complete 16 every
+    // 20 ms, 800 in 1 s (one in flight per connection would complete 100).
+    let sink = Sink::start(&["--delay", "20ms"]);
+    let v = run_json(&[
+        "--target",
+        &sink.addr,
+        "--concurrency",
+        "2",
+        "--pipeline",
+        "8",
+        "--duration",
+        "1s",
+    ]);
+    let done = f(&v, "requests.completed");
+    assert!((640.0..=816.0).contains(&done), "completed {done}");
+    assert_eq!(f(&v, "requests.errors"), 0.0, "{}", v["requests"]);
+}
+
+#[test]
 fn a_ramp_intends_and_achieves_its_rate_second_by_second() {
     let _g = load_lock();
     let sink = Sink::start(&[]);

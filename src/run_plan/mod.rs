@@ -92,7 +92,7 @@ pub struct RunPlan {
     /// `--hold` without heartbeats); `rate_rps` is then its mean.
     pub shape: Option<RateShape>,
     pub arrivals: ArrivalKind,
-    /// `--concurrency`: closed loop, one request in flight per connection.
+    /// `--concurrency`: closed loop, each connection's pipeline kept full.
     pub closed_loop: bool,
     /// `--link-speed`, bits/s.
     pub link_speed_bps: Option<u64>,

@@ -10,13 +10,22 @@ use crate::request::request_rng;
 
 impl Worker<'_> {
     /// Closed loop: issues the next request on each connection whose response just
-    /// completed and which is still usable.
+    /// completed and which is still usable (one per completed response, so requests
+    /// answered in one read go out again together, in one send).
     pub(super) fn reissue(&mut self) {
         let now_t = self.clock.ticks();
         while let Some(c) = self.workload.closed_loop().and_then(|l| l.reissue_q.pop()) {
-            if self.table.conns[c as usize].state == ConnState::Ready && !self.core.stopping {
+            if self.table.has_free_slot(c) && !self.core.stopping {
                 self.issue(c, now_t);
             }
+        }
+    }
+
+    /// Closed loop: fills connection `c`'s pipeline (HTTP/2: its streams, within the
+    /// server's limit) with new requests, as it opens or the schedule starts.
+    pub(super) fn fill(&mut self, c: u32, now_t: Ticks) {
+        while self.table.has_free_slot(c) && !self.core.stopping {
+            self.issue(c, now_t);
         }
     }
 

@@ -256,8 +256,8 @@ impl Worker<'_> {
             match self.workload {
                 // Requests go out only once the schedule runs (not in the connect phase).
                 Workload::ClosedLoop(_) => {
-                    if self.running && !self.core.stopping {
-                        self.issue(c, now_t);
+                    if self.running {
+                        self.fill(c, now_t);
                     }
                 }
                 Workload::Timetable(_) => self.mark_ready(c),

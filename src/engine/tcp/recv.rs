@@ -535,7 +535,7 @@ impl Worker<'_> {
             // Closed loop: the next request follows this response, once it is known
             // that the connection stays open (`Connection: close`, end of stream).
             let queued = closed_loop.reissue_q.push(c);
-            debug_assert!(queued, "one request in flight per connection");
+            debug_assert!(queued, "one entry per request in flight");
         }
     }
 }

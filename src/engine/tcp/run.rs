@@ -4,7 +4,6 @@
 
 use super::Worker;
 use crate::clock::{Clock, Nanos, Ticks};
-use crate::engine::conn_table::ConnState;
 use crate::engine::driver::{Outbox, Ready};
 use crate::engine::loop_core::LoopCore;
 use crate::engine::pacing::Pacer;
@@ -48,9 +47,7 @@ impl Hooks for Worker<'_> {
         if self.workload.closed_loop().is_some() {
             let now_t = self.clock.ticks();
             for c in 0..self.table.conns.len() as u32 {
-                if self.table.conns[c as usize].state == ConnState::Ready {
-                    self.issue(c, now_t);
-                }
+                self.fill(c, now_t);
             }
         }
     }

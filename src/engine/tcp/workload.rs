@@ -18,8 +18,8 @@ pub(super) enum Workload {
     /// `--connect-per-request`: requests due on the timetable, each on a connection of
     /// its own (connect, send, receive, close).
     PerRequest(Timetable),
-    /// `--concurrency`: each connection sends its next request when the previous
-    /// response arrives (no timetable).
+    /// `--concurrency`: each connection keeps its pipeline (HTTP/2: its streams) full,
+    /// sending the next request as each response arrives (no timetable).
     ClosedLoop(ClosedLoop),
 }
 
@@ -138,8 +138,8 @@ impl Timetable {
     }
 }
 
-/// `--concurrency`: one request in flight per connection, the next one issued when the
-/// response to the previous one completes.
+/// `--concurrency`: each connection's pipeline (HTTP/2: its streams) kept full, the next
+/// request issued as each response completes.
 pub(super) struct ClosedLoop {
     /// Requests issued so far (their sequence numbers).
     issued: u64,
@@ -155,7 +155,8 @@ impl ClosedLoop {
             issued: 0,
             workers: plan.workers as u64,
             index: plan.index as u64,
-            reissue_q: IndexQueue::with_capacity(plan.connections),
+            // One entry per request slot: every response in flight may complete at once.
+            reissue_q: IndexQueue::with_capacity(plan.connections * plan.pipeline),
         }
     }
 
