@@ -212,9 +212,9 @@ pub struct LoadArgs {
     /// escapes of --payload), `regex:RE` (a match in the body, regex crate syntax); a
     /// leading `!` turns one round (`!contains:fallback`), a leading `ENTRY=` holds only
     /// that --mix entry's replies to it (`search=status:200`). Repeatable, at most 8: all
-    /// that apply must hold. Body assertions read responses
-    /// up to half the receive buffer; a longer one is counted unchecked. Needs
-    /// --target and HTTP/1.1 (not --http2 yet).
+    /// that apply must hold. Body assertions read responses up to half the receive
+    /// buffer (HTTP/2: 4 KiB per stream); a longer one is counted unchecked. Needs
+    /// --target, HTTP/1.1 or --http2 (not --grpc).
     #[arg(long, value_name = "ASSERTION")]
     pub expect: Vec<String>,
 

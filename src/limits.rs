@@ -295,3 +295,9 @@ pub const EXPECT_REGEX_BYTES_MAX: usize = 1 << 20;
 /// bounds the memory each worker's copy may grow to; past it the regex crate falls back
 /// to a slower engine, it never fails.
 pub const EXPECT_DFA_BYTES_MAX: usize = 2 << 20;
+/// `--expect` body assertions over HTTP/2: the bytes of each stream's response body
+/// kept for them (a longer body is counted unchecked, not passed).
+pub const EXPECT_H2_BODY_BYTES: usize = 4096;
+/// ... and the most all of a worker's streams may keep (connections x streams x
+/// [`EXPECT_H2_BODY_BYTES`]): 128 MiB, 32,768 streams in flight.
+pub const EXPECT_H2_KEPT_BYTES_MAX: usize = 128 << 20;

@@ -1203,14 +1203,32 @@ fn bad_expect_assertions_are_usage_errors_before_any_traffic() {
             T,
             "--rate",
             "10",
-            "--http",
-            "GET /",
-            "--http2",
+            "--grpc",
+            "pkg.Svc/Call",
             "--expect",
             "status:200",
         ],
         2,
-        "--expect: not yet with --http2",
+        "--expect: not with --grpc",
+    );
+    // Over HTTP/2 each stream's body is kept: bounded.
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--http2",
+            "--connections",
+            "1000",
+            "--streams-per-connection",
+            "100",
+            "--expect",
+            "contains:ok",
+        ],
+        2,
+        "--expect: body assertions over HTTP/2 keep 4 KiB of each stream's body: 100000 streams",
     );
     expect(
         &[

@@ -8,6 +8,7 @@
 //! with each response's head and body written apart (so a body arrives after its head);
 //! `/big` a 20 KiB body in pieces (longer than what the engine keeps whole).
 mod common;
+use common::servers::nginx_h2;
 use common::*;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -277,5 +278,101 @@ fn an_assertion_about_one_mix_entry_holds_only_its_replies() {
         1000 - a_failed,
         "{}",
         v["requests"]
+    );
+}
+
+/// A run over HTTP/2 against nginx (`/` answers `hello`, `/fallback` a 200 with the
+/// body `fallback`, `/big` 5,000 bytes) with `args`; its report (exit 0 or 3).
+fn h2_expect(args: &[&str]) -> serde_json::Value {
+    h2_expect_exiting(args, &[0, 3])
+}
+
+/// [`h2_expect`] for a run whose exit code is one of `codes`.
+fn h2_expect_exiting(args: &[&str], codes: &[i32]) -> serde_json::Value {
+    let (_s, port) = nginx_h2(1_000_000, 128, None);
+    let (_dir, json) = tmp_json();
+    let target = format!("127.0.0.1:{port}");
+    let mut all = vec![
+        "run",
+        "--cores",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+        "--target",
+        &target,
+        "--http2",
+        "--connections",
+        "2",
+        "--streams-per-connection",
+        "8",
+        "--rate",
+        "500",
+        "--duration",
+        "2s",
+    ];
+    all.extend_from_slice(args);
+    let out = run(&all, Duration::from_secs(60));
+    let code = out.status.code().unwrap_or(-1);
+    assert!(codes.contains(&code), "exit {code}: {}", stderr(&out));
+    read_json(&json)
+}
+
+#[test]
+fn over_http2_the_fallback_bodies_are_exactly_the_assertion_errors() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.txt");
+    std::fs::write(&mix, "ok 9 http1 GET /\nfb 1 http1 GET /fallback\n").unwrap();
+    let v = h2_expect(&[
+        "--mix",
+        mix.to_str().unwrap(),
+        "--expect",
+        "status:200",
+        "--expect",
+        "!contains:fallback",
+    ]);
+    let entry = |name: &str| {
+        let m = v["mix"].as_array().unwrap();
+        m.iter().find(|e| e["name"] == name).unwrap().clone()
+    };
+    let (ok, fb) = (entry("ok"), entry("fb"));
+    let fb_failed = fb["errors"].as_u64().unwrap();
+    // Every reply to /fallback fails the body assertion, none to /.
+    assert!((50..=150).contains(&fb_failed), "{fb}");
+    assert_eq!(ok["errors"], 0, "{ok}");
+    assert_eq!(
+        v["errors_by_kind"]["assertion"], fb_failed,
+        "{}",
+        v["errors_by_kind"]
+    );
+    assert_eq!(
+        (failed(&v, 0), failed(&v, 1)),
+        (0, fb_failed),
+        "{}",
+        v["expect"]
+    );
+    assert_eq!(
+        v["requests"]["completed"],
+        1000 - fb_failed,
+        "{}",
+        v["requests"]
+    );
+    assert_eq!(v["expect"]["unchecked"], 0, "{}", v["expect"]);
+}
+
+#[test]
+fn over_http2_a_body_longer_than_what_is_kept_is_unchecked_and_status_still_applies() {
+    let _g = load_lock();
+    // 5,000 bytes, over the 4 KiB kept per stream: the body assertion is not checked
+    // (counted, never passed); the status one still fails every reply.
+    let v = h2_expect(&["--http", "GET /big", "--expect", "contains:x"]);
+    assert_eq!(v["requests"]["completed"], 1000, "{}", v["requests"]);
+    assert_eq!(v["expect"]["unchecked"], 1000, "{}", v["expect"]);
+    // Nothing succeeded: exit 1, the report written.
+    let v = h2_expect_exiting(&["--http", "GET /big", "--expect", "status:204"], &[1]);
+    assert_eq!(
+        v["errors_by_kind"]["assertion"], 1000,
+        "{}",
+        v["errors_by_kind"]
     );
 }

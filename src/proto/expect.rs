@@ -1,6 +1,6 @@
-//! `--expect`: assertions on HTTP/1.1 replies, so a reply that parses but is not the
-//! answer asked for (a circuit breaker's fallback body served with 200) is an error of
-//! kind `assertion`, not a success.
+//! `--expect`: assertions on HTTP/1.1 and HTTP/2 replies, so a reply that parses but is
+//! not the answer asked for (a circuit breaker's fallback body served with 200) is an
+//! error of kind `assertion`, not a success.
 //!
 //! Forms (several `--expect` flags: every one must hold; each may start with `!`,
 //! which turns it round, and with `ENTRY=`, which holds only the replies to that

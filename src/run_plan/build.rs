@@ -611,17 +611,39 @@ fn expect(
             transport != Transport::Tcp || frames,
             "asserts HTTP/1.1 replies: not with --proto udp or --workload frames",
         ),
-        (http2, "not yet with --http2 or --grpc"),
+        (
+            a.grpc.is_some(),
+            "not with --grpc (a call's outcome is its grpc-status)",
+        ),
         (
             requests.entries.iter().any(|e| e.framing != Framing::Http1),
             "asserts HTTP/1.1 replies: needs --http, or a --mix whose entries all use the \
              http1 framer",
         ),
     ];
-    match refused.into_iter().find(|(bad, _)| *bad) {
-        Some((_, why)) => Err(err("expect", why)),
-        None => Ok(expect),
+    if let Some((_, why)) = refused.into_iter().find(|(bad, _)| *bad) {
+        return Err(err("expect", why));
     }
+    if http2 && expect.needs_body() {
+        // Each stream's body is kept for the assertions: bounded memory.
+        let streams = (a.concurrency.unwrap_or(a.connections))
+            .saturating_mul(a.streams_per_connection.unwrap_or(HTTP2_STREAMS_DEFAULT));
+        let kept = streams.saturating_mul(EXPECT_H2_BODY_BYTES);
+        if kept > EXPECT_H2_KEPT_BYTES_MAX {
+            return Err(err(
+                "expect",
+                format!(
+                    "body assertions over HTTP/2 keep {} KiB of each stream's body: {streams} \
+                     streams in flight need {} MiB, above {} MiB; use fewer --connections \
+                     or --streams-per-connection",
+                    EXPECT_H2_BODY_BYTES >> 10,
+                    kept >> 20,
+                    EXPECT_H2_KEPT_BYTES_MAX >> 20
+                ),
+            ));
+        }
+    }
+    Ok(expect)
 }
 
 fn http2_plan(

@@ -206,11 +206,14 @@ pub fn nginx_listening(
          client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; \
          uwsgi_temp_path {d}; scgi_temp_path {d}; \
          server {{ listen 127.0.0.1:{port}{ssl}{listen_opts}; {certs} \
-         location / {{ return 200 \"hello\"; }} location /fail {{ return 503; }} }} }}",
+         location / {{ return 200 \"hello\"; }} location /fail {{ return 503; }} \
+         location /fallback {{ return 200 \"fallback\"; }} \
+         location = /big {{ alias {d}/big.txt; }} }} }}",
         d = dir.path().display()
     );
     let conf_path = dir.path().join("nginx.conf");
     std::fs::write(&conf_path, conf).unwrap();
+    std::fs::write(dir.path().join("big.txt"), "x".repeat(5000)).unwrap();
     let mut cmd = Command::new(bin);
     cmd.args(["-c", conf_path.to_str().unwrap(), "-p"])
         .arg(dir.path());

@@ -28,6 +28,8 @@ use crate::clock::{Nanos, Ticks};
 use crate::engine::conn_table::{ANSWERED, ConnState, Req};
 use crate::engine::recorder::{ErrorKind, H2Counters};
 use crate::engine::worker_plan::WorkerPlan;
+use crate::limits::EXPECT_H2_BODY_BYTES;
+use crate::proto::Verdict;
 use crate::proto::h2::conn::OpenRefused;
 use crate::proto::h2::request::{block_from_http1, request_len, write_request};
 use crate::proto::h2::{
@@ -84,6 +86,50 @@ pub(super) struct H2Side {
     next_ping_scan: Nanos,
     /// The first GOAWAY's code and debug text, for the report.
     pub(super) first_goaway: Option<String>,
+    /// `--expect` body assertions: each request slot's response body as it arrives.
+    kept: Option<KeptBodies>,
+}
+
+/// Response bodies kept for `--expect`: [`EXPECT_H2_BODY_BYTES`] per request slot
+/// (connections x streams, sized at start), and how much of each arrived.
+struct KeptBodies {
+    bytes: Box<[u8]>,
+    /// Per slot: the bytes kept, or [`KeptBodies::OVER`] once the body outgrew them.
+    lens: Box<[u32]>,
+}
+
+impl KeptBodies {
+    const OVER: u32 = u32::MAX;
+
+    fn new(slots: usize) -> KeptBodies {
+        KeptBodies {
+            bytes: vec![0; slots * EXPECT_H2_BODY_BYTES].into_boxed_slice(),
+            lens: vec![0; slots].into_boxed_slice(),
+        }
+    }
+
+    /// Appends `data` to slot `i`'s body (or marks it outgrown).
+    fn push(&mut self, i: usize, data: &[u8]) {
+        let len = self.lens[i];
+        if len == Self::OVER {
+            return;
+        }
+        let (at, end) = (len as usize, len as usize + data.len());
+        if end > EXPECT_H2_BODY_BYTES {
+            self.lens[i] = Self::OVER;
+            return;
+        }
+        let base = i * EXPECT_H2_BODY_BYTES;
+        self.bytes[base + at..base + end].copy_from_slice(data);
+        self.lens[i] = end as u32;
+    }
+
+    /// Slot `i`'s whole body, or `None` when it outgrew what is kept.
+    fn body(&self, i: usize) -> Option<&[u8]> {
+        let len = self.lens[i];
+        let base = i * EXPECT_H2_BODY_BYTES;
+        (len != Self::OVER).then(|| &self.bytes[base..base + len as usize])
+    }
 }
 
 struct H2Conn {
@@ -164,6 +210,8 @@ impl H2Side {
             ),
             next_ping_scan: 0,
             first_goaway: None,
+            kept: (plan.expect.needs_body())
+                .then(|| KeptBodies::new(plan.connections * plan.pipeline)),
         })))
     }
 
@@ -260,6 +308,16 @@ impl Worker<'_> {
                             return None;
                         }
                         Ok(ev) => {
+                            if let Event::Data {
+                                stream,
+                                start,
+                                end,
+                                open: true,
+                                ..
+                            } = ev
+                            {
+                                self.h2_keep(c, stream, &bytes[start..end]);
+                            }
                             self.h2_event(c, ev, now_t);
                             if self.table.conns[c as usize].generation != generation {
                                 return None;
@@ -440,8 +498,35 @@ impl Worker<'_> {
             .find(|&i| self.table.slots[i].stream == stream)
     }
 
+    /// `--expect` body assertions: keeps `data` of `stream` on `c` for its request.
+    fn h2_keep(&mut self, c: u32, stream: u32, data: &[u8]) {
+        if self.h2.as_deref().is_some_and(|h2| h2.kept.is_some())
+            && let Some(i) = self.h2_slot(c, stream)
+            && let Some(kept) = self.h2.as_deref_mut().and_then(|h2| h2.kept.as_mut())
+        {
+            kept.push(i, data);
+        }
+    }
+
+    /// What the response in slot `i` was by `--error-status` and `--expect`.
+    fn h2_reply(&self, i: usize) -> Reply {
+        let req = &self.table.slots[i];
+        if req.status != 0 && self.plan.error_status.contains(req.status) {
+            return Reply::Error;
+        }
+        if self.plan.expect.is_empty() {
+            return Reply::Answer;
+        }
+        let kept = self.h2.as_deref().and_then(|h2| h2.kept.as_ref());
+        match (self.plan.expect).check(req.entry, req.status, kept.and_then(|k| k.body(i))) {
+            Verdict::Pass => Reply::Answer,
+            Verdict::Unchecked => Reply::Unchecked,
+            Verdict::Fail(a) => Reply::Assertion(a),
+        }
+    }
+
     /// The response in slot `i` of `c` is whole at `now_t`: the request is answered
-    /// (a failure when its status is in `--error-status`).
+    /// (a failure when its status is in `--error-status` or it fails an `--expect`).
     fn h2_answered(&mut self, c: u32, i: usize, now_t: Ticks) {
         let req = self.table.slots[i];
         if self.plan.http2.is_some_and(|h| h.grpc) {
@@ -460,8 +545,8 @@ impl Worker<'_> {
             }
             return self.h2_retire(c, i);
         }
-        let failed = req.status != 0 && self.plan.error_status.contains(req.status);
-        self.answered(c, req, now_t, Reply::error_if(failed));
+        let reply = self.h2_reply(i);
+        self.answered(c, req, now_t, reply);
         if req.status != 0 && self.recorded(req.intended_ns) {
             let class = (req.status / 100) as usize;
             self.out.counters.http_status[if (1..=5).contains(&class) { class } else { 0 }] += 1;
@@ -635,6 +720,9 @@ impl Worker<'_> {
                 match h2.write(c, &req, &ctx, self.plan, out, &mut self.out.counters.http2) {
                     Some((stream, n)) => {
                         self.table.slots[i].stream = stream;
+                        if let Some(kept) = &mut h2.kept {
+                            kept.lens[i] = 0;
+                        }
                         len += n;
                         k += 1;
                         self.stamp_sent(i, t, t_ns);
