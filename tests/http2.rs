@@ -727,3 +727,55 @@ fn the_http2_baseline_runs_against_the_sinks_front() {
         }
     }
 }
+
+#[test]
+fn a_stream_past_its_timeout_is_cancelled_and_its_connection_goes_on() {
+    let _g = load_lock();
+    // The sink freezes 300 ms every second: streams sent in a freeze pass their 100 ms
+    // timeout. Each is cancelled alone (RST_STREAM CANCEL, a timeout error); the two
+    // connections carry on, so no connection is opened again.
+    let sink = Sink::start(&[
+        "--http2",
+        "--stall",
+        "300ms",
+        "--every",
+        "1s",
+        "--duration",
+        "5m",
+    ]);
+    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let v = h2_run(
+        port,
+        &[
+            "--http",
+            "GET /",
+            "--rate",
+            "500",
+            "--duration",
+            "3s",
+            "--connections",
+            "2",
+            "--streams-per-connection",
+            "100",
+            "--timeout",
+            "100ms",
+        ],
+    );
+    let cancelled = f(&v, "http2.streams_cancelled");
+    let timeouts = f(&v, "requests.timeouts");
+    assert!(cancelled >= 100.0, "{}", v["http2"]);
+    assert_eq!(cancelled, timeouts, "{}", v["requests"]);
+    assert_eq!(f(&v, "connections.opened"), 2.0, "{}", v["connections"]);
+    assert_eq!(
+        f(&v, "requests.completed") + f(&v, "requests.errors"),
+        1500.0,
+        "{}",
+        v["requests"]
+    );
+    assert!(
+        v["first_protocol_error"].is_null(),
+        "{}",
+        v["first_protocol_error"]
+    );
+    sink.stop();
+}

@@ -339,6 +339,9 @@ pub struct H2Counters {
     pub retried: u64,
     /// Streams the server reset (RST_STREAM), REFUSED_STREAM included.
     pub stream_resets: u64,
+    /// Streams this side cancelled at their timeout (RST_STREAM CANCEL); each is a
+    /// `timeout` error, its connection kept.
+    pub streams_cancelled: u64,
     /// Times a connection's requests waited for a send window (flow control).
     pub flow_stalls: u64,
     /// Control frames (PING ACKs) that found no room before the next send.
@@ -359,6 +362,7 @@ impl H2Counters {
         self.goaways += o.goaways;
         self.retried += o.retried;
         self.stream_resets += o.stream_resets;
+        self.streams_cancelled += o.streams_cancelled;
         self.flow_stalls += o.flow_stalls;
         self.control_dropped += o.control_dropped;
         self.pings_sent += o.pings_sent;

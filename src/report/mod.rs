@@ -88,6 +88,9 @@ pub struct Http2Report {
     pub retried: u64,
     /// Streams the server reset; those not refused are `stream_reset` errors.
     pub stream_resets: u64,
+    /// Streams cancelled at their timeout (RST_STREAM CANCEL), each a `timeout`
+    /// error; their connections stayed open.
+    pub streams_cancelled: u64,
     /// Times requests waited for a send window (flow control).
     pub flow_stalls: u64,
     /// PING acknowledgements that found no room before the next send.

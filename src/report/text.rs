@@ -84,11 +84,12 @@ fn write_http2(w: &mut String, r: &Report) {
     let _ = writeln!(
         w,
         "http2: up to {} streams per connection; {} GOAWAYs, {} requests retried on a new connection, \
-         {} streams reset by the server, {} flow-control stalls{}",
+         {} streams reset by the server, {} cancelled at their timeout, {} flow-control stalls{}",
         h.streams_per_connection,
         h.goaways,
         h.retried,
         h.stream_resets,
+        h.streams_cancelled,
         h.flow_stalls,
         if h.control_dropped > 0 {
             format!(", {} PING acknowledgements dropped", h.control_dropped)

@@ -61,6 +61,8 @@ impl Worker<'_> {
         let timeout = self.plan.timeout_ns;
         let state = self.table.conns[c as usize].state;
         match state {
+            // HTTP/2: each stream times out alone, its connection stays.
+            ConnState::Ready if self.h2.is_some() => self.h2_expire(c, now_ns),
             ConnState::Ready | ConnState::Expiring => {
                 let expired = self.expire_front(c, now_ns);
                 let conn = &mut self.table.conns[c as usize];

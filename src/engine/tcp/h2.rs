@@ -51,7 +51,7 @@ const GRPC_CODE_OTHER: u32 = 17;
 
 /// Control bytes a connection can hold between sends: the preface with its SETTINGS
 /// and window raise, acknowledgements, window updates and resets.
-const CTL_BYTES: usize = 256;
+const CTL_BYTES: usize = 512;
 /// Largest header block kept across CONTINUATION frames (responses' headers).
 const HEADER_BLOCK_MAX: usize = 16 << 10;
 /// Largest DATA frame sent (the smallest MAX_FRAME_SIZE a peer may set).
@@ -553,6 +553,52 @@ impl Worker<'_> {
             self.replies.http(req.status);
         }
         self.h2_retire(c, i);
+    }
+
+    /// Times out the streams of `c` past their deadline, oldest first: each is
+    /// cancelled (RST_STREAM CANCEL, its slot freed, a timeout recorded at its
+    /// deadline) while the connection and its other streams go on, unlike HTTP/1.1,
+    /// where a request cannot be taken back without closing its connection. A reply
+    /// arriving later for a cancelled stream is ignored (its DATA still counted in the
+    /// connection's window). Stops where the control bytes are full: the rest are
+    /// cancelled at the next scan, once those went out.
+    pub(super) fn h2_expire(&mut self, c: u32, now_ns: Nanos) {
+        let timeout = self.plan.timeout_ns;
+        let generation = self.table.conns[c as usize].generation;
+        loop {
+            let conn = &self.table.conns[c as usize];
+            if conn.generation != generation || conn.state != ConnState::Ready {
+                return;
+            }
+            let sent = conn.inflight - conn.unsent;
+            let Some(i) = (0..sent)
+                .map(|nth| self.table.slot_index(c, nth))
+                .find(|&i| self.table.slots[i].stream != ANSWERED)
+            else {
+                return;
+            };
+            let req = self.table.slots[i];
+            if req.intended_ns + timeout > now_ns {
+                return;
+            }
+            let h2 = self.h2.as_deref_mut().expect("HTTP/2 side");
+            let hc = &mut h2.conns[c as usize];
+            let Ok(n) =
+                frame::write_rst_stream(&mut hc.ctl[hc.ctl_len..], req.stream, ErrorCode::CANCEL)
+            else {
+                self.mark_flush(c);
+                return;
+            };
+            hc.ctl_len += n;
+            if let Some(conn) = hc.conn.as_deref_mut() {
+                conn.close_stream(req.stream);
+            }
+            self.out.counters.http2.streams_cancelled += 1;
+            self.mark_flush(c);
+            self.inflight -= 1;
+            self.request_error(&req, ErrorKind::Timeout, Some(timeout));
+            self.h2_retire(c, i);
+        }
     }
 
     /// Slot `i` of `c` is done: freed at once at the front, else when the older ones
