@@ -215,3 +215,17 @@ fn merged_shards_keep_a_result_per_target() {
     }
     assert_split(&m, &fast, &slow);
 }
+
+/// `--target` is bounded (each one costs every worker a latency histogram): the 65th
+/// is refused before anything runs, naming the flag and the bound.
+#[test]
+fn more_targets_than_the_bound_are_refused_in_one_line() {
+    let addrs: Vec<String> = (0..65)
+        .map(|i| format!("127.0.0.1:{}", 20_000 + i))
+        .collect();
+    let mut args = vec!["run", "--rate", "10", "--cores", "0"];
+    for a in &addrs {
+        args.extend(["--target", a.as_str()]);
+    }
+    assert_usage(&args, "--target: at most 64 destinations, got 65");
+}
