@@ -8,17 +8,22 @@ use common::*;
 use std::process::Command;
 use std::time::Duration;
 
-/// An HTTP/1.1 keep-alive server that sleeps 20 ms before each `200 ok` (nginx-light
-/// has no delay of its own); one thread per connection, the reply in one write with
+/// An HTTP/1.1 keep-alive server that sleeps 20 ms before each reply (nginx-light
+/// has no delay of its own): `200 ok`, but every fifth a `503`, so this target also
+/// fails where nginx does not. One thread per connection, the reply in one write with
 /// Nagle off, so the delay is the only one.
 const DELAYED_HTTP: &str = r#"
-import socketserver, sys, time
+import itertools, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+n = itertools.count(1)
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     def do_GET(self):
         time.sleep(0.02)
+        if next(n) % 5 == 0:
+            self.wfile.write(b"HTTP/1.1 503 Busy\r\nContent-Length: 2\r\n\r\nno")
+            return
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
     def log_message(self, *a):
         pass
@@ -82,9 +87,13 @@ fn run_args<'a>(fast: &'a str, slow: &'a str, extra: &[&'a str]) -> Vec<&'a str>
 }
 
 /// The slow target's p50 is at least 20 ms and the fast one's well under; each got
-/// requests; the per-target counts add up exactly to the run's.
+/// requests; the slow one's 503s are its errors (`error_reply`), the fast one has
+/// none; the per-target counts add up exactly to the run's.
 fn assert_split(v: &serde_json::Value, fast: &str, slow: &str) {
     let (f, s) = (target(v, fast), target(v, slow));
+    assert_eq!(f["errors"], 0, "{f}");
+    assert!(s["errors"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["errors_by_kind"]["error_reply"], s["errors"], "{s}");
     assert!(p50(s) >= 20_000_000, "slow p50 {} ns: {s}", p50(s));
     assert!(p50(f) < 10_000_000, "fast p50 {} ns: {f}", p50(f));
     for t in [f, s] {
