@@ -90,9 +90,10 @@ pub struct CompareArgs {
 /// over them.
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Target address, HOST:PORT; repeat for several destinations (connections go
-    /// round robin over every source x target pair). Without it, blaster measures its
-    /// own ceiling against its built-in sink on loopback (the baseline).
+    /// Target address, HOST:PORT; repeat for several destinations, at most 64
+    /// (connections go round robin over every source x target pair; the report gives
+    /// each its own latency, errors and rate beside the total). Without it, blaster
+    /// measures its own ceiling against its built-in sink on loopback (the baseline).
     #[arg(long)]
     pub target: Vec<String>,
 

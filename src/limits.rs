@@ -8,6 +8,11 @@ pub const CONNECTIONS_MAX: usize = 1_048_576;
 /// also what 16 GiB set aside for sockets holds at 16 KiB per connection (kernel socket
 /// with small buffers ~10 KiB, blaster's slot and receive buffer ~4 KiB, headroom).
 pub const CONNS_PER_MACHINE_DEFAULT: u64 = CONNECTIONS_MAX as u64;
+/// Destinations per run (`--target`, repeated). Each has its own latency histogram in
+/// every worker, sized at start (~270 KB each, zero-filled), so the report can tell which
+/// server of a pool is slow: 64 targets cost a worker ~17 MB. A pool larger than this
+/// belongs behind its own load balancer, or split over shards.
+pub const TARGETS_MAX: usize = 64;
 /// Requests in flight per connection (`--pipeline`).
 pub const PIPELINE_MAX: usize = 1024;
 /// Request payload size. Larger payloads are a bulk-transfer test, not a request test.

@@ -22,9 +22,13 @@
 //! - A frames run's `frames` key merges by [`frames`]: counts add, the frame histograms
 //!   add, ratios and percentiles come from the sums; shards of other rooms, tick or
 //!   budget are refused (exit 2).
+//! - The `targets` key (one entry per destination) merges by [`targets`]: entries of
+//!   the same address add (counts, error kinds, rates, latency histograms), the
+//!   percentiles come from the sums.
 
 mod command;
 mod frames;
+mod targets;
 
 pub use command::command;
 
@@ -198,6 +202,7 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     merge_kernel(&mut out, shards);
     add_confidence(&mut out, shards)?;
     merge_frames(&mut out, shards)?;
+    merge_targets(&mut out, shards)?;
     let valid = judge_validity(&mut out, shards, &missing, n);
     let unsynced = merged_fleet(&mut out, shards, &missing, intervals_exact);
     let text = summary(&out, shards, &missing, n, &unsynced);
@@ -433,6 +438,22 @@ fn merge_frames(out: &mut Value, shards: &[Shard]) -> Result<(), MergeError> {
 
 /// Sets `valid` and `invalid_reasons` (a missing shard, each shard's reasons naming
 /// it); returns whether the merged run is valid.
+/// The per-destination figures, added by address (see [`targets`]); dropped when a
+/// shard has none.
+fn merge_targets(out: &mut Value, shards: &[Shard]) -> Result<(), MergeError> {
+    let parts: Vec<&Value> = shards.iter().map(|s| &s.value["targets"]).collect();
+    match targets::merge(&parts) {
+        Ok(Some(t)) => out["targets"] = t,
+        Ok(None) => {
+            if let Some(o) = out.as_object_mut() {
+                o.remove("targets");
+            }
+        }
+        Err(e) => return Err(refused(&shards[e.index].path, e.reason)),
+    }
+    Ok(())
+}
+
 fn judge_validity(out: &mut Value, shards: &[Shard], missing: &[u64], n: u64) -> bool {
     let complete = missing.is_empty();
     let valid = complete && shards.iter().all(|s| s.value["valid"] == true);
@@ -762,6 +783,7 @@ fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u
             c.level * 100.0
         )),
     );
+    s.push_str(&targets::table(&out["targets"]));
     let _ = writeln!(
         s,
         "{:>5}  {:<7}  {:>12}  {:>18}  {:>10}  {:>12}  {:>12}  file",

@@ -713,6 +713,9 @@ pub struct WorkerTotals {
     pub first_goaway: Option<String>,
     /// Per `--mix` entry (empty without a mix).
     pub entries: Vec<EntryTotals>,
+    /// Per destination, in `--target` order (empty with fewer than two targets: the
+    /// run's totals are then the one target's).
+    pub targets: Vec<TargetTotals>,
     /// What stopped the worker before the end of its schedule (a broken ring).
     pub error: Option<super::driver::WorkerError>,
     /// `--workload frames`: the run's receive accounting and residency.
@@ -806,6 +809,54 @@ impl EntryTotals {
 }
 
 impl Default for EntryTotals {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One destination's figures over the whole run (`--target`, repeated): what a
+/// worker's connections to it sent, got back and failed. Mirrors the run's totals at the
+/// same points, so the targets add up to them, except the requests that failed before
+/// any connection took them (a full backlog, a timeout in the backlog): those went to
+/// no destination.
+#[derive(Clone, Debug)]
+pub struct TargetTotals {
+    /// done - intended, recorded where the run's `latency` is (timeouts at the timeout).
+    pub latency: Histogram<u64>,
+    pub sent: u64,
+    pub completed: u64,
+    /// Failed requests by kind, as [`Counters::errors`].
+    pub errors: [u64; ErrorKind::ALL.len()],
+}
+
+impl TargetTotals {
+    pub fn new() -> Self {
+        TargetTotals {
+            latency: histogram(),
+            sent: 0,
+            completed: 0,
+            errors: [0; ErrorKind::ALL.len()],
+        }
+    }
+
+    pub fn add(&mut self, o: &TargetTotals) {
+        self.latency
+            .add(&o.latency)
+            .expect("histograms share bounds");
+        self.sent += o.sent;
+        self.completed += o.completed;
+        for (a, b) in self.errors.iter_mut().zip(o.errors) {
+            *a += b;
+        }
+    }
+
+    /// Failed requests, every kind.
+    pub fn request_errors(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}
+
+impl Default for TargetTotals {
     fn default() -> Self {
         Self::new()
     }

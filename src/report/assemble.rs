@@ -5,7 +5,7 @@
 
 use super::{
     Bytes, Config, Connections, HostReport, HttpReport, Interval, Memory, MixEntryReport,
-    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, UdpReport, WorkerReport,
+    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, TargetReport, UdpReport, WorkerReport,
 };
 use crate::diagnosis::Diagnosis;
 use crate::engine::Transport;
@@ -114,6 +114,11 @@ pub struct IntervalShape<'a> {
 }
 
 impl IntervalShape<'_> {
+    /// The report's entries for `rows` (see [`Self::interval`]).
+    pub fn intervals(&self, rows: &[Row], stopped_ns: u64) -> Vec<Interval> {
+        rows.iter().map(|r| self.interval(r, stopped_ns)).collect()
+    }
+
     /// The report's entry for `row`; `stopped_ns` is when the schedule stopped
     /// (`u64::MAX` while some worker still runs): the last interval ends there, its
     /// drain folded in.
@@ -345,10 +350,7 @@ pub fn build(
     let pacing_ctx = pacing_context(plan, &host, &workers);
     let intervals_resolution = c.series.resolution();
     let rows = c.series.finish();
-    let intervals: Vec<Interval> = rows
-        .iter()
-        .map(|row| shape.interval(row, stopped_ns))
-        .collect();
+    let intervals = shape.intervals(&rows, stopped_ns);
     let ctr = &c.counters;
     let latency = Percentiles::of(&c.total.latency);
     let service = Percentiles::of(&c.total.service);
@@ -377,6 +379,8 @@ pub fn build(
     );
     let with = |p: Percentiles, ci| super::Summary { p, ci };
     let first_protocol_error = c.totals.iter().find_map(|t| t.first_protocol_error.clone());
+    // Each destination's figures: the counters, the histograms, each worker's totals.
+    let sums = (ctr, &c.total, c.totals.as_slice());
     Report {
         schema_version: SCHEMA_VERSION,
         valid: verdict.valid,
@@ -435,6 +439,7 @@ pub fn build(
         udp,
         http,
         mix: mix_report(plan, &c.totals),
+        targets: targets_report(plan, target, sums, (elapsed, achieved_rps)),
         keys: keys_report(plan, ctr.sent),
         tls: tls_report(plan, ctr, &c.total),
         http2: http2_report(plan, ctr, &c.totals),
@@ -782,6 +787,52 @@ fn mix_report(plan: &RunPlan, totals: &[WorkerTotals]) -> Option<Vec<MixEntryRep
             })
             .collect()
     })
+}
+
+/// The `targets` key: with several targets each one's figures summed over the
+/// workers; with one, the run's totals (its counters, histograms and each worker's
+/// totals) and its achieved rate. Rates per second of `elapsed`. None for frames.
+fn targets_report(
+    plan: &RunPlan,
+    target: SocketAddr,
+    (ctr, total, totals): (&Counters, &Histograms, &[WorkerTotals]),
+    (elapsed, achieved_rps): (f64, f64),
+) -> Vec<TargetReport> {
+    use crate::engine::recorder::TargetTotals;
+    if plan.frames.is_some() {
+        return Vec::new();
+    }
+    if plan.targets.len() < 2 {
+        let latency = &total.latency;
+        return vec![TargetReport {
+            address: target.to_string(),
+            sent: ctr.sent,
+            completed: ctr.completed,
+            errors: ctr.request_errors(),
+            errors_by_kind: Report::errors_map(ctr),
+            achieved_rps,
+            latency_ns: Percentiles::of(latency),
+            latency_histogram: latency.clone(),
+        }];
+    }
+    (plan.targets.iter().enumerate())
+        .map(|(i, addr)| {
+            let mut sum = TargetTotals::new();
+            for t in totals.iter().filter_map(|t| t.targets.get(i)) {
+                sum.add(t);
+            }
+            TargetReport {
+                address: addr.to_string(),
+                sent: sum.sent,
+                completed: sum.completed,
+                errors: sum.request_errors(),
+                errors_by_kind: Report::kinds_map(|k| sum.errors[k as usize]),
+                achieved_rps: sum.completed as f64 / elapsed,
+                latency_ns: Percentiles::of(&sum.latency),
+                latency_histogram: sum.latency,
+            }
+        })
+        .collect()
 }
 
 /// The setup's io_uring features, then those any worker's ring added, once each.

@@ -148,6 +148,7 @@ pub fn render(runs: &[RunView]) -> Result<String, RenderError> {
         esc(&names.join(" vs "))
     );
     page.push_str(&runs_table(runs));
+    page.push_str(&targets_table(runs));
     page.push_str(&diagnoses_list(runs));
     page.push_str(&frames::table(runs));
     for section in sections(runs) {
@@ -243,6 +244,64 @@ fn runs_table(runs: &[RunView]) -> String {
             crate::metrics::ci::METHOD
         );
     }
+    t
+}
+
+/// Each run of several targets: one row per destination and the total, so the slow
+/// or failing server of a pool stands out; nothing when no run had two targets.
+fn targets_table(runs: &[RunView]) -> String {
+    let many: Vec<(usize, &RunView)> = (runs.iter().enumerate())
+        .filter(|(_, r)| r.run.targets.len() > 1)
+        .collect();
+    if many.is_empty() {
+        return String::new();
+    }
+    let mut t = String::from(
+        "<section><h2>Targets</h2><p>Each destination's requests, errors, rate and latency \
+         (from the intended send), beside the run's total.</p>\n\
+         <table><tr><th class=\"l\">run</th><th class=\"l\">target</th><th>sent</th>\
+         <th>completed</th><th>errors</th><th>achieved rate</th><th>latency p50</th>\
+         <th>p90</th><th>p99</th><th>p99.9</th><th>max</th>\
+         <th class=\"l\">errors by kind</th></tr>\n",
+    );
+    for (i, r) in many {
+        let run = r.run;
+        let total = crate::report::input::TargetInput {
+            address: "total".into(),
+            sent: run.requests.sent,
+            completed: run.requests.completed,
+            errors: run.requests.errors,
+            errors_by_kind: Default::default(),
+            achieved_rps: run.rate.achieved_rps,
+            latency_ns: run.latency_ns.p,
+        };
+        for x in run.targets.iter().chain([&total]) {
+            let kinds: Vec<String> = (x.errors_by_kind.iter())
+                .map(|(k, n)| format!("{k}={n}"))
+                .collect();
+            let p = &x.latency_ns;
+            let _ = writeln!(
+                t,
+                "<tr><td class=\"l\"><span class=\"sw\" style=\"background:{}\"></span>{}</td>\
+                 <td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/s</td>\
+                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                css_colour(PALETTE[i]),
+                esc(&r.label),
+                esc(&x.address),
+                x.sent,
+                x.completed,
+                x.errors,
+                fmt_rate(x.achieved_rps),
+                fmt_ns(p.p50),
+                fmt_ns(p.p90),
+                fmt_ns(p.p99),
+                fmt_ns(p.p999),
+                fmt_ns(p.max),
+                esc(&kinds.join(" ")),
+            );
+        }
+    }
+    t.push_str("</table></section>\n");
     t
 }
 

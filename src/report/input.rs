@@ -59,6 +59,22 @@ pub struct RunInput {
     /// as the JSON has them.
     #[serde(default)]
     pub diagnosis: Vec<DiagnosisInput>,
+    /// Per destination (absent from reports before it and from frames runs).
+    #[serde(default)]
+    pub targets: Vec<TargetInput>,
+}
+
+/// One `targets[]` entry: a destination's figures.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct TargetInput {
+    pub address: String,
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: u64,
+    pub errors_by_kind: std::collections::BTreeMap<String, u64>,
+    pub achieved_rps: f64,
+    pub latency_ns: Percentiles,
 }
 
 /// One `diagnosis[]` entry: `{code, message, remedy}`.
@@ -128,6 +144,8 @@ pub struct FrameHistogramsInput {
 #[derive(Debug, Clone, Deserialize)]
 pub struct RequestsInput {
     pub dispatched: u64,
+    #[serde(default)]
+    pub sent: u64,
     pub completed: u64,
     pub errors: u64,
 }
@@ -410,6 +428,15 @@ fn check_counters(v: &Value) -> Result<(), Bad> {
             count(&e[key], &format!("mix[{k}].{key}"))?;
         }
     }
+    for (k, e) in v["targets"].as_array().into_iter().flatten().enumerate() {
+        for key in ["sent", "completed", "errors"] {
+            count(&e[key], &format!("targets[{k}].{key}"))?;
+        }
+        for (kind, n) in e["errors_by_kind"].as_object().into_iter().flatten() {
+            count(n, &format!("targets[{k}].errors_by_kind.{kind}"))?;
+        }
+        non_negative(&e["achieved_rps"], &format!("targets[{k}].achieved_rps"))?;
+    }
     // Each dispatched request ends as exactly one of completed, failed or cut off
     // (frames count frames received, which a room multiplies).
     let r = &v["requests"];
@@ -519,6 +546,21 @@ fn check_histograms(v: &Value) -> Result<[Histogram<u64>; 4], Bad> {
                 latency.len()
             ),
         ));
+    }
+    for (k, e) in v["targets"].as_array().into_iter().flatten().enumerate() {
+        let f = format!("targets[{k}].latency_histogram");
+        let one = decode(&e["latency_histogram"], &f)?;
+        let most = u128::from(e["completed"].as_u64().unwrap_or(0))
+            + u128::from(e["errors"].as_u64().unwrap_or(0));
+        if u128::from(one.len()) > most {
+            return Err(bad(
+                f,
+                format!(
+                    "holds {} values, more than the target's {most} completed and failed requests",
+                    one.len()
+                ),
+            ));
+        }
     }
     for (k, e) in v["mix"].as_array().into_iter().flatten().enumerate() {
         let f = format!("mix[{k}].latency_histogram");

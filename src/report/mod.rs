@@ -467,6 +467,29 @@ pub struct MixEntryReport {
     pub latency_histogram: Histogram<u64>,
 }
 
+/// One destination's figures (`--target`, repeated; one entry with one target):
+/// what went to it, what came back, how fast, from the intended send instant.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetReport {
+    /// The destination, `HOST:PORT` as resolved.
+    pub address: String,
+    /// Requests put on the wire to it.
+    pub sent: u64,
+    /// Responses it completed.
+    pub completed: u64,
+    /// Requests failed on its connections (timeouts, resets, error replies, ...).
+    pub errors: u64,
+    /// `errors` by kind (kinds that occurred), as the run's `errors_by_kind`.
+    pub errors_by_kind: BTreeMap<&'static str, u64>,
+    /// `completed` per second of the run's `elapsed_s`.
+    pub achieved_rps: f64,
+    /// done - intended of its requests (timeouts at the timeout), as `latency_ns`.
+    pub latency_ns: Percentiles,
+    /// Its latency histogram over the run, encoded (`blaster merge` adds these).
+    #[serde(serialize_with = "hdr::serialize_one")]
+    pub latency_histogram: Histogram<u64>,
+}
+
 /// HTTP figures (`--framing http1`).
 #[derive(Debug, Clone, Serialize)]
 pub struct HttpReport {
@@ -594,6 +617,12 @@ pub struct Report {
     /// Per `--mix` entry; the totals above cover all entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mix: Option<Vec<MixEntryReport>>,
+    /// Per destination, in `--target` order (one entry with one target; absent for
+    /// frames runs). The totals above cover them all; with several targets, requests
+    /// that failed before any connection took them (a full backlog, a timeout in
+    /// the backlog) are in the totals only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetReport>,
     /// `{zipf:N:S}`, `{uniform:N}`: the keys the requests drew (see docs/report.md).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<crate::request::keys::KeyShares>,

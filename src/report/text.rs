@@ -36,6 +36,7 @@ pub fn render_with_verdict(r: &Report, verdict: Option<&str>) -> String {
     write_udp(w, r);
     write_http(w, r);
     write_mix(w, r);
+    write_targets(w, r);
     write_keys(w, r);
     write_notes(w, r);
     if let Some(v) = verdict {
@@ -657,6 +658,80 @@ fn write_mix(w: &mut String, r: &Report) {
                 e.framer
             );
         }
+    }
+}
+
+/// The targets table (two or more targets): one row per destination, then the total,
+/// so a slow or failing server of a pool stands out. Latency from the intended send.
+fn write_targets(w: &mut String, r: &Report) {
+    if r.targets.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "{:<24} {:>10} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  errors by kind",
+        "target",
+        "sent",
+        "completed",
+        "errors",
+        "rate/s",
+        "lat p50",
+        "lat p90",
+        "lat p99",
+        "lat p99.9",
+        "lat max"
+    );
+    let row = |w: &mut String, name: &str, n: [u64; 3], rps: f64, p: &Percentiles, kinds: &str| {
+        let _ = writeln!(
+            w,
+            "{:<24} {:>10} {:>10} {:>8} {:>10.1} {:>10} {:>10} {:>10} {:>10} {:>10}  {kinds}",
+            name,
+            n[0],
+            n[1],
+            n[2],
+            rps,
+            fmt_ns(p.p50),
+            fmt_ns(p.p90),
+            fmt_ns(p.p99),
+            fmt_ns(p.p999),
+            fmt_ns(p.max),
+        );
+    };
+    let kinds = |m: &std::collections::BTreeMap<&'static str, u64>| {
+        let k: Vec<String> = m.iter().map(|(k, n)| format!("{k}={n}")).collect();
+        if k.is_empty() {
+            "-".to_string()
+        } else {
+            k.join(" ")
+        }
+    };
+    for t in &r.targets {
+        let n = [t.sent, t.completed, t.errors];
+        row(
+            w,
+            &t.address,
+            n,
+            t.achieved_rps,
+            &t.latency_ns,
+            &kinds(&t.errors_by_kind),
+        );
+    }
+    let q = &r.requests;
+    let n = [q.sent, q.completed, q.errors];
+    let all = kinds(&r.errors_by_kind);
+    row(w, "total", n, r.rate.achieved_rps, &r.latency_ns.p, &all);
+    let unassigned = q.errors
+        - r.targets
+            .iter()
+            .map(|t| t.errors)
+            .sum::<u64>()
+            .min(q.errors);
+    if unassigned > 0 {
+        let _ = writeln!(
+            w,
+            "  {unassigned} requests failed waiting for a free connection (a full backlog, \
+             a timeout in the backlog): they went to no target"
+        );
     }
 }
 

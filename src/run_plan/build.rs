@@ -255,6 +255,16 @@ fn fleet_and_targets(
             "needs --target (the loopback baseline runs on one machine)",
         ));
     }
+    if a.target.len() > crate::limits::TARGETS_MAX {
+        return Err(err(
+            "target",
+            format!(
+                "at most {} destinations, got {}",
+                crate::limits::TARGETS_MAX,
+                a.target.len()
+            ),
+        ));
+    }
     let targets = a
         .target
         .iter()

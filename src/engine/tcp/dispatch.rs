@@ -148,7 +148,12 @@ impl Worker<'_> {
                 continue;
             }
             if !self.backlog.push(req) {
-                self.request_error(&req, ErrorKind::BacklogOverflow, Some(self.plan.timeout_ns));
+                self.request_error(
+                    &req,
+                    None,
+                    ErrorKind::BacklogOverflow,
+                    Some(self.plan.timeout_ns),
+                );
             }
         }
         self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);

@@ -21,7 +21,7 @@ impl Worker<'_> {
             self.inflight -= 1;
             let conn = &mut self.table.conns[c as usize];
             conn.unsent = conn.unsent.min(conn.inflight);
-            self.request_error(&r, ErrorKind::Timeout, Some(timeout));
+            self.request_error(&r, Some(c), ErrorKind::Timeout, Some(timeout));
             expired = true;
         }
         expired
@@ -35,7 +35,7 @@ impl Worker<'_> {
                 break;
             }
             self.backlog.pop();
-            self.request_error(&req, ErrorKind::Timeout, Some(timeout));
+            self.request_error(&req, None, ErrorKind::Timeout, Some(timeout));
         }
         // Only the connections on the watch list can have anything due: requests in
         // flight, a connect pending, a reopen scheduled, a close in the ring. O(watched),

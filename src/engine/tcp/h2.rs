@@ -637,7 +637,7 @@ impl Worker<'_> {
 
     fn h2_failed_stream(&mut self, c: u32, i: usize, req: &Req, kind: ErrorKind) {
         self.inflight -= 1;
-        self.request_error(req, kind, None);
+        self.request_error(req, Some(c), kind, None);
         self.h2_retire(c, i);
     }
 
@@ -654,7 +654,7 @@ impl Worker<'_> {
             self.out.counters.http2.retried += 1;
             self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
         } else {
-            self.request_error(&req, ErrorKind::BacklogOverflow, None);
+            self.request_error(&req, None, ErrorKind::BacklogOverflow, None);
         }
     }
 
@@ -771,7 +771,7 @@ impl Worker<'_> {
                         }
                         len += n;
                         k += 1;
-                        self.stamp_sent(i, t, t_ns);
+                        self.stamp_sent(c, i, t, t_ns);
                     }
                     None => break,
                 }

@@ -216,11 +216,11 @@ impl Worker<'_> {
         }
     }
 
-    /// Request slot `i` goes on the wire at `t` (`t_ns`): its send instant, and the
+    /// Request slot `i` (of connection `c`) goes on the wire at `t` (`t_ns`): its send instant, and the
     /// time it waited for its connection. A request sent again (HTTP/2's retries after
     /// a GOAWAY) is one request: counted at its first send only.
     #[inline]
-    pub(super) fn stamp_sent(&mut self, i: usize, t: Ticks, t_ns: Nanos) {
+    pub(super) fn stamp_sent(&mut self, c: u32, i: usize, t: Ticks, t_ns: Nanos) {
         let req = &mut self.table.slots[i];
         let first = req.sent == 0;
         req.sent = t;
@@ -228,6 +228,9 @@ impl Worker<'_> {
         if first && req.intended_ns >= self.plan.warmup_ns {
             self.out.hist.connection_wait.saturating_record(wait);
             self.out.counters.sent += 1;
+            if let Some(to) = self.target_of(c) {
+                to.sent += 1;
+            }
         }
     }
 
@@ -261,7 +264,7 @@ impl Worker<'_> {
             let mut len = 0;
             for nth in first..first + k {
                 let i = self.table.slot_index(c, nth);
-                self.stamp_sent(i, t, t_ns);
+                self.stamp_sent(c, i, t, t_ns);
                 let req = &self.table.slots[i];
                 if self.render {
                     let ctx = Ctx {

@@ -299,7 +299,7 @@ impl Worker<'_> {
             if self.core.interrupted || (self.core.stopping && kind.is_none()) {
                 self.out.counters.cut_off += 1;
             } else {
-                self.request_error(&req, kind.unwrap_or(ErrorKind::Io), None);
+                self.request_error(&req, Some(c), kind.unwrap_or(ErrorKind::Io), None);
             }
         }
         let reopen_at_ns = self.reopen_at(c, reopen);

@@ -55,7 +55,7 @@ use super::conn_table::{Backlog, ConnTable, IndexQueue};
 use super::driver::{Channels, Outbox, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
 use super::loop_core::LoopCore;
-use super::recorder::{EntryTotals, Histograms, ReplyTally, Snapshot};
+use super::recorder::{EntryTotals, Histograms, ReplyTally, Snapshot, TargetTotals};
 use super::ring::Ring;
 use super::socket;
 use super::stamps;
@@ -136,6 +136,11 @@ struct Worker<'p> {
     mixed_framing: bool,
     /// Per `--mix` entry figures (empty without a mix).
     entries: Vec<EntryTotals>,
+    /// Per destination figures, in `--target` order (empty with fewer than two).
+    targets: Vec<TargetTotals>,
+    /// Each connection's destination: an index into `targets` (empty with fewer than
+    /// two), fixed at start by the placement, so a request's target is one load.
+    conn_target: Box<[u8]>,
     rng: fastrand::Rng,
     unix_at_start_ns: u64,
     /// One per target; boxed so a connect still in the ring at exit can be leaked.
@@ -311,7 +316,51 @@ fn send_region_lens(plan: &WorkerPlan, render: bool, h2_staging: Option<usize>) 
     (staging_len, tls_out_len)
 }
 
+/// Per `--mix` entry figures: none without a mix.
+fn entry_totals(plan: &WorkerPlan) -> Vec<EntryTotals> {
+    if plan.requests.is_mix {
+        vec![EntryTotals::new(); plan.requests.entries.len()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The destinations a worker keeps figures for: every target when there are several,
+/// none with one (the run's totals are that one's).
+fn tracked_targets(plan: &WorkerPlan) -> usize {
+    if plan.targets.len() > 1 {
+        plan.targets.len()
+    } else {
+        0
+    }
+}
+
+/// Each of the worker's connections' destination (see `Worker::conn_target`): the
+/// placement's, computed once here rather than per request. Empty with one target.
+fn conn_targets(plan: &WorkerPlan) -> Box<[u8]> {
+    const _: () = assert!(crate::limits::TARGETS_MAX <= u8::MAX as usize + 1);
+    if tracked_targets(plan) == 0 {
+        return Box::default();
+    }
+    let placement = Placement::new(
+        plan.conn_offset + plan.connections * plan.workers,
+        plan.sources.len(),
+        plan.targets.len(),
+    );
+    (0..plan.connections)
+        .map(|c| placement.pair_of(plan.conn_offset + c).1 as u8)
+        .collect()
+}
+
 impl<'p> Worker<'p> {
+    /// The figures of connection `c`'s destination; `None` with fewer than two targets
+    /// (the run's totals are the one target's).
+    #[inline]
+    fn target_of(&mut self, c: u32) -> Option<&mut TargetTotals> {
+        let t = *self.conn_target.get(c as usize)?;
+        self.targets.get_mut(t as usize)
+    }
+
     fn new(
         plan: &'p WorkerPlan,
         snap_tx: Sender<Snapshot>,
@@ -390,11 +439,9 @@ impl<'p> Worker<'p> {
             render,
             entry_framers,
             mixed_framing: plan.requests.mixed_framing(),
-            entries: if plan.requests.is_mix {
-                vec![EntryTotals::new(); plan.requests.entries.len()]
-            } else {
-                Vec::new()
-            },
+            entries: entry_totals(plan),
+            targets: vec![TargetTotals::new(); tracked_targets(plan)],
+            conn_target: conn_targets(plan),
             // Per-worker streams derived from the one seed, so runs repeat.
             rng: fastrand::Rng::with_seed(
                 plan.seed ^ (plan.index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),

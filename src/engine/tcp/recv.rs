@@ -428,14 +428,28 @@ impl Worker<'_> {
         }
     }
 
-    /// Counts a failed request of `kind` (per mix entry too); `latency_ns` is recorded
-    /// when given (timeouts are recorded at the timeout).
+    /// Counts a failed request of `kind` (per mix entry too, and per target when it
+    /// failed on connection `conn`; `None`: it waited in the backlog for any
+    /// connection, so no destination failed it); `latency_ns` is recorded when given
+    /// (timeouts are recorded at the timeout).
     #[inline]
-    pub(super) fn request_error(&mut self, req: &Req, kind: ErrorKind, latency_ns: Option<u64>) {
+    pub(super) fn request_error(
+        &mut self,
+        req: &Req,
+        conn: Option<u32>,
+        kind: ErrorKind,
+        latency_ns: Option<u64>,
+    ) {
         if !self.recorded(req.intended_ns) {
             return;
         }
         self.out.counters.error(kind);
+        if let Some(to) = conn.and_then(|c| self.target_of(c)) {
+            to.errors[kind as usize] += 1;
+            if let Some(l) = latency_ns {
+                to.latency.saturating_record(l);
+            }
+        }
         if let Some(e) = self.entries.get_mut(req.entry as usize) {
             e.errors += 1;
             if let Some(l) = latency_ns {
@@ -516,6 +530,9 @@ impl Worker<'_> {
             if let Some(e) = self.entries.get_mut(req.entry as usize) {
                 e.errors += 1;
             }
+            if let Some(to) = self.target_of(c) {
+                to.errors[kind as usize] += 1;
+            }
         } else {
             self.replies.expect_unchecked += u64::from(reply == Reply::Unchecked);
             self.out.counters.completed += 1;
@@ -527,6 +544,10 @@ impl Worker<'_> {
             if let Some(e) = self.entries.get_mut(req.entry as usize) {
                 e.completed += 1;
                 e.latency.saturating_record(latency);
+            }
+            if let Some(to) = self.target_of(c) {
+                to.completed += 1;
+                to.latency.saturating_record(latency);
             }
         }
         if !self.core.stopping

@@ -168,6 +168,7 @@ impl Hooks for Worker<'_> {
         t.first_protocol_error = self.first_bad.take();
         t.first_goaway = self.h2.as_deref_mut().and_then(|h| h.first_goaway.take());
         t.entries = std::mem::take(&mut self.entries);
+        t.targets = std::mem::take(&mut self.targets);
         t.replies = std::mem::take(&mut self.replies);
     }
 }

@@ -25,6 +25,12 @@
 //! `-`), one row per figure ([`CI_HEADER`]): each percentile of the four per-request
 //! histograms, the achieved rate and the error ratio, with the estimate, the ends,
 //! the level, and the reason when there is no interval (the ends then empty).
+//!
+//! With several `--target`, each destination's whole-run figures go to a third file,
+//! `.targets.csv` (`r.csv` -> `r.targets.csv`; not for a stream), one row per target
+//! in `--target` order and a last row `total` ([`TARGETS_HEADER`]): requests sent,
+//! completed and failed, the achieved rate, the latency percentiles (ns, from the
+//! intended send) and the errors by kind as `kind=n` joined by `;`.
 
 use super::{Exporter, IntervalView, OutputFile};
 use crate::report::frames::FrameInterval;
@@ -39,6 +45,59 @@ dispatch_lag_p99_ns,core_load,link_utilization";
 
 /// The header of the `.ci.csv` file.
 pub const CI_HEADER: &str = "figure,percentile,value,low,high,level,note";
+
+/// The header of the `.targets.csv` file.
+pub const TARGETS_HEADER: &str = "target,sent,completed,errors,achieved_rps,latency_p50_ns,\
+latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_max_ns,errors_by_kind";
+
+/// Where the `.targets.csv` of `path` goes.
+pub fn targets_path(path: &Path) -> std::path::PathBuf {
+    path.with_extension("targets.csv")
+}
+
+/// The `.targets.csv` text of `r`: empty with fewer than two targets.
+pub fn targets_rows(r: &Report) -> String {
+    use std::collections::BTreeMap;
+    if r.targets.len() < 2 {
+        return String::new();
+    }
+    let line = |name: &str, n: [u64; 3], rps: f64, p: &Percentiles, k: &BTreeMap<_, u64>| {
+        let kinds: Vec<String> = k.iter().map(|(k, n)| format!("{k}={n}")).collect();
+        format!(
+            "{name},{},{},{},{rps:.1},{},{},{},{},{},{}\n",
+            n[0],
+            n[1],
+            n[2],
+            p.p50,
+            p.p90,
+            p.p99,
+            p.p999,
+            p.max,
+            kinds.join(";")
+        )
+    };
+    let mut s = format!("{TARGETS_HEADER}\n");
+    for t in &r.targets {
+        let n = [t.sent, t.completed, t.errors];
+        s += &line(
+            &t.address,
+            n,
+            t.achieved_rps,
+            &t.latency_ns,
+            &t.errors_by_kind,
+        );
+    }
+    let q = &r.requests;
+    let n = [q.sent, q.completed, q.errors];
+    s += &line(
+        "total",
+        n,
+        r.rate.achieved_rps,
+        &r.latency_ns.p,
+        &r.errors_by_kind,
+    );
+    s
+}
 
 /// Where the `.ci.csv` of `path` goes.
 pub fn ci_path(path: &Path) -> std::path::PathBuf {
@@ -198,12 +257,16 @@ impl Exporter for Csv {
     fn finish(self: Box<Self>, report: &Report) -> io::Result<()> {
         let path = self.out.path().to_path_buf();
         self.out.commit()?;
-        let rows = ci_rows(report);
-        if !rows.is_empty() && crate::report::output::is_rewritable(&path) {
-            // Whole or not at all, as every output (a temporary renamed over it).
-            crate::report::output::Pending::claim(&ci_path(&path))
-                .and_then(|p| p.commit(rows.as_bytes()))
-                .map_err(io::Error::other)?;
+        for (rows, side) in [
+            (ci_rows(report), ci_path(&path)),
+            (targets_rows(report), targets_path(&path)),
+        ] {
+            if !rows.is_empty() && crate::report::output::is_rewritable(&path) {
+                // Whole or not at all, as every output (a temporary renamed over it).
+                crate::report::output::Pending::claim(&side)
+                    .and_then(|p| p.commit(rows.as_bytes()))
+                    .map_err(io::Error::other)?;
+            }
         }
         Ok(())
     }
