@@ -596,7 +596,7 @@ impl Worker<'_> {
             self.out.counters.http2.streams_cancelled += 1;
             self.mark_flush(c);
             self.inflight -= 1;
-            self.request_error(&req, ErrorKind::Timeout, Some(timeout));
+            self.request_error(&req, Some(c), ErrorKind::Timeout, Some(timeout));
             self.h2_retire(c, i);
         }
     }
