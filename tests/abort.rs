@@ -115,3 +115,88 @@ fn bad_abort_conditions_are_one_line_usage_errors() {
     // Without a target (the baseline): refused too.
     assert_usage(&["run", "--abort-if", "errors>5% for 2s"], "needs --target");
 }
+
+/// Two shards of one run, each judging its own seconds, both fire: the merged report
+/// names the shard that fired first and how many did.
+#[test]
+fn merged_shards_name_the_shard_whose_abort_fired_first() {
+    let _g = load_lock();
+    let (_nginx, port) = nginx_listening(1000, 128, None, "");
+    let target = format!("127.0.0.1:{port}");
+    let d = tempfile::tempdir().unwrap();
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 2_000;
+    let at = at.to_string();
+    let files: Vec<String> = (0..2)
+        .map(|i| d.path().join(format!("s{i}.json")).display().to_string())
+        .collect();
+    let shards: Vec<String> = (0..2).map(|i| format!("{i}/2")).collect();
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let args = [
+                "run",
+                "--target",
+                &target,
+                "--cores",
+                "0",
+                "--rate",
+                "200",
+                "--connections",
+                "4",
+                "--duration",
+                "30s",
+                "--http",
+                "GET /fail",
+                "--abort-if",
+                "errors > 50% for 2s",
+                "--quiet",
+                "--shard",
+                &shards[i],
+                "--start-at",
+                &at,
+                "--json",
+                &files[i],
+            ];
+            spawn_piped(std::process::Command::new(bin()).args(args))
+        })
+        .collect();
+    for c in children {
+        let out = wait_bounded(c, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    }
+    let merged = d.path().join("m.json");
+    let out = run(
+        &[
+            "merge",
+            &files[0],
+            &files[1],
+            "--json",
+            merged.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    let a = &v["abort"];
+    let fired: Vec<u64> = files
+        .iter()
+        .map(|f| {
+            let s: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            s["abort"]["fired_at_s"].as_u64().unwrap()
+        })
+        .collect();
+    let first = *fired.iter().min().unwrap();
+    let shard = a["shard"].as_u64().unwrap();
+    assert_eq!(fired[shard as usize], first, "{a} {fired:?}");
+    assert_eq!(a["fired_at_s"], first, "{a}");
+    assert_eq!(a["shards_fired"], 2, "{a}");
+    assert!(
+        text.contains(&format!("ABORTED: shard {shard} fired first")),
+        "{text}"
+    );
+}

@@ -195,6 +195,7 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
         .collect();
     add_counters(&mut out, shards);
     add_expect(&mut out, shards);
+    merge_abort(&mut out, shards);
     add_histograms(&mut out, shards)?;
     add_error_latency(&mut out, shards);
     let (intervals, intervals_exact) = align_intervals(shards);
@@ -261,6 +262,23 @@ fn add_expect(out: &mut Value, shards: &[Shard]) {
         out["expect"]["assertions"][i]["failed"] = json!(total(&|e| &e["assertions"][i]["failed"]));
     }
     out["expect"]["unchecked"] = json!(total(&|e| &e["unchecked"]));
+}
+
+/// `--abort-if`: each shard judges its own seconds; the merged run names the shard
+/// whose condition fired first (the shards' seconds are the same wall-clock seconds;
+/// a tie goes to the lowest shard) and how many fired. `null` when none did.
+fn merge_abort(out: &mut Value, shards: &[Shard]) {
+    let fired = || shards.iter().filter(|s| s.value["abort"].is_object());
+    let first = fired().min_by_key(|s| (s.value["abort"]["fired_at_s"].as_u64(), s.index));
+    out["abort"] = match first {
+        Some(s) => {
+            let mut a = s.value["abort"].clone();
+            a["shard"] = json!(s.index);
+            a["shards_fired"] = json!(fired().count());
+            a
+        }
+        None => Value::Null,
+    };
 }
 
 /// The histograms, added, every shard's (the reader decoded them all), and their
@@ -709,6 +727,36 @@ fn align_intervals(shards: &[Shard]) -> (Vec<Value>, bool) {
 }
 
 /// The text: the whole, the per-shard table, what is missing or unsynchronised.
+/// The merged summary's lines on what is missing, what fired and why it is invalid.
+fn status_lines(s: &mut String, out: &Value, count: usize, missing: &[u64], n: u64) {
+    use std::fmt::Write;
+    if !missing.is_empty() {
+        let _ = writeln!(
+            s,
+            "INCOMPLETE: {} (their load is in no figure below)",
+            missing_line(missing, n)
+        );
+    }
+    let a = &out["abort"];
+    if a.is_object() {
+        let _ = writeln!(
+            s,
+            "ABORTED: shard {} fired first: --abort-if '{}' at {} s ({} of {} shards fired)",
+            a["shard"],
+            a["condition"].as_str().unwrap_or("?"),
+            a["fired_at_s"],
+            a["shards_fired"],
+            count
+        );
+    }
+    if out["valid"] != true {
+        let _ = writeln!(s, "INVALID merged run:");
+        for r in out["invalid_reasons"].as_array().into_iter().flatten() {
+            let _ = writeln!(s, "  - {}", r["message"].as_str().unwrap_or("?"));
+        }
+    }
+}
+
 fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u64]) -> String {
     use std::fmt::Write;
     let mut s = String::new();
@@ -720,19 +768,7 @@ fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u
         shards.len(),
         out["target"].as_str().unwrap_or("?")
     );
-    if !missing.is_empty() {
-        let _ = writeln!(
-            s,
-            "INCOMPLETE: {} (their load is in no figure below)",
-            missing_line(missing, n)
-        );
-    }
-    if out["valid"] != true {
-        let _ = writeln!(s, "INVALID merged run:");
-        for r in out["invalid_reasons"].as_array().into_iter().flatten() {
-            let _ = writeln!(s, "  - {}", r["message"].as_str().unwrap_or("?"));
-        }
-    }
+    status_lines(&mut s, out, shards.len(), missing, n);
     let r = &out["requests"];
     let _ = writeln!(
         s,
@@ -830,6 +866,45 @@ fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shard holding only `value` (what `merge_abort` reads).
+    fn shard(index: u64, value: Value) -> Shard {
+        let h = || Histogram::<u64>::new(3).unwrap();
+        Shard {
+            path: format!("s{index}.json"),
+            value,
+            index,
+            histograms: [h(), h(), h(), h()],
+        }
+    }
+
+    #[test]
+    fn the_merged_abort_names_the_shard_that_fired_first() {
+        let fired = |at: u64| json!({"abort": {"condition": "errors>5% for 2s", "window_s": 2, "fired_at_s": at}});
+        let shards = [
+            shard(0, fired(9)),
+            shard(1, json!({"abort": null})),
+            shard(2, fired(7)),
+            shard(3, fired(7)),
+        ];
+        let mut out = json!({});
+        merge_abort(&mut out, &shards);
+        let a = &out["abort"];
+        assert_eq!(
+            (a["shard"].as_u64(), a["fired_at_s"].as_u64()),
+            (Some(2), Some(7)),
+            "{a}"
+        );
+        assert_eq!(a["shards_fired"], 3, "{a}");
+        assert_eq!(a["condition"], "errors>5% for 2s", "{a}");
+        // None fired: null, whatever the first shard said.
+        let mut out = json!({"abort": {"condition": "x"}});
+        merge_abort(
+            &mut out,
+            &[shard(0, json!({"abort": null})), shard(1, json!({}))],
+        );
+        assert!(out["abort"].is_null(), "{}", out["abort"]);
+    }
 
     #[test]
     fn counters_add_as_integers_over_every_shards_keys() {
