@@ -43,7 +43,8 @@
 //! Transfer-Encoding and Content-Length (RFC 9112 section 6.3 asks the client to close
 //! then, the framing being suspect).
 
-use super::{Framer, LINE_BYTES_MAX, OVERSIZE, Parsed, find_line_end};
+use super::{Framer, LINE_BYTES_MAX, OVERSIZE, Parsed, ServerTimeSource, find_line_end};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -86,7 +87,15 @@ pub struct Http1 {
     last_status: u16,
     last_close: bool,
     last_body_at: usize,
+    /// `--server-time` read from a header (`None`: not read).
+    server_time: Option<Arc<ServerTimeSource>>,
+    /// The server time the current response carried so far, then (after `Complete`,
+    /// until the next status line) the completed one's; [`NO_SERVER_TIME`]: none.
+    server_ns: u64,
 }
+
+/// `server_ns` when the response carried no server time.
+const NO_SERVER_TIME: u64 = u64::MAX;
 
 /// What a complete line did to the response.
 enum Step {
@@ -115,6 +124,30 @@ impl Http1 {
             last_status: 0,
             last_close: false,
             last_body_at: 0,
+            server_time: None,
+            server_ns: NO_SERVER_TIME,
+        }
+    }
+
+    /// Reads the server's own time from each response's headers (trailers too).
+    pub fn read_server_time(&mut self, source: Arc<ServerTimeSource>) {
+        self.server_time = Some(source);
+    }
+
+    /// A header (or trailer) field of the current response, for `--server-time`:
+    /// several `Server-Timing` fields add up, otherwise the first value counts.
+    #[inline]
+    fn server_time_field(&mut self, name: &[u8], value: &[u8]) {
+        let Some(src) = &self.server_time else {
+            return;
+        };
+        let Some(ns) = src.from_header(name, value) else {
+            return;
+        };
+        if self.server_ns == NO_SERVER_TIME {
+            self.server_ns = ns.min(NO_SERVER_TIME - 1);
+        } else if src.sums() {
+            self.server_ns = self.server_ns.saturating_add(ns).min(NO_SERVER_TIME - 1);
         }
     }
 
@@ -148,6 +181,9 @@ impl Http1 {
         match self.state {
             State::StatusLine => {
                 self.clear_headers();
+                // Kept past `Complete` for the engine; an interim response's is
+                // dropped with it.
+                self.server_ns = NO_SERVER_TIME;
                 self.status_line(line)?;
                 self.state = State::Header;
                 Ok(Step::Continue)
@@ -156,6 +192,7 @@ impl Http1 {
             State::Header => {
                 let (name, value) = header(line)?;
                 self.header(name, value)?;
+                self.server_time_field(name, value);
                 Ok(Step::Continue)
             }
             State::ChunkSize => {
@@ -176,8 +213,10 @@ impl Http1 {
             State::ChunkEnd => Err("chunk data longer than its size"),
             State::Trailer if line.is_empty() => Ok(Step::Complete),
             State::Trailer => {
-                // Trailer fields must not change the framing: checked, then ignored.
-                header(line)?;
+                // Trailer fields must not change the framing: checked, then ignored
+                // but for the server's time (a `Server-Timing` trailer).
+                let (name, value) = header(line)?;
+                self.server_time_field(name, value);
                 Ok(Step::Continue)
             }
             State::Body | State::ChunkData | State::UntilClose => {
@@ -385,6 +424,7 @@ impl Framer for Http1 {
         self.last_status = 0;
         self.last_close = false;
         self.last_body_at = 0;
+        self.server_ns = NO_SERVER_TIME;
     }
 
     fn status(&self) -> Option<u16> {
@@ -397,6 +437,11 @@ impl Framer for Http1 {
 
     fn body_start(&self) -> Option<usize> {
         Some(self.last_body_at)
+    }
+
+    #[inline]
+    fn server_time_ns(&self) -> Option<u64> {
+        (self.server_ns != NO_SERVER_TIME).then_some(self.server_ns)
     }
 
     fn eof(&mut self) -> bool {
@@ -833,6 +878,61 @@ mod tests {
             testkit::run(&mut http(), r, &[2, 1, 3]),
             Outcome::pending(vec![r.len()], 0)
         );
+    }
+
+    fn timed(spec: &str) -> Http1 {
+        let mut f = http();
+        f.read_server_time(Arc::new(spec.parse().unwrap()));
+        f
+    }
+
+    #[test]
+    fn server_timing_is_read_from_the_headers_split_anywhere() {
+        let r: &[u8] = b"HTTP/1.1 200 OK\r\nServer-Timing: app;dur=7\r\n\
+            server-timing: db;dur=2.5;desc=\"x\"\r\nContent-Length: 2\r\n\r\nok";
+        for cut in 1..r.len() {
+            let mut f = timed("server-timing");
+            assert_eq!(f.feed(&r[..cut]), Parsed::Incomplete { consumed: f.seen });
+            let rest = &r[f.seen..];
+            assert_eq!(f.feed(rest), Parsed::Complete { consumed: rest.len() }, "{cut}");
+            assert_eq!(f.server_time_ns(), Some(9_500_000), "{cut}");
+        }
+        let mut f = timed("server-timing:db");
+        f.feed(r);
+        assert_eq!(f.server_time_ns(), Some(2_500_000));
+        // Without --server-time nothing is read.
+        let mut f = http();
+        f.feed(r);
+        assert_eq!(f.server_time_ns(), None);
+    }
+
+    #[test]
+    fn server_time_is_per_response() {
+        let mut f = timed("header:x-took");
+        let timed_reply = b"HTTP/1.1 200 OK\r\nX-Took: 12.5ms\r\nContent-Length: 0\r\n\r\n";
+        let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let stream = [&timed_reply[..], plain, CONTINUE_THEN_OK].concat();
+        let Parsed::Complete { consumed } = f.feed(&stream) else {
+            panic!()
+        };
+        assert_eq!(f.server_time_ns(), Some(12_500_000));
+        let Parsed::Complete { consumed: c2 } = f.feed(&stream[consumed..]) else {
+            panic!()
+        };
+        assert_eq!(f.server_time_ns(), None, "a reply without one carries none");
+        f.feed(&stream[consumed + c2..]);
+        assert_eq!(f.server_time_ns(), None);
+        f.reset();
+        assert_eq!(f.server_time_ns(), None);
+    }
+
+    #[test]
+    fn server_timing_trailer_counts() {
+        let mut f = timed("server-timing");
+        let r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+            2\r\nok\r\n0\r\nServer-Timing: total;dur=3\r\n\r\n";
+        assert_eq!(f.feed(r), Parsed::Complete { consumed: r.len() });
+        assert_eq!(f.server_time_ns(), Some(3_000_000));
     }
 
     #[test]
