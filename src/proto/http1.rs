@@ -894,7 +894,13 @@ mod tests {
             let mut f = timed("server-timing");
             assert_eq!(f.feed(&r[..cut]), Parsed::Incomplete { consumed: f.seen });
             let rest = &r[f.seen..];
-            assert_eq!(f.feed(rest), Parsed::Complete { consumed: rest.len() }, "{cut}");
+            assert_eq!(
+                f.feed(rest),
+                Parsed::Complete {
+                    consumed: rest.len()
+                },
+                "{cut}"
+            );
             assert_eq!(f.server_time_ns(), Some(9_500_000), "{cut}");
         }
         let mut f = timed("server-timing:db");

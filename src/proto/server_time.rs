@@ -37,8 +37,7 @@ pub enum ServerTimeSource {
 }
 
 /// The forms `--server-time` accepts, for error messages.
-const FORMS: &str =
-    "server-timing, server-timing:NAME, header:NAME or offset:OFF:LEN:UNIT (LEN 1, 2, 4 or 8; \
+const FORMS: &str = "server-timing, server-timing:NAME, header:NAME or offset:OFF:LEN:UNIT (LEN 1, 2, 4 or 8; \
      UNIT ns, us or ms)";
 
 /// Largest `offset:` byte offset (a reply is at most `--max-response` bytes anyway).
@@ -55,10 +54,14 @@ impl ServerTimeSource {
     #[inline]
     pub fn from_header(&self, name: &[u8], value: &[u8]) -> Option<u64> {
         match self {
-            ServerTimeSource::ServerTiming { metric } if name.eq_ignore_ascii_case(b"server-timing") => {
+            ServerTimeSource::ServerTiming { metric }
+                if name.eq_ignore_ascii_case(b"server-timing") =>
+            {
                 server_timing_ns(value, metric.as_deref().map(str::as_bytes))
             }
-            ServerTimeSource::Header { name: want } if name.eq_ignore_ascii_case(want.as_bytes()) => {
+            ServerTimeSource::Header { name: want }
+                if name.eq_ignore_ascii_case(want.as_bytes()) =>
+            {
                 duration_ns(value)
             }
             _ => None,
@@ -82,7 +85,9 @@ impl FromStr for ServerTimeSource {
         }
         if let Some(name) = s.strip_prefix("server-timing:") {
             if name.is_empty() || !name.bytes().all(is_tchar) {
-                return Err(format!("server-timing:NAME needs a metric name (a token), got {s:?}"));
+                return Err(format!(
+                    "server-timing:NAME needs a metric name (a token), got {s:?}"
+                ));
             }
             return Ok(ServerTimeSource::ServerTiming {
                 metric: Some(name.into()),
@@ -90,7 +95,9 @@ impl FromStr for ServerTimeSource {
         }
         if let Some(name) = s.strip_prefix("header:") {
             if name.is_empty() || !name.bytes().all(is_tchar) {
-                return Err(format!("header:NAME needs a header name (a token), got {s:?}"));
+                return Err(format!(
+                    "header:NAME needs a header name (a token), got {s:?}"
+                ));
             }
             return Ok(ServerTimeSource::Header { name: name.into() });
         }
@@ -225,10 +232,14 @@ fn decimal_ns(s: &[u8], unit_ns: u64) -> Option<u64> {
     {
         return None;
     }
-    let whole = int.iter().fold(0u128, |n, &d| n * 10 + u128::from(d - b'0'));
+    let whole = int
+        .iter()
+        .fold(0u128, |n, &d| n * 10 + u128::from(d - b'0'));
     // Digits past the 18th are below a ns of any unit here.
     let frac = &frac[..frac.len().min(18)];
-    let num = frac.iter().fold(0u128, |n, &d| n * 10 + u128::from(d - b'0'));
+    let num = frac
+        .iter()
+        .fold(0u128, |n, &d| n * 10 + u128::from(d - b'0'));
     let den = 10u128.pow(frac.len() as u32);
     let ns = whole * u128::from(unit_ns) + num * u128::from(unit_ns) / den;
     Some(u64::try_from(ns).unwrap_or(u64::MAX))
@@ -296,7 +307,10 @@ mod tests {
             server_timing_ns(b"db;dur=53, app;dur=47.2;desc=\"a, b;dur=9\"", None),
             Some(100_200_000)
         );
-        assert_eq!(server_timing_ns(b"cache;desc=\"Cache Read\";dur=23.2", None), Some(23_200_000));
+        assert_eq!(
+            server_timing_ns(b"cache;desc=\"Cache Read\";dur=23.2", None),
+            Some(23_200_000)
+        );
         assert_eq!(server_timing_ns(b"total;dur=\"12\"", None), Some(12 * MS));
         assert_eq!(server_timing_ns(b"a;dur=.5", None), Some(500_000));
         assert_eq!(server_timing_ns(b"a ; DUR = 3 ", None), Some(3 * MS));

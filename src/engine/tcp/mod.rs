@@ -330,7 +330,13 @@ impl<'p> Worker<'p> {
             .requests
             .entries
             .iter()
-            .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
+            .map(|e| {
+                let mut f = e.framing.framer(plan.payload.len(), plan.max_response);
+                if let Some(source) = &plan.server_time {
+                    f.read_server_time(source);
+                }
+                f
+            })
             .collect();
         let framer = entry_framers[0].clone();
         let h2 = h2::H2Side::new(plan).map_err(std::io::Error::other)?;
