@@ -105,9 +105,6 @@ pub struct Conn {
     /// Closed in order (`Connection: close`, a GOAWAY, a retirement): opens again as
     /// soon as its close completes, not at the next timeout scan.
     pub reopen_when_closed: bool,
-    /// `--server-time offset:`: the field read at the start of the current response
-    /// (`u64::MAX`: none; its first bytes did not arrive in one receive).
-    pub server_field_ns: u64,
 }
 
 /// `i mod cap` for `i < 2 * cap`: a compare and a subtraction instead of an integer
@@ -238,7 +235,6 @@ impl ConnTable {
                 deferred: false,
                 in_active: false,
                 reopen_when_closed: false,
-                server_field_ns: u64::MAX,
             })
             .collect();
         ConnTable {

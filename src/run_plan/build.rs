@@ -91,14 +91,7 @@ impl RunPlan {
         let mut plan = RunPlan {
             http2,
             conn_life,
-            // With frames, --grpc names the members' bidi method (the frame spec's).
-            grpc_method: a
-                .grpc
-                .as_deref()
-                .filter(|_| frames.is_none())
-                .map(crate::proto::grpc::path)
-                .transpose()
-                .map_err(|m| err("grpc", m))?,
+            grpc_method: grpc_method(a, frames.is_some())?,
             tls,
             tls_sink,
             frames,
@@ -514,6 +507,17 @@ fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<Tl
         None => client,
     };
     Ok((Some(Arc::new(client)), baseline.map(|(_, server)| server)))
+}
+
+/// `--grpc`: the method called, for the report; with frames, --grpc names the
+/// members' bidi method (the frame spec's) instead.
+fn grpc_method(a: &RunArgs, frames: bool) -> Result<Option<String>, PlanError> {
+    a.grpc
+        .as_deref()
+        .filter(|_| !frames)
+        .map(crate::proto::grpc::path)
+        .transpose()
+        .map_err(|m| err("grpc", m))
 }
 
 /// `--server-time`: the source parsed (a bad one refused first), then the runs it

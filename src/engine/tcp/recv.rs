@@ -348,7 +348,7 @@ impl Worker<'_> {
                 unit_ns,
             } = **source
         {
-            self.table.conns[c as usize].server_field_ns =
+            self.server_fields[c as usize] =
                 server_time::field_ns(bytes, offset, len, unit_ns).unwrap_or(u64::MAX);
         }
     }
@@ -356,12 +356,12 @@ impl Worker<'_> {
     /// The server's own time the response that just completed on `c` carried, if any.
     #[inline]
     fn server_time_of(&self, c: u32) -> Option<u64> {
-        let conn = &self.table.conns[c as usize];
         match self.plan.server_time.as_deref()? {
             ServerTimeSource::Offset { .. } => {
-                (conn.server_field_ns != u64::MAX).then_some(conn.server_field_ns)
+                let ns = self.server_fields[c as usize];
+                (ns != u64::MAX).then_some(ns)
             }
-            _ => conn.framer.server_time_ns(),
+            _ => self.table.conns[c as usize].framer.server_time_ns(),
         }
     }
 
