@@ -189,3 +189,92 @@ fn a_binary_field_at_an_offset_is_the_server_time() {
     assert_eq!(v["server_time"]["source"], "offset:4:4:us");
     assert_server_time(&v, (SERVER_MS * 1_000_000) as f64);
 }
+
+/// `blaster merge` adds the shards' server time: the counts, and the histograms (the
+/// merged percentiles are the whole run's, every reply's server time 7 ms).
+#[test]
+fn merged_shards_add_their_server_time() {
+    let _guard = load_lock();
+    let addr = server(serve_http);
+    let dir = tempfile::tempdir().unwrap();
+    // --start-at in ms since the epoch, far enough ahead for both to start.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let at = (now.unwrap().as_millis() + 1500).to_string();
+    let files: Vec<String> = (0..2)
+        .map(|i| {
+            dir.path()
+                .join(format!("shard-{i}.json"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let shard = format!("{i}/2");
+            let args = [
+                "run",
+                "--target",
+                &addr,
+                "--http",
+                "GET /some",
+                "--rate",
+                "100",
+                "--duration",
+                "1500ms",
+                "--connections",
+                "4",
+                "--cores",
+                "0",
+                "--quiet",
+                "--server-time",
+                "server-timing",
+                "--shard",
+                &shard,
+                "--start-at",
+                &at,
+                "--json",
+                &files[i],
+            ];
+            spawn_piped(std::process::Command::new(bin()).args(args))
+        })
+        .collect();
+    for c in children {
+        let out = wait_bounded(c, Duration::from_secs(60));
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    }
+    let merged = dir.path().join("merged.json");
+    let out = run(
+        &[
+            "merge",
+            &files[0],
+            &files[1],
+            "--json",
+            merged.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let m = read_json(&merged);
+    let shards: Vec<serde_json::Value> = files.iter().map(|p| read_json(&p.into())).collect();
+    for key in ["carried", "missing"] {
+        let sum: f64 = shards
+            .iter()
+            .map(|s| f(s, &format!("server_time.{key}")))
+            .sum();
+        assert_eq!(
+            f(&m, &format!("server_time.{key}")),
+            sum,
+            "{key}: {}",
+            m["server_time"]
+        );
+    }
+    assert!(f(&m, "server_time.missing") > 0.0, "{}", m["server_time"]);
+    assert_eq!(
+        f(&m, "server_time.server_time_ns.count"),
+        f(&m, "server_time.carried"),
+        "the merged histogram holds every shard's replies: {}",
+        m["server_time"]
+    );
+    assert!(near(f(&m, "server_time.server_time_ns.p99"), 7e6, 0.0));
+    assert!(m["histograms"]["network_queueing"].is_string());
+}
