@@ -219,6 +219,18 @@ pub struct LoadArgs {
     #[arg(long, value_name = "ASSERTION")]
     pub expect: Vec<String>,
 
+    /// Read the server's own time from each reply, into its own histogram
+    /// (server_time_ns) beside `latency - server time` per request
+    /// (network_queueing_ns): `server-timing` (the sum of the `Server-Timing` header's
+    /// `dur=` values, in ms), `server-timing:NAME` (metric NAME's `dur=`), `header:NAME`
+    /// (a header holding a duration such as `12.5ms`, `300us`, `2s`; a bare number is
+    /// ms), or `offset:OFF:LEN:UNIT` for raw TCP replies (a big-endian unsigned integer of
+    /// LEN = 1, 2, 4 or 8 bytes at byte OFF, in UNIT = ns, us or ms). Replies without one
+    /// are counted (server_time.missing). Needs --target; HTTP/1.1, not --http2 yet.
+    /// Default: off.
+    #[arg(long, value_name = "SOURCE")]
+    pub server_time: Option<String>,
+
     /// An HTTP/1.1 request instead of a raw payload: `--http 'GET /path'`. Host and
     /// Content-Length are filled in; the framer defaults to http1.
     #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "mix"])]

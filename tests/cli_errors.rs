@@ -1249,3 +1249,87 @@ fn bad_expect_assertions_are_usage_errors_before_any_traffic() {
         "--expect: needs --target",
     );
 }
+
+/// `--server-time` (issue 37 item 4): a source that does not parse, or a run whose
+/// replies it cannot read, is one line naming the flag, before any traffic (the target
+/// here listens nowhere: a run would fail otherwise).
+#[test]
+fn bad_server_time_sources_are_usage_errors() {
+    let http = ["run", "--target", T, "--rate", "10", "--http", "GET /"];
+    let raw = [
+        "run",
+        "--target",
+        T,
+        "--rate",
+        "10",
+        "--framing",
+        "fixed:16",
+    ];
+    for (base, source, needle) in [
+        (
+            &http,
+            "servertiming",
+            "--server-time: expected server-timing",
+        ),
+        (
+            &http,
+            "server-timing:",
+            "--server-time: server-timing:NAME needs a metric name",
+        ),
+        (
+            &http,
+            "header:",
+            "--server-time: header:NAME needs a header name",
+        ),
+        (
+            &raw,
+            "offset:4:3:us",
+            "--server-time: offset:OFF:LEN: LEN must be 1, 2, 4 or 8",
+        ),
+        (
+            &raw,
+            "offset:4:4:s",
+            "--server-time: offset:OFF:LEN:UNIT: UNIT must be ns, us or ms",
+        ),
+        (
+            &raw,
+            "offset:x:4:us",
+            "--server-time: offset:OFF must be a byte offset",
+        ),
+        (
+            &raw,
+            "server-timing",
+            "--server-time: a header source reads HTTP/1.1 replies",
+        ),
+        (
+            &http,
+            "offset:4:4:us",
+            "--server-time: offset:OFF:LEN:UNIT reads raw replies",
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(&["--server-time", source]);
+        expect(&args, 2, needle);
+    }
+    expect(
+        &["run", "--rate", "10", "--server-time", "server-timing"],
+        2,
+        "--server-time: needs --target",
+    );
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--http",
+            "GET /",
+            "--http2",
+            "--server-time",
+            "server-timing",
+        ],
+        2,
+        "--server-time: not yet with --http2",
+    );
+}

@@ -198,6 +198,7 @@ fn combine(shards: &[Shard], n: u64) -> Result<Merged, MergeError> {
     merge_abort(&mut out, shards);
     add_histograms(&mut out, shards)?;
     add_error_latency(&mut out, shards);
+    add_server_time(&mut out, shards);
     let (intervals, intervals_exact) = align_intervals(shards);
     out["intervals"] = Value::Array(intervals);
     merge_kernel(&mut out, shards);
@@ -370,6 +371,50 @@ fn add_error_latency(out: &mut Value, shards: &[Shard]) {
             }
         }
         _ => {}
+    }
+}
+
+/// `--server-time`: the counts add; the server's time and network + queueing are
+/// the shards' histograms added (a shard whose replies carried none has none), else,
+/// when one cannot be read, the percentiles' maxima (an upper bound).
+fn add_server_time(out: &mut Value, shards: &[Shard]) {
+    if !out["server_time"].is_object() {
+        return;
+    }
+    for key in ["carried", "missing"] {
+        out["server_time"][key] = json!(
+            (shards.iter())
+                .map(|s| s.value["server_time"][key].as_u64().unwrap_or(0))
+                .fold(0u64, u64::saturating_add)
+        );
+    }
+    let carried: Vec<&Shard> = (shards.iter())
+        .filter(|s| s.value["server_time"]["carried"].as_u64().unwrap_or(0) > 0)
+        .collect();
+    if carried.is_empty() {
+        return;
+    }
+    for (h, key) in [
+        ("server_time", "server_time_ns"),
+        ("network_queueing", "network_queueing_ns"),
+    ] {
+        match add_all(carried.iter().map(|s| &s.value["histograms"][h])) {
+            Some(sum) => {
+                out["server_time"][key] =
+                    serde_json::to_value(Percentiles::of(&sum)).unwrap_or(Value::Null);
+                out["histograms"][h] = json!(hdr::encode(&sum));
+            }
+            None => {
+                let parts: Vec<&Value> = carried
+                    .iter()
+                    .map(|s| &s.value["server_time"][key])
+                    .collect();
+                out["server_time"][key] = max_numbers(&parts);
+                if let Some(hs) = out["histograms"].as_object_mut() {
+                    hs.remove(h);
+                }
+            }
+        }
     }
 }
 

@@ -42,6 +42,11 @@ pub struct Histograms {
     pub error_latency: Histogram<u64>,
     /// `--tls`: TCP connected -> handshake complete.
     pub tls_handshake: Histogram<u64>,
+    /// `--server-time`: the server's own time its reply carried (answers only).
+    pub server_time: Histogram<u64>,
+    /// `--server-time`: latency - server time of the same reply (saturating at 0):
+    /// network and queueing, per request.
+    pub network_queueing: Histogram<u64>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -63,6 +68,8 @@ fn unused() -> Histogram<u64> {
 pub struct HistShape {
     pub frames: bool,
     pub tls: bool,
+    /// `--server-time`: `server_time` and `network_queueing`.
+    pub server_time: bool,
 }
 
 impl HistShape {
@@ -70,6 +77,7 @@ impl HistShape {
     pub const FULL: HistShape = HistShape {
         frames: true,
         tls: true,
+        server_time: true,
     };
 }
 
@@ -95,6 +103,16 @@ impl Histograms {
             frame_join: frames(),
             error_latency: histogram(),
             tls_handshake: if shape.tls { histogram() } else { unused() },
+            server_time: if shape.server_time {
+                histogram()
+            } else {
+                unused()
+            },
+            network_queueing: if shape.server_time {
+                histogram()
+            } else {
+                unused()
+            },
         }
     }
 
@@ -123,7 +141,7 @@ impl Histograms {
         }
     }
 
-    fn parts(&self) -> [&Histogram<u64>; 13] {
+    fn parts(&self) -> [&Histogram<u64>; 15] {
         [
             &self.latency,
             &self.service,
@@ -138,10 +156,12 @@ impl Histograms {
             &self.frame_join,
             &self.error_latency,
             &self.tls_handshake,
+            &self.server_time,
+            &self.network_queueing,
         ]
     }
 
-    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 13] {
+    fn parts_mut(&mut self) -> [&mut Histogram<u64>; 15] {
         [
             &mut self.latency,
             &mut self.service,
@@ -156,6 +176,8 @@ impl Histograms {
             &mut self.frame_join,
             &mut self.error_latency,
             &mut self.tls_handshake,
+            &mut self.server_time,
+            &mut self.network_queueing,
         ]
     }
 }
@@ -326,6 +348,9 @@ pub struct Counters {
     /// `--grpc`: calls answered, by status code (index = code; 17: a code beyond the
     /// table).
     pub grpc: [u64; 18],
+    /// `--server-time`: answers whose reply carried no server time (not in
+    /// `server_time` nor `network_queueing`).
+    pub server_time_missing: u64,
 }
 
 /// `--http2` events of one interval of one worker (or merged).
@@ -536,6 +561,7 @@ impl Counters {
         self.foreign += o.foreign;
         self.late += o.late;
         self.joined += o.joined;
+        self.server_time_missing += o.server_time_missing;
         self.frames.add(&o.frames);
         self.tls.add(&o.tls);
         self.http2.add(&o.http2);
@@ -875,6 +901,7 @@ mod tests {
         let request = Histograms::shaped(HistShape {
             frames: false,
             tls: false,
+            server_time: false,
         });
         let len = |h: &Histogram<u64>| h.distinct_values();
         let big = len(&full.latency);
@@ -885,6 +912,8 @@ mod tests {
             &request.frame_fanout,
             &request.frame_join,
             &request.tls_handshake,
+            &request.server_time,
+            &request.network_queueing,
         ] {
             assert!(len(h) < 100, "{}", len(h));
         }
@@ -893,6 +922,7 @@ mod tests {
         let frames = Histograms::shaped(HistShape {
             frames: true,
             tls: false,
+            server_time: false,
         });
         assert_eq!(len(&frames.frame_deviation), big);
         let mut total = Histograms::new();

@@ -90,6 +90,8 @@ pub struct WorkerPlan {
     pub http2: Option<Http2Plan>,
     /// `--conn-max-age` and `--conn-max-requests`: when connections are retired.
     pub conn_life: Option<ConnLife>,
+    /// `--server-time`: where each reply carries the server's own time.
+    pub server_time: Option<Arc<crate::proto::ServerTimeSource>>,
 }
 
 /// `--conn-max-age D[±J]` and `--conn-max-requests N`: a connection takes no new
@@ -225,6 +227,7 @@ impl WorkerPlan {
         super::recorder::HistShape {
             frames: self.frames.is_some(),
             tls: self.tls.is_some(),
+            server_time: self.server_time.is_some(),
         }
     }
 }
@@ -259,6 +262,7 @@ impl WorkerPlan {
             pipeline: 4,
             http2: None,
             conn_life: None,
+            server_time: None,
             rate_rps: 1000.0,
             duration_ns: 10_000_000,
             warmup_ns: 0,

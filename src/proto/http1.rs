@@ -43,7 +43,8 @@
 //! Transfer-Encoding and Content-Length (RFC 9112 section 6.3 asks the client to close
 //! then, the framing being suspect).
 
-use super::{Framer, LINE_BYTES_MAX, OVERSIZE, Parsed, find_line_end};
+use super::{Framer, LINE_BYTES_MAX, OVERSIZE, Parsed, ServerTimeSource, find_line_end};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -73,20 +74,37 @@ pub struct Http1 {
     scanned: u16,
     // What the headers of the current response said.
     status: u16,
-    http10: bool,
-    has_length: bool,
-    chunked: bool,
-    other_coding: bool,
-    conn_close: bool,
-    keep_alive: bool,
+    /// Bits of what the headers said ([`HTTP10`] .. [`KEEP_ALIVE`]) and [`LAST_CLOSE`]:
+    /// one byte for seven flags keeps the framer, one per connection, within its bound.
+    said: u8,
     /// Bytes of the current response before its body (`seen` at the end of the
-    /// final response's header block).
-    body_at: usize,
+    /// final response's header block). u32, saturating: only `--expect` reads it, of
+    /// responses kept whole (at most half the receive buffer); the narrow field keeps
+    /// the framer, one per connection, within its bound.
+    body_at: u32,
     // The response that completed last.
     last_status: u16,
-    last_close: bool,
-    last_body_at: usize,
+    last_body_at: u32,
+    /// `--server-time` read from a header (`None`: not read).
+    server_time: Option<Arc<ServerTimeSource>>,
+    /// The server time the current response carried so far, then (after `Complete`,
+    /// until the next status line) the completed one's; [`NO_SERVER_TIME`]: none.
+    server_ns: u64,
 }
+
+// Bits of `Http1::said`. The current response: HTTP/1.0; a Content-Length; chunked or
+// another last transfer coding; `Connection: close` or `keep-alive`.
+const HTTP10: u8 = 1;
+const HAS_LENGTH: u8 = 1 << 1;
+const CHUNKED: u8 = 1 << 2;
+const OTHER_CODING: u8 = 1 << 3;
+const CONN_CLOSE: u8 = 1 << 4;
+const KEEP_ALIVE: u8 = 1 << 5;
+/// The response that completed last ends the connection.
+const LAST_CLOSE: u8 = 1 << 6;
+
+/// `server_ns` when the response carried no server time.
+const NO_SERVER_TIME: u64 = u64::MAX;
 
 /// What a complete line did to the response.
 enum Step {
@@ -105,16 +123,34 @@ impl Http1 {
             state: State::StatusLine,
             scanned: 0,
             status: 0,
-            http10: false,
-            has_length: false,
-            chunked: false,
-            other_coding: false,
-            conn_close: false,
-            keep_alive: false,
+            said: 0,
             body_at: 0,
             last_status: 0,
-            last_close: false,
             last_body_at: 0,
+            server_time: None,
+            server_ns: NO_SERVER_TIME,
+        }
+    }
+
+    /// Reads the server's own time from each response's headers (trailers too).
+    pub fn read_server_time(&mut self, source: Arc<ServerTimeSource>) {
+        self.server_time = Some(source);
+    }
+
+    /// A header (or trailer) field of the current response, for `--server-time`:
+    /// several `Server-Timing` fields add up, otherwise the first value counts.
+    #[inline]
+    fn server_time_field(&mut self, name: &[u8], value: &[u8]) {
+        let Some(src) = &self.server_time else {
+            return;
+        };
+        let Some(ns) = src.from_header(name, value) else {
+            return;
+        };
+        if self.server_ns == NO_SERVER_TIME {
+            self.server_ns = ns.min(NO_SERVER_TIME - 1);
+        } else if src.sums() {
+            self.server_ns = self.server_ns.saturating_add(ns).min(NO_SERVER_TIME - 1);
         }
     }
 
@@ -122,22 +158,32 @@ impl Http1 {
     fn clear_headers(&mut self) {
         self.remaining = 0;
         self.status = 0;
-        self.http10 = false;
-        self.has_length = false;
-        self.chunked = false;
-        self.other_coding = false;
-        self.conn_close = false;
-        self.keep_alive = false;
+        self.said &= LAST_CLOSE;
+    }
+
+    #[inline]
+    fn is(&self, bit: u8) -> bool {
+        self.said & bit != 0
+    }
+
+    #[inline]
+    fn mark(&mut self, bit: u8, on: bool) {
+        if on {
+            self.said |= bit;
+        } else {
+            self.said &= !bit;
+        }
     }
 
     /// The response ended: remember what the engine may ask, start the next one.
     fn finish(&mut self) {
         self.last_status = self.status;
         self.last_body_at = self.body_at;
-        self.last_close = self.conn_close
-            || (self.http10 && !self.keep_alive)
+        let close = self.is(CONN_CLOSE)
+            || (self.is(HTTP10) && !self.is(KEEP_ALIVE))
             || self.state == State::UntilClose
-            || (self.has_length && (self.chunked || self.other_coding));
+            || (self.is(HAS_LENGTH) && self.is(CHUNKED | OTHER_CODING));
+        self.mark(LAST_CLOSE, close);
         self.state = State::StatusLine;
         self.seen = 0;
         self.scanned = 0;
@@ -148,6 +194,9 @@ impl Http1 {
         match self.state {
             State::StatusLine => {
                 self.clear_headers();
+                // Kept past `Complete` for the engine; an interim response's is
+                // dropped with it.
+                self.server_ns = NO_SERVER_TIME;
                 self.status_line(line)?;
                 self.state = State::Header;
                 Ok(Step::Continue)
@@ -156,6 +205,7 @@ impl Http1 {
             State::Header => {
                 let (name, value) = header(line)?;
                 self.header(name, value)?;
+                self.server_time_field(name, value);
                 Ok(Step::Continue)
             }
             State::ChunkSize => {
@@ -176,8 +226,10 @@ impl Http1 {
             State::ChunkEnd => Err("chunk data longer than its size"),
             State::Trailer if line.is_empty() => Ok(Step::Complete),
             State::Trailer => {
-                // Trailer fields must not change the framing: checked, then ignored.
-                header(line)?;
+                // Trailer fields must not change the framing: checked, then ignored
+                // but for the server's time (a `Server-Timing` trailer).
+                let (name, value) = header(line)?;
+                self.server_time_field(name, value);
                 Ok(Step::Continue)
             }
             State::Body | State::ChunkData | State::UntilClose => {
@@ -208,7 +260,7 @@ impl Http1 {
             return Err("HTTP status code below 100");
         }
         self.status = status;
-        self.http10 = minor == b'0';
+        self.mark(HTTP10, minor == b'0');
         Ok(())
     }
 
@@ -218,10 +270,10 @@ impl Http1 {
                 return Err("malformed Content-Length");
             }
             let n = value.iter().fold(0u64, |n, &d| n * 10 + (d - b'0') as u64);
-            if self.has_length && n != self.remaining {
+            if self.is(HAS_LENGTH) && n != self.remaining {
                 return Err("conflicting Content-Length headers");
             }
-            self.has_length = true;
+            self.mark(HAS_LENGTH, true);
             self.remaining = n;
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             // The last coding of the last Transfer-Encoding header decides.
@@ -230,16 +282,17 @@ impl Http1 {
                 if token.is_empty() {
                     continue;
                 }
-                self.chunked = token.eq_ignore_ascii_case(b"chunked");
-                self.other_coding = !self.chunked;
+                let chunked = token.eq_ignore_ascii_case(b"chunked");
+                self.mark(CHUNKED, chunked);
+                self.mark(OTHER_CODING, !chunked);
             }
         } else if name.eq_ignore_ascii_case(b"connection") {
             for option in value.split(|&b| b == b',') {
                 let option = trim(option);
                 if option.eq_ignore_ascii_case(b"close") {
-                    self.conn_close = true;
+                    self.mark(CONN_CLOSE, true);
                 } else if option.eq_ignore_ascii_case(b"keep-alive") {
-                    self.keep_alive = true;
+                    self.mark(KEEP_ALIVE, true);
                 }
             }
         }
@@ -247,7 +300,7 @@ impl Http1 {
     }
 
     fn end_of_headers(&mut self) -> Result<Step, &'static str> {
-        self.body_at = self.seen;
+        self.body_at = u32::try_from(self.seen).unwrap_or(u32::MAX);
         match self.status {
             101 => return Err("101 Switching Protocols: the connection left HTTP/1"),
             100..=199 => {
@@ -258,11 +311,11 @@ impl Http1 {
             204 | 304 => return Ok(Step::Complete),
             _ => {}
         }
-        if self.chunked {
+        if self.is(CHUNKED) {
             self.state = State::ChunkSize;
-        } else if self.other_coding {
+        } else if self.is(OTHER_CODING) {
             self.state = State::UntilClose;
-        } else if self.has_length {
+        } else if self.is(HAS_LENGTH) {
             self.body_fits(self.remaining)?;
             if self.remaining == 0 {
                 return Ok(Step::Complete);
@@ -383,8 +436,9 @@ impl Framer for Http1 {
     fn reset(&mut self) {
         self.finish();
         self.last_status = 0;
-        self.last_close = false;
+        self.said = 0;
         self.last_body_at = 0;
+        self.server_ns = NO_SERVER_TIME;
     }
 
     fn status(&self) -> Option<u16> {
@@ -392,11 +446,16 @@ impl Framer for Http1 {
     }
 
     fn close_after(&self) -> bool {
-        self.last_close
+        self.is(LAST_CLOSE)
     }
 
     fn body_start(&self) -> Option<usize> {
-        Some(self.last_body_at)
+        Some(self.last_body_at as usize)
+    }
+
+    #[inline]
+    fn server_time_ns(&self) -> Option<u64> {
+        (self.server_ns != NO_SERVER_TIME).then_some(self.server_ns)
     }
 
     fn eof(&mut self) -> bool {
@@ -833,6 +892,67 @@ mod tests {
             testkit::run(&mut http(), r, &[2, 1, 3]),
             Outcome::pending(vec![r.len()], 0)
         );
+    }
+
+    fn timed(spec: &str) -> Http1 {
+        let mut f = http();
+        f.read_server_time(Arc::new(spec.parse().unwrap()));
+        f
+    }
+
+    #[test]
+    fn server_timing_is_read_from_the_headers_split_anywhere() {
+        let r: &[u8] = b"HTTP/1.1 200 OK\r\nServer-Timing: app;dur=7\r\n\
+            server-timing: db;dur=2.5;desc=\"x\"\r\nContent-Length: 2\r\n\r\nok";
+        for cut in 1..r.len() {
+            let mut f = timed("server-timing");
+            assert_eq!(f.feed(&r[..cut]), Parsed::Incomplete { consumed: f.seen });
+            let rest = &r[f.seen..];
+            assert_eq!(
+                f.feed(rest),
+                Parsed::Complete {
+                    consumed: rest.len()
+                },
+                "{cut}"
+            );
+            assert_eq!(f.server_time_ns(), Some(9_500_000), "{cut}");
+        }
+        let mut f = timed("server-timing:db");
+        f.feed(r);
+        assert_eq!(f.server_time_ns(), Some(2_500_000));
+        // Without --server-time nothing is read.
+        let mut f = http();
+        f.feed(r);
+        assert_eq!(f.server_time_ns(), None);
+    }
+
+    #[test]
+    fn server_time_is_per_response() {
+        let mut f = timed("header:x-took");
+        let timed_reply = b"HTTP/1.1 200 OK\r\nX-Took: 12.5ms\r\nContent-Length: 0\r\n\r\n";
+        let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let stream = [&timed_reply[..], plain, CONTINUE_THEN_OK].concat();
+        let Parsed::Complete { consumed } = f.feed(&stream) else {
+            panic!()
+        };
+        assert_eq!(f.server_time_ns(), Some(12_500_000));
+        let Parsed::Complete { consumed: c2 } = f.feed(&stream[consumed..]) else {
+            panic!()
+        };
+        assert_eq!(f.server_time_ns(), None, "a reply without one carries none");
+        f.feed(&stream[consumed + c2..]);
+        assert_eq!(f.server_time_ns(), None);
+        f.reset();
+        assert_eq!(f.server_time_ns(), None);
+    }
+
+    #[test]
+    fn server_timing_trailer_counts() {
+        let mut f = timed("server-timing");
+        let r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+            2\r\nok\r\n0\r\nServer-Timing: total;dur=3\r\n\r\n";
+        assert_eq!(f.feed(r), Parsed::Complete { consumed: r.len() });
+        assert_eq!(f.server_time_ns(), Some(3_000_000));
     }
 
     #[test]

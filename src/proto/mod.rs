@@ -51,6 +51,7 @@ mod http1;
 mod length_prefixed;
 mod memcached;
 mod resp;
+pub mod server_time;
 mod status;
 #[cfg(test)]
 pub(crate) mod testkit;
@@ -63,6 +64,7 @@ pub use http1::Http1;
 pub use length_prefixed::{LengthField, LengthPrefixSpec, LengthPrefixed};
 pub use memcached::Memcached;
 pub use resp::Resp;
+pub use server_time::ServerTimeSource;
 pub use status::ErrorStatus;
 
 use std::fmt;
@@ -135,6 +137,13 @@ pub trait Framer {
     /// response's first byte (interim responses included): what `--expect` body
     /// assertions read. `None` for framers without a notion of body.
     fn body_start(&self) -> Option<usize> {
+        None
+    }
+
+    /// The server's own time the response that last completed carried, in ns
+    /// (`--server-time` read from its headers; see [`server_time`]). `None` when it
+    /// carried none, and always for framers that read no headers.
+    fn server_time_ns(&self) -> Option<u64> {
         None
     }
 }
@@ -276,6 +285,22 @@ impl Framer for AnyFramer {
     #[inline]
     fn body_start(&self) -> Option<usize> {
         dispatch!(self, f => f.body_start())
+    }
+    #[inline]
+    fn server_time_ns(&self) -> Option<u64> {
+        dispatch!(self, f => f.server_time_ns())
+    }
+}
+
+impl AnyFramer {
+    /// Reads `--server-time` from the responses' headers, when the framer reads
+    /// headers (HTTP/1.x) and the source is a header; otherwise nothing changes.
+    pub fn read_server_time(&mut self, source: &std::sync::Arc<ServerTimeSource>) {
+        if let AnyFramer::Http1(f) = self
+            && source.is_http()
+        {
+            f.read_server_time(source.clone());
+        }
     }
 }
 

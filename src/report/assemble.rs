@@ -442,6 +442,7 @@ pub fn build(
         targets: targets_report(plan, target, sums, (elapsed, achieved_rps)),
         keys: keys_report(plan, ctr.sent),
         tls: tls_report(plan, ctr, &c.total),
+        server_time: server_time_report(plan, ctr, &c.total),
         http2: http2_report(plan, ctr, &c.totals),
         first_protocol_error,
         fleet: None,
@@ -600,6 +601,22 @@ fn confidence(
 }
 
 /// `--tls`: the handshakes of the run.
+/// `--server-time`: the server's time and network + queueing, per reply that said.
+fn server_time_report(
+    plan: &RunPlan,
+    ctr: &Counters,
+    h: &Histograms,
+) -> Option<super::ServerTimeReport> {
+    let source = plan.server_time.as_ref()?;
+    Some(super::ServerTimeReport {
+        source: source.to_string(),
+        carried: h.server_time.len(),
+        missing: ctr.server_time_missing,
+        server_time_ns: Percentiles::of(&h.server_time),
+        network_queueing_ns: Percentiles::of(&h.network_queueing),
+    })
+}
+
 fn tls_report(plan: &RunPlan, ctr: &Counters, h: &Histograms) -> Option<super::TlsReport> {
     let tls = plan.tls.as_ref()?;
     Some(super::TlsReport {

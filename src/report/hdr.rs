@@ -209,6 +209,12 @@ pub struct Embedded {
     /// `--tls`: TCP connected -> handshake complete (absent without handshakes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_handshake: Option<String>,
+    /// `--server-time`: the server's own time (`server_time.server_time_ns`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<String>,
+    /// `--server-time`: latency - server time (`server_time.network_queueing_ns`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_queueing: Option<String>,
 }
 
 impl Embedded {
@@ -221,6 +227,8 @@ impl Embedded {
             reconnect_delay: encode(&h.reconnect_delay),
             error_latency: encode(&h.error_latency),
             tls_handshake: (!h.tls_handshake.is_empty()).then(|| encode(&h.tls_handshake)),
+            server_time: (!h.server_time.is_empty()).then(|| encode(&h.server_time)),
+            network_queueing: (!h.network_queueing.is_empty()).then(|| encode(&h.network_queueing)),
         }
     }
 }

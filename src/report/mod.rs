@@ -52,6 +52,22 @@ impl From<Percentiles> for Summary {
     }
 }
 
+/// `--server-time`: the server's own time its replies carried, and what is left of
+/// the latency (network and queueing), per request.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerTimeReport {
+    /// The `--server-time` source, as given.
+    pub source: String,
+    /// Answers whose reply carried a server time (the histograms' count).
+    pub carried: u64,
+    /// Answers whose reply carried none: in neither histogram.
+    pub missing: u64,
+    /// The server's own time, as its replies said.
+    pub server_time_ns: Percentiles,
+    /// latency - server time of each reply that carried one (saturating at 0).
+    pub network_queueing_ns: Percentiles,
+}
+
 /// `--tls`: the server name, the trust, and the handshakes.
 #[derive(Debug, Clone, Serialize)]
 pub struct TlsReport {
@@ -629,6 +645,9 @@ pub struct Report {
     /// `--tls`: the handshakes (see docs/report.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsReport>,
+    /// `--server-time`: the server's own time and the rest of the latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<ServerTimeReport>,
     /// `--http2`: streams and what the servers did to them (see docs/report.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Report>,

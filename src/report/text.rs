@@ -317,26 +317,7 @@ fn write_latency(w: &mut String, r: &Report) {
             let _ = writeln!(w, "  connections active per interval: {}", series.join(" "));
         }
     } else {
-        let _ = writeln!(w, "{:<10} {:<30} {:<30}", "", "latency", "service time");
-        let _ = writeln!(w, "{:<10} {:<30} {:<30}", "", "(intended)", "(closed-loop)");
-        type Pick = fn(&Percentiles) -> u64;
-        let rows: [(&str, &str, Pick); 6] = [
-            ("p50", "p50", |p| p.p50),
-            ("p90", "p90", |p| p.p90),
-            ("p99", "p99", |p| p.p99),
-            ("p99.9", "p999", |p| p.p999),
-            ("p99.99", "p9999", |p| p.p9999),
-            ("max", "", |p| p.max),
-        ];
-        for (name, key, f) in rows {
-            let _ = writeln!(
-                w,
-                "{:<10} {:<30} {:<30}",
-                name,
-                with_ci(&r.latency_ns, key, f),
-                with_ci(&r.service_time_ns, key, f)
-            );
-        }
+        write_latency_table(w, r);
         if let Some(ci) = r.latency_ns.ci.as_ref() {
             let _ = writeln!(
                 w,
@@ -349,6 +330,65 @@ fn write_latency(w: &mut String, r: &Report) {
             w,
             "latency counts from each request's intended send time (coordinated-omission free);\n\
              service time counts from the actual send, as closed-loop tools such as wrk report it."
+        );
+    }
+}
+
+/// Latency and service time per percentile; with `--server-time`, the server's own
+/// time and network + queueing beside them.
+fn write_latency_table(w: &mut String, r: &Report) {
+    let st = r.server_time.as_ref();
+    let extra = |a: &str, b: &str| match st {
+        Some(_) => format!(" {a:<16} {b:<16}"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        w,
+        "{:<10} {:<30} {:<30}{}",
+        "",
+        "latency",
+        "service time",
+        extra("server time", "network+queueing")
+    );
+    let _ = writeln!(
+        w,
+        "{:<10} {:<30} {:<30}{}",
+        "",
+        "(intended)",
+        "(closed-loop)",
+        extra("(its reply said)", "(latency-server)")
+    );
+    type Pick = fn(&Percentiles) -> u64;
+    let rows: [(&str, &str, Pick); 6] = [
+        ("p50", "p50", |p| p.p50),
+        ("p90", "p90", |p| p.p90),
+        ("p99", "p99", |p| p.p99),
+        ("p99.9", "p999", |p| p.p999),
+        ("p99.99", "p9999", |p| p.p9999),
+        ("max", "", |p| p.max),
+    ];
+    for (name, key, f) in rows {
+        let more = st.map_or(String::new(), |s| {
+            extra(
+                &fmt_ns(f(&s.server_time_ns)),
+                &fmt_ns(f(&s.network_queueing_ns)),
+            )
+        });
+        let _ = writeln!(
+            w,
+            "{:<10} {:<30} {:<30}{}",
+            name,
+            with_ci(&r.latency_ns, key, f),
+            with_ci(&r.service_time_ns, key, f),
+            more.trim_end()
+        );
+    }
+    if let Some(s) = st {
+        let _ = writeln!(
+            w,
+            "server time (--server-time {}): {} replies carried it, {} did not (counted \
+             apart); network+queueing is each reply's latency less its own server time",
+            s.source, s.carried, s.missing
         );
     }
 }

@@ -84,20 +84,14 @@ impl RunPlan {
             http2.is_some(),
         );
         let expect = expect(a, &requests, modes)?;
+        let server_time = server_time(a, &requests, modes)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;
         let conn_life = conn_life(a, transport, target.is_some(), frames.as_ref())?;
         let mut plan = RunPlan {
             http2,
             conn_life,
-            // With frames, --grpc names the members' bidi method (the frame spec's).
-            grpc_method: a
-                .grpc
-                .as_deref()
-                .filter(|_| frames.is_none())
-                .map(crate::proto::grpc::path)
-                .transpose()
-                .map_err(|m| err("grpc", m))?,
+            grpc_method: grpc_method(a, frames.is_some())?,
             tls,
             tls_sink,
             frames,
@@ -143,6 +137,7 @@ impl RunPlan {
             framing: checked.framing,
             error_status: a.error_status.parse().map_err(|m| err("error-status", m))?,
             expect,
+            server_time,
             timeout_ns: duration_ns("timeout", &a.timeout, TIMEOUT_NS_MAX)?,
             max_lag_ns: duration_ns("max-lag", &a.max_lag, TIMEOUT_NS_MAX)?,
             confidence: crate::units::check_level(a.confidence)
@@ -522,6 +517,56 @@ fn tls_client(a: &RunArgs, facts: &HostFacts, transport: Transport) -> Result<Tl
         None => client,
     };
     Ok((Some(Arc::new(client)), baseline.map(|(_, server)| server)))
+}
+
+/// `--grpc`: the method called, for the report; with frames, --grpc names the
+/// members' bidi method (the frame spec's) instead.
+fn grpc_method(a: &RunArgs, frames: bool) -> Result<Option<String>, PlanError> {
+    a.grpc
+        .as_deref()
+        .filter(|_| !frames)
+        .map(crate::proto::grpc::path)
+        .transpose()
+        .map_err(|m| err("grpc", m))
+}
+
+/// `--server-time`: the source parsed (a bad one refused first), then the runs it
+/// cannot read replies of refused rather than ignored.
+fn server_time(
+    a: &RunArgs,
+    requests: &RequestSet,
+    (transport, has_target, frames, http2): (Transport, bool, bool, bool),
+) -> Result<Option<Arc<crate::proto::ServerTimeSource>>, PlanError> {
+    let Some(spec) = &a.server_time else {
+        return Ok(None);
+    };
+    let source: crate::proto::ServerTimeSource = spec.parse().map_err(|m| err("server-time", m))?;
+    let http = source.is_http();
+    let refused = [
+        (
+            !has_target,
+            "needs --target (the built-in sink's replies carry none)",
+        ),
+        (
+            transport != Transport::Tcp || frames,
+            "reads replies of TCP requests: not with --proto udp or --workload frames",
+        ),
+        (http2, "not yet with --http2 or --grpc (HTTP/1.1 only)"),
+        (
+            http && requests.entries.iter().any(|e| e.framing != Framing::Http1),
+            "a header source reads HTTP/1.1 replies: needs --http, or a --mix whose \
+             entries all use the http1 framer (offset:OFF:LEN:UNIT reads raw replies)",
+        ),
+        (
+            !http && requests.entries.iter().any(|e| e.framing == Framing::Http1),
+            "offset:OFF:LEN:UNIT reads raw replies: not with the http1 framer (use \
+             server-timing or header:NAME)",
+        ),
+    ];
+    match refused.into_iter().find(|(bad, _)| *bad) {
+        Some((_, why)) => Err(err("server-time", why)),
+        None => Ok(Some(Arc::new(source))),
+    }
 }
 
 /// `--conn-max-age D[±J]` and `--conn-max-requests N`: TCP requests on a timetable

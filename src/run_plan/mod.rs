@@ -139,6 +139,8 @@ pub struct RunPlan {
     pub error_status: crate::proto::ErrorStatus,
     /// `--expect`: assertions every HTTP/1.1 reply must pass (empty: none).
     pub expect: crate::proto::Expectations,
+    /// `--server-time`: where each reply carries the server's own time.
+    pub server_time: Option<Arc<crate::proto::ServerTimeSource>>,
     pub timeout_ns: u64,
     pub max_lag_ns: u64,
     /// `--confidence`: the level of the report's confidence intervals, in (0, 1).

@@ -127,6 +127,7 @@ impl RunPlan {
                     tls: self.tls.clone(),
                     http2: self.http2,
                     conn_life: self.conn_life,
+                    server_time: self.server_time.clone(),
                 }
             })
             .collect()

@@ -194,6 +194,10 @@ struct Worker<'p> {
     last_done_ns: Nanos,
     /// The first response that did not parse, escaped and truncated.
     first_bad: Option<String>,
+    /// `--server-time offset:`: per connection, the field read at the start of its
+    /// current response (`u64::MAX`: none; its first bytes did not arrive in one
+    /// receive). Empty otherwise, so a held connection costs nothing more.
+    server_fields: Vec<u64>,
     /// Exact HTTP status codes and error-reply kinds over the run.
     replies: ReplyTally,
     /// `--expect` reads bodies: responses are kept whole while they arrive.
@@ -292,6 +296,28 @@ impl RingSetup {
 /// Bytes per connection of the staging region (`render`: requests rendered there, or
 /// `h2_staging` with HTTP/2; 0
 /// when the payload is sent as it is) and of the TLS ciphertext region.
+/// One framer per request-set entry, reading `--server-time` from the replies'
+/// headers when it names one.
+fn entry_framers(plan: &WorkerPlan) -> Vec<AnyFramer> {
+    (plan.requests.entries.iter())
+        .map(|e| {
+            let mut f = e.framing.framer(plan.payload.len(), plan.max_response);
+            if let Some(source) = &plan.server_time {
+                f.read_server_time(source);
+            }
+            f
+        })
+        .collect()
+}
+
+/// `--server-time offset:`: one field slot per connection; none otherwise.
+fn server_fields(plan: &WorkerPlan) -> Vec<u64> {
+    match plan.server_time.as_deref() {
+        Some(source) if !source.is_http() => vec![u64::MAX; plan.connections],
+        _ => Vec::new(),
+    }
+}
+
 fn send_region_lens(plan: &WorkerPlan, render: bool, h2_staging: Option<usize>) -> (usize, usize) {
     let staging_len = if let Some(n) = h2_staging {
         n
@@ -375,12 +401,7 @@ impl<'p> Worker<'p> {
             buf_ring,
             buf_count,
         } = RingSetup::new(plan)?;
-        let entry_framers: Vec<AnyFramer> = plan
-            .requests
-            .entries
-            .iter()
-            .map(|e| e.framing.framer(plan.payload.len(), plan.max_response))
-            .collect();
+        let entry_framers = entry_framers(plan);
         let framer = entry_framers[0].clone();
         let h2 = h2::H2Side::new(plan).map_err(std::io::Error::other)?;
         // HTTP/2 writes each request into the staging region (its stream id differs).
@@ -476,6 +497,7 @@ impl<'p> Worker<'p> {
             last_done: 0,
             last_done_ns: 0,
             first_bad: None,
+            server_fields: server_fields(plan),
             replies: ReplyTally {
                 expect_failed: vec![0; plan.expect.len()],
                 ..ReplyTally::new()

@@ -8,6 +8,7 @@ use crate::engine::conn_table::{ConnState, Req};
 use crate::engine::recorder::ErrorKind;
 use crate::engine::socket;
 use crate::engine::stamps;
+use crate::proto::server_time::{self, ServerTimeSource};
 use crate::proto::{Framer, Framing, Parsed, Verdict};
 
 /// How a response that completed a request ended.
@@ -281,12 +282,17 @@ impl Worker<'_> {
             // name an error reply, its body is what `--expect` reads).
             if self.table.conns[c as usize].at_boundary {
                 start = Some(pos);
+                self.server_field_at_start(c, &input[pos..]);
             }
             let parsed = self.table.conns[c as usize].framer.feed(&input[pos..]);
             self.table.conns[c as usize].at_boundary = matches!(parsed, Parsed::Complete { .. });
             match parsed {
                 Parsed::Complete { consumed } => {
                     let response = start.map_or(&[][..], |s| &input[s..pos + consumed]);
+                    if start.is_some() {
+                        // Whole: the field is read from the response's own bytes.
+                        self.server_field_at_start(c, response);
+                    }
                     let reply = self.reply_of(c, response, start.is_some());
                     if !self.complete_one(c, now_t, reply) {
                         // A response nobody asked for: the stream is out of step.
@@ -328,6 +334,35 @@ impl Worker<'_> {
             }
         }
         Some(pos)
+    }
+
+    /// `--server-time offset:`: reads the field from `bytes`, which start with the
+    /// current response of `c` (a response that is not yet whole may hold fewer of its
+    /// bytes than the field needs: then it carries none).
+    #[inline]
+    fn server_field_at_start(&mut self, c: u32, bytes: &[u8]) {
+        if let Some(source) = &self.plan.server_time
+            && let ServerTimeSource::Offset {
+                offset,
+                len,
+                unit_ns,
+            } = **source
+        {
+            self.server_fields[c as usize] =
+                server_time::field_ns(bytes, offset, len, unit_ns).unwrap_or(u64::MAX);
+        }
+    }
+
+    /// The server's own time the response that just completed on `c` carried, if any.
+    #[inline]
+    fn server_time_of(&self, c: u32) -> Option<u64> {
+        match self.plan.server_time.as_deref()? {
+            ServerTimeSource::Offset { .. } => {
+                let ns = self.server_fields[c as usize];
+                (ns != u64::MAX).then_some(ns)
+            }
+            _ => self.table.conns[c as usize].framer.server_time_ns(),
+        }
     }
 
     /// Counts the status of the response that just completed: HTTP status classes and
@@ -498,6 +533,23 @@ impl Worker<'_> {
         true
     }
 
+    /// `--server-time`: records the server's own time of the answer that just completed
+    /// on `c` and, for the same request, `latency` less it (network and queueing); an
+    /// answer without one is counted, never recorded as zero.
+    #[inline]
+    fn record_server_time(&mut self, c: u32, latency: u64) {
+        match self.server_time_of(c) {
+            Some(server_ns) => {
+                self.out.hist.server_time.saturating_record(server_ns);
+                self.out
+                    .hist
+                    .network_queueing
+                    .saturating_record(latency.saturating_sub(server_ns));
+            }
+            None => self.out.counters.server_time_missing += 1,
+        }
+    }
+
     /// Records `req`, a request of `c` in flight, as answered at `done` by `reply`: a
     /// success, or a failure (an error reply, a failed assertion: counted as an error,
     /// its latency kept apart).
@@ -537,6 +589,9 @@ impl Worker<'_> {
             self.replies.expect_unchecked += u64::from(reply == Reply::Unchecked);
             self.out.counters.completed += 1;
             self.out.hist.latency.saturating_record(latency);
+            if self.plan.server_time.is_some() {
+                self.record_server_time(c, latency);
+            }
             self.out
                 .hist
                 .service
