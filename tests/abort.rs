@@ -6,18 +6,12 @@ use common::servers::nginx_listening;
 use common::*;
 use std::time::{Duration, Instant};
 
-/// A 30 s run at 200/s of `path` against nginx (its `/fail` answers 503) with `extra`:
-/// exit code, wall time, report.
-fn against_nginx(path: &str, extra: &[&str]) -> (Option<i32>, Duration, serde_json::Value) {
-    let (_nginx, port) = nginx_listening(1000, 128, None, "");
-    let target = format!("127.0.0.1:{port}");
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("run.json");
-    let http = format!("GET {path}");
-    let mut args = vec![
+/// `blaster run` of 30 s at 200/s over 4 connections, `--http HTTP` against `target`.
+fn run_args<'a>(target: &'a str, http: &'a str) -> Vec<&'a str> {
+    vec![
         "run",
         "--target",
-        &target,
+        target,
         "--cores",
         "0",
         "--rate",
@@ -27,12 +21,21 @@ fn against_nginx(path: &str, extra: &[&str]) -> (Option<i32>, Duration, serde_js
         "--duration",
         "30s",
         "--http",
-        &http,
+        http,
         "--quiet",
-        "--json",
-    ];
-    let json_arg = json.to_str().unwrap();
-    args.push(json_arg);
+    ]
+}
+
+/// A 30 s run at 200/s of `path` against nginx (its `/fail` answers 503) with `extra`:
+/// exit code, wall time, report.
+fn against_nginx(path: &str, extra: &[&str]) -> (Option<i32>, Duration, serde_json::Value) {
+    let (_nginx, port) = nginx_listening(1000, 128, None, "");
+    let target = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let http = format!("GET {path}");
+    let mut args = run_args(&target, &http);
+    args.extend_from_slice(&["--json", json.to_str().unwrap()]);
     args.extend_from_slice(extra);
     let started = Instant::now();
     let o = run(&args, Duration::from_secs(60));
@@ -124,48 +127,12 @@ fn merged_shards_name_the_shard_whose_abort_fired_first() {
     let (_nginx, port) = nginx_listening(1000, 128, None, "");
     let target = format!("127.0.0.1:{port}");
     let d = tempfile::tempdir().unwrap();
-    let at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        + 2_000;
-    let at = at.to_string();
-    let files: Vec<String> = (0..2)
-        .map(|i| d.path().join(format!("s{i}.json")).display().to_string())
-        .collect();
-    let shards: Vec<String> = (0..2).map(|i| format!("{i}/2")).collect();
-    let children: Vec<_> = (0..2)
-        .map(|i| {
-            let args = [
-                "run",
-                "--target",
-                &target,
-                "--cores",
-                "0",
-                "--rate",
-                "200",
-                "--connections",
-                "4",
-                "--duration",
-                "30s",
-                "--http",
-                "GET /fail",
-                "--abort-if",
-                "errors > 50% for 2s",
-                "--quiet",
-                "--shard",
-                &shards[i],
-                "--start-at",
-                &at,
-                "--json",
-                &files[i],
-            ];
-            spawn_piped(std::process::Command::new(bin()).args(args))
-        })
-        .collect();
-    for c in children {
-        let out = wait_bounded(c, Duration::from_secs(60));
+    let mut args = run_args(&target, "GET /fail");
+    args.extend_from_slice(&["--abort-if", "errors > 50% for 2s"]);
+    let mut files = Vec::new();
+    for (out, json) in run_shards(d.path(), 2, &args) {
         assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+        files.push(json);
     }
     let merged = d.path().join("m.json");
     let out = run(

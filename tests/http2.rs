@@ -629,6 +629,21 @@ fn grpc_unary_calls_against_the_sink() {
     );
 }
 
+/// The sink's HTTP/2 front freezing for `stall` every `every`, and its port.
+fn stalling_sink(stall: &str, every: &str) -> (Sink, u16) {
+    let sink = Sink::start(&[
+        "--http2",
+        "--stall",
+        stall,
+        "--every",
+        every,
+        "--duration",
+        "5m",
+    ]);
+    let port = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    (sink, port)
+}
+
 /// The open-loop truth over gRPC (issue 35's benchmark, bar truth-http-stall for
 /// HTTP/1.1): the sink's HTTP/2 front freezing S = 1 s every T = 10 s delays S/T = 10%
 /// of calls uniformly on (0, S], so p99 = S (1 - 0.01 T / S) = 0.9 s, counted from
@@ -636,16 +651,7 @@ fn grpc_unary_calls_against_the_sink() {
 #[test]
 fn grpc_calls_through_a_stalling_sink_give_the_analytic_p99() {
     let _g = load_lock();
-    let sink = Sink::start(&[
-        "--http2",
-        "--stall",
-        "1s",
-        "--every",
-        "10s",
-        "--duration",
-        "5m",
-    ]);
-    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let (_sink, port) = stalling_sink("1s", "10s");
     on_a_quiet_host(
         "grpc_calls_through_a_stalling_sink_give_the_analytic_p99",
         &RATE_ON_CORES_0_1,
@@ -734,16 +740,7 @@ fn a_stream_past_its_timeout_is_cancelled_and_its_connection_goes_on() {
     // The sink freezes 300 ms every second: streams sent in a freeze pass their 100 ms
     // timeout. Each is cancelled alone (RST_STREAM CANCEL, a timeout error); the two
     // connections carry on, so no connection is opened again.
-    let sink = Sink::start(&[
-        "--http2",
-        "--stall",
-        "300ms",
-        "--every",
-        "1s",
-        "--duration",
-        "5m",
-    ]);
-    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let (sink, port) = stalling_sink("300ms", "1s");
     let v = h2_run(
         port,
         &[

@@ -197,50 +197,28 @@ fn merged_shards_add_their_server_time() {
     let _guard = load_lock();
     let addr = server(serve_http);
     let dir = tempfile::tempdir().unwrap();
-    // --start-at in ms since the epoch, far enough ahead for both to start.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    let at = (now.unwrap().as_millis() + 1500).to_string();
-    let files: Vec<String> = (0..2)
-        .map(|i| {
-            dir.path()
-                .join(format!("shard-{i}.json"))
-                .display()
-                .to_string()
-        })
-        .collect();
-    let children: Vec<_> = (0..2)
-        .map(|i| {
-            let shard = format!("{i}/2");
-            let args = [
-                "run",
-                "--target",
-                &addr,
-                "--http",
-                "GET /some",
-                "--rate",
-                "100",
-                "--duration",
-                "1500ms",
-                "--connections",
-                "4",
-                "--cores",
-                "0",
-                "--quiet",
-                "--server-time",
-                "server-timing",
-                "--shard",
-                &shard,
-                "--start-at",
-                &at,
-                "--json",
-                &files[i],
-            ];
-            spawn_piped(std::process::Command::new(bin()).args(args))
-        })
-        .collect();
-    for c in children {
-        let out = wait_bounded(c, Duration::from_secs(60));
+    let args = [
+        "run",
+        "--target",
+        &addr,
+        "--http",
+        "GET /some",
+        "--rate",
+        "100",
+        "--duration",
+        "1500ms",
+        "--connections",
+        "4",
+        "--cores",
+        "0",
+        "--quiet",
+        "--server-time",
+        "server-timing",
+    ];
+    let mut files = Vec::new();
+    for (out, json) in run_shards(dir.path(), 2, &args) {
         assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+        files.push(json);
     }
     let merged = dir.path().join("merged.json");
     let out = run(

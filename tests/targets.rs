@@ -167,33 +167,10 @@ fn merged_shards_keep_a_result_per_target() {
     let _lock = load_lock();
     let (_servers, fast, slow) = pool();
     let d = tempfile::tempdir().unwrap();
-    let at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        + 2_000;
-    let at = at.to_string();
-    let files: Vec<String> = (0..2)
-        .map(|i| d.path().join(format!("s{i}.json")).display().to_string())
-        .collect();
-    let shards: Vec<String> = (0..2).map(|i| format!("{i}/2")).collect();
-    let children: Vec<_> = (0..2)
-        .map(|i| {
-            let extra = [
-                "--quiet",
-                "--shard",
-                &shards[i],
-                "--start-at",
-                &at,
-                "--json",
-                &files[i],
-            ];
-            spawn_piped(Command::new(bin()).args(run_args(&fast, &slow, &extra)))
-        })
-        .collect();
-    for c in children {
-        let out = wait_bounded(c, Duration::from_secs(60));
+    let mut files = Vec::new();
+    for (out, json) in run_shards(d.path(), 2, &run_args(&fast, &slow, &["--quiet"])) {
         assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+        files.push(json);
     }
     let merged = d.path().join("m.json");
     let m_s = merged.to_str().unwrap();

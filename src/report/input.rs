@@ -465,6 +465,28 @@ fn decode(v: &Value, field: &str) -> Result<Histogram<u64>, Bad> {
     hdr::decode(s).map_err(|e| bad(field, e.to_string()))
 }
 
+/// Each entry of the array `key` (`targets`, `mix`) embeds its latency histogram,
+/// which decodes and holds no more than the entry's (`what`'s) completed and failed
+/// requests.
+fn check_part_histograms(v: &Value, key: &str, what: &str) -> Result<(), Bad> {
+    for (k, e) in v[key].as_array().into_iter().flatten().enumerate() {
+        let f = format!("{key}[{k}].latency_histogram");
+        let one = decode(&e["latency_histogram"], &f)?;
+        let most = u128::from(e["completed"].as_u64().unwrap_or(0))
+            + u128::from(e["errors"].as_u64().unwrap_or(0));
+        if u128::from(one.len()) > most {
+            return Err(bad(
+                f,
+                format!(
+                    "holds {} values, more than the {what}'s {most} completed and failed requests",
+                    one.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Decodes every embedded histogram (keeping the run's four) and checks their counts
 /// against the counters.
 fn check_histograms(v: &Value) -> Result<[Histogram<u64>; 4], Bad> {
@@ -547,36 +569,8 @@ fn check_histograms(v: &Value) -> Result<[Histogram<u64>; 4], Bad> {
             ),
         ));
     }
-    for (k, e) in v["targets"].as_array().into_iter().flatten().enumerate() {
-        let f = format!("targets[{k}].latency_histogram");
-        let one = decode(&e["latency_histogram"], &f)?;
-        let most = u128::from(e["completed"].as_u64().unwrap_or(0))
-            + u128::from(e["errors"].as_u64().unwrap_or(0));
-        if u128::from(one.len()) > most {
-            return Err(bad(
-                f,
-                format!(
-                    "holds {} values, more than the target's {most} completed and failed requests",
-                    one.len()
-                ),
-            ));
-        }
-    }
-    for (k, e) in v["mix"].as_array().into_iter().flatten().enumerate() {
-        let f = format!("mix[{k}].latency_histogram");
-        let one = decode(&e["latency_histogram"], &f)?;
-        let most = u128::from(e["completed"].as_u64().unwrap_or(0))
-            + u128::from(e["errors"].as_u64().unwrap_or(0));
-        if u128::from(one.len()) > most {
-            return Err(bad(
-                f,
-                format!(
-                    "holds {} values, more than the entry's {most} completed and failed requests",
-                    one.len()
-                ),
-            ));
-        }
-    }
+    check_part_histograms(v, "targets", "target")?;
+    check_part_histograms(v, "mix", "entry")?;
     if let Some(fh) = v["frames"].get("histograms") {
         for key in ["deviation", "jitter", "fanout", "join"] {
             // `join` is null in a report without a join phase.

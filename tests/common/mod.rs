@@ -208,6 +208,31 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     wait_bounded(child, limit)
 }
 
+/// Runs `n` shards of one run at once: `blaster ARGS...` (from `run` on) with
+/// `--shard i/n`, one `--start-at` 2 s ahead and `--json DIR/shard-i.json`; waits
+/// for each (60 s at most) and returns its output and report path, in shard order.
+pub fn run_shards(dir: &std::path::Path, n: usize, args: &[&str]) -> Vec<(Output, String)> {
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 2_000;
+    let at = at.to_string();
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            let json = dir.join(format!("shard-{i}.json")).display().to_string();
+            let shard = format!("{i}/{n}");
+            let mut cmd = Command::new(bin());
+            cmd.args(args)
+                .args(["--shard", &shard, "--start-at", &at, "--json", &json]);
+            (spawn_piped(&mut cmd), json)
+        })
+        .collect();
+    (children.into_iter())
+        .map(|(c, json)| (wait_bounded(c, Duration::from_secs(60)), json))
+        .collect()
+}
+
 /// Waits for a child at most `limit`, killing it (and failing) past that.
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;

@@ -293,9 +293,6 @@ impl RingSetup {
     }
 }
 
-/// Bytes per connection of the staging region (`render`: requests rendered there, or
-/// `h2_staging` with HTTP/2; 0
-/// when the payload is sent as it is) and of the TLS ciphertext region.
 /// One framer per request-set entry, reading `--server-time` from the replies'
 /// headers when it names one.
 fn entry_framers(plan: &WorkerPlan) -> Vec<AnyFramer> {
@@ -318,6 +315,9 @@ fn server_fields(plan: &WorkerPlan) -> Vec<u64> {
     }
 }
 
+/// Bytes per connection of the staging region (`render`: requests rendered there, or
+/// `h2_staging` with HTTP/2; 0 when the payload is sent as it is) and of the TLS
+/// ciphertext region.
 fn send_region_lens(plan: &WorkerPlan, render: bool, h2_staging: Option<usize>) -> (usize, usize) {
     let staging_len = if let Some(n) = h2_staging {
         n
@@ -361,18 +361,22 @@ fn tracked_targets(plan: &WorkerPlan) -> usize {
     }
 }
 
+/// Which (source, destination) pair each connection of the run takes.
+fn placement(plan: &WorkerPlan) -> Placement {
+    Placement::new(
+        plan.conn_offset + plan.connections * plan.workers,
+        plan.sources.len(),
+        plan.targets.len(),
+    )
+}
+
 /// Each of the worker's connections' destination (see `Worker::conn_target`): the
 /// placement's, computed once here rather than per request. Empty with one target.
-fn conn_targets(plan: &WorkerPlan) -> Box<[u8]> {
+fn conn_targets(plan: &WorkerPlan, placement: &Placement) -> Box<[u8]> {
     const _: () = assert!(crate::limits::TARGETS_MAX <= u8::MAX as usize + 1);
     if tracked_targets(plan) == 0 {
         return Box::default();
     }
-    let placement = Placement::new(
-        plan.conn_offset + plan.connections * plan.workers,
-        plan.sources.len(),
-        plan.targets.len(),
-    );
     (0..plan.connections)
         .map(|c| placement.pair_of(plan.conn_offset + c).1 as u8)
         .collect()
@@ -462,18 +466,14 @@ impl<'p> Worker<'p> {
             mixed_framing: plan.requests.mixed_framing(),
             entries: entry_totals(plan),
             targets: vec![TargetTotals::new(); tracked_targets(plan)],
-            conn_target: conn_targets(plan),
+            conn_target: conn_targets(plan, &placement(plan)),
             // Per-worker streams derived from the one seed, so runs repeat.
             rng: fastrand::Rng::with_seed(
                 plan.seed ^ (plan.index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             ),
             unix_at_start_ns: 0,
             addrs: plan.targets.iter().map(socket::sock_addr).collect(),
-            placement: Placement::new(
-                plan.conn_offset + plan.connections * plan.workers,
-                plan.sources.len(),
-                plan.targets.len(),
-            ),
+            placement: placement(plan),
             next_connect_ns: 0,
             connecting: 0,
             clock: Clock::new(),
