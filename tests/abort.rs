@@ -134,20 +134,8 @@ fn merged_shards_name_the_shard_whose_abort_fired_first() {
         assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
         files.push(json);
     }
-    let merged = d.path().join("m.json");
-    let out = run(
-        &[
-            "merge",
-            &files[0],
-            &files[1],
-            "--json",
-            merged.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
+    let (out, v) = merge_shards(d.path(), &files);
     let text = String::from_utf8_lossy(&out.stdout);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
     let a = &v["abort"];
     let fired: Vec<u64> = files
         .iter()

@@ -220,19 +220,8 @@ fn merged_shards_add_their_server_time() {
         assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
         files.push(json);
     }
-    let merged = dir.path().join("merged.json");
-    let out = run(
-        &[
-            "merge",
-            &files[0],
-            &files[1],
-            "--json",
-            merged.to_str().unwrap(),
-        ],
-        Duration::from_secs(30),
-    );
+    let (out, m) = merge_shards(dir.path(), &files);
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
-    let m = read_json(&merged);
     let shards: Vec<serde_json::Value> = files.iter().map(|p| read_json(&p.into())).collect();
     for key in ["carried", "missing"] {
         let sum: f64 = shards

@@ -172,19 +172,13 @@ fn merged_shards_keep_a_result_per_target() {
         assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
         files.push(json);
     }
-    let merged = d.path().join("m.json");
-    let m_s = merged.to_str().unwrap();
-    let out = run(
-        &["merge", &files[0], &files[1], "--json", m_s],
-        Duration::from_secs(30),
-    );
+    let (out, m) = merge_shards(d.path(), &files);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         matches!(out.status.code(), Some(0 | 3)),
         "{text}{}",
         stderr(&out)
     );
-    let m = read_json(&merged);
     let parts: Vec<serde_json::Value> = files.iter().map(|f| read_json(&f.into())).collect();
     for addr in [&fast, &slow] {
         let sum = |key: &str| -> u64 {

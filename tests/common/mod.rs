@@ -233,6 +233,20 @@ pub fn run_shards(dir: &std::path::Path, n: usize, args: &[&str]) -> Vec<(Output
         .collect()
 }
 
+/// `blaster merge FILES... --json DIR/merged.json` (30 s at most): its output and the
+/// merged report (`Null` when none was written).
+pub fn merge_shards(dir: &std::path::Path, files: &[String]) -> (Output, serde_json::Value) {
+    let merged = dir.join("merged.json");
+    let mut args = vec!["merge"];
+    args.extend(files.iter().map(String::as_str));
+    args.extend_from_slice(&["--json", merged.to_str().unwrap()]);
+    let out = run(&args, Duration::from_secs(30));
+    let v = std::fs::read_to_string(&merged).map_or(serde_json::Value::Null, |t| {
+        serde_json::from_str(&t).unwrap()
+    });
+    (out, v)
+}
+
 /// Waits for a child at most `limit`, killing it (and failing) past that.
 pub fn wait_bounded(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
