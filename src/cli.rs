@@ -322,6 +322,30 @@ pub struct LoadArgs {
     #[arg(long, conflicts_with_all = ["payload", "payload_file", "payload_size", "framing"])]
     pub mix: Option<PathBuf>,
 
+    /// Replay a recording instead of --rate: a text file of `OFFSET TEMPLATE` lines
+    /// (`12.5ms GET /users/7`) or a pcap/pcapng capture of a TCP conversation; each
+    /// request goes out at its recorded offset and its latency counts from there.
+    /// The run lasts the recording unless --duration is shorter (see docs/replay.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["mix", "http", "payload", "payload_file", "payload_size", "rate", "concurrency"])]
+    pub replay: Option<PathBuf>,
+
+    /// How a text recording's TEMPLATE is read: `http` (`METHOD /path`, with the -H
+    /// headers) or `payload` (bytes as --payload takes them). Default: http.
+    #[arg(long, requires = "replay", value_name = "KIND")]
+    pub replay_as: Option<String>,
+
+    /// Replay X times as fast (offsets divided by X), e.g. `2` or `0.5`. Default: 1.
+    #[arg(long, requires = "replay", value_name = "X")]
+    pub replay_speed: Option<f64>,
+
+    /// Start the recording over at its end until --duration (default: once).
+    #[arg(long, requires = "replay")]
+    pub replay_loop: bool,
+
+    /// The server's port in a capture. Default: the destination of its first SYN.
+    #[arg(long, requires = "replay", value_name = "PORT")]
+    pub replay_port: Option<u16>,
+
     /// A request with no response after this long is an error, its latency recorded
     /// at the timeout. Default: 5s.
     #[arg(long, default_value = "5s")]
@@ -563,9 +587,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_response: bool,
 
-    /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s.
-    #[arg(long, default_value = "10s")]
-    pub duration: String,
+    /// How long the schedule runs, e.g. `10s`, `500ms`, `2m`. Default: 10s (with
+    /// --replay: the recording's length).
+    #[arg(long)]
+    pub duration: Option<String>,
 
     /// Run the timetable for this long before recording, within --duration: the
     /// connections open and the target's caches warm, and nothing of the warm-up

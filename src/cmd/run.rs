@@ -129,7 +129,14 @@ pub fn execute(
         .rate_rps
         .expect("a run's plan has a rate (baseline and search steps set theirs)");
     let duration_ns = plan.duration_ns;
-    let workers = plan.worker_plans(target);
+    let mut workers = plan.worker_plans(target);
+    if let Some(r) = &plan.replay {
+        let feeds = crate::engine::replay::start(r, duration_ns, plan.fleet.shard, workers.len())
+            .map_err(|e| WorkerError::Spawn(Arc::new(e)))?;
+        for (w, f) in workers.iter_mut().zip(feeds) {
+            w.replay = Some(f);
+        }
+    }
     // Workers get the whole run's rate (each takes its share of the one timetable); the
     // report's intended rate is this shard's share of it.
     let shard_rate_rps = rate_rps / f64::from(plan.fleet.shard.count());

@@ -26,6 +26,7 @@ pub mod iobuf;
 pub mod loop_core;
 pub mod pacing;
 pub mod recorder;
+pub mod replay;
 pub mod ring;
 pub mod run_loop;
 pub mod socket;

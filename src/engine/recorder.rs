@@ -351,6 +351,8 @@ pub struct Counters {
     /// `--server-time`: answers whose reply carried no server time (not in
     /// `server_time` nor `network_queueing`).
     pub server_time_missing: u64,
+    /// `--replay`: times the worker found its next request not yet read.
+    pub replay_dry: u64,
 }
 
 /// `--http2` events of one interval of one worker (or merged).
@@ -562,6 +564,7 @@ impl Counters {
         self.late += o.late;
         self.joined += o.joined;
         self.server_time_missing += o.server_time_missing;
+        self.replay_dry += o.replay_dry;
         self.frames.add(&o.frames);
         self.tls.add(&o.tls);
         self.http2.add(&o.http2);

@@ -92,6 +92,9 @@ pub struct WorkerPlan {
     pub conn_life: Option<ConnLife>,
     /// `--server-time`: where each reply carries the server's own time.
     pub server_time: Option<Arc<crate::proto::ServerTimeSource>>,
+    /// `--replay`: this worker's end of the recording's reader (set as the workers
+    /// start: the reader runs for the run only).
+    pub replay: Option<super::replay::Feed>,
 }
 
 /// `--conn-max-age D[±J]` and `--conn-max-requests N`: a connection takes no new
@@ -263,6 +266,7 @@ impl WorkerPlan {
             http2: None,
             conn_life: None,
             server_time: None,
+            replay: None,
             rate_rps: 1000.0,
             duration_ns: 10_000_000,
             warmup_ns: 0,

@@ -68,6 +68,24 @@ pub struct ServerTimeReport {
     pub network_queueing_ns: Percentiles,
 }
 
+/// `--replay`: the recording and how it was replayed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    pub file: String,
+    /// `text` or `pcap`.
+    pub format: &'static str,
+    /// Requests in one pass over the recording.
+    pub recorded_requests: u64,
+    /// `--replay-speed`.
+    pub speed: f64,
+    /// `--replay-loop`.
+    pub looped: bool,
+    /// Times a worker found its next request not yet read (the reader was behind, or
+    /// its read-ahead was held by requests waiting for a connection); each may have
+    /// made requests late, as the dispatch lag shows.
+    pub read_ahead_dry: u64,
+}
+
 /// `--tls`: the server name, the trust, and the handshakes.
 #[derive(Debug, Clone, Serialize)]
 pub struct TlsReport {
@@ -648,6 +666,9 @@ pub struct Report {
     /// `--server-time`: the server's own time and the rest of the latency.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_time: Option<ServerTimeReport>,
+    /// `--replay`: the recording replayed (see docs/replay.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayReport>,
     /// `--http2`: streams and what the servers did to them (see docs/report.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Report>,

@@ -195,6 +195,18 @@ fn write_header(w: &mut String, r: &Report) {
             (None, false) => "",
         }
     );
+    if let Some(p) = &r.replay {
+        let _ = writeln!(
+            w,
+            "replay: {} ({}, {} requests), speed {}x, {}; read-ahead ran dry {} times",
+            p.file,
+            p.format,
+            p.recorded_requests,
+            p.speed,
+            if p.looped { "looped" } else { "once" },
+            p.read_ahead_dry
+        );
+    }
     if let Some(a) = &r.abort {
         let _ = writeln!(
             w,

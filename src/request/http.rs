@@ -26,6 +26,23 @@ pub fn check_header(h: &str) -> Result<(&str, &str), String> {
     Ok((name, value))
 }
 
+/// `METHOD /path` checked: upper-case letters, then a path starting with `/` (or `*`,
+/// or an absolute `http...` form), nothing after.
+pub fn request_line(spec: &str) -> Result<(&str, &str), String> {
+    let mut parts = spec.split_whitespace();
+    let (method, path) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(m), Some(p), None) => (m, p),
+        _ => return Err(format!("expected 'METHOD /path', got {spec:?}")),
+    };
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(format!("method must be upper-case letters, got {method:?}"));
+    }
+    if !path.starts_with('/') && path != "*" && !path.starts_with("http") {
+        return Err(format!("path must start with /, got {path:?}"));
+    }
+    Ok((method, path))
+}
+
 /// Builds the request template. `host` fills the Host header unless `headers` has one.
 pub fn request(
     spec: &str,
@@ -33,17 +50,7 @@ pub fn request(
     body: Option<&[u8]>,
     host: &str,
 ) -> Result<Template, String> {
-    let mut parts = spec.split_whitespace();
-    let (method, path) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(m), Some(p), None) => (m, p),
-        _ => return Err(format!("expected 'METHOD /path', got {spec:?}")),
-    };
-    if !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(format!("method must be upper-case letters, got {method:?}"));
-    }
-    if !path.starts_with('/') && path != "*" && !path.starts_with("http") {
-        return Err(format!("path must start with /, got {path:?}"));
-    }
+    let (method, path) = request_line(spec)?;
     let mut text = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
     let mut has_host = false;
     for h in headers {

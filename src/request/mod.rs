@@ -6,6 +6,7 @@ pub mod http;
 pub mod keys;
 pub mod mix;
 pub mod protobuf;
+pub mod replay;
 pub mod template;
 
 pub use template::{Ctx, Template};

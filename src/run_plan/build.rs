@@ -56,7 +56,8 @@ impl RunPlan {
         let cores = parse_cores("cores", a.cores.as_deref().unwrap_or("0"), usable)?;
         check_counts(a, cores.len())?;
         let transport = transport(a, &targets)?;
-        let (duration, warmup) = duration_and_warmup(a)?;
+        let replay = super::replay::plan(a, facts.replay.as_ref(), transport, target.is_some())?;
+        let (duration, warmup) = duration_and_warmup(a, replay.as_ref())?;
         let frames = frame_plan(a)?;
         check_warmup(a, warmup, frames.is_some(), target.is_some(), transport)?;
         if let Some(f) = &frames {
@@ -71,9 +72,13 @@ impl RunPlan {
             transport,
             has_target: target.is_some(),
             duration_ns: duration,
+            replay_rps: replay.as_ref().map(|r| super::replay::rates(r, duration).0),
         };
         let (rate_rps, shape) = rate(a, spec, &rated)?;
-        let requests = requests(a, facts)?;
+        let requests = match (&replay, &facts.replay) {
+            (Some(r), Some(Ok(f))) => super::replay::requests(a, r, f.http_first)?,
+            _ => Arc::new(requests(a, facts)?),
+        };
         // HTTP/2's refusals first: its requests are HTTP/1.1 templates a baseline
         // would otherwise refuse for their framing.
         let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;
@@ -133,7 +138,8 @@ impl RunPlan {
                 a.pipeline
             },
             payload: checked.payload.into(),
-            requests: Arc::new(requests),
+            requests,
+            replay: replay.map(Arc::new),
             framing: checked.framing,
             error_status: a.error_status.parse().map_err(|m| err("error-status", m))?,
             expect,
@@ -898,8 +904,19 @@ fn host_of(target: &str) -> &str {
 }
 
 /// `--duration` and `--warmup` (shorter than the duration), in ns.
-fn duration_and_warmup(a: &RunArgs) -> Result<(u64, u64), PlanError> {
-    let duration = duration_ns("duration", &a.duration, DURATION_NS_MAX)?;
+fn duration_and_warmup(
+    a: &RunArgs,
+    replay: Option<&crate::request::replay::ReplayPlan>,
+) -> Result<(u64, u64), PlanError> {
+    let given = a
+        .duration
+        .as_deref()
+        .map(|d| duration_ns("duration", d, DURATION_NS_MAX))
+        .transpose()?;
+    let duration = match replay {
+        Some(r) => super::replay::duration_ns(r, given),
+        None => given.unwrap_or(10_000_000_000),
+    };
     let warmup = if a.warmup.trim() == "0" {
         0
     } else {
@@ -909,8 +926,9 @@ fn duration_and_warmup(a: &RunArgs) -> Result<(u64, u64), PlanError> {
         return Err(err(
             "warmup",
             format!(
-                "must be shorter than --duration ({}), got {:?}",
-                a.duration, a.warmup
+                "must be shorter than the run ({}), got {:?}",
+                crate::units::fmt_ns(duration),
+                a.warmup
             ),
         ));
     }
@@ -1045,6 +1063,8 @@ struct RateInputs<'p> {
     transport: Transport,
     has_target: bool,
     duration_ns: u64,
+    /// `--replay`: the recording's mean rate.
+    replay_rps: Option<f64>,
 }
 
 /// The run's mean rate and its shape: from the spec, or from `--hold`'s heartbeats,
@@ -1065,6 +1085,7 @@ fn rate(
             None => (Some(0.0), None),
         },
         None if a.concurrency.is_some() => (Some(0.0), None),
+        None if r.replay_rps.is_some() => (r.replay_rps, None),
         // Frames: one per sending member per tick.
         None if r.frames.is_some() => {
             let f = r.frames.expect("checked");

@@ -57,6 +57,9 @@ pub struct HostFacts {
     /// serves and its client trusts, made now, or why it could not be (`None`: not
     /// needed).
     pub baseline_cert: Option<Result<crate::transport::tls::SelfSigned, String>>,
+    /// `--replay`: what the first reading of the recording found, or why it failed
+    /// (`None`: no replay).
+    pub replay: Option<Result<super::replay::ReplayFacts, String>>,
 }
 
 impl HostFacts {
@@ -160,6 +163,7 @@ impl HostFacts {
                 .then(crate::transport::tls::system_roots),
             baseline_cert: (a.tls.tls && a.target.is_empty())
                 .then(crate::transport::tls::self_signed_localhost),
+            replay: super::replay::read_facts(a),
         }
     }
 

@@ -7,6 +7,7 @@ mod facts;
 pub mod fleet;
 mod frames;
 mod parse;
+pub mod replay;
 mod sink;
 mod workers;
 
@@ -162,6 +163,8 @@ pub struct RunPlan {
     /// `--tls` without `--target`: the server side of the TLS baseline, which its
     /// sink's TLS front serves (the certificate [`Self::tls`] trusts alone).
     pub tls_sink: Option<Arc<rustls::ServerConfig>>,
+    /// `--replay`: the recording the timetable comes from (in place of `--rate`).
+    pub replay: Option<Arc<crate::request::replay::ReplayPlan>>,
 }
 
 impl RunPlan {

@@ -50,10 +50,12 @@ impl RunPlan {
                 let core = self.cores[i % self.cores.len()];
                 let (conn_offset, connections) = self.split_connections(w, i);
                 // Sized for the peak of a shaped rate, not its mean.
-                let peak = self
-                    .shape
-                    .as_ref()
-                    .map_or(rate_rps, |s| s.peak_rps().max(rate_rps));
+                let peak = match (&self.shape, &self.replay) {
+                    (Some(s), _) => s.peak_rps().max(rate_rps),
+                    // A replay's busiest second.
+                    (None, Some(r)) => super::replay::rates(r, duration_ns).1,
+                    (None, None) => rate_rps,
+                };
                 let lanes = w as f64 * f64::from(self.fleet.shard.count());
                 // `--rate max` (infinite) has no timetable to fall behind: only what the
                 // connections hold. (inf as usize saturates, and the sum overflowed.)
@@ -91,6 +93,8 @@ impl RunPlan {
                     // (`rate_rps`): a flat shape follows the step's rate, so Poisson
                     // arrivals still apply.
                     shape: match &self.shape {
+                        // A replay's instants are the recording's: no shape to fit.
+                        _ if self.replay.is_some() => None,
                         Some(s) if s.constant_rps().is_none() => Some(s.clone()),
                         _ if rate_rps > 0.0 && rate_rps.is_finite() => {
                             RateShape::constant(rate_rps).ok()
@@ -128,6 +132,7 @@ impl RunPlan {
                     http2: self.http2,
                     conn_life: self.conn_life,
                     server_time: self.server_time.clone(),
+                    replay: None,
                 }
             })
             .collect()

@@ -180,7 +180,7 @@ pub fn run_args(a: &SearchArgs) -> Result<RunArgs, PlanError> {
         .run;
     r.load = a.load.clone();
     r.work = a.work.clone();
-    r.duration = a.step_duration.clone();
+    r.duration = Some(a.step_duration.clone());
     r.link_speed = a.link_speed.clone();
     r.progress = a.progress;
     r.quiet = a.quiet;

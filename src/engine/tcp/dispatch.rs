@@ -96,6 +96,12 @@ impl Worker<'_> {
     pub(super) fn assign(&mut self, c: u32, req: Req) {
         let opening = self.idle_closed(c);
         self.table.push_req(c, req);
+        if let Some(r) = self.workload.replay() {
+            let i = self
+                .table
+                .slot_index(c, self.table.conns[c as usize].inflight - 1);
+            self.replay_slots.put(i, r.bytes(req.seq));
+        }
         self.inflight += 1;
         self.life_served(c, req.dispatched);
         self.activate(c);
@@ -157,7 +163,21 @@ impl Worker<'_> {
             }
         }
         self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
+        self.release_replayed();
         n
+    }
+
+    /// `--replay`: hands the reader back the chunks whose requests are all placed
+    /// (or failed): everything before the oldest request still in the backlog.
+    #[inline]
+    pub(super) fn release_replayed(&mut self) {
+        let oldest = self.backlog.front().map(|r| r.seq);
+        if let Some(t) = self.workload.timetable()
+            && let Some(r) = &mut t.replay
+        {
+            r.release_before(oldest);
+            self.out.counters.replay_dry += std::mem::take(&mut r.starved);
+        }
     }
 
     /// Moves waiting requests onto connections that have a free slot again.
@@ -168,5 +188,6 @@ impl Worker<'_> {
             let req = self.backlog.pop().expect("not empty");
             self.assign(c, req);
         }
+        self.release_replayed();
     }
 }

@@ -266,7 +266,14 @@ impl Worker<'_> {
                 let i = self.table.slot_index(c, nth);
                 self.stamp_sent(c, i, t, t_ns);
                 let req = &self.table.slots[i];
-                if self.render {
+                if self.plan.replay.is_some() {
+                    let bytes = self.replay_slots.get(i);
+                    let at = base + len;
+                    self.staging
+                        .region_mut(at..at + bytes.len())
+                        .copy_from_slice(bytes);
+                    len += bytes.len();
+                } else if self.render {
                     let ctx = Ctx {
                         seq: req.seq,
                         conn: (self.plan.conn_offset + c as usize) as u64,

@@ -130,6 +130,8 @@ struct Worker<'p> {
     tls_in: IoBuf,
     /// Requests are rendered per request (templates or a mix).
     render: bool,
+    /// `--replay`: each placed request's bytes (empty without a replay).
+    replay_slots: crate::engine::replay::Slots,
     /// The framer of each request-set entry (cloned into a connection when the next
     /// response belongs to another entry).
     entry_framers: Vec<AnyFramer>,
@@ -409,7 +411,8 @@ impl<'p> Worker<'p> {
         let framer = entry_framers[0].clone();
         let h2 = h2::H2Side::new(plan).map_err(std::io::Error::other)?;
         // HTTP/2 writes each request into the staging region (its stream id differs).
-        let render = h2.is_some() || plan.requests.static_bytes().is_none();
+        let render =
+            h2.is_some() || plan.requests.static_bytes().is_none() || plan.replay.is_some();
         let h2_staging = h2.as_ref().map(|h| h.staging_len(plan.pipeline));
         let (staging_len, tls_out_len) = send_region_lens(plan, render, h2_staging);
         // Connections with a TLS session and ciphertext regions: none without TLS.
@@ -462,6 +465,14 @@ impl<'p> Worker<'p> {
             staging: IoBuf::zeroed(staging_len * plan.connections),
             staging_len,
             render,
+            replay_slots: if plan.replay.is_some() {
+                crate::engine::replay::Slots::new(
+                    plan.connections * plan.pipeline,
+                    plan.requests.max_len(),
+                )
+            } else {
+                crate::engine::replay::Slots::default()
+            },
             entry_framers,
             mixed_framing: plan.requests.mixed_framing(),
             entries: entry_totals(plan),

@@ -8,6 +8,7 @@
 use super::fit::PacingFit;
 use crate::clock::Nanos;
 use crate::engine::conn_table::IndexQueue;
+use crate::engine::replay::Cursor;
 use crate::engine::worker_plan::{WorkerPlan, timetable};
 use crate::schedule::{Arrivals, Schedule};
 
@@ -73,6 +74,15 @@ impl Workload {
         }
     }
 
+    /// `--replay`: the cursor on the recording.
+    #[inline]
+    pub(super) fn replay(&self) -> Option<&Cursor> {
+        match self {
+            Workload::Timetable(t) | Workload::PerRequest(t) => t.replay.as_ref(),
+            Workload::ClosedLoop(_) => None,
+        }
+    }
+
     /// When the next request is due (`None`: no more requests on a timetable).
     #[inline]
     pub(super) fn next_due(&self) -> Option<Nanos> {
@@ -95,6 +105,8 @@ pub(super) struct Timetable {
     duration_ns: Nanos,
     /// Goodness of fit of the actual dispatch instants (Poisson arrivals).
     pub(super) fit: PacingFit,
+    /// `--replay`: the recording's requests in place of the schedule's.
+    pub(super) replay: Option<Cursor>,
 }
 
 impl Timetable {
@@ -107,6 +119,7 @@ impl Timetable {
             total_k,
             duration_ns: plan.duration_ns,
             fit: PacingFit::new(plan),
+            replay: plan.replay.clone().map(Cursor::new),
         }
     }
 
@@ -114,6 +127,9 @@ impl Timetable {
     /// advancing the cursor; `None` when none is due yet or the timetable is over.
     #[inline]
     pub(super) fn pop_due(&mut self, now_ns: Nanos) -> Option<(Nanos, u64)> {
+        if let Some(r) = &mut self.replay {
+            return r.pop_due(now_ns);
+        }
         if self.next_k >= self.total_k || self.next_due > now_ns {
             return None;
         }
@@ -129,12 +145,18 @@ impl Timetable {
 
     #[inline]
     pub(super) fn all_dispatched(&self) -> bool {
-        self.next_k >= self.total_k
+        match &self.replay {
+            Some(r) => r.all_dispatched(),
+            None => self.next_k >= self.total_k,
+        }
     }
 
     #[inline]
     pub(super) fn next_due(&self) -> Option<Nanos> {
-        (self.next_k < self.total_k).then_some(self.next_due)
+        match &self.replay {
+            Some(r) => r.next_due(),
+            None => (self.next_k < self.total_k).then_some(self.next_due),
+        }
     }
 }
 

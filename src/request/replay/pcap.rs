@@ -1,0 +1,295 @@
+//! A pcap or pcapng capture of a TCP conversation as a recording: the bytes the
+//! client sent the server, one request per run of client segments (consecutive
+//! segments of one connection before anything else of it is seen are one request,
+//! so a request split over several segments is sent whole), at the instant of its
+//! first segment relative to the first request's.
+//!
+//! The server is the endpoint on `--replay-port` when given; else the destination of
+//! the first SYN, or of the first segment carrying data when the capture started
+//! after the handshake. Several client connections to the server merge into one
+//! timetable; other conversations in the capture are ignored. A segment that repeats
+//! bytes of the request being assembled (a retransmission) is dropped.
+//!
+//! Link types: Ethernet (what `tshark -i lo` writes), Linux cooked (v1 and v2, `-i
+//! any`), raw IP, and BSD loopback.
+
+use super::{Recording, ReplayError};
+use crate::clock::Nanos;
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use pcap_parser::traits::PcapReaderIterator;
+use pcap_parser::{Block, Linktype, PcapBlockOwned, PcapError};
+use std::net::IpAddr;
+
+type Endpoint = (IpAddr, u16);
+
+/// The request being assembled: its connection (the client's endpoint), the capture
+/// instant of its first segment, the next sequence number expected, its bytes.
+struct Pending {
+    client: Endpoint,
+    ts_ns: u64,
+    next_seq: u32,
+    bytes: Vec<u8>,
+}
+
+/// What the capture said so far, apart from the reader (which lends its blocks).
+struct State {
+    port: Option<u16>,
+    server: Option<Endpoint>,
+    /// Per pcapng interface: its link type and time units per second.
+    interfaces: Vec<(Linktype, u64)>,
+    /// Legacy pcap: the link type and units per second.
+    legacy: (Linktype, u64),
+    pending: Option<Pending>,
+    /// A finished request, waiting to be handed out.
+    ready: Option<(u64, Vec<u8>)>,
+    first_ts: Option<u64>,
+    last_ns: Nanos,
+    packets: u64,
+    udp_seen: u64,
+    longest_max: usize,
+}
+
+pub struct PcapRecording {
+    reader: Box<dyn PcapReaderIterator + Send>,
+    state: State,
+    done: bool,
+}
+
+impl PcapRecording {
+    /// A capture read from `input`; `port` names the server's port (`--replay-port`).
+    pub fn new(
+        input: impl std::io::Read + Send + 'static,
+        port: Option<u16>,
+    ) -> Result<PcapRecording, ReplayError> {
+        let reader = pcap_parser::create_reader(1 << 20, input).map_err(|e| ReplayError {
+            line: 0,
+            what: "packet",
+            message: format!("not a pcap or pcapng capture ({e:?})"),
+        })?;
+        Ok(PcapRecording {
+            reader,
+            state: State {
+                port,
+                server: None,
+                interfaces: Vec::new(),
+                legacy: (Linktype::ETHERNET, 1_000_000),
+                pending: None,
+                ready: None,
+                first_ts: None,
+                last_ns: 0,
+                packets: 0,
+                udp_seen: 0,
+                longest_max: super::text::LINE_BYTES_MAX,
+            },
+            done: false,
+        })
+    }
+}
+
+impl State {
+    fn error(&self, message: String) -> ReplayError {
+        ReplayError {
+            line: self.packets,
+            what: "packet",
+            message,
+        }
+    }
+
+    fn block(&mut self, block: PcapBlockOwned<'_>) -> Result<(), ReplayError> {
+        match block {
+            PcapBlockOwned::LegacyHeader(h) => {
+                let units = if h.is_nanosecond_precision() {
+                    1_000_000_000
+                } else {
+                    1_000_000
+                };
+                self.legacy = (h.network, units);
+            }
+            PcapBlockOwned::Legacy(b) => {
+                self.packets += 1;
+                let (lt, units) = self.legacy;
+                let ts = u64::from(b.ts_sec) * 1_000_000_000
+                    + u64::from(b.ts_usec) * (1_000_000_000 / units);
+                self.packet(lt, ts, b.data)?;
+            }
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => self.interfaces.clear(),
+            PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+                let units = idb.ts_resolution().unwrap_or(1_000_000).max(1);
+                self.interfaces.push((idb.linktype, units));
+            }
+            PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+                self.packets += 1;
+                let Some(&(lt, units)) = self.interfaces.get(epb.if_id as usize) else {
+                    return Err(self.error(format!("interface {} was never described", epb.if_id)));
+                };
+                let raw = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                let ts = (u128::from(raw) * 1_000_000_000 / u128::from(units)) as u64;
+                let len = (epb.caplen as usize).min(epb.data.len());
+                self.packet(lt, ts, &epb.data[..len])?;
+            }
+            PcapBlockOwned::NG(_) => {}
+        }
+        Ok(())
+    }
+
+    /// One captured packet: the TCP segment it carries, if any.
+    fn packet(&mut self, lt: Linktype, ts_ns: u64, data: &[u8]) -> Result<(), ReplayError> {
+        let sliced = match lt {
+            Linktype::ETHERNET => SlicedPacket::from_ethernet(data),
+            Linktype::LINUX_SLL => SlicedPacket::from_ip(data.get(16..).unwrap_or(&[])),
+            Linktype::LINUX_SLL2 => SlicedPacket::from_ip(data.get(20..).unwrap_or(&[])),
+            Linktype::NULL | Linktype::LOOP => SlicedPacket::from_ip(data.get(4..).unwrap_or(&[])),
+            Linktype::RAW | Linktype::IPV4 | Linktype::IPV6 => SlicedPacket::from_ip(data),
+            other => {
+                return Err(self.error(format!(
+                    "link type {} is not one blaster reads (Ethernet, Linux cooked, raw IP, loopback)",
+                    other.0
+                )));
+            }
+        };
+        // A packet that is not IP (ARP, a truncated frame) carries no request.
+        let Ok(p) = sliced else { return Ok(()) };
+        let (src, dst) = match &p.net {
+            Some(NetSlice::Ipv4(v)) => (
+                IpAddr::V4(v.header().source_addr()),
+                IpAddr::V4(v.header().destination_addr()),
+            ),
+            Some(NetSlice::Ipv6(v)) => (
+                IpAddr::V6(v.header().source_addr()),
+                IpAddr::V6(v.header().destination_addr()),
+            ),
+            _ => return Ok(()),
+        };
+        let t = match &p.transport {
+            Some(TransportSlice::Tcp(t)) => t,
+            Some(TransportSlice::Udp(_)) => {
+                self.udp_seen += 1;
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        let from = (src, t.source_port());
+        let to = (dst, t.destination_port());
+        let payload = t.payload();
+        if self.server.is_none() {
+            self.server = match self.port {
+                Some(port) if to.1 == port => Some(to),
+                Some(port) if from.1 == port => Some(from),
+                Some(_) => None,
+                None if (t.syn() && !t.ack()) || !payload.is_empty() => Some(to),
+                None => None,
+            };
+        }
+        let Some(server) = self.server else {
+            return Ok(());
+        };
+        if payload.is_empty() {
+            return Ok(());
+        }
+        if to == server {
+            self.client_segment(from, ts_ns, t.sequence_number(), payload)
+        } else {
+            if from == server && self.pending.as_ref().is_some_and(|p| p.client == to) {
+                self.finish();
+            }
+            Ok(())
+        }
+    }
+
+    fn client_segment(
+        &mut self,
+        client: Endpoint,
+        ts_ns: u64,
+        seq: u32,
+        payload: &[u8],
+    ) -> Result<(), ReplayError> {
+        let end = seq.wrapping_add(payload.len() as u32);
+        if let Some(p) = self.pending.as_mut().filter(|p| p.client == client) {
+            // Sequence arithmetic modulo 2^32: what ends at or before the next byte
+            // expected was seen already.
+            let ahead = end.wrapping_sub(p.next_seq) as i32;
+            if ahead <= 0 {
+                return Ok(());
+            }
+            let skip = payload.len().saturating_sub(ahead as usize);
+            p.bytes.extend_from_slice(&payload[skip..]);
+            p.next_seq = end;
+            if p.bytes.len() > self.longest_max {
+                return Err(
+                    self.error(format!("a request of more than {} bytes", self.longest_max))
+                );
+            }
+            return Ok(());
+        }
+        self.finish();
+        self.pending = Some(Pending {
+            client,
+            ts_ns,
+            next_seq: end,
+            bytes: payload.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// The request being assembled is complete: it becomes the ready one.
+    fn finish(&mut self) {
+        if let Some(p) = self.pending.take() {
+            let first = *self.first_ts.get_or_insert(p.ts_ns);
+            // Captures from several queues may step back a little: never before the
+            // previous request.
+            let at = p.ts_ns.saturating_sub(first).max(self.last_ns);
+            self.last_ns = at;
+            debug_assert!(self.ready.is_none(), "one request handed out at a time");
+            self.ready = Some((at, p.bytes));
+        }
+    }
+}
+
+impl Recording for PcapRecording {
+    fn next(&mut self, out: &mut Vec<u8>) -> Result<Option<Nanos>, ReplayError> {
+        loop {
+            if let Some((at, bytes)) = self.state.ready.take() {
+                out.extend_from_slice(&bytes);
+                return Ok(Some(at));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            match self.reader.next() {
+                Ok((offset, block)) => {
+                    let r = self.state.block(block);
+                    self.reader.consume(offset);
+                    r?;
+                }
+                Err(PcapError::Eof) => {
+                    self.done = true;
+                    self.state.finish();
+                    if self.state.first_ts.is_none() && self.state.udp_seen > 0 {
+                        return Err(ReplayError {
+                            line: 0,
+                            what: "packet",
+                            message: "the capture holds UDP datagrams and no TCP request: \
+                                      blaster replays TCP conversations"
+                                .into(),
+                        });
+                    }
+                }
+                Err(PcapError::Incomplete(_)) => {
+                    if let Err(e) = self.reader.refill() {
+                        return Err(self.state.error(format!("cannot read the capture: {e:?}")));
+                    }
+                }
+                Err(PcapError::UnexpectedEof) => {
+                    return Err(self
+                        .state
+                        .error("the capture ends inside a packet: it is truncated".into()));
+                }
+                Err(e) => {
+                    return Err(self
+                        .state
+                        .error(format!("not a valid capture block ({e:?})")));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! `--replay` in the plan: the recording's first reading (done by the facts), its
+//! flags checked against the run's, the run's duration and rate from it, and the
+//! request set that sizes the workers' buffers for its longest request.
+
+use super::{PlanError, err};
+use crate::cli::RunArgs;
+use crate::engine::Transport;
+use crate::proto::Framing;
+use crate::request::replay::{Format, LineKind, ReplayPlan, Summary, Timing};
+use crate::request::{RequestSet, Template};
+use std::sync::Arc;
+
+/// Fastest `--replay-speed` (and 1/this the slowest).
+const SPEED_MAX: f64 = 1_000_000.0;
+
+/// What the facts found reading the recording once: its format, what it holds, and
+/// whether its first request is HTTP/1.1 (the default framing for a capture).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayFacts {
+    pub format: Format,
+    pub summary: Summary,
+    pub http_first: bool,
+}
+
+/// `--replay-as`: how a text line's TEMPLATE reads, with the run's headers and Host.
+pub fn line_kind(a: &RunArgs) -> Result<LineKind, String> {
+    match a.replay_as.as_deref().unwrap_or("http") {
+        "http" => {
+            let host = a.target.first().cloned().unwrap_or_default();
+            LineKind::http(&a.headers, None, &host)
+        }
+        "payload" => Ok(LineKind::Payload),
+        other => Err(format!("expected http or payload, got {other:?}")),
+    }
+}
+
+/// The first reading of `--replay`'s file (by the facts, before any traffic): every
+/// request checked and counted. The error is one line naming the file and the line.
+pub fn read_facts(a: &RunArgs) -> Option<Result<ReplayFacts, String>> {
+    let path = a.replay.as_ref()?;
+    let named = |m: String| format!("{}: {m}", path.display());
+    Some((|| {
+        let mut head = [0u8; 4];
+        let n = std::io::Read::read(
+            &mut std::fs::File::open(path).map_err(|e| named(format!("cannot read it: {e}")))?,
+            &mut head,
+        )
+        .map_err(|e| named(format!("cannot read it: {e}")))?;
+        let format = Format::detect(&head[..n]);
+        let kind = line_kind(a).unwrap_or(LineKind::Payload);
+        let mut rec = crate::request::replay::open(path, format, &kind, a.replay_port)
+            .map_err(|e| named(e.to_string()))?;
+        let mut first = Vec::new();
+        let http_first = rec.next(&mut first).ok().flatten().is_some()
+            && crate::request::replay::looks_like_http1_request(&first);
+        let mut rec = crate::request::replay::open(path, format, &kind, a.replay_port)
+            .map_err(|e| named(e.to_string()))?;
+        let summary =
+            crate::request::replay::summarize(&mut *rec, crate::limits::PAYLOAD_BYTES_MAX)
+                .map_err(|e| named(e.to_string()))?;
+        Ok(ReplayFacts {
+            format,
+            summary,
+            http_first,
+        })
+    })())
+}
+
+/// `--replay` checked against the run's other flags, and its plan.
+pub fn plan(
+    a: &RunArgs,
+    facts: Option<&Result<ReplayFacts, String>>,
+    transport: Transport,
+    has_target: bool,
+) -> Result<Option<ReplayPlan>, PlanError> {
+    let Some(path) = &a.replay else {
+        return Ok(None);
+    };
+    let refused = [
+        (
+            !has_target,
+            "needs --target (a recording is replayed against a server)",
+        ),
+        (
+            transport != Transport::Tcp,
+            "replays over TCP: not with --proto udp",
+        ),
+        (
+            a.http2 || a.grpc.is_some(),
+            "replays HTTP/1.1 and raw TCP: not with --http2 or --grpc",
+        ),
+        (a.hold, "sends the recording's requests: not with --hold"),
+        (
+            a.work.workload == "frames",
+            "is for requests: not with --workload frames",
+        ),
+    ];
+    if let Some((_, why)) = refused.iter().find(|(bad, _)| *bad) {
+        return Err(err("replay", *why));
+    }
+    let kind = line_kind(a).map_err(|m| err("replay-as", m))?;
+    let found = match facts {
+        Some(Ok(f)) => f,
+        Some(Err(m)) => return Err(err("replay", m.clone())),
+        None => return Err(err("replay", format!("{} was not read", path.display()))),
+    };
+    if found.format == Format::Pcap && a.replay_as.is_some() {
+        return Err(err(
+            "replay-as",
+            "is for text recordings: a capture's requests are the bytes the client sent",
+        ));
+    }
+    if a.replay_port.is_some() && found.format != Format::Pcap {
+        return Err(err("replay-port", "is for captures (pcap, pcapng)"));
+    }
+    let speed = a.replay_speed.unwrap_or(1.0);
+    if !(speed >= 1.0 / SPEED_MAX && speed <= SPEED_MAX) {
+        return Err(err(
+            "replay-speed",
+            format!(
+                "must be between {} and {SPEED_MAX}, got {speed}",
+                1.0 / SPEED_MAX
+            ),
+        ));
+    }
+    if a.replay_loop && a.duration.is_none() {
+        return Err(err(
+            "replay-loop",
+            "needs --duration (a loop has no end of its own)",
+        ));
+    }
+    Ok(Some(ReplayPlan {
+        path: path.clone(),
+        format: found.format,
+        kind,
+        port: a.replay_port,
+        summary: found.summary,
+        timing: Timing::of(&found.summary, speed),
+        looped: a.replay_loop,
+    }))
+}
+
+/// The run's length: the recording's (its last request's instant, and one ns so it
+/// is inside), unless `--duration` is shorter; with `--replay-loop`, `--duration`.
+pub fn duration_ns(r: &ReplayPlan, given_ns: Option<u64>) -> u64 {
+    let own = r
+        .timing
+        .due_ns(0, r.summary.last_offset_ns)
+        .saturating_add(1);
+    match (r.looped, given_ns) {
+        (true, Some(d)) => d,
+        (_, Some(d)) => d.min(own),
+        (_, None) => own,
+    }
+}
+
+/// The run's mean rate over `duration_ns`, and the busiest second's rate (what the
+/// backlog is sized for).
+pub fn rates(r: &ReplayPlan, duration_ns: u64) -> (f64, f64) {
+    let speed = r.timing.speed;
+    let peak = r.summary.peak_per_s as f64 * speed;
+    let per_pass_ns = r.timing.due_ns(1, 0).max(1) as f64;
+    let mean = if r.looped {
+        r.summary.requests as f64 * 1e9 / per_pass_ns
+    } else {
+        r.summary.requests as f64 * 1e9 / duration_ns.max(1) as f64
+    };
+    (mean.max(1e-3), peak.max(mean).max(1.0))
+}
+
+/// The request set of a replay: one entry as long as the longest request (what the
+/// staging buffers are sized from), framed as `--framing` says, else as HTTP/1.1 for
+/// HTTP lines and captures of HTTP, else echo.
+pub fn requests(
+    a: &RunArgs,
+    r: &ReplayPlan,
+    http_first: bool,
+) -> Result<Arc<RequestSet>, PlanError> {
+    let default = match (&r.kind, r.format) {
+        (LineKind::Http { .. }, Format::Text) => Framing::Http1,
+        (_, Format::Pcap) if http_first => Framing::Http1,
+        _ => Framing::Echo,
+    };
+    let framing = match &a.framing {
+        Some(f) => f.parse().map_err(|m| err("framing", m))?,
+        None => default,
+    };
+    let t = Template::literal(&vec![b'x'; r.summary.longest.max(1)]);
+    Ok(Arc::new(RequestSet::single(t, framing)))
+}
