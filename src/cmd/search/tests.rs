@@ -358,7 +358,7 @@ fn run_args_carry_the_run_flags_with_run_defaults() {
         r.rate, None,
         "each step's rate comes from the plan, not a string"
     );
-    assert_eq!((r.connections, r.duration.as_str()), (8, "2s"));
+    assert_eq!((r.connections, r.duration.as_deref()), (8, Some("2s")));
     assert_eq!((r.timeout.as_str(), r.work.proto.as_str()), ("1s", "tcp"));
     assert!(!r.quiet && !r.progress && r.slo.is_none() && r.json.is_none());
     let facts =

@@ -68,11 +68,13 @@ pub fn split_line(line: &str) -> Result<(Nanos, &str), String> {
     let (offset, template) = line
         .split_once([' ', '\t'])
         .ok_or_else(|| format!("expected 'OFFSET TEMPLATE' (e.g. '12.5ms GET /'), got {line:?}"))?;
-    let d = crate::units::parse_duration(offset).map_err(|m| format!("offset: {m}"))?;
+    let d = crate::units::parse_duration(offset).map_err(|_| {
+        format!("expected 'OFFSET TEMPLATE' with OFFSET a duration such as 12.5ms, got {offset:?}")
+    })?;
     let ns = u64::try_from(d.as_nanos()).map_err(|_| format!("offset {offset:?} is too far"))?;
     let template = template.trim_start_matches([' ', '\t']);
     if template.is_empty() {
-        return Err("the TEMPLATE after the offset is empty".into());
+        return Err("expected 'OFFSET TEMPLATE': the TEMPLATE after the offset is empty".into());
     }
     Ok((ns, template))
 }
@@ -135,7 +137,7 @@ mod tests {
         let cases = [
             ("0s a\n1s b\n500ms c\n", 3, "sorted"),
             ("0s a\nGET /\n", 2, "OFFSET TEMPLATE"),
-            ("0 a\n", 1, "offset"),
+            ("1x a\n", 1, "a duration such as 12.5ms"),
             ("1s   \n", 1, "OFFSET TEMPLATE"),
         ];
         for (text, line, words) in cases {
