@@ -1,0 +1,343 @@
+//! `--replay` (issue 37 item 1): a recording's requests sent at their recorded
+//! offsets, checked on the wire. The tests write a text recording, replay it against
+//! nginx while tshark captures the loopback traffic to the server's port, then replay
+//! that capture (pcap) and capture again: each request appears exactly once, at its
+//! offset. Shards of a replay send every line exactly once between them. Bad
+//! recordings are refused in one line before any traffic.
+mod common;
+use common::servers::nginx_listening;
+use common::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Requests in the test recording.
+const LINES: usize = 60;
+/// How far a request's wire instant may be from its recorded offset (the two aligned,
+/// see [`assert_on_time`]): the median, and every one beyond what the run itself
+/// reported as its dispatch lag (a host that stalls the generator makes a request
+/// late; the report must then say so). A broken timetable (everything at once, or at
+/// a constant rate) misses by hundreds of ms.
+const MEDIAN_ERR_NS: i64 = 300_000;
+const MAX_ERR_NS: i64 = 5_000_000;
+
+/// The recording: request i is `GET /r/i` at an irregular offset (bursts of 0 ms
+/// gaps, pauses of 60 ms), about one second in all.
+fn recording() -> (String, Vec<i64>) {
+    const GAPS_MS: [i64; 6] = [1, 25, 0, 7, 60, 3];
+    let mut at = 0;
+    let mut offsets = Vec::new();
+    let mut text = String::from("# written by tests/replay.rs\n");
+    for i in 0..LINES {
+        at += GAPS_MS[i % GAPS_MS.len()];
+        offsets.push(at * 1_000_000);
+        text.push_str(&format!("{at}ms GET /r/{i}\n"));
+    }
+    (text, offsets)
+}
+
+/// tshark capturing TCP to and from `port` on loopback into `file`, once it says it
+/// captures; `None` (the test skips) when it cannot capture here.
+fn capture(port: u16, file: &Path) -> Option<Child> {
+    let bin = common::servers::require("tshark", "tshark");
+    let mut child = Command::new(bin)
+        .args(["-i", "lo", "-f", &format!("tcp port {port}"), "-w"])
+        .arg(file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tshark");
+    // tshark says "Capturing on 'Loopback: lo'" once the capture runs.
+    let mut err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut seen = Vec::new();
+        let mut b = [0u8; 256];
+        while let Ok(n) = err.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&b[..n]);
+            if String::from_utf8_lossy(&seen).contains("Capturing on") {
+                let _ = tx.send(true);
+            }
+        }
+        let _ = tx.send(false);
+    });
+    if rx.recv_timeout(Duration::from_secs(20)) == Ok(true) {
+        // The capture is armed: a little more for the filter to be in place.
+        std::thread::sleep(Duration::from_millis(300));
+        return Some(child);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Stops tshark (SIGINT: it writes out what it captured) and waits for it.
+fn stop(mut child: Child) {
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "tshark did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Each HTTP request in `file` (by tshark's dissector): its path and wire instant
+/// (ns since the epoch), in capture order.
+fn requests_on_wire(file: &Path, port: u16) -> Vec<(String, i64)> {
+    let out = Command::new(common::servers::require("tshark", "tshark"))
+        .args(["-r"])
+        .arg(file)
+        .args([
+            "-d",
+            &format!("tcp.port=={port},http"),
+            "-Y",
+            "http.request",
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "http.request.uri",
+        ])
+        .output()
+        .expect("run tshark -r");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (t, uri) = l.split_once('\t').expect("two fields");
+            let (s, frac) = t.split_once('.').expect("seconds.fraction");
+            let frac = format!("{frac:0<9}");
+            let ns = s.parse::<i64>().unwrap() * 1_000_000_000 + frac[..9].parse::<i64>().unwrap();
+            (uri.to_string(), ns)
+        })
+        .collect()
+}
+
+/// The wire instant of each of the recording's requests, relative to the first's,
+/// checking each was sent exactly once.
+fn instants(wire: &[(String, i64)]) -> Vec<i64> {
+    let mut at: HashMap<&str, Vec<i64>> = HashMap::new();
+    for (uri, t) in wire {
+        at.entry(uri.as_str()).or_default().push(*t);
+    }
+    assert_eq!(wire.len(), LINES, "requests on the wire: {wire:?}");
+    let times: Vec<i64> = (0..LINES)
+        .map(|i| {
+            let seen = &at[format!("/r/{i}").as_str()];
+            assert_eq!(seen.len(), 1, "/r/{i} sent {} times", seen.len());
+            seen[0]
+        })
+        .collect();
+    times.iter().map(|t| t - times[0]).collect()
+}
+
+/// Each `got[i] - want[i]` less their median (the wire has no mark of the run's
+/// start, so the recording is aligned where most requests agree: one late request,
+/// the first included, stays one error), checked against the bounds: (median, max)
+/// of |error|.
+fn assert_on_time(got: &[i64], want: &[i64], v: &serde_json::Value, what: &str) {
+    let lag = v["dispatch_lag_ns"]["max"]
+        .as_i64()
+        .expect("the run's dispatch lag");
+    let mut shift: Vec<i64> = got.iter().zip(want).map(|(g, w)| g - w).collect();
+    shift.sort_unstable();
+    let shift = shift[shift.len() / 2];
+    let mut err: Vec<i64> = (got.iter().zip(want))
+        .map(|(g, w)| (g - w - shift).abs())
+        .collect();
+    err.sort_unstable();
+    let (median, max) = (err[err.len() / 2], err[err.len() - 1]);
+    eprintln!("{what}: |wire - recorded| median {median} ns, max {max} ns; lag max {lag} ns");
+    assert!(
+        median <= MEDIAN_ERR_NS && max <= MAX_ERR_NS + lag,
+        "{what}: |wire - recorded| median {median} ns, max {max} ns (bounds {MEDIAN_ERR_NS}, \
+         {MAX_ERR_NS} + the reported dispatch lag max {lag})"
+    );
+}
+
+fn replay_run(port: u16, args: &[&str]) -> serde_json::Value {
+    let target = format!("127.0.0.1:{port}");
+    let mut all = vec!["--target", &target, "--connections", "4"];
+    all.extend_from_slice(args);
+    run_report(&all, Duration::from_secs(60))
+}
+
+#[test]
+fn a_recording_goes_out_at_its_offsets_and_its_capture_replays_the_same() {
+    let (_nginx, port) = nginx_listening(10_000, 128, None, "");
+    let dir = tempfile::tempdir().unwrap();
+    let (text, offsets) = recording();
+    let rec = dir.path().join("rec.txt");
+    std::fs::write(&rec, text).unwrap();
+    let first = offsets[0];
+    let want: Vec<i64> = offsets.iter().map(|o| o - first).collect();
+
+    // The text recording, on the wire.
+    let cap: PathBuf = dir.path().join("a.pcap");
+    let Some(tshark) = capture(port, &cap) else {
+        skip(
+            "a_recording_goes_out_at_its_offsets_and_its_capture_replays_the_same",
+            "tshark cannot capture on lo here (not root?)",
+        );
+        return;
+    };
+    let v = replay_run(port, &["--replay", rec.to_str().unwrap()]);
+    stop(tshark);
+    assert_eq!(v["replay"]["format"], "text");
+    assert_eq!(v["replay"]["recorded_requests"], LINES);
+    assert_eq!(v["requests"]["completed"], LINES, "{}", v["requests"]);
+    assert_eq!(v["requests"]["errors"], 0);
+    assert_eq!(v["http"]["status_codes"]["200"], LINES, "{}", v["http"]);
+    let a = instants(&requests_on_wire(&cap, port));
+    assert_on_time(&a, &want, &v, "text recording");
+
+    // That capture, replayed at twice the speed: the same requests, at half the
+    // captured offsets.
+    let cap2 = dir.path().join("b.pcap");
+    let tshark = capture(port, &cap2).expect("tshark captured once already");
+    // The server found by itself: the destination of the capture's first SYN.
+    let v = replay_run(
+        port,
+        &["--replay", cap.to_str().unwrap(), "--replay-speed", "2"],
+    );
+    stop(tshark);
+    assert_eq!(v["replay"]["format"], "pcap");
+    assert_eq!(v["replay"]["recorded_requests"], LINES);
+    assert_eq!(v["requests"]["completed"], LINES, "{}", v["requests"]);
+    let b = instants(&requests_on_wire(&cap2, port));
+    let half: Vec<i64> = a.iter().map(|t| t / 2).collect();
+    assert_on_time(&b, &half, &v, "the capture at speed 2");
+}
+
+/// `--shard i/3` of one replay: between them the shards send every line once.
+#[test]
+fn shards_of_a_replay_send_every_line_exactly_once() {
+    let (_nginx, port) = nginx_listening(10_000, 128, None, "");
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("rec.txt");
+    std::fs::write(&rec, recording().0).unwrap();
+    let cap = dir.path().join("shards.pcap");
+    let Some(tshark) = capture(port, &cap) else {
+        skip(
+            "shards_of_a_replay_send_every_line_exactly_once",
+            "tshark cannot capture on lo here (not root?)",
+        );
+        return;
+    };
+    let target = format!("127.0.0.1:{port}");
+    let shards = run_shards(
+        dir.path(),
+        3,
+        &[
+            "run",
+            "--target",
+            &target,
+            "--cores",
+            "0",
+            "--connections",
+            "3",
+            "--replay",
+            rec.to_str().unwrap(),
+        ],
+    );
+    stop(tshark);
+    let mut sent = 0;
+    for (out, json) in &shards {
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(out));
+        let v = read_json(&PathBuf::from(json));
+        sent += v["requests"]["completed"].as_u64().unwrap();
+    }
+    assert_eq!(sent, LINES as u64);
+    // Every line exactly once on the wire (`instants` checks it).
+    instants(&requests_on_wire(&cap, port));
+}
+
+/// A bad recording or flag: one line naming the file and line, exit 2, and nothing
+/// sent (a listener that accepts nothing sees no connection).
+#[test]
+fn bad_recordings_are_refused_in_one_line_before_any_traffic() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let unsorted = file("unsorted.txt", b"0s GET /a\n2s GET /b\n1s GET /c\n");
+    let empty = file("empty.txt", b"# nothing here\n\n");
+    let bad_offset = file("bad.txt", b"0s GET /\nsoon GET /x\n");
+    let bad_method = file("method.txt", b"0s get /\n");
+    // A pcap whose only packet record is cut short.
+    let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    pcap.extend_from_slice(&[0; 8]);
+    pcap.extend_from_slice(&65535u32.to_le_bytes());
+    pcap.extend_from_slice(&1u32.to_le_bytes());
+    pcap.extend_from_slice(&[0; 8]);
+    pcap.extend_from_slice(&100u32.to_le_bytes());
+    pcap.extend_from_slice(&100u32.to_le_bytes());
+    pcap.extend_from_slice(&[0; 20]);
+    let truncated = file("cut.pcap", &pcap);
+    let ok = file("ok.txt", b"0s GET /\n");
+    let missing = dir.path().join("missing.txt").display().to_string();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["--replay", &unsorted], format!("{unsorted}: line 3: ")),
+        (vec!["--replay", &unsorted], "sorted by offset".into()),
+        (vec!["--replay", &empty], "holds no request".into()),
+        (
+            vec!["--replay", &bad_offset],
+            format!("{bad_offset}: line 2: "),
+        ),
+        (
+            vec!["--replay", &bad_method],
+            "line 1: method must be upper-case".into(),
+        ),
+        (vec!["--replay", &truncated], "truncated".into()),
+        (vec!["--replay", &missing], "cannot read it".into()),
+        (
+            vec!["--replay", &ok, "--replay-speed", "0"],
+            "--replay-speed".into(),
+        ),
+        (
+            vec!["--replay", &ok, "--replay-loop"],
+            "needs --duration".into(),
+        ),
+        (
+            vec!["--replay", &ok, "--replay-as", "xml"],
+            "expected http or payload".into(),
+        ),
+        (
+            vec!["--replay", &ok, "--proto", "udp"],
+            "not with --proto udp".into(),
+        ),
+        (
+            vec!["--replay", &ok, "--replay-port", "80"],
+            "is for captures".into(),
+        ),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["run", "--target", &target, "--cores", "0"];
+        args.extend_from_slice(&extra);
+        assert_usage(&args, &needle);
+    }
+    assert!(
+        listener.accept().is_err(),
+        "a refused recording must send nothing"
+    );
+}
