@@ -89,9 +89,9 @@ RUN_VALUE_FLAGS=" --reconnect-backoff --keepalive --arrivals --max-response --sp
 --frame-budget --down-size --connect-rate --heartbeat --heartbeat-payload --link-speed \
 --duration --hdr-log --percentiles --csv --metrics-listen --metrics-linger --slo --abort-if --expect \
 --start-at --run-id --step-duration --start-rate --repeats --confidence --warmup --error-status --frame-proto \
---frame-topic --ws-path --senders-per-room --members-per-connection --tls-sni --tls-ca --alpn --tls-version --tls-resume --tls-cert --tls-key --grpc --grpc-message --grpc-proto --grpc-json --grpc-metadata --h2-keepalive --streams-per-connection --conn-max-age --conn-max-requests --server-time "
+--frame-topic --ws-path --senders-per-room --members-per-connection --tls-sni --tls-ca --alpn --tls-version --tls-resume --tls-cert --tls-key --grpc --grpc-message --grpc-proto --grpc-json --grpc-metadata --h2-keepalive --streams-per-connection --conn-max-age --conn-max-requests --server-time --replay --replay-as --replay-speed --replay-port "
 RUN_SWITCHES=" --linger0 --no-reconnect --echo-to-sender --aggregate --hold --no-response \
---progress --quiet --tls --tls-insecure --http2 "
+--progress --quiet --tls --tls-insecure --http2 --replay-loop "
 
 posint() { [[ $1 =~ ^[0-9]{1,12}$ ]] && [ "$((10#$1))" -gt 0 ]; }
 value() { [ "$2" -ge 2 ] || bad "$1: needs a value"; }

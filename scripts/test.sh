@@ -61,14 +61,15 @@ fi
 # the rule that makes a namespace's traffic tracked by conntrack
 # (tests/kernel_counters.rs); h2load and nghttp (nghttp2-client), the HTTP/2 peers
 # of `blaster sink --http2` (tests/sink_http2.rs); nghttpd (nghttp2-server), an
-# HTTP/2 server for `--http2` (tests/http2.rs).
+# HTTP/2 server for `--http2` (tests/http2.rs); tshark, the wire capture a replay is
+# checked against and the capture it replays (tests/replay.rs).
 need=()
 for pair in nginx:nginx-light redis-server:redis-server memcached:memcached socat:socat \
     ss:iproute2 ip:iproute2 tc:iproute2 taskset:util-linux unshare:util-linux prlimit:util-linux \
     sysctl:procps kill:procps chromium:chromium ansible-playbook:ansible \
     sshd:openssh-server ssh-keygen:openssh-client prometheus:prometheus tmux:tmux \
     nats-server:nats-server mosquitto:mosquitto stunnel4:stunnel4 openssl:openssl nft:nftables \
-    h2load:nghttp2-client nghttp:nghttp2-client nghttpd:nghttp2-server; do
+    h2load:nghttp2-client nghttp:nghttp2-client nghttpd:nghttp2-server tshark:tshark; do
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/sbin/$cmd" ] ||
         need+=("${pair#*:}")

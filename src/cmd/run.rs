@@ -130,6 +130,12 @@ pub fn execute(
         .expect("a run's plan has a rate (baseline and search steps set theirs)");
     let duration_ns = plan.duration_ns;
     let mut workers = plan.worker_plans(target);
+    // Workers get the whole run's rate (each takes its share of the one timetable); the
+    // report's intended rate is this shard's share of it.
+    let shard_rate_rps = rate_rps / f64::from(plan.fleet.shard.count());
+    let rss_before = rss_bytes().unwrap_or(0);
+    keep_off_worker_cores(plan.control_core);
+    // The replay's reader starts here, off the workers' cores like this thread.
     if let Some(r) = &plan.replay {
         let feeds = crate::engine::replay::start(r, duration_ns, plan.fleet.shard, workers.len())
             .map_err(|e| WorkerError::Spawn(Arc::new(e)))?;
@@ -137,11 +143,6 @@ pub fn execute(
             w.replay = Some(f);
         }
     }
-    // Workers get the whole run's rate (each takes its share of the one timetable); the
-    // report's intended rate is this shard's share of it.
-    let shard_rate_rps = rate_rps / f64::from(plan.fleet.shard.count());
-    let rss_before = rss_bytes().unwrap_or(0);
-    keep_off_worker_cores(plan.control_core);
     let fleet = spawn_workers(&workers, stop)?;
     let readies = fleet.await_ready();
     let setup = setup_of(plan, &readies, rss_before, rate_rps);

@@ -25,6 +25,8 @@ pub const CHUNK_BYTES: usize = 256 << 10;
 pub const CHUNK_REQUESTS: usize = 4096;
 /// Chunks in circulation per worker: in its channel, and held by it.
 pub const CHUNKS_PER_WORKER: usize = 8;
+/// How soon a worker whose next request has not arrived looks again.
+const STARVED_POLL_NS: Nanos = 20_000;
 
 /// Consecutive requests of one worker: their due instants and bytes.
 #[derive(Debug)]
@@ -243,6 +245,8 @@ pub struct Cursor {
     next: Option<Nanos>,
     /// The reader has sent everything.
     ended: bool,
+    /// While the next request has not arrived: when to look again.
+    poll_at: Nanos,
     /// The reader was not ahead: times the next request had not arrived when asked.
     pub starved: u64,
     starving: bool,
@@ -256,6 +260,7 @@ impl Cursor {
             at: (0, 0),
             next: None,
             ended: false,
+            poll_at: 0,
             starved: 0,
             starving: false,
         };
@@ -295,6 +300,9 @@ impl Cursor {
     #[inline]
     pub fn pop_due(&mut self, now_ns: Nanos) -> Option<(Nanos, u64)> {
         self.arrive();
+        if self.next.is_none() {
+            self.poll_at = now_ns + STARVED_POLL_NS;
+        }
         let due = self.next.filter(|&d| d <= now_ns)?;
         let (ci, ri) = self.at;
         let k = self.live[ci].first_k + ri as u64;
@@ -304,14 +312,15 @@ impl Cursor {
         Some((due, k * self.feed.lanes + self.feed.lane))
     }
 
-    /// When the next request is due: `Some(0)` (now: look again) while it has not
-    /// arrived, `None` once the replay is over.
+    /// When the next request is due: a moment after the last look while it has not
+    /// arrived (the loop sleeps that long rather than spin against the reader),
+    /// `None` once the replay is over.
     #[inline]
     pub fn next_due(&self) -> Option<Nanos> {
         match self.next {
             Some(d) => Some(d),
             None if self.ended => None,
-            None => Some(0),
+            None => Some(self.poll_at),
         }
     }
 

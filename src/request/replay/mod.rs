@@ -116,12 +116,15 @@ impl LineKind {
                 out.extend_from_slice(b" HTTP/1.1\r\n");
                 out.extend_from_slice(rest);
             }
+            LineKind::Payload if template.is_empty() => {
+                return Err("the payload is empty".into());
+            }
+            // Without escapes the line is the payload: no byte-by-byte decoding.
+            LineKind::Payload if !template.contains('\\') => {
+                out.extend_from_slice(template.as_bytes());
+            }
             LineKind::Payload => {
-                let bytes = crate::proto::unescape(template)?;
-                if bytes.is_empty() {
-                    return Err("the payload is empty".into());
-                }
-                out.extend_from_slice(&bytes);
+                out.extend_from_slice(&crate::proto::unescape(template)?);
             }
         }
         Ok(())
