@@ -187,9 +187,20 @@ impl RunPlan {
             ArrivalKind::Poisson => self.cores.len(),
             ArrivalKind::Constant => 0,
         };
+        // A replay's recording by what it holds (its path may differ per machine).
+        let replay = self.replay.as_ref().map(|r| {
+            format!(
+                " replay={}:{}:{}:{}:{}",
+                r.format.name(),
+                r.summary.requests,
+                r.summary.last_offset_ns,
+                r.timing.speed,
+                r.looped
+            )
+        });
         format!(
             "targets={:?} rate={rate_spec} arrivals={} lanes={lanes} seed={} duration={} \
-             connections={} pipeline={} transport={:?} requests={:?} shards={}",
+             connections={} pipeline={} transport={:?} requests={:?} shards={}{}",
             self.targets,
             self.arrivals,
             self.seed,
@@ -199,6 +210,7 @@ impl RunPlan {
             self.transport,
             self.requests,
             self.fleet.shard.count(),
+            replay.unwrap_or_default(),
         )
     }
 
