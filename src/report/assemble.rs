@@ -443,14 +443,7 @@ pub fn build(
         keys: keys_report(plan, ctr.sent),
         tls: tls_report(plan, ctr, &c.total),
         server_time: server_time_report(plan, ctr, &c.total),
-        replay: plan.replay.as_ref().map(|r| super::ReplayReport {
-            file: r.path.display().to_string(),
-            format: r.format.name(),
-            recorded_requests: r.summary.requests,
-            speed: r.timing.speed,
-            looped: r.looped,
-            read_ahead_dry: ctr.replay_dry,
-        }),
+        replay: replay_report(plan, ctr),
         http2: http2_report(plan, ctr, &c.totals),
         first_protocol_error,
         fleet: None,
@@ -606,6 +599,19 @@ fn confidence(
         );
     }
     (run, hists)
+}
+
+/// `--replay`: the recording and how often a worker's read-ahead ran dry.
+fn replay_report(plan: &RunPlan, ctr: &Counters) -> Option<super::ReplayReport> {
+    let r = plan.replay.as_ref()?;
+    Some(super::ReplayReport {
+        file: r.path.display().to_string(),
+        format: r.format.name(),
+        recorded_requests: r.summary.requests,
+        speed: r.timing.speed,
+        looped: r.looped,
+        read_ahead_dry: ctr.replay_dry,
+    })
 }
 
 /// `--tls`: the handshakes of the run.

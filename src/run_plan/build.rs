@@ -75,10 +75,8 @@ impl RunPlan {
             replay_rps: replay.as_ref().map(|r| super::replay::rates(r, duration).0),
         };
         let (rate_rps, shape) = rate(a, spec, &rated)?;
-        let requests = match (&replay, &facts.replay) {
-            (Some(r), Some(Ok(f))) => super::replay::requests(a, r, f.http_first)?,
-            _ => Arc::new(requests(a, facts)?),
-        };
+        let requests = super::replay::requests(a, replay.as_ref(), facts.replay.as_ref())
+            .unwrap_or_else(|| requests(a, facts).map(Arc::new))?;
         // HTTP/2's refusals first: its requests are HTTP/1.1 templates a baseline
         // would otherwise refuse for their framing.
         let http2 = http2_plan(a, &requests, transport, target.is_some(), frames.is_some())?;

@@ -114,7 +114,7 @@ pub fn plan(
         return Err(err("replay-port", "is for captures (pcap, pcapng)"));
     }
     let speed = a.replay_speed.unwrap_or(1.0);
-    if !(speed >= 1.0 / SPEED_MAX && speed <= SPEED_MAX) {
+    if !(1.0 / SPEED_MAX..=SPEED_MAX).contains(&speed) {
         return Err(err(
             "replay-speed",
             format!(
@@ -168,10 +168,21 @@ pub fn rates(r: &ReplayPlan, duration_ns: u64) -> (f64, f64) {
     (mean.max(1e-3), peak.max(mean).max(1.0))
 }
 
-/// The request set of a replay: one entry as long as the longest request (what the
-/// staging buffers are sized from), framed as `--framing` says, else as HTTP/1.1 for
-/// HTTP lines and captures of HTTP, else echo.
+/// The request set of a replay (`None` without one): one entry as long as the
+/// longest request (what the staging buffers are sized from), framed as `--framing`
+/// says, else as HTTP/1.1 for HTTP lines and captures of HTTP, else echo.
 pub fn requests(
+    a: &RunArgs,
+    r: Option<&ReplayPlan>,
+    facts: Option<&Result<ReplayFacts, String>>,
+) -> Option<Result<Arc<RequestSet>, PlanError>> {
+    match (r, facts) {
+        (Some(r), Some(Ok(f))) => Some(replay_requests(a, r, f.http_first)),
+        _ => None,
+    }
+}
+
+fn replay_requests(
     a: &RunArgs,
     r: &ReplayPlan,
     http_first: bool,
