@@ -1327,9 +1327,9 @@ fn bad_server_time_sources_are_usage_errors() {
             "GET /",
             "--http2",
             "--server-time",
-            "server-timing",
+            "offset:4:4:us",
         ],
         2,
-        "--server-time: not yet with --http2",
+        "--server-time: offset:OFF:LEN:UNIT reads raw replies: with --http2",
     );
 }

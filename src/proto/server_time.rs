@@ -76,6 +76,17 @@ impl ServerTimeSource {
     }
 }
 
+/// One more value `ns` for a reply that already said `before`: the sum when `source`
+/// sums every metric (`server-timing`), else the first value found.
+#[inline]
+pub fn combine(source: Option<&ServerTimeSource>, before: Option<u64>, ns: u64) -> u64 {
+    match before {
+        Some(b) if source.is_some_and(ServerTimeSource::sums) => b.saturating_add(ns),
+        Some(b) => b,
+        None => ns,
+    }
+}
+
 impl FromStr for ServerTimeSource {
     type Err = String;
 

@@ -567,7 +567,11 @@ fn server_time(
             transport != Transport::Tcp || frames,
             "reads replies of TCP requests: not with --proto udp or --workload frames",
         ),
-        (http2, "not yet with --http2 or --grpc (HTTP/1.1 only)"),
+        (
+            http2 && !http,
+            "offset:OFF:LEN:UNIT reads raw replies: with --http2 or --grpc use \
+             server-timing or header:NAME",
+        ),
         (
             http && requests.entries.iter().any(|e| e.framing != Framing::Http1),
             "a header source reads HTTP/1.1 replies: needs --http, or a --mix whose \

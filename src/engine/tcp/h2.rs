@@ -36,6 +36,7 @@ use crate::proto::h2::{
     Connection, ErrorCode, Event, FRAME_HEADER_BYTES, FRAME_SIZE_MIN, FrameParsed, H2Error,
     LocalSettings, WINDOW_MAX, frame, parse_frame,
 };
+use crate::proto::server_time;
 use crate::request::{Ctx, RENDER_STREAM, request_rng};
 use std::collections::VecDeque;
 
@@ -301,7 +302,18 @@ impl Worker<'_> {
                 }
                 FrameParsed::Complete { frame, consumed } => {
                     let bytes = &input[pos..];
-                    let event = self.h2_conn(c).receive(&frame, bytes, |_, _, _| {});
+                    // `--server-time`: what this header block says (one block, one
+                    // stream), added to its slot once the block is whole.
+                    let source = self.plan.server_time.as_deref();
+                    let mut said = None;
+                    let event = self.h2_conn(c).receive(&frame, bytes, |_, name, value| {
+                        if let Some(ns) = source.and_then(|s| s.from_header(name, value)) {
+                            said = Some(server_time::combine(source, said, ns));
+                        }
+                    });
+                    if let (Ok(Event::Headers { stream, .. }), Some(ns)) = (&event, said) {
+                        self.h2_server_time(c, *stream, ns);
+                    }
                     match event {
                         Err(e) => {
                             self.h2_failed(c, e, bytes);
@@ -491,11 +503,22 @@ impl Worker<'_> {
     }
 
     /// The slot of `c`'s request on `stream`, among those sent.
-    fn h2_slot(&self, c: u32, stream: u32) -> Option<usize> {
+    pub(super) fn h2_slot(&self, c: u32, stream: u32) -> Option<usize> {
         let conn = &self.table.conns[c as usize];
         (0..conn.inflight - conn.unsent)
             .map(|nth| self.table.slot_index(c, nth))
             .find(|&i| self.table.slots[i].stream == stream)
+    }
+
+    /// `--server-time`: `ns` said by a header block of `stream` on `c`, with what its
+    /// earlier blocks said (trailers add to the headers' list).
+    fn h2_server_time(&mut self, c: u32, stream: u32, ns: u64) {
+        if let Some(i) = self.h2_slot(c, stream) {
+            let source = self.plan.server_time.as_deref();
+            let before = self.server_fields[i];
+            self.server_fields[i] =
+                server_time::combine(source, (before != u64::MAX).then_some(before), ns);
+        }
     }
 
     /// `--expect` body assertions: keeps `data` of `stream` on `c` for its request.
@@ -768,6 +791,9 @@ impl Worker<'_> {
                         self.table.slots[i].stream = stream;
                         if let Some(kept) = &mut h2.kept {
                             kept.lens[i] = 0;
+                        }
+                        if let Some(f) = self.server_fields.get_mut(i) {
+                            *f = u64::MAX;
                         }
                         len += n;
                         k += 1;

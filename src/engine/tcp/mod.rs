@@ -198,7 +198,8 @@ struct Worker<'p> {
     first_bad: Option<String>,
     /// `--server-time offset:`: per connection, the field read at the start of its
     /// current response (`u64::MAX`: none; its first bytes did not arrive in one
-    /// receive). Empty otherwise, so a held connection costs nothing more.
+    /// receive); with `--http2`, per request slot, what its header blocks said. Empty
+    /// otherwise, so a held connection costs nothing more.
     server_fields: Vec<u64>,
     /// Exact HTTP status codes and error-reply kinds over the run.
     replies: ReplyTally,
@@ -312,6 +313,8 @@ fn entry_framers(plan: &WorkerPlan) -> Vec<AnyFramer> {
 /// `--server-time offset:`: one field slot per connection; none otherwise.
 fn server_fields(plan: &WorkerPlan) -> Vec<u64> {
     match plan.server_time.as_deref() {
+        // HTTP/2: one per request slot (a connection's streams answer in any order).
+        Some(_) if plan.http2.is_some() => vec![u64::MAX; plan.connections * plan.pipeline],
         Some(source) if !source.is_http() => vec![u64::MAX; plan.connections],
         _ => Vec::new(),
     }

@@ -355,7 +355,12 @@ impl Worker<'_> {
 
     /// The server's own time the response that just completed on `c` carried, if any.
     #[inline]
-    fn server_time_of(&self, c: u32) -> Option<u64> {
+    fn server_time_of(&self, c: u32, req: &Req) -> Option<u64> {
+        if self.h2.is_some() {
+            // Its slot still holds it while it is recorded.
+            let ns = self.server_fields[self.h2_slot(c, req.stream)?];
+            return (ns != u64::MAX).then_some(ns);
+        }
         match self.plan.server_time.as_deref()? {
             ServerTimeSource::Offset { .. } => {
                 let ns = self.server_fields[c as usize];
@@ -537,8 +542,8 @@ impl Worker<'_> {
     /// on `c` and, for the same request, `latency` less it (network and queueing); an
     /// answer without one is counted, never recorded as zero.
     #[inline]
-    fn record_server_time(&mut self, c: u32, latency: u64) {
-        match self.server_time_of(c) {
+    fn record_server_time(&mut self, c: u32, req: &Req, latency: u64) {
+        match self.server_time_of(c, req) {
             Some(server_ns) => {
                 self.out.hist.server_time.saturating_record(server_ns);
                 self.out
@@ -590,7 +595,7 @@ impl Worker<'_> {
             self.out.counters.completed += 1;
             self.out.hist.latency.saturating_record(latency);
             if self.plan.server_time.is_some() {
-                self.record_server_time(c, latency);
+                self.record_server_time(c, &req, latency);
             }
             self.out
                 .hist
