@@ -494,6 +494,15 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub members_per_connection: Option<usize>,
 
+    /// Frames with --members-per-connection: which connections share a room in member
+    /// slots past the first. `mixed`: each slot places its members by a permutation
+    /// seeded from --seed, so a connection's room mates differ from slot to slot (as a
+    /// gateway's or bot host's streams meet strangers), mixed within each worker's
+    /// share of the rooms; `grouped`: every slot's room r holds the same connections.
+    /// Default: mixed.
+    #[arg(long)]
+    pub room_layout: Option<String>,
+
     /// Frames with --frame-proto ws: the request path of a room's WebSocket, with
     /// `{room}` for the room number. Default: `/room/{room}`.
     #[arg(long)]

@@ -636,7 +636,7 @@ fn expect_frames_usage(cases: &[(&[&str], &str)]) {
 /// path); the sink's flag likewise: one line, exit 2.
 #[test]
 fn members_per_connection_bad_inputs_are_usage_errors() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["--members-per-connection", "0"],
             "--members-per-connection: must be between 1 and 1024, got 0",
@@ -662,6 +662,14 @@ fn members_per_connection_bad_inputs_are_usage_errors() {
         (
             &["--members-per-connection", "2", "--frame-proto", "ws"],
             "--members-per-connection: a WebSocket is one room's path",
+        ),
+        (
+            &["--members-per-connection", "2", "--room-layout", "shuffled"],
+            "--room-layout: expected grouped or mixed, got \"shuffled\"",
+        ),
+        (
+            &["--room-layout", "grouped"],
+            "--room-layout: places the members of slots past the first: needs --members-per-connection 2",
         ),
     ];
     expect_frames_usage(&cases);
@@ -734,7 +742,7 @@ fn senders_per_room_bad_inputs_are_usage_errors() {
             "2",
         ],
         2,
-        "--senders-per-room and --members-per-connection need --workload frames",
+        "--members-per-connection and --room-layout need --workload frames",
     );
 }
 

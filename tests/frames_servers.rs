@@ -76,6 +76,18 @@ fn assert_exact_sockets(
     echo: bool,
     sockets: u64,
 ) {
+    assert_exact_members(proto, out, v, echo, sockets, 1)
+}
+
+/// [`assert_exact_sockets`] with `members` members per connection.
+fn assert_exact_members(
+    proto: &str,
+    out: &std::process::Output,
+    v: &serde_json::Value,
+    echo: bool,
+    sockets: u64,
+    members: u64,
+) {
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(out));
     let fr = &v["frames"];
     let n = |k: &str| {
@@ -83,7 +95,7 @@ fn assert_exact_sockets(
             .as_u64()
             .unwrap_or_else(|| panic!("frames.{k} in {fr}"))
     };
-    let planned = CONNECTIONS * TICKS;
+    let planned = CONNECTIONS * TICKS * members;
     let receivers = ROOM - 1 + u64::from(echo);
     assert_eq!(fr["proto"], proto);
     assert_eq!(n("planned"), planned, "{proto}");
@@ -124,6 +136,27 @@ fn mqtt_rooms_carry_every_planned_frame_and_the_senders_own() {
     let (_s, port) = mosquitto("allow_anonymous true\nset_tcp_nodelay true");
     let (out, v) = frames_run("mqtt", port, "2s", &CALM);
     assert_exact("mqtt", &out, &v, true);
+}
+
+/// Issue 36 item 7: 20 connections of 4 members through mosquitto under the default
+/// `--room-layout mixed`: each connection subscribes to its 4 slots' topics, which the
+/// permutation gives other room mates in every slot, and every planned frame is
+/// received exactly once by each room mate (and its sender: MQTT echoes).
+#[test]
+fn mqtt_mixed_rooms_of_multiplexed_members_carry_every_planned_frame() {
+    let _g = load_lock();
+    let (_s, port) = mosquitto("allow_anonymous true\nset_tcp_nodelay true");
+    let extra = [
+        CALM[0],
+        CALM[1],
+        "--members-per-connection",
+        "4",
+        "--seed",
+        "7",
+    ];
+    let (out, v) = frames_run("mqtt", port, "2s", &extra);
+    assert_eq!(v["frames"]["room_layout"], "mixed");
+    assert_exact_members("mqtt", &out, &v, true, 1, 4);
 }
 
 #[test]

@@ -152,6 +152,9 @@ pub struct FramePlan {
     /// `--members-per-connection M`: each connection carries M members, member slot s
     /// in room `s x rooms + room` (see [`super::frames::accounting::MemberBooks`]).
     pub members_per_connection: usize,
+    /// `--room-layout`: which connections share a room in slots past the first
+    /// ([`crate::schedule::room_mix`]).
+    pub room_layout: crate::schedule::RoomLayout,
     /// The rooms this process runs, `first_room..first_room + room_count` of the run's
     /// `grid.rooms()` (member slot s: the same range plus s x rooms): all of them, or
     /// under `--shard i/N` the shard's whole rooms. Connection ids, room ids and the
@@ -177,12 +180,28 @@ impl FramePlan {
             self.grid.senders_per_room(),
         )
         .saturating_mul(self.members_per_connection as u64)
+        .saturating_add(
+            crate::schedule::SlotMap::bytes_for(self.owned_connections().1)
+                .saturating_mul(self.mixed_slots() as u64),
+        )
     }
 
-    /// The wire room id of room `room` for member slot `slot`.
-    #[inline]
-    pub fn wire_room(&self, slot: usize, room: u64) -> u32 {
-        (slot as u64 * self.grid.rooms() + room) as u32
+    /// Member slots whose rooms are a seeded permutation (`--room-layout mixed`: all
+    /// but slot 0).
+    pub fn mixed_slots(&self) -> usize {
+        match self.room_layout {
+            crate::schedule::RoomLayout::Mixed => self.members_per_connection - 1,
+            crate::schedule::RoomLayout::Grouped => 0,
+        }
+    }
+
+    /// The layout that ran: `mixed` only where a slot past the first was permuted.
+    pub fn layout_ran(&self) -> crate::schedule::RoomLayout {
+        if self.mixed_slots() > 0 {
+            crate::schedule::RoomLayout::Mixed
+        } else {
+            crate::schedule::RoomLayout::Grouped
+        }
     }
 }
 

@@ -27,6 +27,11 @@ pub struct FramesReport {
     /// Members each connection carries (`--members-per-connection`, 1 without it);
     /// `rooms` counts the rooms of every member slot.
     pub members_per_connection: u64,
+    /// `--room-layout` as it ran: `mixed` when member slots past the first placed
+    /// their members by a seeded permutation (room mates differ from slot to slot),
+    /// `grouped` when every slot's room held the same connections (always with one
+    /// member per connection).
+    pub room_layout: &'static str,
     /// Rooms this run (or shard) ran, over every member slot.
     pub rooms: u64,
     /// The first of them in the whole run's numbering (slot 0): 0 unless `--shard`
@@ -339,6 +344,7 @@ pub fn build(
         room_size: fp.grid.room_size,
         senders_per_room: fp.grid.senders_per_room(),
         members_per_connection: fp.members_per_connection as u64,
+        room_layout: fp.layout_ran().name(),
         rooms: fp.room_count * fp.members_per_connection as u64,
         first_room: fp.first_room,
         budget_ns: fp.budget_ns,
@@ -405,12 +411,11 @@ pub fn build(
     })
 }
 
-/// The frames block of the text report.
-pub fn render(f: &FramesReport, w: &mut String) {
-    let pct = |x: f64| format!("{:.3}%", x * 100.0);
+/// The frames block's first line: the run's shape.
+fn render_head(f: &FramesReport, w: &mut String) {
     let _ = writeln!(
         w,
-        "frames: tick {} x {} B, rooms of {}{} ({} rooms), budget {}{}",
+        "frames: tick {} x {} B, rooms of {}{} ({} rooms{}), budget {}{}",
         fmt_ns(f.tick_ns),
         f.frame_bytes,
         f.room_size,
@@ -424,6 +429,14 @@ pub fn render(f: &FramesReport, w: &mut String) {
             String::new()
         },
         f.rooms,
+        if f.members_per_connection > 1 {
+            format!(
+                ", {} members per connection, {} layout",
+                f.members_per_connection, f.room_layout
+            )
+        } else {
+            String::new()
+        },
         fmt_ns(f.budget_ns),
         if f.echo_to_sender {
             ", echo to sender"
@@ -431,6 +444,12 @@ pub fn render(f: &FramesReport, w: &mut String) {
             ""
         }
     );
+}
+
+/// The frames block of the text report.
+pub fn render(f: &FramesReport, w: &mut String) {
+    let pct = |x: f64| format!("{:.3}%", x * 100.0);
+    render_head(f, w);
     render_join(f, w);
     if let Some(a) = &f.aggregate {
         let _ = writeln!(

@@ -8,7 +8,7 @@ use crate::limits::*;
 use crate::proto::frame_proto::{
     Echo, FrameProtoKind, FrameSpec, GrpcSpec, SpecError, TOPIC_DEFAULT, WS_PATH_DEFAULT, grpc,
 };
-use crate::schedule::{FrameGrid, SENDERS_ALL};
+use crate::schedule::{FrameGrid, RoomLayout, SENDERS_ALL};
 
 /// `--room-size` when not given.
 pub const ROOM_SIZE_DEFAULT: usize = 10;
@@ -26,7 +26,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         || a.work.frame_topic.is_some()
         || a.work.ws_path.is_some()
         || a.work.senders_per_room.is_some()
-        || a.work.members_per_connection.is_some();
+        || a.work.members_per_connection.is_some()
+        || a.work.room_layout.is_some();
     match a.work.workload.as_str() {
         "requests" => {
             if a.work.aggregate {
@@ -45,8 +46,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
                 return Err(err(
                     "workload",
                     "--tick, --frame-size, --room-size, --frame-budget, --echo-to-sender, --frame-proto, \
-                     --frame-topic, --ws-path, --senders-per-room and --members-per-connection need \
-                     --workload frames",
+                     --frame-topic, --ws-path, --senders-per-room, --members-per-connection and \
+                     --room-layout need --workload frames",
                 ));
             }
             return Ok(None);
@@ -112,6 +113,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
     spec.join_frames = (senders as usize) < room_size;
     let joined_at_start = spec.joins();
     let members_per_connection = members_per_connection(a, spec.kind, room_size)?;
+    let room_layout = room_layout(a, members_per_connection)?;
     let echo = match spec.kind.echo() {
         Echo::Always => true,
         Echo::Never | Echo::ServerDefined => a.work.echo_to_sender,
@@ -132,6 +134,7 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         echo,
         down_size,
         members_per_connection,
+        room_layout,
         // All of them; `--shard` cuts them down with the other totals.
         first_room: 0,
         room_count: grid.rooms(),
@@ -177,6 +180,22 @@ fn members_per_connection(
         }
     }
     Ok(m)
+}
+
+/// `--room-layout`: mixed without it; refused where there is no slot past the first
+/// to place (it would change nothing).
+fn room_layout(a: &RunArgs, members_per_connection: usize) -> Result<RoomLayout, PlanError> {
+    let Some(l) = a.work.room_layout.as_deref() else {
+        return Ok(RoomLayout::default());
+    };
+    let layout = l.parse().map_err(|e| err("room-layout", e))?;
+    if members_per_connection < 2 {
+        return Err(err(
+            "room-layout",
+            "places the members of slots past the first: needs --members-per-connection 2 or more",
+        ));
+    }
+    Ok(layout)
 }
 
 /// `--senders-per-room K`: members 0..K of each room send; [`SENDERS_ALL`] without it.

@@ -61,7 +61,7 @@ use crate::limits::{
 };
 use crate::proto::frame::{FrameHeader, LEN_PREFIX_BYTES};
 use crate::proto::frame_proto::{CONTROL_BYTES_MAX, FrameProto, Role};
-use crate::schedule::FrameCursor;
+use crate::schedule::{FrameCursor, SlotMap};
 use crate::transport::tls_record::RecordLayer;
 use accounting::{FrameBook, MemberBooks};
 use crossbeam_channel::{Receiver, Sender};
@@ -374,19 +374,28 @@ fn frames_ring(plan: &WorkerPlan, n: usize, udp: bool) -> std::io::Result<(Ring,
     Ok((ring, fixed_files))
 }
 
-/// The receivers' accounting: one book per member slot (the downlink frames' under
-/// `--aggregate`).
+/// The receivers' accounting: one book per member slot, each with its slot's layout
+/// (the downlink frames' under `--aggregate`).
 fn member_books(plan: &WorkerPlan, fp: &FramePlan, slots: usize) -> MemberBooks {
     let (first, members) = (plan.conn_offset as u64, plan.connections);
     MemberBooks::new(
-        || {
-            let b = FrameBook::new(
+        |slot| {
+            let map = SlotMap::new(
+                fp.room_layout,
+                plan.seed,
+                slot,
+                first,
+                members,
+                fp.grid.room_size,
+            );
+            let b = FrameBook::placed(
                 fp.grid,
                 first,
                 members,
                 fp.echo,
                 fp.budget_ns,
                 plan.duration_ns,
+                map,
             );
             if fp.down_size.is_some() {
                 b.aggregated()
