@@ -155,12 +155,52 @@ pub struct FramePlan {
     /// `--room-layout`: which connections share a room in slots past the first
     /// ([`crate::schedule::room_mix`]).
     pub room_layout: crate::schedule::RoomLayout,
+    /// `--slow-readers RATIO:RATE`: connections that read slowly, or not at all.
+    pub slow_readers: Option<SlowReaders>,
     /// The rooms this process runs, `first_room..first_room + room_count` of the run's
     /// `grid.rooms()` (member slot s: the same range plus s x rooms): all of them, or
     /// under `--shard i/N` the shard's whole rooms. Connection ids, room ids and the
     /// timetable stay the run's, so N shards are one run.
     pub first_room: u64,
     pub room_count: u64,
+}
+
+/// `--slow-readers RATIO:RATE`: each connection reads at RATE bytes/s (0: stops
+/// reading once joined) with probability RATIO, drawn from the run's seed by its
+/// global index, so every shard and worker agrees on which are slow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowReaders {
+    /// RATIO x 2^53: a connection whose 53-bit draw is below it is slow.
+    threshold: u64,
+    /// RATIO as given (its bits: the plan compares as `Eq`).
+    ratio_bits: u64,
+    pub rate_bytes_per_s: u64,
+}
+
+impl SlowReaders {
+    const ONE: u64 = 1 << 53;
+
+    /// RATIO in (0, 1] (the plan checked it) and RATE.
+    pub fn new(ratio: f64, rate_bytes_per_s: u64) -> SlowReaders {
+        SlowReaders {
+            threshold: (ratio * Self::ONE as f64).round() as u64,
+            ratio_bits: ratio.to_bits(),
+            rate_bytes_per_s,
+        }
+    }
+
+    /// RATIO.
+    pub fn ratio(&self) -> f64 {
+        f64::from_bits(self.ratio_bits)
+    }
+
+    /// Whether connection `j` (global index) of a run seeded `seed` reads slowly.
+    pub fn is_slow(&self, seed: u64, j: u64) -> bool {
+        // A stream of its own: not the draws of --conn-max-age or the layout.
+        let salt = 0x0051_0e7e_adeb_5103_u64;
+        let draw = crate::schedule::mix64(seed ^ salt ^ crate::schedule::mix64(j));
+        draw >> 11 < self.threshold
+    }
 }
 
 impl FramePlan {

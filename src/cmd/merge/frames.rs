@@ -198,6 +198,14 @@ pub fn merge(parts: &[&Value]) -> Result<Option<Value>, FramesMergeError> {
             set(&mut out, path, json!(v));
         }
     }
+    if out["slow_readers"].is_object() {
+        // The flag's RATIO and RATE are every shard's; the counts add.
+        let s = &mut out["slow_readers"];
+        s["ratio"] = first["slow_readers"]["ratio"].clone();
+        s["rate_bytes_per_s"] = first["slow_readers"]["rate_bytes_per_s"].clone();
+        let (e, r) = (n(s, "expected"), n(s, "received"));
+        s["retention"] = json!(if e == 0 { 0.0 } else { r as f64 / e as f64 });
+    }
     if out["aggregate"].is_object() {
         out["aggregate"]["down_bytes"] = first["aggregate"]["down_bytes"].clone();
         out["aggregate"]["expected_arrival_shift_ns"] = json!(

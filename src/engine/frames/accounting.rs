@@ -191,6 +191,11 @@ pub struct FrameBook {
     /// Under a permutation, per room of the worker, the instant its last member joins
     /// (a room's joins are then not in member order); empty otherwise.
     room_joined: Box<[Nanos]>,
+    /// `--slow-readers`: per receiver, whether it reads slowly (empty: none does).
+    /// A slow receiver's frames count in `slow_n`, never in the interval's figures,
+    /// the deviation and jitter histograms, `received` or `lost_so_far`.
+    slow: Box<[bool]>,
+    slow_n: FrameCounters,
 }
 
 /// The run's totals of one worker's accounting.
@@ -206,6 +211,26 @@ pub struct BookTotals {
     pub fanout_complete: u64,
     /// Loss not yet finalised by the windows (counted at the end).
     pub lost_at_end: u64,
+    /// `--slow-readers`: the slow receivers' part, apart from all the above.
+    pub slow: SlowBook,
+}
+
+/// What the slow receivers (`--slow-readers`) were planned to get and got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlowBook {
+    pub receivers: u64,
+    pub expected: u64,
+    /// Received (unique), late, duplicates, stale, and `lost`: gaps below a frame
+    /// received, which over TCP the server dropped.
+    pub n: FrameCounters,
+}
+
+impl SlowBook {
+    pub fn add(&mut self, o: &SlowBook) {
+        self.receivers += o.receivers;
+        self.expected += o.expected;
+        self.n.add(&o.n);
+    }
 }
 
 impl FrameBook {
@@ -277,7 +302,21 @@ impl FrameBook {
             aggregate: false,
             map,
             room_joined,
+            slow: Box::new([]),
+            slow_n: FrameCounters::default(),
         }
+    }
+
+    /// The same book with receivers `slow[r]` reading slowly (`--slow-readers`).
+    pub fn with_slow(mut self, slow: Box<[bool]>) -> FrameBook {
+        assert!(slow.is_empty() || slow.len() == self.count);
+        self.slow = slow;
+        self
+    }
+
+    #[inline]
+    fn is_slow(&self, r: usize) -> bool {
+        !self.slow.is_empty() && self.slow[r]
     }
 
     /// The room (global) of connection `j` of this book's worker.
@@ -473,24 +512,31 @@ impl FrameBook {
         }
         let w = r as usize * g.senders_per_room() as usize + member as usize;
         let (seen, lost) = self.windows[w].arrive(h.seq, at, g.tick_ns);
-        n.lost += lost;
-        self.lost_so_far += lost;
+        let slow = self.is_slow(r as usize);
+        // A slow reader's figures apart: the others' stay what the server did to them.
+        if !slow {
+            self.lost_so_far += lost;
+        }
+        let c = if slow { &mut self.slow_n } else { &mut *n };
+        c.lost += lost;
         match seen {
-            Seen::Duplicate => n.duplicates += 1,
-            Seen::Stale => n.stale += 1,
+            Seen::Duplicate => c.duplicates += 1,
+            Seen::Stale => c.stale += 1,
             Seen::New {
                 reordered,
                 jitter_ns,
             } => {
                 self.unique[r as usize] += 1;
-                self.received += 1;
-                n.received += 1;
-                n.reordered += u64::from(reordered);
+                c.received += 1;
+                c.reordered += u64::from(reordered);
                 let deviation = at.saturating_sub(h.intended_ns);
-                hist.frame_deviation.saturating_record(deviation);
-                n.late += u64::from(deviation > self.budget_ns);
-                if let Some(j) = jitter_ns {
-                    hist.frame_jitter.saturating_record(j);
+                c.late += u64::from(deviation > self.budget_ns);
+                if !slow {
+                    self.received += 1;
+                    hist.frame_deviation.saturating_record(deviation);
+                    if let Some(j) = jitter_ns {
+                        hist.frame_jitter.saturating_record(j);
+                    }
                 }
                 let receivers = self.receivers(gs, room, h.seq);
                 self.fan_arrival(gs, h.seq, h.intended_ns, at, receivers, hist, n);
@@ -510,16 +556,23 @@ impl FrameBook {
         }
         let due = (now - wait).min(self.duration_ns);
         let r_size = g.senders_per_room() as usize;
-        let mut lost = 0;
+        let (mut lost, mut slow_lost) = (0, 0);
         for (i, w) in self.windows.iter_mut().enumerate() {
-            let (gr, m) = (self.first + (i / r_size) as u64, (i % r_size) as u64);
+            let (r, m) = (i / r_size, (i % r_size) as u64);
+            let (gr, slow) = (self.first + r as u64, !self.slow.is_empty() && self.slow[r]);
             let room = self.map.room(gr);
             if m < g.members(room) {
-                lost += w.expire(g.due_before(self.map.conn(room, m), due));
+                let gone = w.expire(g.due_before(self.map.conn(room, m), due));
+                if slow {
+                    slow_lost += gone;
+                } else {
+                    lost += gone;
+                }
             }
         }
         n.lost += lost;
         self.lost_so_far += lost;
+        self.slow_n.lost += slow_lost;
     }
 
     /// The run's totals (after the drain).
@@ -538,9 +591,14 @@ impl FrameBook {
                 }
             }
             let got = self.unique[r as usize];
-            t.expected += expected;
-            t.received += got;
-            t.per_receiver.push((expected, got));
+            if self.is_slow(r as usize) {
+                t.slow.receivers += 1;
+                t.slow.expected += expected;
+            } else {
+                t.expected += expected;
+                t.received += got;
+                t.per_receiver.push((expected, got));
+            }
             // As a source: its frames that have at least one receiver.
             // (receivers never decrease with k: count up to the first frame with any.)
             let start = g.start_k(gr);
@@ -558,6 +616,7 @@ impl FrameBook {
         }
         t.fanout_complete = self.fan_complete;
         t.lost_at_end = (t.expected - t.received).saturating_sub(self.lost_so_far);
+        t.slow.n = self.slow_n;
         t
     }
 }
@@ -652,6 +711,7 @@ impl MemberBooks {
             t.fanout_expected += x.fanout_expected;
             t.fanout_complete += x.fanout_complete;
             t.lost_at_end += x.lost_at_end;
+            t.slow.add(&x.slow);
         }
         t
     }
