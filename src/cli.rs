@@ -518,6 +518,25 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub members_per_connection: Option<usize>,
 
+    /// Frames with --members-per-connection: which connections share a room in member
+    /// slots past the first. `mixed`: each slot places its members by a permutation
+    /// seeded from --seed, so a connection's room mates differ from slot to slot (as a
+    /// gateway's or bot host's streams meet strangers), mixed within each worker's
+    /// share of the rooms; `grouped`: every slot's room r holds the same connections.
+    /// Default: mixed.
+    #[arg(long)]
+    pub room_layout: Option<String>,
+
+    /// Frames: a share RATIO (above 0, at most 1) of the connections read slowly, at
+    /// RATE bytes per second (`10KB`, `1MiB`; `0`: they stop reading once joined), as
+    /// a slow subscriber does, so the server's answer (buffering, drops, disconnects)
+    /// is measured. Each connection is slow with probability RATIO, drawn from --seed;
+    /// a slow connection's members are all slow. Their frames are reported apart
+    /// (`frames.slow_readers`), never in the other readers' retention and loss. TCP
+    /// without --tls. E.g. `0.1:10KB`.
+    #[arg(long)]
+    pub slow_readers: Option<String>,
+
     /// Frames with --frame-proto ws: the request path of a room's WebSocket, with
     /// `{room}` for the room number. Default: `/room/{room}`.
     #[arg(long)]

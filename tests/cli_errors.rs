@@ -636,7 +636,7 @@ fn expect_frames_usage(cases: &[(&[&str], &str)]) {
 /// path); the sink's flag likewise: one line, exit 2.
 #[test]
 fn members_per_connection_bad_inputs_are_usage_errors() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["--members-per-connection", "0"],
             "--members-per-connection: must be between 1 and 1024, got 0",
@@ -663,6 +663,14 @@ fn members_per_connection_bad_inputs_are_usage_errors() {
             &["--members-per-connection", "2", "--frame-proto", "ws"],
             "--members-per-connection: a WebSocket is one room's path",
         ),
+        (
+            &["--members-per-connection", "2", "--room-layout", "shuffled"],
+            "--room-layout: expected grouped or mixed, got \"shuffled\"",
+        ),
+        (
+            &["--room-layout", "grouped"],
+            "--room-layout: places the members of slots past the first: needs --members-per-connection 2",
+        ),
     ];
     expect_frames_usage(&cases);
     for (extra, needle) in [
@@ -686,6 +694,63 @@ fn members_per_connection_bad_inputs_are_usage_errors() {
         &["sink", "--members-per-connection", "2"],
         2,
         "--members-per-connection: needs --mode broadcast",
+    );
+}
+
+/// Issue 36 item 7: `--slow-readers` malformed, its RATIO outside (0, 1], its RATE
+/// unreadable, where no reader can be slowed, or without frames: one line, exit 2,
+/// before anything connects.
+#[test]
+fn slow_readers_bad_inputs_are_usage_errors() {
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--slow-readers", "0.1"],
+            "--slow-readers: expected RATIO:RATE such as 0.1:10KB (0: stop reading), got \"0.1\"",
+        ),
+        (
+            &["--slow-readers", "0:10KB"],
+            "--slow-readers: RATIO must be above 0 and at most 1, got \"0\"",
+        ),
+        (
+            &["--slow-readers", "1.5:10KB"],
+            "--slow-readers: RATIO must be above 0 and at most 1, got \"1.5\"",
+        ),
+        (
+            &["--slow-readers", "0.1:fast"],
+            "--slow-readers: RATE must be bytes per second such as 0, 512, 10KB, 64KiB or 1MB, got \"fast\"",
+        ),
+        (
+            &["--slow-readers", "0.1:10KB", "--proto", "udp"],
+            "--slow-readers: slows a TCP connection's reads",
+        ),
+        (
+            &["--slow-readers", "0.1:10KB", "--tls"],
+            "--slow-readers: paces plaintext reads; not with --tls",
+        ),
+        (
+            &[
+                "--slow-readers",
+                "0.1:0",
+                "--aggregate",
+                "--down-size",
+                "272",
+            ],
+            "--slow-readers: accounts relayed frames per reader; not with --aggregate",
+        ),
+    ];
+    expect_frames_usage(&cases);
+    expect(
+        &[
+            "run",
+            "--target",
+            T,
+            "--rate",
+            "10",
+            "--slow-readers",
+            "0.1:0",
+        ],
+        2,
+        "--room-layout and --slow-readers need --workload frames",
     );
 }
 
@@ -734,7 +799,7 @@ fn senders_per_room_bad_inputs_are_usage_errors() {
             "2",
         ],
         2,
-        "--senders-per-room and --members-per-connection need --workload frames",
+        "--room-layout and --slow-readers need --workload frames",
     );
 }
 

@@ -1094,7 +1094,9 @@ fn a_room_of_two_thousand_with_two_senders_runs_within_its_memory() {
 /// sink. Member slot s of every connection is in a room of slot s, so each room's 10
 /// members are on 10 different connections and every relay crosses connections; each
 /// member has its own sequence and accounting, and one write per tick carries a
-/// connection's 10 frames.
+/// connection's 10 frames. Issue 36 item 7: under the default `--room-layout mixed`
+/// slots 1..10 place their members by a seeded permutation, and the sender, the
+/// joins and the accounting agree on it: not one frame foreign, every one expected.
 #[test]
 fn twenty_connections_of_ten_members_are_accounted_per_member() {
     const CONNS: u64 = 20;
@@ -1114,9 +1116,10 @@ fn twenty_connections_of_ten_members_are_accounted_per_member() {
         &RATE_ON_CORES_0_1,
         || {
             let mut a = frames_args_with(&sink.addr, "20", "2s");
-            a.extend_from_slice(&["--members-per-connection", "10"]);
+            a.extend_from_slice(&["--members-per-connection", "10", "--seed", "7"]);
             let v = run_report(&a, Duration::from_secs(60));
             let fr = &v["frames"];
+            assert_eq!(fr["room_layout"], "mixed", "the default");
             let planned = CONNS * M * TICKS;
             // Each frame at the 9 other members of its room, less frame 0 of each member
             // at the members that joined after it: 45 per room, 2 rooms per slot.
@@ -1155,6 +1158,90 @@ fn twenty_connections_of_ten_members_are_accounted_per_member() {
         },
     );
     sink.stop();
+}
+
+/// What each of the 20 connections of a `--members-per-connection 4` run (rooms of
+/// 10, `--seed 7`, one worker) sent in its first tick, read off the wire by a listener
+/// that relays nothing: per connection (numbered `room x 10 + member` from its slot-0
+/// frame), the room of each slot (its wire room less `slot x 2`).
+fn rooms_on_the_wire(layout: &str) -> std::collections::BTreeMap<u64, Vec<u64>> {
+    use blaster::proto::frame::{FrameHeader, next_tcp_frame};
+    use std::io::Read;
+    const SLOTS: usize = 4;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    #[rustfmt::skip]
+    let args = [
+        "run", "--cores", "0", "--target", &addr, "--workload", "frames",
+        "--connections", "20", "--room-size", "10", "--members-per-connection", "4",
+        "--room-layout", layout, "--seed", "7", "--tick", "20ms", "--duration", "1s",
+        "--quiet",
+    ];
+    let child = spawn_piped(std::process::Command::new(bin()).args(args));
+    let (mut by_conn, mut open) = (std::collections::BTreeMap::new(), vec![]);
+    for _ in 0..20 {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let (mut buf, mut got) = (vec![0u8; 4096], 0);
+        let (mut rooms, mut member) = (vec![u64::MAX; SLOTS], 0);
+        while rooms.contains(&u64::MAX) {
+            let n = s.read(&mut buf[got..]).unwrap();
+            assert!(n > 0, "closed before its first tick");
+            got += n;
+            while let Ok(Some((start, end))) = next_tcp_frame(&buf[..got]) {
+                let h = FrameHeader::decode(&buf[start..end]).unwrap();
+                if h.seq == 0 {
+                    let slot = h.room as usize / 2;
+                    rooms[slot] = u64::from(h.room) % 2;
+                    member = u64::from(h.member);
+                }
+                buf.copy_within(end..got, 0);
+                got -= end;
+            }
+        }
+        by_conn.insert(rooms[0] * 10 + member, rooms);
+        open.push(s); // open until the run ends: one connection each, no reconnects
+    }
+    let _ = wait_bounded(child, Duration::from_secs(30));
+    by_conn
+}
+
+/// Issue 36 item 7: under `--room-layout mixed` a connection's room mates differ from
+/// slot to slot, on the wire, exactly where `SlotMap` (the function the sender, the
+/// joins and the accounting share) puts them; under `grouped` every slot's rooms hold
+/// the slot-0 rooms' connections. Either way each room has its 10 members, each on its
+/// own connection.
+#[test]
+fn mixed_room_mates_differ_from_slot_to_slot_on_the_wire() {
+    use blaster::schedule::{RoomLayout, SlotMap};
+    let _l = load_lock();
+    for layout in [RoomLayout::Mixed, RoomLayout::Grouped] {
+        let rooms = rooms_on_the_wire(layout.name());
+        assert_eq!(rooms.len(), 20, "20 connections, each its own slot-0 place");
+        let mut moved = 0;
+        for slot in 0..4 {
+            let map = SlotMap::new(layout, 7, slot, 0, 20, 10);
+            for (&j, r) in &rooms {
+                assert_eq!(
+                    r[slot],
+                    map.room(j),
+                    "{layout:?} slot {slot} connection {j}"
+                );
+                moved += usize::from(r[slot] != r[0]);
+            }
+            for room in 0..2 {
+                let members: std::collections::BTreeSet<u64> = (rooms.iter())
+                    .filter(|(_, r)| r[slot] == room)
+                    .map(|(j, _)| j % 10)
+                    .collect();
+                assert_eq!(members.len(), 10, "{layout:?} slot {slot} room {room}");
+            }
+        }
+        match layout {
+            RoomLayout::Grouped => assert_eq!(moved, 0, "grouped slots are slot 0's rooms"),
+            RoomLayout::Mixed => assert!(moved >= 10, "{moved} members left their slot-0 room"),
+        }
+    }
 }
 
 /// The local IPv4 addresses of the established TCP sockets connected to 127.0.0.1:`port`

@@ -76,6 +76,18 @@ fn assert_exact_sockets(
     echo: bool,
     sockets: u64,
 ) {
+    assert_exact_members(proto, out, v, echo, sockets, 1)
+}
+
+/// [`assert_exact_sockets`] with `members` members per connection.
+fn assert_exact_members(
+    proto: &str,
+    out: &std::process::Output,
+    v: &serde_json::Value,
+    echo: bool,
+    sockets: u64,
+    members: u64,
+) {
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(out));
     let fr = &v["frames"];
     let n = |k: &str| {
@@ -83,7 +95,7 @@ fn assert_exact_sockets(
             .as_u64()
             .unwrap_or_else(|| panic!("frames.{k} in {fr}"))
     };
-    let planned = CONNECTIONS * TICKS;
+    let planned = CONNECTIONS * TICKS * members;
     let receivers = ROOM - 1 + u64::from(echo);
     assert_eq!(fr["proto"], proto);
     assert_eq!(n("planned"), planned, "{proto}");
@@ -124,6 +136,86 @@ fn mqtt_rooms_carry_every_planned_frame_and_the_senders_own() {
     let (_s, port) = mosquitto("allow_anonymous true\nset_tcp_nodelay true");
     let (out, v) = frames_run("mqtt", port, "2s", &CALM);
     assert_exact("mqtt", &out, &v, true);
+}
+
+/// Issue 36 item 7: 20 connections of 4 members through mosquitto under the default
+/// `--room-layout mixed`: each connection subscribes to its 4 slots' topics, which the
+/// permutation gives other room mates in every slot, and every planned frame is
+/// received exactly once by each room mate (and its sender: MQTT echoes).
+#[test]
+fn mqtt_mixed_rooms_of_multiplexed_members_carry_every_planned_frame() {
+    let _g = load_lock();
+    let (_s, port) = mosquitto("allow_anonymous true\nset_tcp_nodelay true");
+    let extra = [
+        CALM[0],
+        CALM[1],
+        "--members-per-connection",
+        "4",
+        "--seed",
+        "7",
+    ];
+    let (out, v) = frames_run("mqtt", port, "2s", &extra);
+    assert_eq!(v["frames"]["room_layout"], "mixed");
+    assert_exact_members("mqtt", &out, &v, true, 1, 4);
+}
+
+/// Issue 36 item 7: `--slow-readers 0.2:0` through mosquitto: the slow connections
+/// (drawn from --seed 7, the same draw as `SlowReaders::is_slow`) stop reading once
+/// subscribed, and everything they did not read is reported apart: the other readers
+/// get every planned frame (nothing lost, retention 1 for each of them), and the slow
+/// readers' frames are expected, received, dropped or unread in `frames.slow_readers`
+/// alone.
+#[test]
+fn mqtt_slow_readers_are_accounted_apart_from_the_others() {
+    use blaster::engine::worker_plan::SlowReaders;
+    let _g = load_lock();
+    let (_s, port) = mosquitto("allow_anonymous true\nset_tcp_nodelay true");
+    let extra = [CALM[0], CALM[1], "--slow-readers", "0.2:0", "--seed", "7"];
+    let (out, v) = frames_run("mqtt", port, "2s", &extra);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let fr = &v["frames"];
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+    let slow = (0..CONNECTIONS)
+        .filter(|&j| SlowReaders::new(0.2, 0).is_slow(7, j))
+        .count() as u64;
+    assert!(
+        (1..CONNECTIONS).contains(&slow),
+        "seed 7 draws {slow} slow of 20"
+    );
+    let sr = &fr["slow_readers"];
+    assert_eq!(
+        (n(sr, "connections"), n(sr, "members")),
+        (slow, slow),
+        "{sr}"
+    );
+    // MQTT echoes: every receiver expects its room's 10 members' 100 frames.
+    let per_receiver = ROOM * TICKS;
+    assert_eq!(n(fr, "planned"), CONNECTIONS * TICKS, "{fr}");
+    assert_eq!(
+        n(fr, "expected"),
+        (CONNECTIONS - slow) * per_receiver,
+        "{fr}"
+    );
+    assert_eq!(
+        (n(fr, "received"), n(fr, "lost"), n(fr, "foreign")),
+        (n(fr, "expected"), 0, 0),
+        "the other readers are untouched: {fr}"
+    );
+    assert_eq!(fr["retention_min"], 1.0, "{fr}");
+    assert_eq!(n(sr, "expected"), slow * per_receiver, "{sr}");
+    assert!(
+        n(sr, "received") < n(sr, "expected") / 2,
+        "stopped readers read little: {sr}"
+    );
+    assert_eq!(
+        n(sr, "received") + n(sr, "dropped") + n(sr, "unread"),
+        n(sr, "expected"),
+        "{sr}"
+    );
+    assert_eq!(
+        (sr["ratio"].as_f64(), n(sr, "rate_bytes_per_s")),
+        (Some(0.2), 0)
+    );
 }
 
 #[test]

@@ -783,6 +783,43 @@ pub struct FrameTotals {
     pub join_failures: JoinFailures,
     /// The first failed join's reason (the server's words where it gave some).
     pub first_join_error: Option<String>,
+    /// `--slow-readers`: the slow readers' figures (all 0 without it).
+    pub slow: SlowTotals,
+}
+
+/// `--slow-readers`: the slow readers' part of a frames run, kept apart from every
+/// other figure of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SlowTotals {
+    /// Slow connections, and their members (receivers).
+    pub connections: u64,
+    pub members: u64,
+    /// Frames they were planned to get, and got (unique).
+    pub expected: u64,
+    pub received: u64,
+    /// Gaps below a frame they received: frames the server dropped (TCP keeps order).
+    pub dropped: u64,
+    /// expected - received - dropped: never read by the end (still queued in the
+    /// kernel or the server, or dropped after the last frame read).
+    pub unread: u64,
+    pub late: u64,
+    pub duplicates: u64,
+    /// Slow connections that went down (closed or reset by the server).
+    pub disconnects: u64,
+}
+
+impl SlowTotals {
+    pub fn add(&mut self, o: &SlowTotals) {
+        self.connections += o.connections;
+        self.members += o.members;
+        self.expected += o.expected;
+        self.received += o.received;
+        self.dropped += o.dropped;
+        self.unread += o.unread;
+        self.late += o.late;
+        self.duplicates += o.duplicates;
+        self.disconnects += o.disconnects;
+    }
 }
 
 /// Failed joins of `--frame-proto` adapters, by kind.

@@ -155,12 +155,55 @@ pub struct FramePlan {
     /// `--members-per-connection M`: each connection carries M members, member slot s
     /// in room `s x rooms + room` (see [`super::frames::accounting::MemberBooks`]).
     pub members_per_connection: usize,
+    /// `--room-layout`: which connections share a room in slots past the first
+    /// ([`crate::schedule::room_mix`]).
+    pub room_layout: crate::schedule::RoomLayout,
+    /// `--slow-readers RATIO:RATE`: connections that read slowly, or not at all.
+    pub slow_readers: Option<SlowReaders>,
     /// The rooms this process runs, `first_room..first_room + room_count` of the run's
     /// `grid.rooms()` (member slot s: the same range plus s x rooms): all of them, or
     /// under `--shard i/N` the shard's whole rooms. Connection ids, room ids and the
     /// timetable stay the run's, so N shards are one run.
     pub first_room: u64,
     pub room_count: u64,
+}
+
+/// `--slow-readers RATIO:RATE`: each connection reads at RATE bytes/s (0: stops
+/// reading once joined) with probability RATIO, drawn from the run's seed by its
+/// global index, so every shard and worker agrees on which are slow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowReaders {
+    /// RATIO x 2^53: a connection whose 53-bit draw is below it is slow.
+    threshold: u64,
+    /// RATIO as given (its bits: the plan compares as `Eq`).
+    ratio_bits: u64,
+    pub rate_bytes_per_s: u64,
+}
+
+impl SlowReaders {
+    const ONE: u64 = 1 << 53;
+
+    /// RATIO in (0, 1] (the plan checked it) and RATE.
+    pub fn new(ratio: f64, rate_bytes_per_s: u64) -> SlowReaders {
+        SlowReaders {
+            threshold: (ratio * Self::ONE as f64).round() as u64,
+            ratio_bits: ratio.to_bits(),
+            rate_bytes_per_s,
+        }
+    }
+
+    /// RATIO.
+    pub fn ratio(&self) -> f64 {
+        f64::from_bits(self.ratio_bits)
+    }
+
+    /// Whether connection `j` (global index) of a run seeded `seed` reads slowly.
+    pub fn is_slow(&self, seed: u64, j: u64) -> bool {
+        // A stream of its own: not the draws of --conn-max-age or the layout.
+        let salt = 0x0051_0e7e_adeb_5103_u64;
+        let draw = crate::schedule::mix64(seed ^ salt ^ crate::schedule::mix64(j));
+        draw >> 11 < self.threshold
+    }
 }
 
 impl FramePlan {
@@ -180,12 +223,28 @@ impl FramePlan {
             self.grid.senders_per_room(),
         )
         .saturating_mul(self.members_per_connection as u64)
+        .saturating_add(
+            crate::schedule::SlotMap::bytes_for(self.owned_connections().1)
+                .saturating_mul(self.mixed_slots() as u64),
+        )
     }
 
-    /// The wire room id of room `room` for member slot `slot`.
-    #[inline]
-    pub fn wire_room(&self, slot: usize, room: u64) -> u32 {
-        (slot as u64 * self.grid.rooms() + room) as u32
+    /// Member slots whose rooms are a seeded permutation (`--room-layout mixed`: all
+    /// but slot 0).
+    pub fn mixed_slots(&self) -> usize {
+        match self.room_layout {
+            crate::schedule::RoomLayout::Mixed => self.members_per_connection - 1,
+            crate::schedule::RoomLayout::Grouped => 0,
+        }
+    }
+
+    /// The layout that ran: `mixed` only where a slot past the first was permuted.
+    pub fn layout_ran(&self) -> crate::schedule::RoomLayout {
+        if self.mixed_slots() > 0 {
+            crate::schedule::RoomLayout::Mixed
+        } else {
+            crate::schedule::RoomLayout::Grouped
+        }
     }
 }
 

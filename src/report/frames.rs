@@ -5,7 +5,7 @@
 use super::Percentiles;
 use super::hdr;
 use crate::engine::pacing::{BusyCpu, busy_cpu_ns};
-use crate::engine::recorder::{FrameCounters, FrameTotals, JoinFailures, WorkerTotals};
+use crate::engine::recorder::{FrameCounters, FrameTotals, JoinFailures, SlowTotals, WorkerTotals};
 use crate::metrics::Histograms;
 use crate::run_plan::RunPlan;
 use crate::units::fmt_ns;
@@ -27,6 +27,11 @@ pub struct FramesReport {
     /// Members each connection carries (`--members-per-connection`, 1 without it);
     /// `rooms` counts the rooms of every member slot.
     pub members_per_connection: u64,
+    /// `--room-layout` as it ran: `mixed` when member slots past the first placed
+    /// their members by a seeded permutation (room mates differ from slot to slot),
+    /// `grouped` when every slot's room held the same connections (always with one
+    /// member per connection).
+    pub room_layout: &'static str,
     /// Rooms this run (or shard) ran, over every member slot.
     pub rooms: u64,
     /// The first of them in the whole run's numbering (slot 0): 0 unless `--shard`
@@ -105,6 +110,21 @@ pub struct FramesReport {
     /// `--aggregate`: the server's downlink frames are what is expected, received,
     /// lost and measured (docs/frames.md); `null` for relayed frames.
     pub aggregate: Option<AggregateFigures>,
+    /// `--slow-readers`: the slow readers and what the server did to them, apart from
+    /// every figure above (which are the other readers'); `null` without it.
+    pub slow_readers: Option<SlowReadersReport>,
+}
+
+/// `frames.slow_readers`: see [`SlowTotals`] for each count.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlowReadersReport {
+    /// `--slow-readers RATIO:RATE`.
+    pub ratio: f64,
+    pub rate_bytes_per_s: u64,
+    #[serde(flatten)]
+    pub totals: SlowTotals,
+    /// received / expected.
+    pub retention: f64,
 }
 
 /// The joins of a frames run: each connection's connect and its adapter's exchange
@@ -285,6 +305,7 @@ fn frame_totals(totals: &[WorkerTotals]) -> FrameTotals {
             t.outside += f.outside;
             t.shift_ns = t.shift_ns.max(f.shift_ns);
             t.join_failures.add(&f.join_failures);
+            t.slow.add(&f.slow);
             if t.first_join_error.is_none() {
                 t.first_join_error.clone_from(&f.first_join_error);
             }
@@ -339,6 +360,7 @@ pub fn build(
         room_size: fp.grid.room_size,
         senders_per_room: fp.grid.senders_per_room(),
         members_per_connection: fp.members_per_connection as u64,
+        room_layout: fp.layout_ran().name(),
         rooms: fp.room_count * fp.members_per_connection as u64,
         first_room: fp.first_room,
         budget_ns: fp.budget_ns,
@@ -402,15 +424,54 @@ pub fn build(
             outside: t.outside,
             expected_arrival_shift_ns: t.shift_ns,
         }),
+        slow_readers: fp.slow_readers.map(|s| SlowReadersReport {
+            ratio: s.ratio(),
+            rate_bytes_per_s: s.rate_bytes_per_s,
+            totals: t.slow,
+            retention: if t.slow.expected == 0 {
+                0.0
+            } else {
+                t.slow.received as f64 / t.slow.expected as f64
+            },
+        }),
     })
 }
 
-/// The frames block of the text report.
-pub fn render(f: &FramesReport, w: &mut String) {
-    let pct = |x: f64| format!("{:.3}%", x * 100.0);
+/// `--slow-readers`: the slow readers' line, apart from the figures of the others.
+fn render_slow(f: &FramesReport, w: &mut String) {
+    let Some(s) = &f.slow_readers else {
+        return;
+    };
+    let t = &s.totals;
     let _ = writeln!(
         w,
-        "frames: tick {} x {} B, rooms of {}{} ({} rooms), budget {}{}",
+        "  slow readers: {} connections ({} members) reading {}, apart from every other \
+         figure: {} of {} frames received ({:.3}%), {} dropped by the server (gaps), {} \
+         unread at the end, {} late, {} duplicates; {} disconnects (the other readers: {})",
+        t.connections,
+        t.members,
+        if s.rate_bytes_per_s == 0 {
+            "nothing once joined".to_string()
+        } else {
+            format!("{} B/s", s.rate_bytes_per_s)
+        },
+        t.received,
+        t.expected,
+        s.retention * 100.0,
+        t.dropped,
+        t.unread,
+        t.late,
+        t.duplicates,
+        t.disconnects,
+        f.residency.disconnects.saturating_sub(t.disconnects)
+    );
+}
+
+/// The frames block's first line: the run's shape.
+fn render_head(f: &FramesReport, w: &mut String) {
+    let _ = writeln!(
+        w,
+        "frames: tick {} x {} B, rooms of {}{} ({} rooms{}), budget {}{}",
         fmt_ns(f.tick_ns),
         f.frame_bytes,
         f.room_size,
@@ -424,6 +485,14 @@ pub fn render(f: &FramesReport, w: &mut String) {
             String::new()
         },
         f.rooms,
+        if f.members_per_connection > 1 {
+            format!(
+                ", {} members per connection, {} layout",
+                f.members_per_connection, f.room_layout
+            )
+        } else {
+            String::new()
+        },
         fmt_ns(f.budget_ns),
         if f.echo_to_sender {
             ", echo to sender"
@@ -431,7 +500,14 @@ pub fn render(f: &FramesReport, w: &mut String) {
             ""
         }
     );
+}
+
+/// The frames block of the text report.
+pub fn render(f: &FramesReport, w: &mut String) {
+    let pct = |x: f64| format!("{:.3}%", x * 100.0);
+    render_head(f, w);
     render_join(f, w);
+    render_slow(f, w);
     if let Some(a) = &f.aggregate {
         let _ = writeln!(
             w,

@@ -3,12 +3,12 @@
 use super::parse::*;
 use super::*;
 use crate::cli::RunArgs;
-use crate::engine::worker_plan::FramePlan;
+use crate::engine::worker_plan::{FramePlan, SlowReaders};
 use crate::limits::*;
 use crate::proto::frame_proto::{
     Echo, FrameProtoKind, FrameSpec, GrpcSpec, SpecError, TOPIC_DEFAULT, WS_PATH_DEFAULT, grpc,
 };
-use crate::schedule::{FrameGrid, SENDERS_ALL};
+use crate::schedule::{FrameGrid, RoomLayout, SENDERS_ALL};
 
 /// `--room-size` when not given.
 pub const ROOM_SIZE_DEFAULT: usize = 10;
@@ -26,7 +26,9 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         || a.work.frame_topic.is_some()
         || a.work.ws_path.is_some()
         || a.work.senders_per_room.is_some()
-        || a.work.members_per_connection.is_some();
+        || a.work.members_per_connection.is_some()
+        || a.work.room_layout.is_some()
+        || a.work.slow_readers.is_some();
     match a.work.workload.as_str() {
         "requests" => {
             if a.work.aggregate {
@@ -45,8 +47,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
                 return Err(err(
                     "workload",
                     "--tick, --frame-size, --room-size, --frame-budget, --echo-to-sender, --frame-proto, \
-                     --frame-topic, --ws-path, --senders-per-room and --members-per-connection need \
-                     --workload frames",
+                     --frame-topic, --ws-path, --senders-per-room, --members-per-connection, \
+                     --room-layout and --slow-readers need --workload frames",
                 ));
             }
             return Ok(None);
@@ -112,6 +114,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
     spec.join_frames = (senders as usize) < room_size;
     let joined_at_start = spec.joins();
     let members_per_connection = members_per_connection(a, spec.kind, room_size)?;
+    let room_layout = room_layout(a, members_per_connection)?;
+    let slow_readers = slow_readers(a)?;
     let echo = match spec.kind.echo() {
         Echo::Always => true,
         Echo::Never | Echo::ServerDefined => a.work.echo_to_sender,
@@ -132,6 +136,8 @@ pub(super) fn frame_plan(a: &RunArgs) -> Result<Option<FramePlan>, PlanError> {
         echo,
         down_size,
         members_per_connection,
+        room_layout,
+        slow_readers,
         // All of them; `--shard` cuts them down with the other totals.
         first_room: 0,
         room_count: grid.rooms(),
@@ -177,6 +183,84 @@ fn members_per_connection(
         }
     }
     Ok(m)
+}
+
+/// `--room-layout`: mixed without it; refused where there is no slot past the first
+/// to place (it would change nothing).
+fn room_layout(a: &RunArgs, members_per_connection: usize) -> Result<RoomLayout, PlanError> {
+    let Some(l) = a.work.room_layout.as_deref() else {
+        return Ok(RoomLayout::default());
+    };
+    let layout = l.parse().map_err(|e| err("room-layout", e))?;
+    if members_per_connection < 2 {
+        return Err(err(
+            "room-layout",
+            "places the members of slots past the first: needs --members-per-connection 2 or more",
+        ));
+    }
+    Ok(layout)
+}
+
+/// `--slow-readers RATIO:RATE`: `None` without it.
+fn slow_readers(a: &RunArgs) -> Result<Option<SlowReaders>, PlanError> {
+    let Some(s) = a.work.slow_readers.as_deref() else {
+        return Ok(None);
+    };
+    let flag = "slow-readers";
+    let Some((ratio, rate)) = s.split_once(':') else {
+        return Err(err(
+            flag,
+            format!("expected RATIO:RATE such as 0.1:10KB (0: stop reading), got {s:?}"),
+        ));
+    };
+    let ratio: f64 = match ratio.trim().parse() {
+        Ok(r) if r > 0.0 && r <= 1.0 => r,
+        _ => {
+            return Err(err(
+                flag,
+                format!("RATIO must be above 0 and at most 1, got {ratio:?}"),
+            ));
+        }
+    };
+    let rate_bytes_per_s = parse_byte_rate(rate).ok_or_else(|| {
+        err(
+            flag,
+            format!(
+                "RATE must be bytes per second such as 0, 512, 10KB, 64KiB or 1MB, got {rate:?}"
+            ),
+        )
+    })?;
+    let refused = if a.work.proto != "tcp" {
+        Some("slows a TCP connection's reads; --proto udp has no reader to slow")
+    } else if a.load.tls.tls {
+        Some("paces plaintext reads; not with --tls")
+    } else if a.work.aggregate {
+        Some("accounts relayed frames per reader; not with --aggregate")
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        return Err(err(flag, why));
+    }
+    Ok(Some(SlowReaders::new(ratio, rate_bytes_per_s)))
+}
+
+/// Bytes per second: a number with an optional unit (`B`, `KB`/`kB`/`K` = 1000,
+/// `KiB` = 1024, `MB`/`M` = 10^6, `MiB` = 2^20) and an optional `/s`.
+fn parse_byte_rate(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let t = t.strip_suffix("/s").unwrap_or(t);
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "k" | "KB" | "kB" => 1000,
+        "KiB" => 1 << 10,
+        "M" | "MB" => 1_000_000,
+        "MiB" => 1 << 20,
+        _ => return None,
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 /// `--senders-per-room K`: members 0..K of each room send; [`SENDERS_ALL`] without it.

@@ -131,6 +131,14 @@ impl FrameGrid {
         self.is_sender(j) && k >= self.start_k(j) && self.intended_ns(j, k) < duration_ns
     }
 
+    /// Frame `k` of `j`'s intended send instant when it is on the timetable
+    /// ([`FrameGrid::is_planned`]), `None` otherwise.
+    #[inline]
+    pub fn planned_at(&self, j: u64, k: u64, duration_ns: Nanos) -> Option<Nanos> {
+        let t = self.intended_ns(j, k);
+        (self.is_sender(j) && k >= self.start_k(j) && t < duration_ns).then_some(t)
+    }
+
     /// The first frame of source `s` receiver `r` expects: its own from its start
     /// (echo), another member's from the first sent after `r` joined.
     #[inline]

@@ -27,16 +27,19 @@
 //! requests before the run's end (known in advance only for constant arrivals).
 //!
 //! The frames workload (`--workload frames`) has a timetable of its own, [`frames`]:
-//! every connection sends one frame per tick at its phase within the tick.
+//! every connection sends one frame per tick at its phase within the tick; [`room_mix`]
+//! places the members of `--members-per-connection` slots in their rooms.
 mod constant;
 pub mod frames;
 mod poisson;
+pub mod room_mix;
 mod shapes;
 pub mod shard;
 
 pub use constant::{Constant, Paced};
 pub use frames::{FrameCursor, FrameGrid, SENDERS_ALL};
 pub use poisson::{Poisson, exp1};
+pub use room_mix::{RoomLayout, SlotMap};
 pub use shapes::{
     CHAOS_SAMPLE_NS, CHAOS_SAMPLES_MAX, RateShape, RateSpec, SHAPE_PIECES_MAX, lorenz_x,
     parse_rate_csv, parse_rate_file, parse_rate_spec, parse_rate_spec_in,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 /// Figures every shard must share: the same rooms, rhythm and budget, else the
 /// shards measured different things and their sum means nothing.
-pub const SHAPE: [&str; 8] = [
+pub const SHAPE: [&str; 9] = [
     "proto",
     "tick_ns",
     "frame_bytes",
@@ -18,6 +18,7 @@ pub const SHAPE: [&str; 8] = [
     "budget_ns",
     "echo_to_sender",
     "members_per_connection",
+    "room_layout",
 ];
 
 /// Embedded frame histograms, `frames.histograms.<name>`, with the path of the
@@ -68,10 +69,12 @@ impl FramesMergeError {
     }
 }
 
-/// A shape figure as compared: `members_per_connection` absent means 1.
+/// A shape figure as compared: `members_per_connection` absent means 1, `room_layout`
+/// absent `grouped` (files from before either).
 fn shape_of(f: &Value, key: &str) -> Value {
     match f.get(key) {
         None if key == "members_per_connection" => json!(1),
+        None if key == "room_layout" => json!("grouped"),
         None => Value::Null,
         Some(v) => v.clone(),
     }
@@ -194,6 +197,14 @@ pub fn merge(parts: &[&Value]) -> Result<Option<Value>, FramesMergeError> {
         if let Some(v) = lowest {
             set(&mut out, path, json!(v));
         }
+    }
+    if out["slow_readers"].is_object() {
+        // The flag's RATIO and RATE are every shard's; the counts add.
+        let s = &mut out["slow_readers"];
+        s["ratio"] = first["slow_readers"]["ratio"].clone();
+        s["rate_bytes_per_s"] = first["slow_readers"]["rate_bytes_per_s"].clone();
+        let (e, r) = (n(s, "expected"), n(s, "received"));
+        s["retention"] = json!(if e == 0 { 0.0 } else { r as f64 / e as f64 });
     }
     if out["aggregate"].is_object() {
         out["aggregate"]["down_bytes"] = first["aggregate"]["down_bytes"].clone();
@@ -398,6 +409,7 @@ mod tests {
             ("tick_ns", json!(10_000_000)),
             ("budget_ns", json!(1)),
             ("members_per_connection", json!(10)),
+            ("room_layout", json!("mixed")),
         ] {
             let mut b = b.clone();
             b[key] = v.clone();
@@ -408,6 +420,9 @@ mod tests {
         // Absent means one member per connection.
         let mut b = b.clone();
         b["members_per_connection"] = json!(1);
+        assert!(merge(&[&a, &b]).is_ok());
+        // Absent means grouped (every file before --room-layout).
+        b["room_layout"] = json!("grouped");
         assert!(merge(&[&a, &b]).is_ok());
         // Rooms 1..3 overlap the first shard's 0..2; 2..4 do not, in either order.
         let e = merge(&[&a, &from_room(a.clone(), 1)]).unwrap_err();

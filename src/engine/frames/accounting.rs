@@ -29,7 +29,7 @@
 use crate::clock::Nanos;
 use crate::engine::recorder::{FrameCounters, Histograms};
 use crate::proto::frame::{Entry, FrameHeader};
-use crate::schedule::FrameGrid;
+use crate::schedule::{FrameGrid, SlotMap};
 
 /// Sequence numbers remembered per (receiver, source).
 pub const WINDOW_SEQS: u64 = 128;
@@ -185,6 +185,17 @@ pub struct FrameBook {
     received: u64,
     /// `--aggregate`: frames arrive as entries of downlink frames ([`FrameBook::carried`]).
     aggregate: bool,
+    /// Which of the worker's connections share a room (`--room-layout`): the
+    /// one-member layout, or a member slot's permutation ([`crate::schedule::room_mix`]).
+    map: SlotMap,
+    /// Under a permutation, per room of the worker, the instant its last member joins
+    /// (a room's joins are then not in member order); empty otherwise.
+    room_joined: Box<[Nanos]>,
+    /// `--slow-readers`: per receiver, whether it reads slowly (empty: none does).
+    /// A slow receiver's frames count in `slow_n`, never in the interval's figures,
+    /// the deviation and jitter histograms, `received` or `lost_so_far`.
+    slow: Box<[bool]>,
+    slow_n: FrameCounters,
 }
 
 /// The run's totals of one worker's accounting.
@@ -200,6 +211,26 @@ pub struct BookTotals {
     pub fanout_complete: u64,
     /// Loss not yet finalised by the windows (counted at the end).
     pub lost_at_end: u64,
+    /// `--slow-readers`: the slow receivers' part, apart from all the above.
+    pub slow: SlowBook,
+}
+
+/// What the slow receivers (`--slow-readers`) were planned to get and got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlowBook {
+    pub receivers: u64,
+    pub expected: u64,
+    /// Received (unique), late, duplicates, stale, and `lost`: gaps below a frame
+    /// received, which over TCP the server dropped.
+    pub n: FrameCounters,
+}
+
+impl SlowBook {
+    pub fn add(&mut self, o: &SlowBook) {
+        self.receivers += o.receivers;
+        self.expected += o.expected;
+        self.n.add(&o.n);
+    }
 }
 
 impl FrameBook {
@@ -211,6 +242,20 @@ impl FrameBook {
         budget_ns: u64,
         duration_ns: Nanos,
     ) -> FrameBook {
+        let map = SlotMap::identity(first, grid.room_size);
+        FrameBook::placed(grid, first, count, echo, budget_ns, duration_ns, map)
+    }
+
+    /// [`FrameBook::new`] with the rooms placed by `map` (a member slot's layout).
+    pub fn placed(
+        grid: FrameGrid,
+        first: u64,
+        count: usize,
+        echo: bool,
+        budget_ns: u64,
+        duration_ns: Nanos,
+        map: SlotMap,
+    ) -> FrameBook {
         assert_eq!(first % grid.room_size, 0, "a worker owns whole rooms");
         // A window per (receiver, sender): K senders per room, or the whole room.
         let r_size = grid.senders_per_room() as usize;
@@ -221,9 +266,26 @@ impl FrameBook {
         for (i, w) in windows.iter_mut().enumerate() {
             let (r, m) = (i / r_size, i % r_size);
             let gr = first + r as u64;
-            let gs = gr / grid.room_size * grid.room_size + m as u64;
+            let room = map.room(gr);
+            if m as u64 >= grid.members(room) {
+                continue; // a short last room's missing member: never sends
+            }
+            let gs = map.conn(room, m as u64);
             *w = SeqWindow::starting_at(grid.first_expected(gs, gr));
         }
+        let first_room = first / grid.room_size;
+        let room_joined: Box<[Nanos]> = if map.is_identity() {
+            Box::new([])
+        } else {
+            (first_room..(first + count as u64).div_ceil(grid.room_size))
+                .map(|room| {
+                    (0..grid.members(room))
+                        .map(|m| grid.joined_ns(map.conn(room, m)))
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect()
+        };
         FrameBook {
             grid,
             first,
@@ -238,7 +300,53 @@ impl FrameBook {
             lost_so_far: 0,
             received: 0,
             aggregate: false,
+            map,
+            room_joined,
+            slow: Box::new([]),
+            slow_n: FrameCounters::default(),
         }
+    }
+
+    /// The same book with receivers `slow[r]` reading slowly (`--slow-readers`).
+    pub fn with_slow(mut self, slow: Box<[bool]>) -> FrameBook {
+        assert!(slow.is_empty() || slow.len() == self.count);
+        self.slow = slow;
+        self
+    }
+
+    #[inline]
+    fn is_slow(&self, r: usize) -> bool {
+        !self.slow.is_empty() && self.slow[r]
+    }
+
+    /// The room (global) of connection `j` of this book's worker.
+    #[inline]
+    pub fn room_of(&self, j: u64) -> u64 {
+        self.map.room(j)
+    }
+
+    /// Receivers of frame `k` of source `gs` in `room`: [`FrameGrid::receivers`], with
+    /// the room's members wherever the layout put them (their joins are then not in
+    /// member order: counted one by one, only while the room is still filling, i.e.
+    /// frame 0 without a ramp).
+    #[inline]
+    fn receivers(&self, gs: u64, room: u64, k: u64) -> u64 {
+        let g = &self.grid;
+        if self.map.is_identity() {
+            return g.receivers(gs, k, self.echo);
+        }
+        let t = g.intended_ns(gs, k);
+        let members = g.members(room);
+        let last_join = self.room_joined[(room - self.first / g.room_size) as usize];
+        let before = if g.joined_at_start || last_join < t {
+            members
+        } else {
+            (0..members)
+                .filter(|&m| g.joined_ns(self.map.conn(room, m)) < t)
+                .count() as u64
+        };
+        let self_counted = u64::from(g.joined_at_start || g.joined_ns(gs) < t);
+        before - self_counted + u64::from(self.echo)
     }
 
     /// Bytes a book over `receivers` connections in rooms of `room_size` allocates at
@@ -274,6 +382,7 @@ impl FrameBook {
     /// the receiver as member).
     #[inline]
     pub fn addressed_to(&self, r: u32, h: &FrameHeader) -> bool {
+        debug_assert!(self.map.is_identity(), "--aggregate has one member slot");
         let gr = self.first + u64::from(r);
         let (room, member) = self.grid.room_member(gr);
         u64::from(h.room) == room && u64::from(h.member) == member
@@ -328,6 +437,7 @@ impl FrameBook {
         hist: &mut Histograms,
         n: &mut FrameCounters,
     ) -> bool {
+        debug_assert!(self.map.is_identity(), "--aggregate has one member slot");
         let g = &self.grid;
         let gr = self.first + u64::from(r);
         let room = gr / g.room_size;
@@ -376,14 +486,19 @@ impl FrameBook {
     ) {
         let g = &self.grid;
         let gr = self.first + u64::from(r);
-        let room = gr / g.room_size;
+        let room = self.map.room(gr);
         let members = g.members(room);
         let member = u64::from(h.member);
-        let gs = room * g.room_size + member;
-        if u64::from(h.room) != room
-            || member >= members
-            || (gs == gr && !self.echo)
-            || !g.is_planned(gs, h.seq, self.duration_ns)
+        if u64::from(h.room) != room || member >= members {
+            n.foreign += 1;
+            return;
+        }
+        // The member's connection: its phase, join and fan-out slots are its own, and
+        // its frame carries its timetable's instant (one of another connection with
+        // the same member number, delivered to the wrong room, does not).
+        let gs = self.map.conn(room, member);
+        if (gs == gr && !self.echo)
+            || g.planned_at(gs, h.seq, self.duration_ns) != Some(h.intended_ns)
         {
             n.foreign += 1;
             return;
@@ -397,26 +512,33 @@ impl FrameBook {
         }
         let w = r as usize * g.senders_per_room() as usize + member as usize;
         let (seen, lost) = self.windows[w].arrive(h.seq, at, g.tick_ns);
-        n.lost += lost;
-        self.lost_so_far += lost;
+        let slow = self.is_slow(r as usize);
+        // A slow reader's figures apart: the others' stay what the server did to them.
+        if !slow {
+            self.lost_so_far += lost;
+        }
+        let c = if slow { &mut self.slow_n } else { &mut *n };
+        c.lost += lost;
         match seen {
-            Seen::Duplicate => n.duplicates += 1,
-            Seen::Stale => n.stale += 1,
+            Seen::Duplicate => c.duplicates += 1,
+            Seen::Stale => c.stale += 1,
             Seen::New {
                 reordered,
                 jitter_ns,
             } => {
                 self.unique[r as usize] += 1;
-                self.received += 1;
-                n.received += 1;
-                n.reordered += u64::from(reordered);
+                c.received += 1;
+                c.reordered += u64::from(reordered);
                 let deviation = at.saturating_sub(h.intended_ns);
-                hist.frame_deviation.saturating_record(deviation);
-                n.late += u64::from(deviation > self.budget_ns);
-                if let Some(j) = jitter_ns {
-                    hist.frame_jitter.saturating_record(j);
+                c.late += u64::from(deviation > self.budget_ns);
+                if !slow {
+                    self.received += 1;
+                    hist.frame_deviation.saturating_record(deviation);
+                    if let Some(j) = jitter_ns {
+                        hist.frame_jitter.saturating_record(j);
+                    }
                 }
-                let receivers = g.receivers(gs, h.seq, self.echo);
+                let receivers = self.receivers(gs, room, h.seq);
                 self.fan_arrival(gs, h.seq, h.intended_ns, at, receivers, hist, n);
             }
         }
@@ -434,14 +556,23 @@ impl FrameBook {
         }
         let due = (now - wait).min(self.duration_ns);
         let r_size = g.senders_per_room() as usize;
-        let mut lost = 0;
+        let (mut lost, mut slow_lost) = (0, 0);
         for (i, w) in self.windows.iter_mut().enumerate() {
-            let gr = self.first + (i / r_size) as u64;
-            let gs = gr / g.room_size * g.room_size + (i % r_size) as u64;
-            lost += w.expire(g.due_before(gs, due));
+            let (r, m) = (i / r_size, (i % r_size) as u64);
+            let (gr, slow) = (self.first + r as u64, !self.slow.is_empty() && self.slow[r]);
+            let room = self.map.room(gr);
+            if m < g.members(room) {
+                let gone = w.expire(g.due_before(self.map.conn(room, m), due));
+                if slow {
+                    slow_lost += gone;
+                } else {
+                    lost += gone;
+                }
+            }
         }
         n.lost += lost;
         self.lost_so_far += lost;
+        self.slow_n.lost += slow_lost;
     }
 
     /// The run's totals (after the drain).
@@ -450,19 +581,24 @@ impl FrameBook {
         let mut t = BookTotals::default();
         for r in 0..self.count as u64 {
             let gr = self.first + r;
-            let room = gr / g.room_size;
+            let room = self.map.room(gr);
             let members = g.members(room);
             let mut expected = 0;
             for m in 0..members.min(g.senders) {
-                let gs = room * g.room_size + m;
+                let gs = self.map.conn(room, m);
                 if gs != gr || self.echo {
                     expected += self.expected_from(gs, gr);
                 }
             }
             let got = self.unique[r as usize];
-            t.expected += expected;
-            t.received += got;
-            t.per_receiver.push((expected, got));
+            if self.is_slow(r as usize) {
+                t.slow.receivers += 1;
+                t.slow.expected += expected;
+            } else {
+                t.expected += expected;
+                t.received += got;
+                t.per_receiver.push((expected, got));
+            }
             // As a source: its frames that have at least one receiver.
             // (receivers never decrease with k: count up to the first frame with any.)
             let start = g.start_k(gr);
@@ -473,13 +609,14 @@ impl FrameBook {
             let end = start + planned;
             // Aggregated: a member's first frame has no fan-out (see `carried`).
             let mut k = start + u64::from(self.aggregate);
-            while k < end && g.receivers(gr, k, self.echo) == 0 {
+            while k < end && self.receivers(gr, room, k) == 0 {
                 k += 1;
             }
             t.fanout_expected += end - k;
         }
         t.fanout_complete = self.fan_complete;
         t.lost_at_end = (t.expected - t.received).saturating_sub(self.lost_so_far);
+        t.slow.n = self.slow_n;
         t
     }
 }
@@ -488,6 +625,9 @@ impl FrameBook {
 /// (`--members-per-connection`): member slot s of every connection is one copy of the
 /// one-member grid, its rooms numbered `s x rooms + room` on the wire, so a room's
 /// members sit on different connections and every slot has its own [`FrameBook`].
+/// Which connections share a room in slot s is the slot's [`SlotMap`] (the one-member
+/// layout, or under `--room-layout mixed` a seeded permutation): the book that accounts
+/// for the slot is also what the sender and the join ask for a connection's room.
 pub struct MemberBooks {
     books: Box<[FrameBook]>,
     /// Rooms of one slot (the whole run's), the stride of the wire's room ids.
@@ -495,13 +635,20 @@ pub struct MemberBooks {
 }
 
 impl MemberBooks {
-    /// `members` books (slots) over the worker's `count` connections from `first`.
-    pub fn new(book: impl Fn() -> FrameBook, members: usize, rooms: u64) -> MemberBooks {
+    /// `members` books (slots; `book(s)` makes slot s's) over the worker's connections.
+    pub fn new(book: impl Fn(usize) -> FrameBook, members: usize, rooms: u64) -> MemberBooks {
         assert!(members >= 1 && rooms >= 1);
         MemberBooks {
-            books: (0..members).map(|_| book()).collect(),
+            books: (0..members).map(book).collect(),
             rooms,
         }
+    }
+
+    /// The wire room id of connection `j`'s member in slot `slot`: its room in the
+    /// slot's layout, plus `slot x rooms`.
+    #[inline]
+    pub fn wire_room(&self, slot: usize, j: u64) -> u32 {
+        (slot as u64 * self.rooms + self.books[slot].room_of(j)) as u32
     }
 
     /// The slot of wire room `room` and the room within it (`None`: no slot has it).
@@ -564,6 +711,7 @@ impl MemberBooks {
             t.fanout_expected += x.fanout_expected;
             t.fanout_complete += x.fanout_complete;
             t.lost_at_end += x.lost_at_end;
+            t.slow.add(&x.slow);
         }
         t
     }
@@ -806,6 +954,12 @@ mod tests {
         b.arrive(1, &frame(0, 0, 10, &grid), 0, &mut h, &mut n);
         b.arrive(1, &frame(0, 0, 0, &grid), 0, &mut h, &mut n);
         assert_eq!((n.foreign, n.before_join), (3, 1));
+        // A room mate's number on another connection's instant (a frame delivered to
+        // the wrong room): foreign.
+        let mut off = frame(0, 2, 3, &grid);
+        off.intended_ns += 1;
+        b.arrive(1, &off, 0, &mut h, &mut n);
+        assert_eq!(n.foreign, 4);
         let t = b.totals();
         // 3 x 2 x 10, less frame 0 of (0 at 1), (0 at 2), (1 at 2).
         assert_eq!(t.expected, 3 * 2 * 10 - 3);
@@ -918,6 +1072,69 @@ mod tests {
         let own = frame(0, 1, 0, &grid);
         b.arrive(1, &own, own.intended_ns, &mut h, &mut n);
         assert_eq!(n.foreign, 0);
+    }
+
+    /// Relays every planned frame of a slot laid out by `map` the way a broadcast server
+    /// that learns members from their first frame does: to the room's other members
+    /// that sent before it (a ramp included), each one once.
+    fn relay_slot(grid: &FrameGrid, map: &SlotMap, d: Nanos, b: &mut FrameBook) -> FrameCounters {
+        let (mut h, mut n) = (Histograms::new(), FrameCounters::default());
+        for k in 0..d / grid.tick_ns + 1 {
+            for j in 0..grid.connections {
+                if !grid.is_planned(j, k, d) {
+                    continue;
+                }
+                let room = map.room(j);
+                let f = FrameHeader {
+                    room: room as u32,
+                    member: (j % grid.room_size) as u16,
+                    seq: k,
+                    intended_ns: grid.intended_ns(j, k),
+                    ..FrameHeader::default()
+                };
+                for m in 0..grid.members(room) {
+                    let r = map.conn(room, m);
+                    if r != j && grid.joined_ns(r) < f.intended_ns {
+                        b.arrive(r as u32, &f, f.intended_ns + 1_000, &mut h, &mut n);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn a_mixed_slot_counts_every_planned_frame_once() {
+        // 43 connections in rooms of 4 (a short last room), with and without a ramp:
+        // the permuted rooms' frames are all expected, received, and fanned out.
+        for join_gap_ns in [0, TICK / 3] {
+            let grid = FrameGrid {
+                tick_ns: TICK,
+                connections: 43,
+                room_size: 4,
+                join_gap_ns,
+                joined_at_start: false,
+                senders: SENDERS_ALL,
+            };
+            let d = 30 * TICK;
+            let map = SlotMap::mixed(9, 1, 0, 43, 4);
+            assert!((0..43).any(|j| map.room(j) != j / 4), "the slot is mixed");
+            let mut b = FrameBook::placed(grid, 0, 43, false, TICK, d, map.clone());
+            let n = relay_slot(&grid, &map, d, &mut b);
+            let t = b.totals();
+            assert_eq!(
+                (n.foreign, n.duplicates, n.lost),
+                (0, 0, 0),
+                "{join_gap_ns}"
+            );
+            assert_eq!(t.received, t.expected, "{join_gap_ns}");
+            assert!(t.expected > 2_000, "{}", t.expected);
+            assert_eq!(t.fanout_complete, t.fanout_expected, "{join_gap_ns}");
+            // The same frames placed by the one-member layout are another room's.
+            let mut grouped = FrameBook::new(grid, 0, 43, false, TICK, d);
+            let n = relay_slot(&grid, &map, d, &mut grouped);
+            assert!(n.foreign > 0);
+        }
     }
 
     #[test]

@@ -54,13 +54,14 @@ impl FrameWorker<'_> {
         self.out.hist.frame_join.saturating_record(took.max(1));
     }
 
-    /// The wire rooms connection `c` joins, one per member slot, into `join_rooms`.
+    /// The wire rooms connection `c` joins, one per member slot (each slot's layout),
+    /// into `join_rooms`.
     pub(super) fn set_join_rooms(&mut self, c: u32) {
-        let (room, _) = self.room_member(c);
-        let fp = &self.fp;
+        let j = self.plan.conn_offset as u64 + u64::from(self.member(c));
+        let book = &self.book;
         self.join_rooms.clear();
         self.join_rooms
-            .extend((0..self.slots).map(|s| fp.wire_room(s, u64::from(room))));
+            .extend((0..self.slots).map(|s| book.wire_room(s, j)));
     }
 
     /// (room, member) of local connection `c` (slot 0's room).

@@ -186,6 +186,7 @@ impl FrameWorker<'_> {
         }
         self.went_down(c, now);
         self.out.counters.frames.disconnects += 1;
+        self.slow_disconnects += u64::from(self.conns[c as usize].slow);
         self.out.counters.closed_by_target += 1;
         self.drop_conn(c, now);
     }

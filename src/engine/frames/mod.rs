@@ -27,7 +27,8 @@
 //! - [`send`]: due frames onto their connections, and join and control bytes;
 //! - [`recv`]: receives, decoded and delivered to the accounting;
 //! - [`run`]: the hooks into the one worker loop, and [`totals`], what the run did;
-//! - [`tls`]: the same over TLS.
+//! - [`tls`]: the same over TLS;
+//! - [`slow`]: `--slow-readers`, connections that read slowly or not at all.
 
 pub mod accounting;
 mod connect;
@@ -39,6 +40,7 @@ mod lifecycle;
 mod recv;
 mod run;
 mod send;
+mod slow;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -61,7 +63,7 @@ use crate::limits::{
 };
 use crate::proto::frame::{FrameHeader, LEN_PREFIX_BYTES};
 use crate::proto::frame_proto::{CONTROL_BYTES_MAX, FrameProto, Role};
-use crate::schedule::FrameCursor;
+use crate::schedule::{FrameCursor, SlotMap};
 use crate::transport::tls_record::RecordLayer;
 use accounting::{FrameBook, MemberBooks};
 use crossbeam_channel::{Receiver, Sender};
@@ -137,6 +139,9 @@ struct Conn {
     retire_ns: Nanos,
     frames_on: u32,
     joins: u32,
+    /// `--slow-readers`: its member reads slowly, and when it may read next.
+    slow: bool,
+    rx_at: Nanos,
 }
 
 /// A connection's join and control bytes (the join exchange, pongs): those in the
@@ -249,6 +254,9 @@ struct FrameWorker<'p> {
     /// `--connect-rate`: the next local connection to open (they join in order).
     next_join: usize,
     ramp: bool,
+    /// `--slow-readers`: the slow sockets' pacing, and their disconnects.
+    throttle: Option<slow::Throttle>,
+    slow_disconnects: u64,
 }
 
 /// Buffers the kernel may still read or write are never freed under it (see
@@ -374,20 +382,36 @@ fn frames_ring(plan: &WorkerPlan, n: usize, udp: bool) -> std::io::Result<(Ring,
     Ok((ring, fixed_files))
 }
 
-/// The receivers' accounting: one book per member slot (the downlink frames' under
-/// `--aggregate`).
+/// The receivers' accounting: one book per member slot, each with its slot's layout
+/// (the downlink frames' under `--aggregate`).
 fn member_books(plan: &WorkerPlan, fp: &FramePlan, slots: usize) -> MemberBooks {
     let (first, members) = (plan.conn_offset as u64, plan.connections);
     MemberBooks::new(
-        || {
-            let b = FrameBook::new(
+        |slot| {
+            let map = SlotMap::new(
+                fp.room_layout,
+                plan.seed,
+                slot,
+                first,
+                members,
+                fp.grid.room_size,
+            );
+            let slow: Box<[bool]> = match fp.slow_readers {
+                Some(s) => (0..members as u64)
+                    .map(|c| s.is_slow(plan.seed, first + c))
+                    .collect(),
+                None => Box::new([]),
+            };
+            let b = FrameBook::placed(
                 fp.grid,
                 first,
                 members,
                 fp.echo,
                 fp.budget_ns,
                 plan.duration_ns,
-            );
+                map,
+            )
+            .with_slow(slow);
             if fp.down_size.is_some() {
                 b.aggregated()
             } else {
@@ -457,6 +481,28 @@ impl<'p> FrameWorker<'p> {
         let stamped = !udp && !tls;
         let one_per_tick = slots == 1 && fp.grid.room_size == 1 && fp.down_size.is_none();
         let wake_batch = ring.completions_per_wait_max();
+        let slow_reader = |c: usize| {
+            let member = first + (c % members) as u64;
+            fp.slow_readers
+                .is_some_and(|s| s.is_slow(plan.seed, member))
+        };
+        let mut conns = vec![
+            Conn {
+                fd: -1,
+                // Under a ramp a connection opens at its join, not by the reopen scan.
+                reopen_at: if ramp { Nanos::MAX } else { 0 },
+                ..Conn::default()
+            };
+            n
+        ]
+        .into_boxed_slice();
+        for (c, conn) in conns.iter_mut().enumerate() {
+            conn.slow = slow_reader(c);
+        }
+        let throttle = fp.slow_readers.map(|s| {
+            let sockets = conns.iter().filter(|c| c.slow).count();
+            slow::Throttle::new(s.rate_bytes_per_s, sockets)
+        });
         let keepalive = (lay.codecs.first())
             .and_then(|c| c.keepalive_ns())
             .map(|every_ns| keepalive::Keepalive {
@@ -477,16 +523,7 @@ impl<'p> FrameWorker<'p> {
             udp,
             core: LoopCore::new(ring, plan),
             fixed_files,
-            conns: vec![
-                Conn {
-                    fd: -1,
-                    // Under a ramp a connection opens at its join, not by the reopen scan.
-                    reopen_at: if ramp { Nanos::MAX } else { 0 },
-                    ..Conn::default()
-                };
-                n
-            ]
-            .into_boxed_slice(),
+            conns,
             cursor: FrameCursor::new(fp.grid, first, members as u64, plan.duration_ns),
             book: member_books(plan, &fp, slots),
             slots,
@@ -532,6 +569,8 @@ impl<'p> FrameWorker<'p> {
             keepalive,
             next_join: if ramp { 0 } else { members },
             ramp,
+            throttle,
+            slow_disconnects: 0,
         })
     }
 }

@@ -26,7 +26,12 @@ impl FrameWorker<'_> {
         let buf = self
             .recv_buf
             .kernel_ptr(base + keep..base + self.recv_stride);
-        let len = (self.recv_stride - keep) as u32;
+        let conn = &self.conns[c as usize];
+        let mut len = self.recv_stride - keep;
+        if let Some(t) = self.throttle.as_ref().filter(|_| conn.slow && conn.up) {
+            len = len.min(t.chunk()); // a slow reader takes a little at a time
+        }
+        let len = len as u32;
         let entry = if let Some(rx) = self.rx.as_mut() {
             let hdr = rx.arm(c as usize, buf, len as usize);
             on_target!(self.target(c), |t| opcode::RecvMsg::new(t, hdr).build())
@@ -99,7 +104,7 @@ impl FrameWorker<'_> {
             return;
         }
         if self.plain_received(c, res as usize, now) {
-            self.arm_recv(c);
+            self.next_recv(c, res as usize, now);
         }
     }
 

@@ -96,6 +96,7 @@ impl Hooks for FrameWorker<'_> {
         if !self.core.stopping {
             self.scan_reopens(now);
             self.keepalive_scan(now);
+            self.slow_scan(now);
         }
     }
 
@@ -112,7 +113,9 @@ impl Hooks for FrameWorker<'_> {
     }
 
     fn timers(&self) -> bool {
-        !self.reopen_q.is_empty() || (self.keepalive.is_some() && self.running)
+        !self.reopen_q.is_empty()
+            || (self.keepalive.is_some() && self.running)
+            || self.slow_waiting()
     }
 
     fn completions_per_wake(&self) -> u32 {

@@ -57,9 +57,9 @@ impl FrameWorker<'_> {
         }
         let base = c as usize * self.send_stride;
         let slots = self.slots;
-        // Slot s's room on the wire is `room + s x rooms` (`FramePlan::wire_room`),
-        // the division behind `rooms()` taken once per send, none with one slot.
-        let stride = if slots == 1 { 0 } else { g.rooms() as u32 };
+        // Slot s's room on the wire is its layout's room plus `s x rooms`
+        // (`MemberBooks::wire_room`, a table look-up under --room-layout mixed); the
+        // member number is the same in every slot.
         for i in 0..count {
             let k = conn.pend_k + i as u64;
             let intended_ns = g.intended_ns(gj, k);
@@ -68,7 +68,11 @@ impl FrameWorker<'_> {
                 .enumerate()
             {
                 *st = FrameHeader {
-                    room: room + s as u32 * stride,
+                    room: if s == 0 {
+                        room
+                    } else {
+                        self.book.wire_room(s, gj)
+                    },
                     member,
                     flags: 0,
                     entries: 0,

@@ -32,6 +32,8 @@ pub(crate) fn worker_plan(connections: usize) -> WorkerPlan {
         echo: false,
         down_size: None,
         members_per_connection: 1,
+        room_layout: crate::schedule::RoomLayout::Mixed,
+        slow_readers: None,
         first_room: 0,
         room_count: (connections as u64).div_ceil(10),
     });

@@ -3,7 +3,7 @@
 //! member's residency and span, reconnects and join failures.
 
 use super::FrameWorker;
-use crate::engine::recorder::{FrameTotals, WorkerTotals};
+use crate::engine::recorder::{FrameTotals, SlowTotals, WorkerTotals};
 use crate::engine::stamps;
 
 impl FrameWorker<'_> {
@@ -73,6 +73,18 @@ impl FrameWorker<'_> {
             shift_ns,
             join_failures: self.join_failures,
             first_join_error: self.first_join_error.take(),
+            slow: SlowTotals {
+                connections: self.conns[..self.members].iter().filter(|c| c.slow).count() as u64,
+                members: book.slow.receivers,
+                expected: book.slow.expected,
+                received: book.slow.n.received,
+                dropped: book.slow.n.lost,
+                unread: (book.slow.expected - book.slow.n.received)
+                    .saturating_sub(book.slow.n.lost),
+                late: book.slow.n.late,
+                duplicates: book.slow.n.duplicates,
+                disconnects: self.slow_disconnects,
+            },
         });
     }
 }
