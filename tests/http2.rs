@@ -460,6 +460,63 @@ fn grpc_unary_calls_against_grpcio_are_judged_by_grpc_status() {
 /// Every status code a server returns is counted under its name, and the method a
 /// server does not have is UNIMPLEMENTED: `/blaster.Echo/Code` answers the code its
 /// `x-code` metadata (an `-H` header) asks for.
+/// `--server-time` over gRPC (issue 37 item 4): a grpcio method that takes 10 ms and
+/// says `server-timing: app;dur=7` in its headers and `db;dur=3` in its trailers. The
+/// sum of every metric is its 10 ms, the named one its 7; network + queueing is each
+/// call's latency less it.
+#[test]
+fn grpc_server_timing_in_headers_and_trailers_is_the_server_time() {
+    let _g = load_lock();
+    let (_s, port) = grpcio_server("", &[]);
+    let run = |source: &str| {
+        h2_run(
+            port,
+            &[
+                "--grpc",
+                "blaster.Echo/Timed",
+                "--rate",
+                "50",
+                "--duration",
+                "2s",
+                "--connections",
+                "2",
+                "--server-time",
+                source,
+            ],
+        )
+    };
+    for (source, want_ms) in [("server-timing", 10.0), ("server-timing:app", 7.0)] {
+        let v = run(source);
+        let completed = f(&v, "requests.completed");
+        assert_eq!(completed, 100.0, "{}", v["requests"]);
+        assert_eq!(
+            f(&v, "server_time.carried"),
+            completed,
+            "{}",
+            v["server_time"]
+        );
+        assert_eq!(f(&v, "server_time.missing"), 0.0);
+        let want = want_ms * 1e6;
+        for p in ["p50", "p99", "max"] {
+            let st = f(&v, &format!("server_time.server_time_ns.{p}"));
+            assert!(
+                (st - want).abs() <= want * 0.002,
+                "{source}: server time {p} {st}"
+            );
+        }
+        let (lat, nq) = (
+            f(&v, "latency_ns.p50"),
+            f(&v, "server_time.network_queueing_ns.p50"),
+        );
+        // It slept 10 ms: the latency is above it, the rest is the latency less it.
+        assert!(lat >= 10e6, "{source}: latency p50 {lat}");
+        assert!(
+            (nq - (lat - want)).abs() <= lat * 0.002 + 50_000.0,
+            "{source}: network+queueing p50 {nq} vs latency {lat} - {want}"
+        );
+    }
+}
+
 #[test]
 fn grpc_status_codes_are_counted_by_name() {
     let _g = load_lock();
