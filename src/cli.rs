@@ -747,6 +747,12 @@ pub struct SinkArgs {
     #[arg(long, value_name = "N")]
     pub max_concurrent_streams: Option<u32>,
 
+    /// With --http2: each reply says the sink's own time with its request, from the
+    /// read that completed it to the reply's headers (`server-timing: sink;dur=MS`),
+    /// for `blaster run --server-time server-timing`. Default: off.
+    #[arg(long, requires = "http2")]
+    pub server_timing: bool,
+
     /// With --tls: the server's certificate chain, PEM.
     #[arg(long, value_name = "FILE")]
     pub cert: Option<std::path::PathBuf>,

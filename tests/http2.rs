@@ -761,6 +761,9 @@ fn the_http2_baseline_runs_against_the_sinks_front() {
             "1s",
             "--max-lag",
             "1s",
+            // Issue 37 item 4: the sink says its own time, the steps show it.
+            "--server-time",
+            "server-timing:sink",
             "--json",
             path.to_str().unwrap(),
         ]);
@@ -784,9 +787,19 @@ fn the_http2_baseline_runs_against_the_sinks_front() {
         let v = read_json(&path);
         assert_eq!(v["http2"], true, "{v}");
         assert!(f(&v, "ceiling_rps") > 0.0, "{v}");
+        assert!(text.contains("sink p50    net+q p50"), "{text}");
         for s in v["steps"].as_array().unwrap() {
             assert_eq!(f(s, "errors"), 0.0, "{s}");
             assert!(f(s, "achieved_rps") > 0.0, "{s}");
+            // The sink's own time: more than nothing, less than the whole latency,
+            // and the rest of it is network and queueing.
+            let (own, lat) = (
+                f(s, "server_time.server_time_p50_ns"),
+                f(s, "latency_p50_ns"),
+            );
+            assert!(own > 0.0 && own < lat, "sink {own} vs latency {lat}: {s}");
+            let rest = f(s, "server_time.network_queueing_p50_ns");
+            assert!(rest > 0.0 && rest <= lat, "{s}");
         }
     }
 }

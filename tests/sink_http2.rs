@@ -230,6 +230,46 @@ fn grpc_unary_echo_from_grpcio() {
     assert_eq!(n(&v, "grpc_calls"), 50, "{v}");
 }
 
+/// `--server-timing`: each reply says the sink's own time (`server-timing: sink;dur=`),
+/// which `blaster run --server-time` reads: every answer carries one, smaller than its
+/// latency. Without the flag no reply carries one.
+#[test]
+fn a_timed_sink_says_its_own_time_per_reply() {
+    let _g = load_lock();
+    let run = |target: &str| {
+        run_report(
+            &[
+                "--target",
+                target,
+                "--http2",
+                "--rate",
+                "1000",
+                "--duration",
+                "1s",
+                "--connections",
+                "2",
+                "--server-time",
+                "server-timing:sink",
+            ],
+            Duration::from_secs(60),
+        )
+    };
+    with_sink(&["--server-timing"], |target| {
+        let v = run(target);
+        let done = f(&v, "requests.completed");
+        assert_eq!(done, 1000.0, "{}", v["requests"]);
+        assert_eq!(f(&v, "server_time.carried"), done, "{}", v["server_time"]);
+        let own = f(&v, "server_time.server_time_ns.p50");
+        let lat = f(&v, "latency_ns.p50");
+        assert!(own > 0.0 && own < lat, "sink {own} vs latency {lat}");
+    });
+    with_sink(&[], |target| {
+        let v = run(target);
+        assert_eq!(f(&v, "server_time.carried"), 0.0, "{}", v["server_time"]);
+        assert_eq!(f(&v, "server_time.missing"), 1000.0, "{}", v["server_time"]);
+    });
+}
+
 #[test]
 fn combinations_that_make_no_sense_are_one_line_exit_2() {
     assert_usage(&["sink", "--http2", "--udp"], "drop --udp");

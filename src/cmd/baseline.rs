@@ -135,6 +135,19 @@ pub struct Step {
     /// The TLS baseline's handshakes over the step (`None`: plain TCP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<StepTls>,
+    /// `--server-time` (the HTTP/2 baseline: the sink says its own time per reply):
+    /// the sink's time and the rest of the latency, p50 and p99.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<StepServerTime>,
+}
+
+/// A step's server time: what the sink said it took, and each reply's latency less it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepServerTime {
+    pub server_time_p50_ns: u64,
+    pub server_time_p99_ns: u64,
+    pub network_queueing_p50_ns: u64,
+    pub network_queueing_p99_ns: u64,
 }
 
 /// A TLS step's handshakes (the run report's `tls` section, in short).
@@ -253,6 +266,12 @@ fn step_of(r: &Report, sink_busy: f64) -> Step {
         sink_bound: sink_busy >= SINK_BOUND_BUSY,
         histograms: crate::report::hdr::Encoded4::of(&r.histograms),
         tls,
+        server_time: r.server_time.as_ref().map(|s| StepServerTime {
+            server_time_p50_ns: s.server_time_ns.p50,
+            server_time_p99_ns: s.server_time_ns.p99,
+            network_queueing_p50_ns: s.network_queueing_ns.p50,
+            network_queueing_p99_ns: s.network_queueing_ns.p99,
+        }),
     }
 }
 
@@ -659,6 +678,7 @@ fn start_sink(plan: &RunPlan, sink_cores: &[usize]) -> Result<BaselineSink, RunE
             connections_max: plan.connections * 2 + 16,
             cores: sink_cores.to_vec(),
             stall: None,
+            timed: plan.server_time.is_some(),
         };
         let h2 = H2Front::start(local, opts).map_err(|e| RunError::BaselineFront("HTTP/2", e))?;
         return Ok(BaselineSink {
@@ -910,7 +930,12 @@ fn render_header(b: &Baseline) -> String {
             format!(" {:>11} {:>10}", "handshakes", "hs p90")
         } else {
             String::new()
+        } + if b.steps.iter().any(|st| st.server_time.is_some()) {
+            format!(" {:>12} {:>12}", "sink p50", "net+q p50")
+        } else {
+            String::new()
         }
+        .as_str()
     ));
     s
 }
@@ -934,8 +959,15 @@ fn render_step(st: &Step) -> String {
             fmt_ns(t.handshake_p90_ns)
         )
     });
+    let own = st.server_time.map_or(String::new(), |t| {
+        format!(
+            " {:>12} {:>12}",
+            fmt_ns(t.server_time_p50_ns),
+            fmt_ns(t.network_queueing_p50_ns)
+        )
+    });
     format!(
-        "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10} {:>5.0}% {:>5.1}% {:>5.0}%{tls}{mark}\n",
+        "{:>12.0} {:>12.0} {:>6} {:>12} {:>12} {:>12} {:>10} {:>5.0}% {:>5.1}% {:>5.0}%{tls}{own}{mark}\n",
         st.intended_rps,
         st.achieved_rps,
         if st.saturated { "no" } else { "yes" },
@@ -1171,6 +1203,7 @@ mod tests {
             sink_bound: false,
             histograms: crate::report::hdr::Encoded4::of(&crate::metrics::Histograms::new()),
             tls: None,
+            server_time: None,
         }
     }
 

@@ -80,6 +80,7 @@ pub fn command(
         connections_max: cfg.max_connections_per_core * cfg.cores.len(),
         cores: cfg.cores.clone(),
         stall: cfg.stall,
+        timed: a.server_timing,
     };
     let front = H2Front::start(cfg.listen, opts).map_err(|source| RunError::SinkHttp2Front {
         addr: cfg.listen,

@@ -560,8 +560,11 @@ fn server_time(
     let http = source.is_http();
     let refused = [
         (
-            !has_target,
-            "needs --target (the built-in sink's replies carry none)",
+            !has_target
+                && !(http2
+                    && matches!(source, crate::proto::ServerTimeSource::ServerTiming { .. })),
+            "needs --target (the built-in sink's replies carry none; its HTTP/2 replies, \
+             --http2, say Server-Timing: sink;dur=)",
         ),
         (
             transport != Transport::Tcp || frames,

@@ -45,6 +45,9 @@ pub struct H2Options {
     /// (the io_uring sink's windows, [`super::stall`]): what arrives meanwhile is read
     /// and answered after it.
     pub stall: Option<(Duration, Duration)>,
+    /// Each reply says the sink's own time with the request (`server-timing:
+    /// sink;dur=MS`): the HTTP/2 baseline's `--server-time`.
+    pub timed: bool,
 }
 
 /// The front's counts since it started.
@@ -355,6 +358,9 @@ fn serve(
         },
     };
     let mut conn = ServerConn::new(opts.settings, opts.answer);
+    if opts.timed {
+        conn = conn.timed(monotonic_ns);
+    }
     if let Err(Failure::Handshake) = exchange(transport, &mut conn, shared, stop, stall) {
         shared.handshakes_failed.fetch_add(1, Ordering::Relaxed);
     }
@@ -409,6 +415,7 @@ fn exchange(
         if let Some(s) = stall {
             freeze_if_due(s);
         }
+        conn.read_now();
         match conn.receive(&input) {
             Ok(n) => {
                 input.drain(..n);
@@ -420,6 +427,12 @@ fn exchange(
             }
         }
     }
+}
+
+/// The sink's clock for its own time per reply: ns on the monotonic clock.
+fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 #[cfg(test)]
@@ -438,6 +451,7 @@ mod tests {
                 connections_max: 2,
                 cores: vec![],
                 stall: None,
+                timed: false,
             },
         )
         .unwrap()

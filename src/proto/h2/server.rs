@@ -232,9 +232,36 @@ pub struct ServerConn {
     peer_goaway: bool,
     stats: ServerStats,
     scratch: Vec<u8>,
+    /// Its own time per reply (`server-timing: sink;dur=MS` on each reply's headers):
+    /// a clock in ns, and when the input being handled was read ([`Self::read_now`]).
+    clock: Option<fn() -> u64>,
+    read_ns: u64,
 }
 
 impl ServerConn {
+    /// Each reply's headers say how long the sink took with its request, from when
+    /// the input that completed it was read ([`Self::read_at`]) to the reply's headers,
+    /// by `clock` (ns): `server-timing: sink;dur=MS`.
+    pub fn timed(mut self, clock: fn() -> u64) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The input about to be handled was read now (by the clock of [`Self::timed`];
+    /// nothing when not timed).
+    pub fn read_now(&mut self) {
+        if let Some(clock) = self.clock {
+            self.read_ns = clock();
+        }
+    }
+
+    /// `server-timing` of a reply whose headers go out now, when timed.
+    fn own_time(&self) -> Option<String> {
+        let now = (self.clock?)();
+        let ns = now.saturating_sub(self.read_ns);
+        Some(format!("sink;dur={}.{:06}", ns / 1_000_000, ns % 1_000_000))
+    }
+
     /// A connection that has queued its SETTINGS (and the connection window's raise).
     pub fn new(local: ServerSettings, answer: Answer) -> Self {
         assert!(
@@ -267,6 +294,8 @@ impl ServerConn {
             peer_goaway: false,
             stats: ServerStats::default(),
             scratch: Vec::with_capacity(256),
+            clock: None,
+            read_ns: 0,
         };
         let settings = [
             (
@@ -670,10 +699,14 @@ impl ServerConn {
         Ok(())
     }
 
-    /// Queues a header block on `stream` from `fields`.
+    /// Queues a header block on `stream` from `fields` (and the sink's own time, when
+    /// timed).
     fn send_headers(&mut self, stream: u32, fields: &[(&str, &str)], end_stream: bool) {
         self.scratch.clear();
         hpack::encode_fields(&mut self.scratch, fields);
+        if let Some(took) = self.own_time() {
+            hpack::encode_fields(&mut self.scratch, &[("server-timing", &took)]);
+        }
         let max = self.peer.max_frame_size;
         let needed = frame::headers_len(self.scratch.len(), max);
         let block = &self.scratch;
@@ -794,7 +827,10 @@ impl ServerConn {
         }
         // A reply starts at the request's END_STREAM: the stream is closed both ways.
         if r.trailers {
+            // Trailers: the sink's time went out with the headers (counted once).
+            let clock = self.clock.take();
             self.send_headers(id, &[("grpc-status", "0")], true);
+            self.clock = clock;
         }
         self.stats.requests += 1;
         true

@@ -91,7 +91,10 @@ pub fn split_line(line: &str) -> Result<(Nanos, &str), String> {
 /// nanosecond, an overflow or any other form: `None`, and the general grammar
 /// decides).
 fn plain_offset_ns(s: &str) -> Option<u64> {
-    let digits = s.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
+    let digits = s
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b'.')
+        .count();
     let (number, unit) = s.split_at(digits);
     let unit_ns: u64 = match unit {
         "ns" => 1,
@@ -170,11 +173,28 @@ mod tests {
     /// The fast path reads what the general grammar reads, and leaves it the rest.
     #[test]
     fn plain_offsets_read_as_the_duration_grammar_does() {
-        for s in ["0s", "12.5ms", "250us", "800ns", "3s", "1.000000001s", "0.5us", "62s"] {
+        for s in [
+            "0s",
+            "12.5ms",
+            "250us",
+            "800ns",
+            "3s",
+            "1.000000001s",
+            "0.5us",
+            "62s",
+        ] {
             let general = crate::units::parse_duration(s).unwrap().as_nanos() as u64;
             assert_eq!(plain_offset_ns(s), Some(general), "{s}");
         }
-        for s in ["1m", "1.5ns", "1.0.0s", ".5s", "5", "99999999999999999999s", "2h"] {
+        for s in [
+            "1m",
+            "1.5ns",
+            "1.0.0s",
+            ".5s",
+            "5",
+            "99999999999999999999s",
+            "2h",
+        ] {
             assert_eq!(plain_offset_ns(s), None, "{s}");
         }
     }
