@@ -326,7 +326,7 @@ pub struct LoadArgs {
     /// (`12.5ms GET /users/7`) or a pcap/pcapng capture of a TCP conversation; each
     /// request goes out at its recorded offset and its latency counts from there.
     /// The run lasts the recording unless --duration is shorter (see docs/replay.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["mix", "http", "payload", "payload_file", "payload_size", "rate", "concurrency"])]
+    #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
 
     /// How a text recording's TEMPLATE is read: `http` (`METHOD /path`, with the -H

@@ -330,12 +330,28 @@ fn bad_recordings_are_refused_in_one_line_before_any_traffic() {
             vec!["--replay", &ok, "--replay-port", "80"],
             "is for captures".into(),
         ),
+        (
+            vec!["--replay", &ok, "--rate", "100"],
+            "not with --rate".into(),
+        ),
+        (
+            vec!["--replay", &ok, "--http", "GET /"],
+            "not with --http".into(),
+        ),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["run", "--target", &target, "--cores", "0"];
         args.extend_from_slice(&extra);
         assert_usage(&args, &needle);
     }
+    // A search steps its own rates: a recording has one.
+    assert_usage(
+        &[
+            "search", "--target", &target, "--cores", "0", "--replay", &ok, "--slo", "p99<10ms",
+            "--start", "100",
+        ],
+        "not with blaster search's steps",
+    );
     assert!(
         listener.accept().is_err(),
         "a refused recording must send nothing"

@@ -301,7 +301,7 @@ impl Cursor {
     pub fn pop_due(&mut self, now_ns: Nanos) -> Option<(Nanos, u64)> {
         self.arrive();
         if self.next.is_none() {
-            self.poll_at = now_ns + STARVED_POLL_NS;
+            self.poll_at = now_ns.saturating_add(STARVED_POLL_NS);
         }
         let due = self.next.filter(|&d| d <= now_ns)?;
         let (ci, ri) = self.at;

@@ -57,6 +57,7 @@ impl RunPlan {
         check_counts(a, cores.len())?;
         let transport = transport(a, &targets)?;
         let replay = super::replay::plan(a, facts.replay.as_ref(), transport, target.is_some())?;
+        super::replay::check_stepped(replay.as_ref(), rate_given.is_some())?;
         let (duration, warmup) = duration_and_warmup(a, replay.as_ref())?;
         let frames = frame_plan(a)?;
         check_warmup(a, warmup, frames.is_some(), target.is_some(), transport)?;

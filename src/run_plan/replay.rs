@@ -76,6 +76,22 @@ pub fn plan(
     let Some(path) = &a.replay else {
         return Ok(None);
     };
+    let given = |flag: bool, name: &'static str| flag.then_some(name);
+    let replaced = [
+        given(a.rate.is_some(), "--rate"),
+        given(a.concurrency.is_some(), "--concurrency"),
+        given(a.http.is_some(), "--http"),
+        given(a.mix.is_some(), "--mix"),
+        given(a.payload.is_some(), "--payload"),
+        given(a.payload_file.is_some(), "--payload-file"),
+        given(a.payload_size.is_some(), "--payload-size"),
+    ];
+    if let Some(flag) = replaced.into_iter().flatten().next() {
+        return Err(err(
+            "replay",
+            format!("the recording is the timetable and the requests: not with {flag}"),
+        ));
+    }
     let refused = [
         (
             !has_target,
@@ -138,6 +154,17 @@ pub fn plan(
         timing: Timing::of(&found.summary, speed),
         looped: a.replay_loop,
     }))
+}
+
+/// A replay has its own rate: not a search's steps (each at a rate of its own).
+pub fn check_stepped(r: Option<&ReplayPlan>, stepped: bool) -> Result<(), PlanError> {
+    if r.is_some() && stepped {
+        return Err(err(
+            "replay",
+            "a recording has its own rate: not with blaster search's steps",
+        ));
+    }
+    Ok(())
 }
 
 /// The run's length: the recording's (its last request's instant, and one ns so it
