@@ -56,8 +56,7 @@ impl RunPlan {
         let cores = parse_cores("cores", a.cores.as_deref().unwrap_or("0"), usable)?;
         check_counts(a, cores.len())?;
         let transport = transport(a, &targets)?;
-        let replay = super::replay::plan(a, facts.replay.as_ref(), transport, target.is_some())?;
-        super::replay::check_stepped(replay.as_ref(), rate_given.is_some())?;
+        let replay = super::replay::plan(a, facts, transport, target.is_some(), rate_given)?;
         let (duration, warmup) = duration_and_warmup(a, replay.as_ref())?;
         let frames = frame_plan(a)?;
         check_warmup(a, warmup, frames.is_some(), target.is_some(), transport)?;

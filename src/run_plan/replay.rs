@@ -66,16 +66,25 @@ pub fn read_facts(a: &RunArgs) -> Option<Result<ReplayFacts, String>> {
     })())
 }
 
-/// `--replay` checked against the run's other flags, and its plan.
+/// `--replay` checked against the run's other flags (`rate_given`: a search's step
+/// rate, which a recording does not take), and its plan.
 pub fn plan(
     a: &RunArgs,
-    facts: Option<&Result<ReplayFacts, String>>,
+    facts: &super::HostFacts,
     transport: Transport,
     has_target: bool,
+    rate_given: Option<f64>,
 ) -> Result<Option<ReplayPlan>, PlanError> {
     let Some(path) = &a.replay else {
         return Ok(None);
     };
+    let facts = facts.replay.as_ref();
+    if rate_given.is_some() {
+        return Err(err(
+            "replay",
+            "a recording has its own rate: not with blaster search's steps",
+        ));
+    }
     let given = |flag: bool, name: &'static str| flag.then_some(name);
     let replaced = [
         given(a.rate.is_some(), "--rate"),
@@ -154,17 +163,6 @@ pub fn plan(
         timing: Timing::of(&found.summary, speed),
         looped: a.replay_loop,
     }))
-}
-
-/// A replay has its own rate: not a search's steps (each at a rate of its own).
-pub fn check_stepped(r: Option<&ReplayPlan>, stepped: bool) -> Result<(), PlanError> {
-    if r.is_some() && stepped {
-        return Err(err(
-            "replay",
-            "a recording has its own rate: not with blaster search's steps",
-        ));
-    }
-    Ok(())
 }
 
 /// The run's length: the recording's (its last request's instant, and one ns so it
