@@ -765,9 +765,24 @@ impl Report {
     /// (held connections, a run cut off before any answer could come).
     pub fn nothing_succeeded(&self) -> Option<String> {
         if let Some(f) = &self.frames {
+            // Another run on the same rooms explains it better than the target.
+            let cause = match self.diagnosis.iter().find_map(|d| match d {
+                crate::diagnosis::Diagnosis::FramesCollide {
+                    foreign,
+                    duplicates,
+                    ..
+                } => Some((foreign, duplicates)),
+                _ => None,
+            }) {
+                Some((foreign, duplicates)) => format!(
+                    "{foreign} foreign and {duplicates} duplicate frames came instead: another \
+                     run on the same rooms (give each machine its --shard)"
+                ),
+                None => "target refused, unreachable or not relaying".to_string(),
+            };
             return (f.expected > 0 && f.received == 0).then(|| {
                 format!(
-                    "nothing succeeded: 0 of {} expected frames arrived ({} sent, {} not sent, {} connections opened, {} failed): target refused, unreachable or not relaying",
+                    "nothing succeeded: 0 of {} expected frames arrived ({} sent, {} not sent, {} connections opened, {} failed): {cause}",
                     f.expected,
                     self.frames_sent(),
                     f.not_sent,
