@@ -13,13 +13,12 @@ use std::sync::Arc;
 /// Fastest `--replay-speed` (and 1/this the slowest).
 const SPEED_MAX: f64 = 1_000_000.0;
 
-/// What the facts found reading the recording once: its format, what it holds, and
-/// whether its first request is HTTP/1.1 (the default framing for a capture).
+/// What the facts found reading the recording once: its format and what it holds
+/// (whether its first request is HTTP/1.1 included: a capture's default framing).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayFacts {
     pub format: Format,
     pub summary: Summary,
-    pub http_first: bool,
 }
 
 /// `--replay-as`: how a text line's TEMPLATE reads, with the run's headers and Host.
@@ -50,19 +49,10 @@ pub fn read_facts(a: &RunArgs) -> Option<Result<ReplayFacts, String>> {
         let kind = line_kind(a).unwrap_or(LineKind::Payload);
         let mut rec = crate::request::replay::open(path, format, &kind, a.replay_port)
             .map_err(|e| named(e.to_string()))?;
-        let mut first = Vec::new();
-        let http_first = rec.next(&mut first).ok().flatten().is_some()
-            && crate::request::replay::looks_like_http1_request(&first);
-        let mut rec = crate::request::replay::open(path, format, &kind, a.replay_port)
-            .map_err(|e| named(e.to_string()))?;
         let summary =
             crate::request::replay::summarize(&mut *rec, crate::limits::PAYLOAD_BYTES_MAX)
                 .map_err(|e| named(e.to_string()))?;
-        Ok(ReplayFacts {
-            format,
-            summary,
-            http_first,
-        })
+        Ok(ReplayFacts { format, summary })
     })())
 }
 
@@ -202,19 +192,15 @@ pub fn requests(
     facts: Option<&Result<ReplayFacts, String>>,
 ) -> Option<Result<Arc<RequestSet>, PlanError>> {
     match (r, facts) {
-        (Some(r), Some(Ok(f))) => Some(replay_requests(a, r, f.http_first)),
+        (Some(r), Some(_)) => Some(replay_requests(a, r)),
         _ => None,
     }
 }
 
-fn replay_requests(
-    a: &RunArgs,
-    r: &ReplayPlan,
-    http_first: bool,
-) -> Result<Arc<RequestSet>, PlanError> {
+fn replay_requests(a: &RunArgs, r: &ReplayPlan) -> Result<Arc<RequestSet>, PlanError> {
     let default = match (&r.kind, r.format) {
         (LineKind::Http { .. }, Format::Text) => Framing::Http1,
-        (_, Format::Pcap) if http_first => Framing::Http1,
+        (_, Format::Pcap) if r.summary.first_is_http1 => Framing::Http1,
         _ => Framing::Echo,
     };
     let framing = match &a.framing {

@@ -171,6 +171,9 @@ impl Worker<'_> {
     /// (or failed): everything before the oldest request still in the backlog.
     #[inline]
     pub(super) fn release_replayed(&mut self) {
+        if self.plan.replay.is_none() {
+            return;
+        }
         let oldest = self.backlog.front().map(|r| r.seq);
         if let Some(t) = self.workload.timetable()
             && let Some(r) = &mut t.replay

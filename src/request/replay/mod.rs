@@ -152,6 +152,8 @@ pub struct Summary {
     pub last_offset_ns: Nanos,
     /// Most requests whose offsets fall in one whole second of the recording.
     pub peak_per_s: u64,
+    /// The first request starts as HTTP/1.1 does ([`looks_like_http1_request`]).
+    pub first_is_http1: bool,
 }
 
 /// Reads `rec` to its end, checking every request and each one's length against
@@ -162,6 +164,9 @@ pub fn summarize(rec: &mut dyn Recording, longest_max: usize) -> Result<Summary,
     let (mut second, mut in_second) = (0u64, 0u64);
     while let Some(offset) = rec.next(&mut buf)? {
         s.requests += 1;
+        if s.requests == 1 {
+            s.first_is_http1 = looks_like_http1_request(&buf);
+        }
         if buf.len() > longest_max {
             return Err(ReplayError {
                 line: 0,
@@ -312,6 +317,7 @@ mod tests {
             longest: 1,
             last_offset_ns: 2_000,
             peak_per_s: 3,
+            first_is_http1: false,
         };
         let t = Timing::of(&s, 1.0);
         assert_eq!(t.period_ns, 3_000);
