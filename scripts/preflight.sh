@@ -929,8 +929,10 @@ fi
 irqbalance_pid=
 for f in "$ROOT"/proc/[0-9]*/comm; do
     [ -r "$f" ] || continue
+    # The process may exit between the listing and this read: then the
+    # redirection fails, and under `set -e` that must not end the script.
     comm=
-    { IFS= read -r comm || true; } 2>/dev/null < "$f"
+    { IFS= read -r comm < "$f"; } 2>/dev/null || true
     if [ "$comm" = irqbalance ]; then irqbalance_pid=${f%/comm}; irqbalance_pid=${irqbalance_pid##*/}; break; fi
 done
 nic_irqbalance() {

@@ -667,6 +667,21 @@ fn irqs_found_through_the_device_link_and_msi_irqs() {
     out.expect("nic.iface", "FAIL", &["cannot run '/nonexistent/ip'"]);
 }
 
+/// A process that exits between the listing of /proc and the read of its
+/// `comm` (ever likelier when a fleet tool forks beside the script) is
+/// skipped, not the end of the script. A Unix socket stands in for the
+/// vanished file: readable by its mode, but `open` fails on it.
+#[test]
+fn a_process_that_vanishes_mid_scan_is_skipped() {
+    let m = Machine::healthy();
+    let dir = m.path("proc/4322");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(dir.join("comm")).unwrap();
+    let out = m.run(PLAN);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    out.expect("nic.irqbalance", "PASS", &["irqbalance not running"]);
+}
+
 #[test]
 fn irqbalance_running_warns() {
     let m = Machine::healthy();
