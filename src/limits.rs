@@ -84,9 +84,13 @@ pub const HTTP2_RECV_BUFFER_BYTES: usize = 32 << 10;
 /// Longest HTTP/2 request body: a body file or gRPC message ([`PAYLOAD_BYTES_MAX`])
 /// with the 5-byte gRPC prefix. Kept once per request entry and sent in DATA frames as
 /// the windows allow, so it costs memory once, not per stream. A body with
-/// placeholders is rendered per request and goes whole, in one DATA frame of at most
-/// 16 KiB.
+/// placeholders is rendered per request; what its first DATA frame (16 KiB) does not
+/// carry is kept in the request's slot ([`HTTP2_TAILS_BYTES_MAX`]).
 pub const HTTP2_BODY_BYTES_MAX: usize = PAYLOAD_BYTES_MAX + 5;
+/// `--http2` with a body with placeholders longer than one DATA frame: the most a
+/// worker's request slots (connections x streams x the longest request) may keep of
+/// the rendered bodies until the send windows let them go: 128 MiB.
+pub const HTTP2_TAILS_BYTES_MAX: usize = 128 << 20;
 /// Default of `--spin`: the worker sleeps until this long before the next due send and
 /// spins on the TSC for the rest. Timer wake-ups on the reference VM arrive 60-70 us
 /// late on a quiet host and milliseconds late on a busy one (waking a halted vCPU);

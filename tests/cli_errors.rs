@@ -1059,6 +1059,19 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         "--grpc-proto: needs --grpc-json: the request message, as JSON",
     );
     expect(
+        &run_with(&[
+            "--grpc",
+            "p.S/Go",
+            "--grpc-proto",
+            proto,
+            "--grpc-json",
+            r#"{"name": "user-{seq}"}"#,
+        ]),
+        2,
+        "--grpc-json: {seq} is not expanded inside a gRPC message (its protobuf is encoded \
+         once, at start): put per-request values in metadata, e.g. -H 'x-key: {seq}'",
+    );
+    expect(
         &run_with(&["--http", "GET /", "--streams-per-connection", "4"]),
         2,
         "--streams-per-connection: needs --http2 or --grpc",
@@ -1083,12 +1096,24 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
         2,
         "--payload: {uniform:0}: the key count must be between 1 and 1099511627776, got \"0\"",
     );
-    let templated = format!("{}{{rand:4}}", "a".repeat(16_384));
+    // A templated body past one DATA frame is kept per stream until it is sent:
+    // 100 x 100 streams of a 20 KB request is above the bound.
+    let templated = format!("{}{{rand:4}}", "a".repeat(20_000));
     expect(
-        &run_with(&["--http2", "--http", "POST /", "--body", &templated]),
+        &run_with(&[
+            "--http2",
+            "--http",
+            "POST /",
+            "--body",
+            &templated,
+            "--connections",
+            "100",
+        ]),
         2,
-        "--body: with --http2 a body with placeholders is at most 16384 bytes (one DATA \
-         frame); without placeholders up to 1048581",
+        "--body: a body with placeholders longer than one DATA frame (16384 bytes) is kept \
+         per stream until it is sent: 10000 streams in flight x 20065 bytes need 191 MiB, \
+         above 128 MiB; use fewer --connections or --streams-per-connection, a shorter \
+         body, or one without placeholders",
     );
     expect(
         &run_with(&["--http2", "--http", "GET /", "--pipeline", "4"]),

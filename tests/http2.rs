@@ -145,6 +145,67 @@ fn bodies_beyond_one_frame_go_out_as_the_windows_open() {
     );
 }
 
+/// A body with placeholders longer than one DATA frame is rendered once per request
+/// and its tail sent from the request's slot as the windows open: nginx (h2c) hands
+/// each whole body to a Python backend that checks it byte for byte, its random parts
+/// rendered (the second lies past the first 16 KiB) and never one request's tail in
+/// another's body.
+#[test]
+fn a_templated_body_beyond_one_frame_arrives_whole() {
+    let _g = load_lock();
+    let backend = free_port();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/http/body_check.py"
+    );
+    let _b = common::servers::spawn(
+        Command::new("python3").args([script, &backend.to_string(), "20000", "20000"]),
+        None,
+        backend,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = format!(
+        "daemon off; master_process off; worker_processes 1; pid {d}/nginx.pid; \
+         error_log {d}/error.log; events {{ worker_connections 1024; }} \
+         http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d}; \
+         fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d}; \
+         server {{ listen 127.0.0.1:{port} http2; client_max_body_size 1m; \
+         location / {{ proxy_pass http://127.0.0.1:{backend}; proxy_http_version 1.1; }} }} }}",
+        d = dir.path().display()
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut cmd = Command::new(require("nginx", "nginx-light"));
+    cmd.args(["-c", conf_path.to_str().unwrap(), "-p"])
+        .arg(dir.path());
+    let _n = common::servers::spawn(&mut cmd, Some(dir), port);
+    let body = format!(
+        "{{rand:16}}{}{{rand:16}}{}",
+        "a".repeat(20_000),
+        "b".repeat(20_000)
+    );
+    let v = h2_run(
+        port,
+        &[
+            "--http",
+            "POST /check",
+            "--body",
+            &body,
+            "--rate",
+            "100",
+            "--duration",
+            "2s",
+            "--connections",
+            "2",
+            "--streams-per-connection",
+            "8",
+        ],
+    );
+    assert_all_completed(&v, 200.0);
+    assert_eq!(v["http"]["status_classes"]["2xx"], 200, "{}", v["http"]);
+}
+
 /// `--grpc-proto FILE --grpc-json JSON`: the message is the protobuf encoding of the
 /// JSON as the method's input type, byte for byte what grpcio's Check expects.
 #[test]

@@ -153,6 +153,26 @@ fn feed_spec(name: &str) -> Option<(&str, Option<&str>)> {
     Some((path, Some(column)))
 }
 
+/// The first placeholder written in `text` (`{seq}`, `{rand:8}`, ...), for the places
+/// that take text once rather than as a template, and refuse what they would not
+/// expand.
+pub fn placeholder_in(text: &str) -> Option<&str> {
+    const WHOLE: [&str; 4] = ["seq", "conn", "worker", "time_ns"];
+    const PREFIX: [&str; 5] = ["rand:", "zipf:", "uniform:", "line:", "csv:"];
+    let mut at = 0;
+    while let Some(open) = text[at..].find('{').map(|i| at + i) {
+        let inner = &text[open + 1..];
+        if let Some(close) = inner.find('}') {
+            let name = &inner[..close];
+            if WHOLE.contains(&name) || PREFIX.iter().any(|p| name.starts_with(p)) {
+                return Some(&text[open..open + close + 2]);
+            }
+        }
+        at = open + 1;
+    }
+    None
+}
+
 /// How a key placeholder draws its keys (1 to N).
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyDist {
@@ -575,6 +595,21 @@ mod tests {
             "{e:?}"
         );
         assert!(Template::parse(b"{rand:0}").is_err());
+    }
+
+    #[test]
+    fn placeholders_are_found_in_text_taken_once() {
+        assert_eq!(placeholder_in(r#"{"name": "u{seq}"}"#), Some("{seq}"));
+        assert_eq!(
+            placeholder_in(r#"{"k": "{rand:8}", "n": 1}"#),
+            Some("{rand:8}")
+        );
+        assert_eq!(
+            placeholder_in(r#"{"k": "{zipf:10:1.1}"}"#),
+            Some("{zipf:10:1.1}")
+        );
+        assert_eq!(placeholder_in(r#"{"name": "world", "n": {"m": 7}}"#), None);
+        assert_eq!(placeholder_in("{sequence}"), None);
     }
 
     #[test]

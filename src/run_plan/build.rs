@@ -815,17 +815,30 @@ fn http2_plan(
                 ),
             ));
         }
-        if body.len() > crate::proto::h2::FRAME_SIZE_MIN as usize
+        if e.template.max_len() > crate::proto::h2::FRAME_SIZE_MIN as usize
             && e.template.static_after(b"\r\n\r\n").is_none()
         {
-            return Err(err(
-                flag,
-                format!(
-                    "with --http2 a body with placeholders is at most {} bytes (one DATA \
-                     frame); without placeholders up to {HTTP2_BODY_BYTES_MAX}",
-                    crate::proto::h2::FRAME_SIZE_MIN
-                ),
-            ));
+            // Rendered per request and kept, past its first DATA frame, in its
+            // request slot until the windows let it go: bounded memory.
+            let streams = connections
+                .saturating_mul(a.streams_per_connection.unwrap_or(HTTP2_STREAMS_DEFAULT));
+            let kept = streams.saturating_mul(requests.max_len());
+            if kept > HTTP2_TAILS_BYTES_MAX {
+                return Err(err(
+                    flag,
+                    format!(
+                        "a body with placeholders longer than one DATA frame ({} bytes) is \
+                         kept per stream until it is sent: {streams} streams in flight x {} \
+                         bytes need {} MiB, above {} MiB; use fewer --connections or \
+                         --streams-per-connection, a shorter body, or one without \
+                         placeholders",
+                        crate::proto::h2::FRAME_SIZE_MIN,
+                        requests.max_len(),
+                        kept >> 20,
+                        HTTP2_TAILS_BYTES_MAX >> 20
+                    ),
+                ));
+            }
         }
     }
     let keepalive_ns = h2_keepalive_ns(a)?;
@@ -1147,6 +1160,18 @@ fn grpc_message(a: &RunArgs, method: &str, facts: &HostFacts) -> Result<Vec<u8>,
     };
     match (&a.grpc_message, &a.grpc_proto, &a.grpc_json) {
         (Some(f), _, _) => read("grpc-message", f),
+        (None, Some(_), Some(json))
+            if let Some(p) = crate::request::template::placeholder_in(json) =>
+        {
+            Err(err(
+                "grpc-json",
+                format!(
+                    "{p} is not expanded inside a gRPC message (its protobuf is encoded \
+                     once, at start): put per-request values in metadata, e.g. -H \
+                     'x-key: {p}'"
+                ),
+            ))
+        }
         (None, Some(p), Some(json)) => message_from_json(p, &read("grpc-proto", p)?, method, json)
             .map_err(|e| match e {
                 ProtoError::Proto(m) => err("grpc-proto", m),

@@ -58,12 +58,53 @@ const HEADER_BLOCK_MAX: usize = 16 << 10;
 /// Largest DATA frame sent (the smallest MAX_FRAME_SIZE a peer may set).
 const DATA_CHUNK: usize = FRAME_SIZE_MIN as usize;
 
-/// A request body part way out: `stream`'s body (entry `entry`'s) from byte `off`.
+/// A request body part way out: `stream`'s body (entry `entry`'s) from byte `off`;
+/// a rendered one (placeholders in it) from request slot `slot`'s tail while that
+/// slot still holds request `seq`.
 #[derive(Debug, Clone, Copy)]
 struct BodyLeft {
     stream: u32,
     entry: u16,
     off: u32,
+    slot: u32,
+    seq: u64,
+}
+
+/// Bodies with placeholders longer than one DATA frame: each is rendered once, with
+/// its request, and what the first frame did not carry is kept in its request slot
+/// (connections x streams, sized at start, bounded by the plan) until the send
+/// windows let it go.
+struct Tails {
+    stride: usize,
+    bytes: Box<[u8]>,
+    /// Per slot: the rendered body's length and the request whose body it is.
+    lens: Box<[u32]>,
+    seqs: Box<[u64]>,
+}
+
+impl Tails {
+    fn new(slots: usize, stride: usize) -> Tails {
+        Tails {
+            stride,
+            bytes: vec![0; slots * stride].into_boxed_slice(),
+            lens: vec![0; slots].into_boxed_slice(),
+            seqs: vec![u64::MAX; slots].into_boxed_slice(),
+        }
+    }
+
+    /// Keeps `body` (request `seq`'s, whole) in slot `i`.
+    fn keep(&mut self, i: usize, seq: u64, body: &[u8]) {
+        let base = i * self.stride;
+        self.bytes[base..base + body.len()].copy_from_slice(body);
+        self.lens[i] = body.len() as u32;
+        self.seqs[i] = seq;
+    }
+
+    /// Slot `i`'s body while it is still request `seq`'s.
+    fn body(&self, i: usize, seq: u64) -> Option<&[u8]> {
+        let base = i * self.stride;
+        (self.seqs[i] == seq).then(|| &self.bytes[base..base + self.lens[i] as usize])
+    }
 }
 
 /// The worker's HTTP/2 side: each connection's codec state, and what converts a
@@ -89,6 +130,8 @@ pub(super) struct H2Side {
     pub(super) first_goaway: Option<String>,
     /// `--expect` body assertions: each request slot's response body as it arrives.
     kept: Option<KeptBodies>,
+    /// Bodies with placeholders longer than one DATA frame, per request slot.
+    tails: Option<Tails>,
 }
 
 /// Response bodies kept for `--expect`: [`EXPECT_H2_BODY_BYTES`] per request slot
@@ -213,6 +256,12 @@ impl H2Side {
             first_goaway: None,
             kept: (plan.expect.needs_body())
                 .then(|| KeptBodies::new(plan.connections * plan.pipeline)),
+            tails: (plan.requests.entries.iter())
+                .any(|e| {
+                    e.template.static_after(b"\r\n\r\n").is_none()
+                        && e.template.max_len() > DATA_CHUNK
+                })
+                .then(|| Tails::new(plan.connections * plan.pipeline, max_len)),
         })))
     }
 
@@ -786,7 +835,15 @@ impl Worker<'_> {
                     time_ns: self.unix_at_start_ns + req.intended_ns,
                 };
                 let out = self.staging.region_mut(base + len..end);
-                match h2.write(c, &req, &ctx, self.plan, out, &mut self.out.counters.http2) {
+                match h2.write(
+                    c,
+                    i,
+                    &req,
+                    &ctx,
+                    self.plan,
+                    out,
+                    &mut self.out.counters.http2,
+                ) {
                     Some((stream, n)) => {
                         self.table.slots[i].stream = stream;
                         if let Some(kept) = &mut h2.kept {
@@ -821,12 +878,14 @@ impl Worker<'_> {
 }
 
 impl H2Side {
-    /// Writes `req` as a new stream of `c` into `out`: its stream id and the bytes
-    /// written, or `None` when it must wait (no stream free, a window too small, the
-    /// server going away).
+    /// Writes `req` (in request slot `i`) as a new stream of `c` into `out`: its
+    /// stream id and the bytes written, or `None` when it must wait (no stream free,
+    /// a window too small, the server going away).
+    #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,
         c: u32,
+        i: usize,
         req: &Req,
         ctx: &Ctx,
         plan: &WorkerPlan,
@@ -848,13 +907,14 @@ impl H2Side {
         let hc = &mut self.conns[c as usize];
         let conn = hc.conn.as_deref_mut().expect("an open HTTP/2 connection");
         let peer = *conn.peer();
-        // The first DATA frame goes with the HEADERS; a body without placeholders
-        // continues in later sends, one with placeholders goes whole or waits.
+        // The first DATA frame goes with the HEADERS; the rest of the body continues
+        // in later sends (a rendered one from its slot's tail), or, where nothing
+        // keeps it, the body goes whole or waits.
         let first = (body.len())
             .min(DATA_CHUNK)
             .min(conn.connection_send_window().max(0) as usize)
             .min(peer.initial_window_size as usize);
-        let goes_on = self.bodies[req.entry as usize].is_some();
+        let goes_on = self.bodies[req.entry as usize].is_some() || self.tails.is_some();
         if !body.is_empty() && (first == 0 || (first < body.len() && !goes_on)) {
             if !hc.stalled {
                 hc.stalled = true;
@@ -884,10 +944,19 @@ impl H2Side {
         if done {
             conn.end_local(stream);
         } else {
+            let slot = if self.bodies[req.entry as usize].is_some() {
+                u32::MAX
+            } else {
+                let tails = self.tails.as_mut().expect("goes_on checked");
+                tails.keep(i, req.seq, body);
+                i as u32
+            };
             hc.bodies_left.push_back(BodyLeft {
                 stream,
                 entry: req.entry,
                 off: first as u32,
+                slot,
+                seq: req.seq,
             });
         }
         Some((stream, n))
@@ -908,9 +977,16 @@ impl H2Side {
             if !conn.is_open(b.stream) {
                 return false;
             }
-            let body = self.bodies[b.entry as usize]
-                .as_deref()
-                .expect("only bodies without placeholders continue");
+            let body = match (&self.bodies[b.entry as usize], &self.tails) {
+                (Some(body), _) => body.as_slice(),
+                (None, Some(tails)) => match tails.body(b.slot as usize, b.seq) {
+                    Some(body) => body,
+                    // Its slot went to a newer request (the reply came before the
+                    // whole body went): nothing of it is left to send.
+                    None => return false,
+                },
+                (None, None) => unreachable!("only bodies something keeps continue"),
+            };
             loop {
                 let left = body.len() - b.off as usize;
                 let cap = conn.send_capacity(b.stream).min(DATA_CHUNK).min(left);
