@@ -1116,6 +1116,16 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
          body, or one without placeholders",
     );
     expect(
+        &run_with(&[
+            "--http2",
+            "--connect-per-request",
+            "--streams-per-connection",
+            "4",
+        ]),
+        2,
+        "--connect-per-request: one request per connection: --streams-per-connection must be 1",
+    );
+    expect(
         &run_with(&["--http2", "--http", "GET /", "--pipeline", "4"]),
         2,
         "--pipeline: with --http2, requests in flight per connection are --streams-per-connection",

@@ -145,6 +145,33 @@ fn bodies_beyond_one_frame_go_out_as_the_windows_open() {
     );
 }
 
+/// `--connect-per-request --http2`: each request opens its own connection (preface,
+/// SETTINGS, one stream) and closes it once answered, as HTTP/1.1's does: nginx
+/// answers every request, and as many connections opened as requests.
+#[test]
+fn a_connection_per_request_carries_one_stream() {
+    let _g = load_lock();
+    let (_s, port) = nginx_h2(1_000_000, 128, None);
+    let v = h2_run(
+        port,
+        &[
+            "--connect-per-request",
+            "--http",
+            "GET /",
+            "--rate",
+            "200",
+            "--duration",
+            "1s",
+            "--connections",
+            "4",
+        ],
+    );
+    assert_all_completed(&v, 200.0);
+    assert_eq!(v["http"]["status_classes"]["2xx"], 200, "{}", v["http"]);
+    assert_eq!(f(&v, "connections.opened"), 200.0, "{}", v["connections"]);
+    assert_eq!(f(&v, "connections.failed"), 0.0, "{}", v["connections"]);
+}
+
 /// A body with placeholders longer than one DATA frame is rendered once per request
 /// and its tail sent from the request's slot as the windows open: nginx (h2c) hands
 /// each whole body to a Python backend that checks it byte for byte, its random parts

@@ -131,7 +131,12 @@ impl RunPlan {
             duration_ns: duration,
             warmup_ns: warmup,
             pipeline: if http2.is_some() {
-                a.streams_per_connection.unwrap_or(HTTP2_STREAMS_DEFAULT)
+                a.streams_per_connection
+                    .unwrap_or(if a.connect_per_request {
+                        1
+                    } else {
+                        HTTP2_STREAMS_DEFAULT
+                    })
             } else {
                 a.pipeline
             },
@@ -753,9 +758,9 @@ fn http2_plan(
             "HTTP/2 carries requests, not frames (yet)",
         ),
         (
-            a.connect_per_request,
+            a.connect_per_request && a.streams_per_connection.is_some_and(|n| n != 1),
             "connect-per-request",
-            "not with --http2 yet: streams share a connection",
+            "one request per connection: --streams-per-connection must be 1",
         ),
         (
             a.pipeline != 1,

@@ -682,7 +682,12 @@ impl Worker<'_> {
         }
         self.table.slots[i].stream = ANSWERED;
         self.table.pop_answered(c);
-        if self.table.caps[c as usize] == 0 && self.table.conns[c as usize].inflight == 0 {
+        let idle = self.table.conns[c as usize].inflight == 0;
+        if idle && self.workload.per_request() {
+            // `--connect-per-request`: its one stream is done; the next request
+            // opens a connection of its own.
+            self.close_conn(c, None, super::Reopen::Now);
+        } else if self.table.caps[c as usize] == 0 && idle {
             self.h2_goaway_close(c);
         } else {
             self.retire_drained(c);
