@@ -130,16 +130,7 @@ impl RunPlan {
             precision: precision(a)?,
             duration_ns: duration,
             warmup_ns: warmup,
-            pipeline: if http2.is_some() {
-                a.streams_per_connection
-                    .unwrap_or(if a.connect_per_request {
-                        1
-                    } else {
-                        HTTP2_STREAMS_DEFAULT
-                    })
-            } else {
-                a.pipeline
-            },
+            pipeline: pipeline(a, http2.is_some()),
             payload: checked.payload.into(),
             requests,
             replay: replay.map(Arc::new),
@@ -664,6 +655,17 @@ pub(super) fn h2_keepalive_ns(a: &RunArgs) -> Result<Option<u64>, PlanError> {
         return Err(err("h2-keepalive", format!("at least 10ms, got {d}")));
     }
     Ok(Some(ns))
+}
+
+/// Requests in flight per connection: `--pipeline`, or with HTTP/2 the streams
+/// (`--streams-per-connection`; one with `--connect-per-request`).
+fn pipeline(a: &RunArgs, http2: bool) -> usize {
+    match (http2, a.streams_per_connection) {
+        (false, _) => a.pipeline,
+        (true, Some(n)) => n,
+        (true, None) if a.connect_per_request => 1,
+        (true, None) => HTTP2_STREAMS_DEFAULT,
+    }
 }
 
 /// Streams per connection with `--http2` unless `--streams-per-connection` says.
