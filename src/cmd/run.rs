@@ -192,7 +192,14 @@ pub fn execute(
         plan,
         target,
         shard_rate_rps,
-        setup: Setup { features, ..setup },
+        setup: Setup {
+            features,
+            // The workers have ended: the peak covers every buffer they used.
+            peak_rss_growth: crate::metrics::host::peak_rss_bytes()
+                .unwrap_or(0)
+                .saturating_sub(rss_before),
+            ..setup
+        },
         interrupted: stop.load(Ordering::Relaxed),
         start_late_ns,
     };
@@ -293,6 +300,7 @@ fn setup_of(plan: &RunPlan, readies: &[Ready], rss_before: u64, rate_rps: f64) -
         established: readies.iter().map(|r| r.established).sum::<usize>() as u64,
         establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
         rss_growth: rss_bytes().unwrap_or(0).saturating_sub(rss_before),
+        peak_rss_growth: 0,
         first_errno,
         wall: first_errno
             .and_then(|e| crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan))),

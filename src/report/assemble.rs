@@ -5,7 +5,8 @@
 
 use super::{
     Bytes, Config, Connections, HostReport, HttpReport, Interval, Memory, MixEntryReport,
-    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, TargetReport, UdpReport, WorkerReport,
+    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, TargetReport, UdpReport, WindowsMemory,
+    WorkerReport,
 };
 use crate::diagnosis::Diagnosis;
 use crate::engine::Transport;
@@ -60,6 +61,9 @@ pub struct Setup {
     pub established: u64,
     pub establish_ns: u64,
     pub rss_growth: u64,
+    /// Peak resident set over the run (`VmHWM`, read once the workers ended) less the
+    /// resident set before they started.
+    pub peak_rss_growth: u64,
     pub first_errno: Option<i32>,
     /// The wall the first failed connect points at, with the numbers and the fix.
     pub wall: Option<String>,
@@ -946,15 +950,30 @@ fn connections(plan: &RunPlan, ctr: &Counters, setup: &Setup, total: &Histograms
 }
 
 fn memory(plan: &RunPlan, setup: &Setup) -> Memory {
+    // A connection per request holds none at the start: per connection slot.
+    let per = if plan.per_request {
+        plan.connections as u64
+    } else {
+        setup.established.max(1)
+    } as f64;
+    let peak = setup.peak_rss_growth.max(setup.rss_growth);
     Memory {
-        // A connection per request holds none at the start: per connection slot.
-        user_bytes_per_connection: setup.rss_growth as f64
-            / if plan.per_request {
-                plan.connections as u64
-            } else {
-                setup.established.max(1)
-            } as f64,
+        user_bytes_per_connection: setup.rss_growth as f64 / per,
         rss_growth_bytes: setup.rss_growth,
+        peak_rss_growth_bytes: peak,
+        peak_user_bytes_per_connection: peak as f64 / per,
+        windows: plan.frames.as_ref().map(|f| {
+            // The tables of every connection this process owns, over the ones held.
+            let windows = f.accounting_bytes() as f64 / per;
+            WindowsMemory {
+                windows_bytes_per_connection: windows,
+                user_bytes_per_connection_excluding_windows: (setup.rss_growth as f64 / per
+                    - windows)
+                    .max(0.0),
+                peak_user_bytes_per_connection_excluding_windows: (peak as f64 / per - windows)
+                    .max(0.0),
+            }
+        }),
     }
 }
 
