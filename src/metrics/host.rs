@@ -61,19 +61,6 @@ pub fn rss_bytes() -> Option<u64> {
     rss_of_statm(&statm, page_bytes()?)
 }
 
-/// This process's peak resident set in bytes (`VmHWM` in `/proc/self/status`), or
-/// `None` where that file is missing or unreadable.
-pub fn peak_rss_bytes() -> Option<u64> {
-    peak_of_status(&std::fs::read_to_string("/proc/self/status").ok()?)
-}
-
-/// The `VmHWM:` line of a status file, in bytes.
-fn peak_of_status(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 fn page_bytes() -> Option<u64> {
     let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok()??;
     u64::try_from(page).ok()
@@ -404,16 +391,6 @@ mod tests {
         let rss = rss_bytes().expect("Linux has /proc/self/statm");
         // A test binary is at least a megabyte resident and well under a terabyte.
         assert!((1 << 20..1 << 40).contains(&rss), "{rss}");
-    }
-
-    #[test]
-    fn peak_rss_is_the_vmhwm_line_in_bytes() {
-        let status = "Name:\tblaster\nVmPeak:\t  900 kB\nVmHWM:\t  250 kB\nVmRSS:\t 200 kB\n";
-        assert_eq!(peak_of_status(status), Some(256_000));
-        assert_eq!(peak_of_status("VmRSS:\t 200 kB\n"), None);
-        assert_eq!(peak_of_status("VmHWM:\t x kB\n"), None);
-        let peak = peak_rss_bytes().expect("Linux has /proc/self/status");
-        assert!(peak >= rss_bytes().unwrap() / 2, "{peak}");
     }
 
     #[test]
