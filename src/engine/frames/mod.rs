@@ -426,6 +426,26 @@ fn frames_ring(plan: &WorkerPlan, n: usize, udp: bool) -> std::io::Result<(Ring,
     Ok((ring, fixed_files))
 }
 
+/// Plain TCP frames' shared pools ([`pooled`]): the provided-buffer ring (registered
+/// with `ring`), the tail slots and the send slots; empty otherwise.
+fn pools(lay: &Layout, ring: &mut Ring) -> std::io::Result<(Option<BufRing>, SlotPool, SlotPool)> {
+    let n = lay.n;
+    if !lay.pooled {
+        return Ok((None, SlotPool::new(0, 1), SlotPool::new(0, 1)));
+    }
+    let want =
+        (n / RECV_POOL_SOCKETS_PER_BUFFER).clamp(RECV_POOL_BUFFERS_MIN, RECV_POOL_BUFFERS_MAX);
+    let entries = 1u16 << want.ilog2();
+    let br = BufRing::new(ring, entries, RECV_POOL_BUFFER_BYTES, 0)?;
+    // A tail slot for every socket (never short), touched only as many at once as
+    // frames are split at once.
+    let tails = SlotPool::new(n, lay.frame_in_bytes);
+    let count = (SEND_POOL_BYTES / lay.send_stride)
+        .max(SEND_POOL_SLOTS_MIN)
+        .min(n.max(1));
+    Ok((Some(br), tails, SlotPool::new(count, lay.send_stride)))
+}
+
 /// The receivers' accounting: one book per member slot, each with its slot's layout
 /// (the downlink frames' under `--aggregate`).
 fn member_books(plan: &WorkerPlan, fp: &FramePlan, slots: usize) -> MemberBooks {
@@ -520,14 +540,7 @@ impl<'p> FrameWorker<'p> {
         let tls = plan.tls.is_some();
         let (mut ring, fixed_files) = frames_ring(plan, n, udp)?;
         let pooled = lay.pooled;
-        let buf_ring = if pooled {
-            let want = (n / RECV_POOL_SOCKETS_PER_BUFFER)
-                .clamp(RECV_POOL_BUFFERS_MIN, RECV_POOL_BUFFERS_MAX);
-            let entries = 1u16 << want.ilog2();
-            Some(BufRing::new(&mut ring, entries, RECV_POOL_BUFFER_BYTES, 0)?)
-        } else {
-            None
-        };
+        let (buf_ring, tails, send_slots) = pools(&lay, &mut ring)?;
         let ramp = fp.grid.join_gap_ns > 0;
         // Kernel receive timestamps over plaintext TCP: a window's frames are reaped
         // in one wake-up without being timed late.
@@ -595,19 +608,8 @@ impl<'p> FrameWorker<'p> {
             pooled,
             buf_ring,
             stamp_hdr: (pooled && stamped).then(super::stamps::msghdr),
-            // A tail slot for every socket (never short), touched only as many at once
-            // as frames are split at once.
-            tails: SlotPool::new(if pooled { n } else { 0 }, lay.frame_in_bytes),
-            send_slots: SlotPool::new(
-                if pooled {
-                    (SEND_POOL_BYTES / lay.send_stride)
-                        .max(SEND_POOL_SLOTS_MIN)
-                        .min(n.max(1))
-                } else {
-                    0
-                },
-                lay.send_stride,
-            ),
+            tails,
+            send_slots,
             slot_waits: IndexQueue::with_capacity(if pooled { n } else { 0 }),
             rx: (stamped && !pooled).then(|| RecvMsgs::new(n)),
             rx_missing: 0,
