@@ -192,7 +192,11 @@ pub fn execute(
         plan,
         target,
         shard_rate_rps,
-        setup: Setup { features, ..setup },
+        setup: Setup {
+            features,
+            held_rss_growth: collected.rss_held_max.saturating_sub(rss_before),
+            ..setup
+        },
         interrupted: stop.load(Ordering::Relaxed),
         start_late_ns,
     };
@@ -293,6 +297,7 @@ fn setup_of(plan: &RunPlan, readies: &[Ready], rss_before: u64, rate_rps: f64) -
         established: readies.iter().map(|r| r.established).sum::<usize>() as u64,
         establish_ns: readies.iter().map(|r| r.establish_ns).max().unwrap_or(0),
         rss_growth: rss_bytes().unwrap_or(0).saturating_sub(rss_before),
+        held_rss_growth: 0,
         first_errno,
         wall: first_errno
             .and_then(|e| crate::cmd::preflight::walls::wall_hint(e, &wall_context(plan))),
@@ -518,6 +523,7 @@ fn collect(
         totals: vec![WorkerTotals::default(); workers],
         iface: None,
         abort: None,
+        rss_held_max: 0,
     };
     let mut pending: std::collections::BTreeMap<usize, Pending> = Default::default();
     // Per worker: intervals reported so far (they arrive in order) and whether done.
@@ -552,6 +558,10 @@ fn collect(
         if let Some(t) = snap.last {
             c.totals[snap.worker] = t;
             finished[snap.worker] = true;
+        } else {
+            // The connections held, their buffers in use (a worker's last snapshot
+            // comes with its end-of-run totals, which are not).
+            c.rss_held_max = c.rss_held_max.max(rss_bytes().unwrap_or(0));
         }
         let mut used = snap.histograms;
         used.reset();

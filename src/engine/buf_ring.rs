@@ -109,6 +109,14 @@ impl BufRing {
         self.bufs.region(self.region(bid, len))
     }
 
+    /// The bytes of buffer `bid`, writable (a frame's decoding may rewrite it in
+    /// place; the kernel has completed into it and not been given it back since).
+    #[inline]
+    pub fn buf_mut(&mut self, bid: u16, len: usize) -> &mut [u8] {
+        let r = self.region(bid, len);
+        self.bufs.region_mut(r)
+    }
+
     /// Buffers in the ring.
     #[inline]
     pub fn entries(&self) -> u16 {

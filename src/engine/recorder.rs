@@ -460,6 +460,10 @@ pub struct FrameCounters {
     /// `--h2-keepalive` (gRPC frames): PINGs sent, and those acknowledged.
     pub pings_sent: u64,
     pub pings_acked: u64,
+    /// Plain TCP frames' shared pools (issue 36): multishot receives that found no
+    /// provided buffer (ENOBUFS; armed again), and sends that waited for a send slot.
+    pub recv_no_buffer: u64,
+    pub send_slot_waits: u64,
     /// A gauge, not a count: the connections up when the worker's interval snapshot
     /// was taken (summed over workers it is the interval's `connections_active`;
     /// meaningless summed over intervals).
@@ -483,6 +487,8 @@ impl FrameCounters {
         self.flow_stalled += o.flow_stalled;
         self.pings_sent += o.pings_sent;
         self.pings_acked += o.pings_acked;
+        self.recv_no_buffer += o.recv_no_buffer;
+        self.send_slot_waits += o.send_slot_waits;
         self.connections_active += o.connections_active;
     }
 }

@@ -5,7 +5,8 @@
 
 use super::{
     Bytes, Config, Connections, HostReport, HttpReport, Interval, Memory, MixEntryReport,
-    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, TargetReport, UdpReport, WorkerReport,
+    Percentiles, Rate, Report, Requests, SCHEMA_VERSION, TargetReport, UdpReport, WindowsMemory,
+    WorkerReport,
 };
 use crate::diagnosis::Diagnosis;
 use crate::engine::Transport;
@@ -60,6 +61,9 @@ pub struct Setup {
     pub established: u64,
     pub establish_ns: u64,
     pub rss_growth: u64,
+    /// The largest resident set sampled while the schedule ran less the resident set
+    /// before the workers started (0: none sampled).
+    pub held_rss_growth: u64,
     pub first_errno: Option<i32>,
     /// The wall the first failed connect points at, with the numbers and the fix.
     pub wall: Option<String>,
@@ -79,6 +83,9 @@ pub struct Collected {
     pub totals: Vec<WorkerTotals>,
     /// The interface that carried the run, when known.
     pub iface: Option<String>,
+    /// The largest resident set sampled while the schedule ran (at each interval
+    /// snapshot a worker sent before its last), bytes; 0 with no such snapshot.
+    pub rss_held_max: u64,
     /// The `--abort-if` condition that stopped the run, if one did.
     pub abort: Option<super::AbortReport>,
 }
@@ -946,15 +953,30 @@ fn connections(plan: &RunPlan, ctr: &Counters, setup: &Setup, total: &Histograms
 }
 
 fn memory(plan: &RunPlan, setup: &Setup) -> Memory {
+    // A connection per request holds none at the start: per connection slot.
+    let per = if plan.per_request {
+        plan.connections as u64
+    } else {
+        setup.established.max(1)
+    } as f64;
+    let held = setup.held_rss_growth.max(setup.rss_growth);
     Memory {
-        // A connection per request holds none at the start: per connection slot.
-        user_bytes_per_connection: setup.rss_growth as f64
-            / if plan.per_request {
-                plan.connections as u64
-            } else {
-                setup.established.max(1)
-            } as f64,
+        user_bytes_per_connection: setup.rss_growth as f64 / per,
         rss_growth_bytes: setup.rss_growth,
+        held_rss_growth_bytes: held,
+        held_user_bytes_per_connection: held as f64 / per,
+        windows: plan.frames.as_ref().map(|f| {
+            // The tables of every connection this process owns, over the ones held.
+            let windows = f.accounting_bytes() as f64 / per;
+            WindowsMemory {
+                windows_bytes_per_connection: windows,
+                user_bytes_per_connection_excluding_windows: (setup.rss_growth as f64 / per
+                    - windows)
+                    .max(0.0),
+                held_user_bytes_per_connection_excluding_windows: (held as f64 / per - windows)
+                    .max(0.0),
+            }
+        }),
     }
 }
 

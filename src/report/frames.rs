@@ -51,6 +51,11 @@ pub struct FramesReport {
     /// server acknowledged.
     pub pings_sent: u64,
     pub pings_acked: u64,
+    /// Plain TCP frames' shared pools ([frames.md](../../docs/frames.md#memory-per-held-connection)):
+    /// multishot receives that found no provided buffer (armed again at once), and
+    /// sends that waited for a send slot (their frames sent late: arrival deviation).
+    pub recv_no_buffer: u64,
+    pub send_slot_waits: u64,
     /// Frames the receivers were planned to get (each planned frame times its room's
     /// receivers), and got (first arrivals).
     pub expected: u64,
@@ -371,6 +376,8 @@ pub fn build(
         flow_stalled: c.flow_stalled,
         pings_sent: c.pings_sent,
         pings_acked: c.pings_acked,
+        recv_no_buffer: c.recv_no_buffer,
+        send_slot_waits: c.send_slot_waits,
         expected: t.expected,
         received: t.received,
         lost: t.expected - t.received - t.in_flight_at_end,
@@ -530,6 +537,14 @@ pub fn render(f: &FramesReport, w: &mut String) {
             "  flow control: {} frames waited for the server's HTTP/2 window (sent late: \
              arrival deviation, not loss)",
             f.flow_stalled
+        );
+    }
+    if f.recv_no_buffer + f.send_slot_waits > 0 {
+        let _ = writeln!(
+            w,
+            "  shared pools: {} receives found no buffer (armed again), {} sends waited \
+             for a send slot",
+            f.recv_no_buffer, f.send_slot_waits
         );
     }
     if f.pings_sent > 0 {

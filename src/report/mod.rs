@@ -265,6 +265,26 @@ pub struct Memory {
     /// not in it).
     pub user_bytes_per_connection: f64,
     pub rss_growth_bytes: u64,
+    /// The largest resident set sampled while the schedule ran (at the workers'
+    /// interval snapshots) less the resident set before the workers started: what
+    /// holding the connections cost with their buffers in use, not only at the end
+    /// of the connect phase (at least the connect phase's figure).
+    pub held_rss_growth_bytes: u64,
+    pub held_user_bytes_per_connection: f64,
+    /// Frames: the members' sequence windows (the receive accounting's tables, fixed
+    /// at start, [`FramePlan::accounting_bytes`](crate::engine::worker_plan::FramePlan::accounting_bytes)),
+    /// per connection, and both figures above without them (issue 36's goal is stated
+    /// without the windows, which grow with members and room size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<WindowsMemory>,
+}
+
+/// A frames run's memory with the sequence windows apart.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct WindowsMemory {
+    pub windows_bytes_per_connection: f64,
+    pub user_bytes_per_connection_excluding_windows: f64,
+    pub held_user_bytes_per_connection_excluding_windows: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

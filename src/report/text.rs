@@ -930,10 +930,24 @@ fn write_connections(w: &mut String, r: &Report) {
     if let Some(wall) = &c.wall {
         let _ = writeln!(w, "wall: {wall}");
     }
+    let m = &r.memory;
     let _ = writeln!(
         w,
-        "generator memory: {:.0} bytes of user space per connection ({} MiB resident growth)",
-        r.memory.user_bytes_per_connection,
-        r.memory.rss_growth_bytes >> 20
+        "generator memory: {:.0} bytes of user space per connection ({} MiB resident growth), \
+         {:.0} while held ({} MiB)",
+        m.user_bytes_per_connection,
+        m.rss_growth_bytes >> 20,
+        m.held_user_bytes_per_connection,
+        m.held_rss_growth_bytes >> 20
     );
+    if let Some(x) = &m.windows {
+        let _ = writeln!(
+            w,
+            "  of which sequence windows {:.0} B per connection; without them {:.0} B \
+             (connect phase), {:.0} B (held)",
+            x.windows_bytes_per_connection,
+            x.user_bytes_per_connection_excluding_windows,
+            x.held_user_bytes_per_connection_excluding_windows
+        );
+    }
 }

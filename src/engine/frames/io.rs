@@ -14,7 +14,8 @@ impl FrameWorker<'_> {
     ///
     /// # Safety
     /// Every buffer and address the entry points to must stay valid and unmoved until
-    /// its completion is reaped: `send_buf`, `recv_buf` and `addr` are allocated once,
+    /// its completion is reaped: `send_buf`, `recv_buf`, the send slots, the provided
+    /// buffers and `addr` are allocated once,
     /// never reallocated, and leaked if the worker is dropped with operations in the
     /// ring (`Drop for FrameWorker`); a connection's regions are reused only once its
     /// operations have completed (`Conn::ops`).
@@ -44,23 +45,42 @@ impl FrameWorker<'_> {
     }
 
     pub(super) fn reap(&mut self) -> usize {
-        let n = self.core.reap_into(&mut self.cqes);
+        let cqes = &mut self.cqes;
+        let mut i = 0;
+        let n = self.core.reap_each(cqes.len(), |data, res, flags| {
+            cqes[i] = (data, res, flags);
+            i += 1;
+        });
         let now_t = self.clock.ticks();
         let now = self.clock.ns(now_t);
         // The wall clock at `now_t`: a stamp's age is measured from both readings.
-        let wall = self
-            .rx
-            .as_ref()
-            .map_or(0, |_| crate::wallclock::now_unix_ns());
+        let wall = if self.stamped() {
+            crate::wallclock::now_unix_ns()
+        } else {
+            0
+        };
         for i in 0..n {
-            let (data, res) = self.cqes[i];
+            let (data, res, flags) = self.cqes[i];
             let Some(t) = Token::decode(data) else {
                 continue;
             };
             let conn = &mut self.conns[t.conn as usize];
-            conn.ops -= 1;
+            // A multishot receive is in the ring until its last completion.
+            if !io_uring::cqueue::more(flags) {
+                conn.ops -= 1;
+            }
             if t.generation != conn.generation {
-                continue; // an operation of a connection since closed
+                // An operation of a connection since closed: what it held goes back.
+                if let (Some(bid), Some(br)) = (
+                    io_uring::cqueue::buffer_select(flags),
+                    self.buf_ring.as_mut(),
+                ) {
+                    br.recycle(bid);
+                }
+                if t.op == Op::Send {
+                    self.release_send_slot(t.conn);
+                }
+                continue;
             }
             match t.op {
                 Op::Connect => {
@@ -82,6 +102,7 @@ impl FrameWorker<'_> {
                         self.on_send(t.conn, res, now);
                     }
                 }
+                Op::Recv if self.pooled => self.on_pooled_recv(t.conn, res, flags, now_t, wall),
                 Op::Recv => {
                     let at = self.arrival(t.conn, res, now_t, now, wall);
                     self.on_recv(t.conn, res, at)
@@ -89,6 +110,16 @@ impl FrameWorker<'_> {
                 Op::Close => {}
             }
         }
+        if n > 0
+            && let Some(br) = &self.buf_ring
+        {
+            br.publish();
+        }
         n
+    }
+
+    /// Frames are timed by the kernel's receive timestamp.
+    pub(super) fn stamped(&self) -> bool {
+        self.rx.is_some() || self.stamp_hdr.is_some()
     }
 }

@@ -20,9 +20,9 @@ impl FrameWorker<'_> {
     /// Opens connection `c`: a connected UDP socket at once, or a TCP connect through
     /// the ring.
     pub(super) fn open(&mut self, c: u32) {
+        self.drop_tail(c);
         let conn = &mut self.conns[c as usize];
         conn.generation = next_generation(conn.generation);
-        conn.recv_keep = 0;
         conn.sending = false;
         conn.ctl_sending = false;
         conn.pend = 0;

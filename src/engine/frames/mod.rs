@@ -37,6 +37,8 @@ mod io;
 mod join;
 mod keepalive;
 mod lifecycle;
+mod pool;
+mod pooled;
 mod recv;
 mod run;
 mod send;
@@ -46,6 +48,7 @@ mod tests;
 mod tls;
 mod totals;
 
+use super::buf_ring::BufRing;
 use super::conn_table::IndexQueue;
 use super::driver::{Channels, Outbox, arm_fault_hook, drive};
 use super::iobuf::IoBuf;
@@ -68,6 +71,7 @@ use crate::transport::tls_record::RecordLayer;
 use accounting::{FrameBook, MemberBooks};
 use crossbeam_channel::{Receiver, Sender};
 use downlink::DownBook;
+use pool::{NO_SLOT, SlotPool};
 use socket2::SockAddr;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -89,6 +93,17 @@ const RECV_BYTES_MAX: usize = 64 * 1024;
 const ENVELOPE_BYTES: usize = 512;
 /// Control answers (pongs) a connection can queue without allocating.
 const CTL_QUEUED: usize = 4;
+/// Plain TCP frames (issue 36): bytes per buffer of the worker's provided-buffer ring,
+/// and the most buffers; the ring has one per 16 sockets within 64..=4096 (a power
+/// of two). A receive that finds none is counted and armed again.
+const RECV_POOL_BUFFER_BYTES: usize = 4096;
+const RECV_POOL_SOCKETS_PER_BUFFER: usize = 16;
+const RECV_POOL_BUFFERS_MIN: usize = 64;
+const RECV_POOL_BUFFERS_MAX: usize = 4096;
+/// Plain TCP frames: the send slots' bytes (at least [`SEND_POOL_SLOTS_MIN`] slots,
+/// at most one per socket); a connection finding none waits for one, counted.
+const SEND_POOL_BYTES: usize = 2 << 20;
+const SEND_POOL_SLOTS_MIN: usize = 16;
 
 /// Runs one frames worker to completion (see [`super::tcp::run_worker`] for the
 /// protocol with the main thread).
@@ -142,6 +157,12 @@ struct Conn {
     /// `--slow-readers`: its member reads slowly, and when it may read next.
     slow: bool,
     rx_at: Nanos,
+    /// Plain TCP frames: the send slot its send in the kernel reads, the tail slot
+    /// holding the first `recv_keep` bytes of a frame split across receives (each
+    /// [`NO_SLOT`] when none), and whether it waits for a send slot.
+    send_slot: u32,
+    tail_slot: u32,
+    slot_wait: bool,
 }
 
 /// A connection's join and control bytes (the join exchange, pongs): those in the
@@ -198,6 +219,17 @@ struct FrameWorker<'p> {
     wire_len: usize,
     recv_buf: IoBuf,
     recv_stride: usize,
+    /// Plain TCP frames (not TLS, UDP, a server's protocol or `--slow-readers`): no
+    /// buffer per connection. Receives are multishot, into `buf_ring` (a `recvmsg`
+    /// with `stamp_hdr` when timed by the kernel), a split frame's head waits in a
+    /// `tails` slot, and a send's bytes live in a `send_slots` slot until it completes
+    /// (`slot_waits`: connections waiting for one). [`pooled`].
+    pooled: bool,
+    buf_ring: Option<BufRing>,
+    stamp_hdr: Option<Box<libc::msghdr>>,
+    tails: SlotPool,
+    send_slots: SlotPool,
+    slot_waits: IndexQueue,
     /// Frames are timed by the kernel's receive timestamp: each TCP connection
     /// receives with a `recvmsg` of these headers ([`crate::engine::stamps`]). None:
     /// timed when reaped (UDP, TLS).
@@ -232,7 +264,7 @@ struct FrameWorker<'p> {
     addr: Box<SockAddr>,
     clock: Clock,
     out: Outbox,
-    cqes: Box<[(u64, i32)]>,
+    cqes: Box<[(u64, i32, u32)]>,
     running: bool,
     /// Connections down (not up): kept as they change, never recounted.
     down_count: usize,
@@ -266,6 +298,11 @@ impl Drop for FrameWorker<'_> {
         if self.core.ops_in_ring() > 0 {
             self.send_buf.leak();
             self.recv_buf.leak();
+            self.send_slots.buf.leak();
+            if let Some(br) = self.buf_ring.as_mut() {
+                br.leak();
+            }
+            std::mem::forget(self.stamp_hdr.take());
             if let Some(rx) = self.rx.as_mut() {
                 rx.leak();
             }
@@ -294,6 +331,10 @@ struct Layout<'p> {
     send_stride: usize,
     recv_stride: usize,
     tls_out_len: usize,
+    /// Plain TCP frames: shared pools instead of the per-connection regions.
+    pooled: bool,
+    /// Bytes of the largest downlink frame (a tail slot: a split frame's head).
+    frame_in_bytes: usize,
 }
 
 impl<'p> Layout<'p> {
@@ -351,6 +392,7 @@ impl<'p> Layout<'p> {
             + TLS_RECORD_OVERHEAD_BYTES
             + TLS_SEND_BUFFER_BYTES_MIN
             + plan.tls.as_ref().map_or(0, |t| t.identity_bytes);
+        let pooled = !udp && plan.tls.is_none() && !joins && fp.slow_readers.is_none();
         Layout {
             n,
             pairs,
@@ -362,6 +404,8 @@ impl<'p> Layout<'p> {
             send_stride,
             recv_stride,
             tls_out_len,
+            pooled,
+            frame_in_bytes: in_len + LEN_PREFIX_BYTES,
         }
     }
 }
@@ -380,6 +424,26 @@ fn frames_ring(plan: &WorkerPlan, n: usize, udp: bool) -> std::io::Result<(Ring,
         ring.features.push("registered_files");
     }
     Ok((ring, fixed_files))
+}
+
+/// Plain TCP frames' shared pools ([`pooled`]): the provided-buffer ring (registered
+/// with `ring`), the tail slots and the send slots; empty otherwise.
+fn pools(lay: &Layout, ring: &mut Ring) -> std::io::Result<(Option<BufRing>, SlotPool, SlotPool)> {
+    let n = lay.n;
+    if !lay.pooled {
+        return Ok((None, SlotPool::new(0, 1), SlotPool::new(0, 1)));
+    }
+    let want =
+        (n / RECV_POOL_SOCKETS_PER_BUFFER).clamp(RECV_POOL_BUFFERS_MIN, RECV_POOL_BUFFERS_MAX);
+    let entries = 1u16 << want.ilog2();
+    let br = BufRing::new(ring, entries, RECV_POOL_BUFFER_BYTES, 0)?;
+    // A tail slot for every socket (never short), touched only as many at once as
+    // frames are split at once.
+    let tails = SlotPool::new(n, lay.frame_in_bytes);
+    let count = (SEND_POOL_BYTES / lay.send_stride)
+        .max(SEND_POOL_SLOTS_MIN)
+        .min(n.max(1));
+    Ok((Some(br), tails, SlotPool::new(count, lay.send_stride)))
 }
 
 /// The receivers' accounting: one book per member slot, each with its slot's layout
@@ -474,7 +538,9 @@ impl<'p> FrameWorker<'p> {
         let lay = Layout::new(plan, &fp, udp);
         let (n, slots) = (lay.n, lay.slots);
         let tls = plan.tls.is_some();
-        let (ring, fixed_files) = frames_ring(plan, n, udp)?;
+        let (mut ring, fixed_files) = frames_ring(plan, n, udp)?;
+        let pooled = lay.pooled;
+        let (buf_ring, tails, send_slots) = pools(&lay, &mut ring)?;
         let ramp = fp.grid.join_gap_ns > 0;
         // Kernel receive timestamps over plaintext TCP: a window's frames are reaped
         // in one wake-up without being timed late.
@@ -489,6 +555,8 @@ impl<'p> FrameWorker<'p> {
         let mut conns = vec![
             Conn {
                 fd: -1,
+                send_slot: NO_SLOT,
+                tail_slot: NO_SLOT,
                 // Under a ramp a connection opens at its join, not by the reopen scan.
                 reopen_at: if ramp { Nanos::MAX } else { 0 },
                 ..Conn::default()
@@ -532,12 +600,18 @@ impl<'p> FrameWorker<'p> {
             down: fp
                 .down_size
                 .map(|_| DownBook::new(fp.grid, first, members, fp.budget_ns, plan.duration_ns)),
-            send_buf: IoBuf::from_vec(vec![0u8; n * lay.send_stride]),
+            send_buf: IoBuf::from_vec(vec![0u8; if pooled { 0 } else { n * lay.send_stride }]),
             send_stride: lay.send_stride,
             wire_len: lay.wire_len,
-            recv_buf: IoBuf::zeroed(n * lay.recv_stride),
+            recv_buf: IoBuf::zeroed(if pooled { 0 } else { n * lay.recv_stride }),
             recv_stride: lay.recv_stride,
-            rx: stamped.then(|| RecvMsgs::new(n)),
+            pooled,
+            buf_ring,
+            stamp_hdr: (pooled && stamped).then(super::stamps::msghdr),
+            tails,
+            send_slots,
+            slot_waits: IndexQueue::with_capacity(if pooled { n } else { 0 }),
+            rx: (stamped && !pooled).then(|| RecvMsgs::new(n)),
             rx_missing: 0,
             rx_batch: stamped && one_per_tick,
             drain: None,
@@ -554,7 +628,7 @@ impl<'p> FrameWorker<'p> {
             addr: Box::new(socket::sock_addr(&plan.target)),
             clock: Clock::new(),
             out: Outbox::shaped(plan.index, plan.hist_shape(), snap_tx, recycle_rx),
-            cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
+            cqes: vec![(0u64, 0i32, 0u32); CQE_BATCH_MAX].into_boxed_slice(),
             running: false,
             down_count: n,
             reopen_q: IndexQueue::with_capacity(n),

@@ -20,6 +20,9 @@ impl FrameWorker<'_> {
         if self.tls_on(c) {
             return self.tls_arm_recv(c);
         }
+        if self.pooled {
+            return self.arm_pooled_recv(c);
+        }
         let conn = &self.conns[c as usize];
         let keep = conn.recv_keep as usize;
         let base = c as usize * self.recv_stride;
@@ -267,7 +270,7 @@ impl FrameWorker<'_> {
 /// (no `down`), or with `--aggregate` a downlink frame whose entries are the room's
 /// frames of one server tick. Anything else is foreign.
 #[inline]
-fn deliver(
+pub(super) fn deliver(
     book: &mut MemberBooks,
     down: Option<&mut DownBook>,
     c: u32,

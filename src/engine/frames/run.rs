@@ -122,7 +122,7 @@ impl Hooks for FrameWorker<'_> {
         // Frames are timed by the kernel: the loop need not wake for them while no
         // connect or join is under way and the schedule runs (the drain ends by its
         // budget, not by a count).
-        if self.rx.is_some()
+        if self.stamped()
             && self.rx_missing == 0
             && self.rx_batch
             && self.running

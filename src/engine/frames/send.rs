@@ -55,7 +55,18 @@ impl FrameWorker<'_> {
                 return; // retiring once its send completes
             }
         }
-        let base = c as usize * self.send_stride;
+        if self.pooled && !self.take_send_slot(c) {
+            return; // it waits in line for a send slot
+        }
+        let conn = &mut self.conns[c as usize];
+        let (base, out) = if self.pooled {
+            (
+                self.send_slots.range(conn.send_slot).start,
+                &mut self.send_slots.buf,
+            )
+        } else {
+            (c as usize * self.send_stride, &mut self.send_buf)
+        };
         let slots = self.slots;
         // Slot s's room on the wire is its layout's room plus `s x rooms`
         // (`MemberBooks::wire_room`, a table look-up under --room-layout mixed); the
@@ -84,10 +95,10 @@ impl FrameWorker<'_> {
         let stamps = &self.stamps[..count * slots];
         let mut unsent = 0;
         let len = if self.udp {
-            stamps[0].encode(self.send_buf.region_mut(base..base + HEADER_BYTES));
+            stamps[0].encode(out.region_mut(base..base + HEADER_BYTES));
             self.wire_len
         } else {
-            let region = self.send_buf.region_mut(base..base + self.send_stride);
+            let region = out.region_mut(base..base + self.send_stride);
             let codec = &mut self.codecs[c as usize];
             let before = codec.stalls();
             let len = codec.encode_uplink(stamps, region);
@@ -103,6 +114,7 @@ impl FrameWorker<'_> {
         conn.pend_k += count as u64;
         conn.pend -= count as u32;
         if len == 0 {
+            self.release_send_slot(c);
             return; // gRPC: every frame waits for a window (or was not sent)
         }
         conn.sending = true;
@@ -117,17 +129,23 @@ impl FrameWorker<'_> {
 
     pub(super) fn push_send(&mut self, c: u32) {
         let conn = &self.conns[c as usize];
-        let base = c as usize * self.send_stride;
         let (off, end) = (conn.send_off as usize, conn.send_len as usize);
         if self.tls_on(c) {
             return self.tls_send_plain(c, false, off, end - off);
         }
-        let buf = self.send_buf.kernel_ptr(base + off..base + end);
+        let buf = if self.pooled {
+            let base = self.send_slots.range(conn.send_slot).start;
+            self.send_slots.buf.kernel_ptr(base + off..base + end)
+        } else {
+            let base = c as usize * self.send_stride;
+            self.send_buf.kernel_ptr(base + off..base + end)
+        };
         let len = (end - off) as u32;
         let entry = on_target!(self.target(c), |t| opcode::Send::new(t, buf, len).build())
             .user_data(self.token(c, Op::Send));
-        // SAFETY: the send reads connection `c`'s region of `send_buf`, which is not
-        // rewritten while `sending` (see `push`).
+        // SAFETY: the send reads connection `c`'s region of `send_buf` (or its send
+        // slot, neither given to another connection nor rewritten until the send
+        // completed), which is not rewritten while `sending` (see `push`).
         unsafe { self.push(c, &entry) };
     }
 
@@ -136,6 +154,7 @@ impl FrameWorker<'_> {
             return self.on_ctl_send(c, res, now);
         }
         if res < 0 {
+            self.release_send_slot(c);
             if self.udp {
                 // ECONNREFUSED (an ICMP unreachable) and the like: the frame is lost,
                 // which the receivers count; the socket stays.
@@ -152,6 +171,8 @@ impl FrameWorker<'_> {
                 return;
             }
             conn.sending = false;
+            self.release_send_slot(c);
+            let conn = &mut self.conns[c as usize];
             // Frames count as done once wholly on the wire (the achieved rate).
             self.out.counters.completed += u64::from(conn.send_frames);
             conn.frames_on = conn.frames_on.saturating_add(conn.send_frames);

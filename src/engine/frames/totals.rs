@@ -37,7 +37,7 @@ impl FrameWorker<'_> {
             _ => 0,
         };
         self.out.counters.frames.lost += book.lost_at_end - in_flight_at_end;
-        if self.rx.is_some() && self.rx_missing == 0 {
+        if self.stamped() && self.rx_missing == 0 {
             t.ring_features.push(stamps::FEATURE);
         }
         let first = self.plan.conn_offset as u64;
