@@ -1253,21 +1253,6 @@ fn bad_connection_lifecycle_flags_are_one_line_usage_errors() {
         2,
         "--conn-max-age: give --target",
     );
-    expect(
-        &[
-            "run",
-            "--target",
-            T,
-            "--workload",
-            "frames",
-            "--frame-proto",
-            "resp",
-            "--conn-max-age",
-            "1s",
-        ],
-        2,
-        "--conn-max-age: not with --frame-proto resp (each member's two sockets)",
-    );
 }
 
 #[test]

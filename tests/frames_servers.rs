@@ -237,6 +237,42 @@ fn redis_pubsub_rooms_carry_every_planned_frame_and_the_senders_own() {
     assert_exact_sockets("resp", &out, &v, true, 2);
 }
 
+/// `--conn-max-requests` over Redis pub/sub: a member whose publisher reaches its
+/// budget retires as a whole (its subscriber too, as a client reconnecting does):
+/// both sockets close, reopen at the next scan and join again (the subscriber
+/// subscribes again, missing the room's relays meanwhile); every frame is sent or
+/// counted not sent, no reopen is a disconnect, each is a reconnect in the
+/// per-second series.
+#[test]
+fn redis_members_retire_with_both_sockets() {
+    let _g = load_lock();
+    let (_s, port) = redis(&[]);
+    let (out, v) = frames_run("resp", port, "3s", &["--conn-max-requests", "50"]);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(&out));
+    let (c, fr) = (&v["connections"], &v["frames"]);
+    let n = |k: &str| fr[k].as_f64().unwrap();
+    assert_eq!(n("sent") + n("not_sent"), n("planned"), "{fr}");
+    assert_eq!(fr["residency"]["disconnects"], 0, "{fr}");
+    let sockets = 2.0 * CONNECTIONS as f64;
+    let (opened, reconnects, recycled) = (f(c, "opened"), f(c, "reconnects"), f(c, "recycled"));
+    // 50 frames a second per member over 3 s: each retires two or three times.
+    assert!(recycled >= 2.0 * sockets, "{c}");
+    // Both sockets of a member retire and reopen together.
+    assert_eq!(recycled % 2.0, 0.0, "{c}");
+    assert_eq!(reconnects % 2.0, 0.0, "{c}");
+    assert_eq!(opened, sockets + reconnects, "{c}");
+    assert_eq!(fr["join"]["joined"].as_f64().unwrap(), opened, "{fr}");
+    // The subscriber, away while it resubscribes, missed relays.
+    assert!(n("lost") > 0.0, "{fr}");
+    let per_second: f64 = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["reconnects"].as_f64().unwrap())
+        .sum();
+    assert_eq!(per_second, reconnects, "{c}");
+}
+
 /// A WebSocket server that pings every 100 ms and closes a client whose pong is
 /// 100 ms late: blaster answers every ping, so no connection is lost.
 #[test]

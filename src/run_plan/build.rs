@@ -90,7 +90,7 @@ impl RunPlan {
         let server_time = server_time(a, &requests, modes)?;
         let checked = check_requests(a, &requests, transport, target.is_some())?;
         let (tls, tls_sink) = tls_client(a, facts, transport)?;
-        let conn_life = conn_life(a, transport, target.is_some(), frames.as_ref())?;
+        let conn_life = conn_life(a, transport, target.is_some())?;
         let mut plan = RunPlan {
             http2,
             conn_life,
@@ -594,9 +594,7 @@ fn conn_life(
     a: &RunArgs,
     transport: Transport,
     has_target: bool,
-    frames: Option<&FramePlan>,
 ) -> Result<Option<crate::engine::worker_plan::ConnLife>, PlanError> {
-    let socket_pairs = frames.is_some_and(|f| f.spec.kind.sockets_per_connection() == 2);
     let flag = match (&a.conn_max_age, a.conn_max_requests) {
         (None, None) => return Ok(None),
         (Some(_), _) => "conn-max-age",
@@ -606,10 +604,6 @@ fn conn_life(
         (
             transport != Transport::Tcp,
             "connections are TCP's: not with --proto udp",
-        ),
-        (
-            socket_pairs,
-            "not with --frame-proto resp (each member's two sockets)",
         ),
         (
             !has_target,

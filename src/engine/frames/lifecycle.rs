@@ -221,6 +221,19 @@ impl FrameWorker<'_> {
         conn.pend = 0;
         self.out.counters.connections_recycled += 1;
         self.close_reopening_at(c, now);
+        // `--frame-proto resp`: the member's subscriber, up, goes with its publisher
+        // (the client reconnects as a whole); both open again at the next scan, and
+        // the subscriber subscribes again; each socket counts (as reconnects do). (A subscriber
+        // still joining or down is left to its own course.)
+        if self.pairs && c as usize >= self.members {
+            let sub = c - self.members as u32;
+            if self.conns[sub as usize].up {
+                self.went_down(sub, now);
+                self.conns[sub as usize].attempts = 0;
+                self.out.counters.connections_recycled += 1;
+                self.close_reopening_at(sub, now);
+            }
+        }
         true
     }
 
