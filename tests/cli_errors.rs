@@ -1068,8 +1068,9 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
             r#"{"name": "user-{seq}"}"#,
         ]),
         2,
-        "--grpc-json: {seq} is not expanded inside a gRPC message (its protobuf is encoded \
-         once, at start): put per-request values in metadata, e.g. -H 'x-key: {seq}'",
+        "--grpc-json: {seq} would change lengths inside the message (its protobuf is \
+         encoded once, at start): only {rand:N} is drawn per request here; put other \
+         per-request values in metadata, e.g. -H 'x-key: {seq}'",
     );
     expect(
         &run_with(&["--http", "GET /", "--streams-per-connection", "4"]),

@@ -245,7 +245,7 @@ fn a_grpc_message_from_json_and_a_proto_is_the_protobuf_the_server_expects() {
         "syntax = \"proto3\";\npackage blaster;\n\
          message Hello { string name = 1; int32 n = 2; }\n\
          message Empty {}\n\
-         service Echo { rpc Check (Hello) returns (Empty); }\n",
+         service Echo { rpc Check (Hello) returns (Empty); rpc Fresh (Hello) returns (Empty); }\n",
     )
     .unwrap();
     // field 1 "world" (tag 0x0a, length 5), field 2 varint 7 (tag 0x10).
@@ -259,6 +259,48 @@ fn a_grpc_message_from_json_and_a_proto_is_the_protobuf_the_server_expects() {
             proto.to_str().unwrap(),
             "--grpc-json",
             r#"{"name": "world", "n": 7}"#,
+            "--rate",
+            "100",
+            "--duration",
+            "1s",
+        ],
+    );
+    assert_all_completed(&v, 100.0);
+    assert_eq!(
+        v["http2"]["grpc"]["status_codes"],
+        serde_json::json!({"OK": 100}),
+        "{}",
+        v["http2"]
+    );
+}
+
+/// `{rand:N}` in a `--grpc-json` string is drawn afresh for each call, inside the
+/// message's protobuf (every length in it as encoded): grpcio's Fresh accepts a call
+/// only when its message is field 1 "u-" and 8 letters or digits never seen before,
+/// then field 2 = 7.
+#[test]
+fn rand_in_a_grpc_json_message_is_drawn_per_call() {
+    let _g = load_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let proto = dir.path().join("echo.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\";\npackage blaster;\n\
+         message Hello { string name = 1; int32 n = 2; }\n\
+         message Empty {}\n\
+         service Echo { rpc Fresh (Hello) returns (Empty); }\n",
+    )
+    .unwrap();
+    let (_s, port) = grpcio_server("\n\x0au-????????\x10\x07", &[]);
+    let v = h2_run(
+        port,
+        &[
+            "--grpc",
+            "blaster.Echo/Fresh",
+            "--grpc-proto",
+            proto.to_str().unwrap(),
+            "--grpc-json",
+            r#"{"name": "u-{rand:8}", "n": 7}"#,
             "--rate",
             "100",
             "--duration",

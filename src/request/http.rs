@@ -90,6 +90,19 @@ pub fn grpc_request(
     host: &str,
     timeout_ns: u64,
 ) -> Result<Template, String> {
+    grpc_request_drawn(method, headers, message, &[], host, timeout_ns)
+}
+
+/// [`grpc_request`] whose message has `rand` ranges drawn afresh per request
+/// (`{rand:N}` placeholders of `--grpc-json`, sorted, apart).
+pub fn grpc_request_drawn(
+    method: &str,
+    headers: &[String],
+    message: &[u8],
+    rand: &[std::ops::Range<usize>],
+    host: &str,
+    timeout_ns: u64,
+) -> Result<Template, String> {
     use crate::proto::grpc;
     let path = grpc::path(method)?;
     let body = grpc::length_prefixed(message)?;
@@ -108,7 +121,14 @@ pub fn grpc_request(
         text.push_str(&format!("Host: {host}\r\n"));
     }
     text.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    Ok(Template::parse(text.as_bytes())?.then_literal(&body))
+    // The message follows the 5-byte prefix: its drawn ranges shift by 5.
+    let mut t = Template::parse(text.as_bytes())?;
+    let mut at = 0;
+    for r in rand.iter().map(|r| r.start + 5..r.end + 5) {
+        t = t.then_literal(&body[at..r.start]).then_rand(r.len());
+        at = r.end;
+    }
+    Ok(t.then_literal(&body[at..]))
 }
 
 #[cfg(test)]

@@ -87,6 +87,97 @@ pub fn message_from_json(
     Ok(msg.encode_to_vec())
 }
 
+/// A request message whose string fields carry `{rand:N}` placeholders: its bytes,
+/// and the ranges of them drawn afresh for each request (letters and digits).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageTemplate {
+    pub bytes: Vec<u8>,
+    pub rand: Vec<std::ops::Range<usize>>,
+}
+
+/// [`message_from_json`] for JSON whose strings may hold `{rand:N}` placeholders: the
+/// message is encoded twice, each placeholder written once as N `A`s and once as N
+/// `B`s; the bytes where the two encodings differ are the placeholders' (a placeholder
+/// keeps its length, so every length in the message stays as encoded). Another
+/// placeholder (`{seq}`, a key, a feeder) would change lengths inside the message and
+/// is refused.
+pub fn message_template_from_json(
+    path: &Path,
+    source: &[u8],
+    method: &str,
+    json: &str,
+) -> Result<MessageTemplate, ProtoError> {
+    let (a, b) = rand_fillings(json)?;
+    let bytes = message_from_json(path, source, method, &a)?;
+    if a == json {
+        return Ok(MessageTemplate {
+            bytes,
+            rand: Vec::new(),
+        });
+    }
+    let other = message_from_json(path, source, method, &b)?;
+    let rand = differing_runs(&bytes, &other).ok_or_else(|| {
+        ProtoError::Json("a {rand:N} placeholder must stand inside a string field".into())
+    })?;
+    Ok(MessageTemplate { bytes, rand })
+}
+
+/// `json` with each `{rand:N}` as N `A`s, and as N `B`s; a bad count or another
+/// placeholder is an error.
+fn rand_fillings(json: &str) -> Result<(String, String), ProtoError> {
+    use crate::request::template::{RAND_BYTES_MAX, placeholder_in};
+    let (mut a, mut b) = (
+        String::with_capacity(json.len()),
+        String::with_capacity(json.len()),
+    );
+    let mut rest = json;
+    while let Some(p) = placeholder_in(rest) {
+        let at = rest.find(p).expect("placeholder_in returns a slice of it");
+        let n = p
+            .strip_prefix("{rand:")
+            .and_then(|t| t.strip_suffix('}'))
+            .ok_or_else(|| {
+                ProtoError::Json(format!(
+                    "{p} would change lengths inside the message (its protobuf is encoded \
+                     once, at start): only {{rand:N}} is drawn per request here; put other \
+                     per-request values in metadata, e.g. -H 'x-key: {p}'"
+                ))
+            })?
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=RAND_BYTES_MAX).contains(n))
+            .ok_or_else(|| {
+                ProtoError::Json(format!("{p}: N must be between 1 and {RAND_BYTES_MAX}"))
+            })?;
+        a.push_str(&rest[..at]);
+        b.push_str(&rest[..at]);
+        a.extend(std::iter::repeat_n('A', n));
+        b.extend(std::iter::repeat_n('B', n));
+        rest = &rest[at + p.len()..];
+    }
+    a.push_str(rest);
+    b.push_str(rest);
+    Ok((a, b))
+}
+
+/// The runs of positions where `a` and `b` (of one length) differ; `None` when their
+/// lengths differ.
+fn differing_runs(a: &[u8], b: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+    if a.len() != b.len() {
+        return None;
+    }
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        if x != y {
+            match runs.last_mut() {
+                Some(r) if r.end == i => r.end = i + 1,
+                _ => runs.push(i..i + 1),
+            }
+        }
+    }
+    Some(runs)
+}
+
 /// The input message of `method` in `pool`, or why there is none.
 fn input_of(
     pool: &DescriptorPool,
@@ -131,6 +222,47 @@ mod tests {
         message Reply { string text = 1; }
         service Greeter { rpc Say (Hello) returns (Reply); }
     "#;
+
+    #[test]
+    fn rand_placeholders_are_the_bytes_the_two_fillings_change() {
+        let t = message_template_from_json(
+            Path::new("/nowhere/demo.proto"),
+            PROTO.as_bytes(),
+            "demo.Greeter/Say",
+            r#"{"name": "u-{rand:4}-{rand:2}", "n": 7}"#,
+        )
+        .unwrap();
+        // field 1, length 9: "u-" + 4 + "-" + 2; then field 2 = 7.
+        assert_eq!(t.bytes, b"\n\x09u-AAAA-AA\x10\x07");
+        assert_eq!(t.rand, vec![4..8, 9..11]);
+        let plain = message_template_from_json(
+            Path::new("/nowhere/demo.proto"),
+            PROTO.as_bytes(),
+            "demo.Greeter/Say",
+            r#"{"name": "u"}"#,
+        )
+        .unwrap();
+        assert!(plain.rand.is_empty());
+        let refused = |json: &str| {
+            message_template_from_json(
+                Path::new("/nowhere/demo.proto"),
+                PROTO.as_bytes(),
+                "demo.Greeter/Say",
+                json,
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(refused(r#"{"name": "u{seq}"}"#).starts_with("{seq} would change lengths"));
+        assert!(refused(r#"{"name": "{rand:0}"}"#).contains("between 1 and"));
+    }
+
+    #[test]
+    fn differing_runs_merge_neighbours() {
+        assert_eq!(differing_runs(b"abcd", b"aXYd"), Some(vec![1..3]));
+        assert_eq!(differing_runs(b"abcd", b"Xbcd"), Some(vec![0..1]));
+        assert_eq!(differing_runs(b"abc", b"ab"), None);
+    }
 
     fn encode(method: &str, json: &str) -> Result<Vec<u8>, String> {
         message_from_json(

@@ -391,6 +391,12 @@ impl Template {
         self
     }
 
+    /// Appends `{rand:n}`: `n` random letters and digits per rendering.
+    pub fn then_rand(mut self, n: usize) -> Template {
+        self.segments.push(Segment::Rand(n));
+        self
+    }
+
     /// Whether every rendering is the same bytes.
     pub fn is_static(&self) -> bool {
         self.segments

@@ -1150,34 +1150,33 @@ fn rate(
 }
 
 /// The unary call's message: `--grpc-message FILE` as it is, `--grpc-json` encoded
-/// against `--grpc-proto`, or empty.
-fn grpc_message(a: &RunArgs, method: &str, facts: &HostFacts) -> Result<Vec<u8>, PlanError> {
-    use crate::request::protobuf::{ProtoError, message_from_json};
+/// against `--grpc-proto` (its `{rand:N}` drawn per request), or empty.
+fn grpc_message(
+    a: &RunArgs,
+    method: &str,
+    facts: &HostFacts,
+) -> Result<crate::request::protobuf::MessageTemplate, PlanError> {
+    use crate::request::protobuf::{MessageTemplate, ProtoError, message_template_from_json};
     let read = |flag, f: &std::path::Path| {
         facts
             .file(f)
             .map(<[u8]>::to_vec)
             .map_err(|e| err(flag, format!("cannot read {}: {e}", f.display())))
     };
+    let literal = |bytes| MessageTemplate {
+        bytes,
+        rand: Vec::new(),
+    };
     match (&a.grpc_message, &a.grpc_proto, &a.grpc_json) {
-        (Some(f), _, _) => read("grpc-message", f),
-        (None, Some(_), Some(json))
-            if let Some(p) = crate::request::template::placeholder_in(json) =>
-        {
-            Err(err(
-                "grpc-json",
-                format!(
-                    "{p} is not expanded inside a gRPC message (its protobuf is encoded \
-                     once, at start): put per-request values in metadata, e.g. -H \
-                     'x-key: {p}'"
-                ),
-            ))
+        (Some(f), _, _) => read("grpc-message", f).map(literal),
+        (None, Some(p), Some(json)) => {
+            message_template_from_json(p, &read("grpc-proto", p)?, method, json).map_err(
+                |e| match e {
+                    ProtoError::Proto(m) => err("grpc-proto", m),
+                    ProtoError::Json(m) => err("grpc-json", m),
+                },
+            )
         }
-        (None, Some(p), Some(json)) => message_from_json(p, &read("grpc-proto", p)?, method, json)
-            .map_err(|e| match e {
-                ProtoError::Proto(m) => err("grpc-proto", m),
-                ProtoError::Json(m) => err("grpc-json", m),
-            }),
         (None, Some(_), None) => Err(err(
             "grpc-proto",
             "needs --grpc-json: the request message, as JSON",
@@ -1186,7 +1185,7 @@ fn grpc_message(a: &RunArgs, method: &str, facts: &HostFacts) -> Result<Vec<u8>,
             "grpc-json",
             "needs --grpc-proto FILE: the .proto that defines the method's input",
         )),
-        (None, None, None) => Ok(Vec::new()),
+        (None, None, None) => Ok(literal(Vec::new())),
     }
 }
 
@@ -1233,8 +1232,15 @@ fn requests_unfed(a: &RunArgs, facts: &HostFacts) -> Result<RequestSet, PlanErro
             }
             headers.push(format!("{}: {}", m.name, m.value));
         }
-        let t = crate::request::http::grpc_request(method, &headers, &message, &host, timeout_ns)
-            .map_err(|m| err("grpc", m))?;
+        let t = crate::request::http::grpc_request_drawn(
+            method,
+            &headers,
+            &message.bytes,
+            &message.rand,
+            &host,
+            timeout_ns,
+        )
+        .map_err(|m| err("grpc", m))?;
         Ok(RequestSet::single(t, Framing::Http1))
     } else if let Some(spec) = &a.http {
         let body = match (&a.body, &a.body_file) {
