@@ -282,9 +282,6 @@ fn bad_recordings_are_refused_in_one_line_before_any_traffic() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let target = listener.local_addr().unwrap().to_string();
-    // The UDP cases' datagrams would come here (the same port).
-    let udp = std::net::UdpSocket::bind(&target).unwrap();
-    udp.set_nonblocking(true).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = |name: &str, bytes: &[u8]| {
         let p = dir.path().join(name);
@@ -306,21 +303,6 @@ fn bad_recordings_are_refused_in_one_line_before_any_traffic() {
     pcap.extend_from_slice(&[0; 20]);
     let truncated = file("cut.pcap", &pcap);
     let ok = file("ok.txt", b"0s GET /\n");
-    let gor_ok = "1 ab 1000 0\nGET / HTTP/1.1\r\n\r\n\n🐵🙈🙉\n";
-    let gor_cut = file(
-        "cut.gor",
-        format!("{gor_ok}1 ac 2000 0\nGET /x HTTP/1.1\r\n").as_bytes(),
-    );
-    let gor_bad = file(
-        "bad.gor",
-        format!("{gor_ok}{gor_ok}1 ad soon 0\nGET /\n🐵🙈🙉\n").as_bytes(),
-    );
-    let gor = file("ok.gor", gor_ok.as_bytes());
-    let long_udp = file(
-        "long.txt",
-        format!("0s a\n1s {}\n", "x".repeat(70_000)).as_bytes(),
-    );
-    let tcp_only = file("tcp.pcap", &tcp_capture());
     let missing = dir.path().join("missing.txt").display().to_string();
     let cases: Vec<(Vec<&str>, String)> = vec![
         (vec!["--replay", &unsorted], format!("{unsorted}: line 3: ")),
@@ -349,6 +331,71 @@ fn bad_recordings_are_refused_in_one_line_before_any_traffic() {
             "expected http or payload".into(),
         ),
         (
+            vec!["--replay", &ok, "--replay-port", "80"],
+            "is for captures".into(),
+        ),
+        (
+            vec!["--replay", &ok, "--rate", "100"],
+            "not with --rate".into(),
+        ),
+        (
+            vec!["--replay", &ok, "--http", "GET /"],
+            "not with --http".into(),
+        ),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["run", "--target", &target, "--cores", "0"];
+        args.extend_from_slice(&extra);
+        assert_usage(&args, &needle);
+    }
+    // A search steps its own rates: a recording has one.
+    assert_usage(
+        &[
+            "search", "--target", &target, "--cores", "0", "--replay", &ok, "--slo", "p99<10ms",
+            "--start", "100",
+        ],
+        "not with blaster search's steps",
+    );
+    assert!(
+        listener.accept().is_err(),
+        "a refused recording must send nothing"
+    );
+}
+
+/// The same for UDP replays and GoReplay files: one line naming the file and the
+/// line, packet or record, exit 2, nothing sent (over TCP or UDP).
+#[test]
+fn bad_udp_and_goreplay_recordings_are_refused_in_one_line_before_any_traffic() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    // The UDP cases' datagrams would come here (the same port).
+    let udp = std::net::UdpSocket::bind(&target).unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p.display().to_string()
+    };
+    let ok = file("ok.txt", b"0s GET /\n");
+    let gor_ok = "1 ab 1000 0\nGET / HTTP/1.1\r\n\r\n\n🐵🙈🙉\n";
+    let gor_cut = file(
+        "cut.gor",
+        format!("{gor_ok}1 ac 2000 0\nGET /x HTTP/1.1\r\n").as_bytes(),
+    );
+    let gor_bad = file(
+        "bad.gor",
+        format!("{gor_ok}{gor_ok}1 ad soon 0\nGET /\n🐵🙈🙉\n").as_bytes(),
+    );
+    let gor = file("ok.gor", gor_ok.as_bytes());
+    let long_udp = file(
+        "long.txt",
+        format!("0s a\n1s {}\n", "x".repeat(70_000)).as_bytes(),
+    );
+    let tcp_only = file("tcp.pcap", &tcp_capture());
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
             vec!["--replay", &ok, "--proto", "udp", "--replay-as", "http"],
             "http is for TCP".into(),
         ),
@@ -375,32 +422,12 @@ fn bad_recordings_are_refused_in_one_line_before_any_traffic() {
             vec!["--replay", &ok, "--replay-format", "gor"],
             format!("{ok}: record 1: "),
         ),
-        (
-            vec!["--replay", &ok, "--replay-port", "80"],
-            "is for captures".into(),
-        ),
-        (
-            vec!["--replay", &ok, "--rate", "100"],
-            "not with --rate".into(),
-        ),
-        (
-            vec!["--replay", &ok, "--http", "GET /"],
-            "not with --http".into(),
-        ),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["run", "--target", &target, "--cores", "0"];
         args.extend_from_slice(&extra);
         assert_usage(&args, &needle);
     }
-    // A search steps its own rates: a recording has one.
-    assert_usage(
-        &[
-            "search", "--target", &target, "--cores", "0", "--replay", &ok, "--slo", "p99<10ms",
-            "--start", "100",
-        ],
-        "not with blaster search's steps",
-    );
     assert!(
         listener.accept().is_err(),
         "a refused recording must send nothing"

@@ -191,7 +191,7 @@ mod tests {
             (format!("{ok}4 ab 1\nx\n🐵🙈🙉\n"), 2, "TYPE 1, 2 or 3"),
             (format!("{ok}1 xyz 1\nx\n🐵🙈🙉\n"), 2, "ID"),
             (format!("{ok}1 ab 2\nGET / HTTP/1.1\r\n"), 2, "truncated"),
-            (format!("1 ab 2 0\n\n🐵🙈🙉\n"), 1, "empty"),
+            ("1 ab 2 0\n\n🐵🙈🙉\n".to_string(), 1, "empty"),
         ];
         for (text, n, words) in cases {
             let e = summarize(&mut rec(text.as_bytes()), 1 << 20).unwrap_err();
