@@ -655,3 +655,51 @@ fn a_goreplay_file_goes_out_at_its_offsets() {
     let want: Vec<i64> = offsets.iter().map(|o| o - offsets[0]).collect();
     assert_on_time(&got, &want, &v, "a GoReplay file");
 }
+
+/// `--shard i/3` of a UDP replay: between them the shards send every datagram once.
+#[test]
+fn shards_of_a_udp_replay_send_every_datagram_exactly_once() {
+    let sink = Sink::start_udp(&[]);
+    let port: u16 = sink.addr.rsplit(':').next().unwrap().parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (0..DATAGRAMS)
+        .map(|i| format!("{}ms s/{i}\n", 3 * i))
+        .collect();
+    let rec = dir.path().join("udp.txt");
+    std::fs::write(&rec, text).unwrap();
+    let cap = dir.path().join("shards.pcap");
+    let Some(tshark) = capture_filtered(&format!("udp port {port}"), &cap) else {
+        skip(
+            "shards_of_a_udp_replay_send_every_datagram_exactly_once",
+            "tshark cannot capture on lo here (not root?)",
+        );
+        return;
+    };
+    let shards = run_shards(
+        dir.path(),
+        3,
+        &[
+            "run",
+            "--proto",
+            "udp",
+            "--target",
+            &sink.addr,
+            "--cores",
+            "0",
+            "--connections",
+            "3",
+            "--replay",
+            rec.to_str().unwrap(),
+        ],
+    );
+    stop(tshark);
+    let mut answered = 0;
+    for (out, json) in &shards {
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{}", stderr(out));
+        let v = read_json(&PathBuf::from(json));
+        answered += v["requests"]["completed"].as_u64().unwrap();
+    }
+    assert_eq!(answered, DATAGRAMS as u64);
+    // Every datagram exactly once on the wire (`datagram_instants` checks it).
+    datagram_instants(&datagrams_on_wire(&cap, port, 24), "s/");
+}

@@ -249,10 +249,17 @@ impl<'p> UdpWorker<'p> {
         } else {
             0.0
         };
+        // A replay's bursts: at least the flow's share of the backlog, which is sized for
+        // the recording's busiest second.
+        let per_flow_burst = match plan.replay {
+            Some(_) => plan.backlog_capacity / plan.connections.max(1),
+            None => 0,
+        };
         let window_len = if blast {
             1
         } else {
             ((per_flow_rate * plan.timeout_ns as f64 / 1e9 * 1.25) as usize)
+                .max(per_flow_burst)
                 .clamp(WINDOW_MIN, WINDOW_MAX)
                 .next_power_of_two()
         };
