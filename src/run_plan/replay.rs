@@ -227,7 +227,8 @@ pub fn rates(r: &ReplayPlan, duration_ns: u64) -> (f64, f64) {
 
 /// The request set of a replay (`None` without one): one entry as long as the
 /// longest request (what the staging buffers are sized from), framed as `--framing`
-/// says, else as HTTP/1.1 for HTTP lines and captures of HTTP, else echo.
+/// says, else as HTTP/1.1 for HTTP lines and captures of HTTP, else echo (always over
+/// UDP).
 pub fn requests(
     a: &RunArgs,
     r: Option<&ReplayPlan>,
@@ -241,6 +242,8 @@ pub fn requests(
 
 fn replay_requests(a: &RunArgs, r: &ReplayPlan) -> Result<Arc<RequestSet>, PlanError> {
     let default = match (&r.kind, r.format) {
+        // UDP matches replies by blaster's header, never by a framer.
+        _ if r.carrier == Carrier::Udp => Framing::Echo,
         (LineKind::Http { .. }, Format::Text) => Framing::Http1,
         (_, Format::Pcap | Format::Gor) if r.summary.first_is_http1 => Framing::Http1,
         _ => Framing::Echo,
