@@ -89,7 +89,7 @@ RUN_VALUE_FLAGS=" --reconnect-backoff --keepalive --arrivals --max-response --sp
 --frame-budget --down-size --connect-rate --heartbeat --heartbeat-payload --link-speed \
 --duration --hdr-log --percentiles --csv --metrics-listen --metrics-linger --slo --abort-if --expect \
 --start-at --run-id --step-duration --start-rate --repeats --confidence --warmup --error-status --frame-proto \
---frame-topic --ws-path --senders-per-room --members-per-connection --room-layout --slow-readers --tls-sni --tls-ca --alpn --tls-version --tls-resume --tls-cert --tls-key --grpc --grpc-message --grpc-proto --grpc-json --grpc-metadata --h2-keepalive --streams-per-connection --conn-max-age --conn-max-requests --server-time --replay --replay-as --replay-speed --replay-port "
+--frame-topic --ws-path --senders-per-room --members-per-connection --room-layout --slow-readers --tls-sni --tls-ca --alpn --tls-version --tls-resume --tls-cert --tls-key --grpc --grpc-message --grpc-proto --grpc-json --grpc-metadata --h2-keepalive --streams-per-connection --conn-max-age --conn-max-requests --server-time --replay --replay-as --replay-format --replay-speed --replay-port "
 RUN_SWITCHES=" --linger0 --no-reconnect --echo-to-sender --aggregate --hold --no-response \
 --progress --quiet --tls --tls-insecure --http2 --replay-loop "
 

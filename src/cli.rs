@@ -323,16 +323,23 @@ pub struct LoadArgs {
     pub mix: Option<PathBuf>,
 
     /// Replay a recording instead of --rate: a text file of `OFFSET TEMPLATE` lines
-    /// (`12.5ms GET /users/7`) or a pcap/pcapng capture of a TCP conversation; each
-    /// request goes out at its recorded offset and its latency counts from there.
+    /// (`12.5ms GET /users/7`), a pcap/pcapng capture of a TCP conversation (of a UDP
+    /// one with --proto udp) or a GoReplay .gor file; each request goes out at its
+    /// recorded offset and its latency counts from there.
     /// The run lasts the recording unless --duration is shorter (see docs/replay.md).
     #[arg(long, value_name = "FILE")]
     pub replay: Option<PathBuf>,
 
     /// How a text recording's TEMPLATE is read: `http` (`METHOD /path`, with the -H
-    /// headers) or `payload` (bytes as --payload takes them). Default: http.
+    /// headers) or `payload` (bytes as --payload takes them). Default: http (payload
+    /// with --proto udp).
     #[arg(long, requires = "replay", value_name = "KIND")]
     pub replay_as: Option<String>,
+
+    /// The recording's format: `text`, `pcap` (pcap or pcapng) or `gor` (GoReplay).
+    /// Default: told by the file's first bytes.
+    #[arg(long, requires = "replay", value_name = "FORMAT")]
+    pub replay_format: Option<String>,
 
     /// Replay X times as fast (offsets divided by X), e.g. `2` or `0.5`. Default: 1.
     #[arg(long, requires = "replay", value_name = "X")]
@@ -342,7 +349,8 @@ pub struct LoadArgs {
     #[arg(long, requires = "replay")]
     pub replay_loop: bool,
 
-    /// The server's port in a capture. Default: the destination of its first SYN.
+    /// The server's port in a capture. Default: the destination of its first SYN
+    /// (UDP: of its first datagram).
     #[arg(long, requires = "replay", value_name = "PORT")]
     pub replay_port: Option<u16>,
 

@@ -396,7 +396,7 @@ impl Slots {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::replay::{Format, LineKind, Summary, Timing, summarize};
+    use crate::request::replay::{Carrier, Format, LineKind, Summary, Timing, summarize};
     use std::time::{Duration, Instant};
 
     /// A text recording of payload lines in a temporary file, and its plan.
@@ -404,13 +404,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rec.txt");
         std::fs::write(&path, text).unwrap();
-        let mut rec =
-            crate::request::replay::open(&path, Format::Text, &LineKind::Payload, None).unwrap();
+        let mut rec = crate::request::replay::open(
+            &path,
+            Format::Text,
+            &LineKind::Payload,
+            Carrier::Tcp,
+            None,
+        )
+        .unwrap();
         let summary: Summary = summarize(&mut *rec, 1 << 20).unwrap();
         let plan = ReplayPlan {
             path,
             format: Format::Text,
             kind: LineKind::Payload,
+            carrier: Carrier::Tcp,
             port: None,
             summary,
             timing: Timing::of(&summary, speed),

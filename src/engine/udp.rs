@@ -19,6 +19,13 @@
 //!
 //! Send buffers come from a fixed pool whose payload bytes are written once at start;
 //! only the 24-byte header is written per datagram. Nothing allocates per request.
+//!
+//! `--replay`: the recording's requests come from the replay's cursor in place of the
+//! timetable, each datagram the header and then the recorded bytes (copied into its
+//! send buffer when it is sent; one datagram per send). Responses are matched by the
+//! header as in any UDP run, so the target must send the header back (an echo).
+//! Requests waiting in the backlog keep their chunk of the recording from being handed
+//! back to the reader until they are sent or fail.
 
 use super::conn_table::{Fifo, IndexQueue};
 use super::driver::{Channels, Outbox, Ready, arm_fault_hook, drive};
@@ -26,6 +33,7 @@ use super::iobuf::IoBuf;
 use super::loop_core::LoopCore;
 use super::pacing::Pacer;
 use super::recorder::{ErrorKind, Histograms, Snapshot, WorkerTotals};
+use super::replay::Cursor;
 use super::ring::Ring;
 use super::run_loop::Hooks;
 use super::token::{Op, Token};
@@ -56,6 +64,19 @@ const WINDOW_MAX: usize = 1 << 20;
 /// Receive buffer per flow: a response larger than this is truncated (only the header
 /// is needed to match it).
 const RECV_BYTES: usize = 2048;
+/// `--replay`: send buffers per worker hold at most this many bytes (a recording's
+/// longest datagram may be 64 KiB), and there are at least `SEND_BUFFERS_REPLAY_MIN`.
+const SEND_POOL_BYTES_REPLAY: usize = 16 << 20;
+const SEND_BUFFERS_REPLAY_MIN: usize = 64;
+
+/// A due request: its intended instant, when it was dispatched, and (`--replay`) its
+/// global sequence number, whose bytes the cursor holds.
+#[derive(Clone, Copy, Default)]
+struct Due {
+    intended_ns: Nanos,
+    dispatched: Ticks,
+    seq: u64,
+}
 
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 enum SlotState {
@@ -108,7 +129,7 @@ struct UdpWorker<'p> {
     /// Per send buffer: flow index and how many datagrams it carries.
     buf_use: Box<[(u32, u32)]>,
     recv_bufs: IoBuf,
-    backlog: Fifo<(Nanos, Ticks)>,
+    backlog: Fifo<Due>,
     dgram_len: usize,
     /// Datagrams per send (GSO segments; 1 without GSO).
     batch: usize,
@@ -118,6 +139,8 @@ struct UdpWorker<'p> {
     out: Outbox,
     cqes: Box<[(u64, i32)]>,
     schedule: Option<Arrivals>,
+    /// `--replay`: the recording's requests in place of the schedule's.
+    replay: Option<Cursor>,
     next_k: u64,
     total_k: u64,
     next_flow: usize,
@@ -175,8 +198,10 @@ impl<'p> UdpWorker<'p> {
         recycle_rx: Receiver<Histograms>,
     ) -> std::io::Result<Self> {
         let blast = plan.transport == Transport::UdpBlast;
+        // A replay's payload is as long as its longest request.
         let dgram_len = HEADER_LEN + plan.payload.len();
-        let want_batch = if blast {
+        // GSO sends segments of one size: a replay's datagrams go one per send.
+        let want_batch = if blast && plan.replay.is_none() {
             (GSO_BYTES_MAX / dgram_len).clamp(1, GSO_SEGMENTS_MAX)
         } else {
             1
@@ -203,6 +228,12 @@ impl<'p> UdpWorker<'p> {
             SEND_BUFFERS_RR
         };
         let send_buf_len = dgram_len * batch;
+        let buffers = match plan.replay {
+            Some(_) => {
+                (SEND_POOL_BYTES_REPLAY / send_buf_len).clamp(SEND_BUFFERS_REPLAY_MIN, buffers)
+            }
+            None => buffers,
+        };
         let mut send_bufs = vec![0u8; buffers * send_buf_len];
         for d in send_bufs.chunks_mut(dgram_len) {
             d[HEADER_LEN..].copy_from_slice(&plan.payload);
@@ -218,10 +249,17 @@ impl<'p> UdpWorker<'p> {
         } else {
             0.0
         };
+        // A replay's bursts: at least the flow's share of the backlog, which is sized for
+        // the recording's busiest second.
+        let per_flow_burst = match plan.replay {
+            Some(_) => plan.backlog_capacity / plan.connections.max(1),
+            None => 0,
+        };
         let window_len = if blast {
             1
         } else {
             ((per_flow_rate * plan.timeout_ns as f64 / 1e9 * 1.25) as usize)
+                .max(per_flow_burst)
                 .clamp(WINDOW_MIN, WINDOW_MAX)
                 .next_power_of_two()
         };
@@ -237,8 +275,11 @@ impl<'p> UdpWorker<'p> {
             };
             ring.features.insert(0, gso);
         }
-        // `--rate max` has no timetable: every free buffer is filled at once.
-        let (schedule, total_k) = if plan.rate_rps.is_finite() {
+        // `--rate max` has no timetable: every free buffer is filled at once. A replay's
+        // timetable is the recording's.
+        let (schedule, total_k) = if plan.replay.is_some() {
+            (None, 0)
+        } else if plan.rate_rps.is_finite() {
             let (s, n) = timetable(plan);
             (Some(s), n)
         } else {
@@ -268,6 +309,7 @@ impl<'p> UdpWorker<'p> {
             out: Outbox::shaped(plan.index, plan.hist_shape(), snap_tx, recycle_rx),
             cqes: vec![(0u64, 0i32); CQE_BATCH_MAX].into_boxed_slice(),
             schedule,
+            replay: plan.replay.clone().map(Cursor::new),
             next_k: 0,
             total_k,
             next_flow: 0,
@@ -309,7 +351,7 @@ impl<'p> UdpWorker<'p> {
     }
 
     /// Sends up to `count` datagrams on one flow from one buffer. Returns how many.
-    fn send_batch(&mut self, count: usize, intended: &[(Nanos, Ticks)], now_t: Ticks) -> usize {
+    fn send_batch(&mut self, count: usize, intended: &[Due], now_t: Ticks) -> usize {
         let Some(b) = self.free_bufs.pop() else {
             return 0;
         };
@@ -323,20 +365,31 @@ impl<'p> UdpWorker<'p> {
         let sent_ns = self.clock.ns(now_t);
         // Connection wait is recorded once per run of datagrams dispatched at the same
         // instant (a whole batch under `--rate max`), not once per datagram.
-        let mut run: (Ticks, u64) = (intended[0].1, 0);
-        for (i, &(intended_ns, dispatched)) in intended.iter().take(n).enumerate() {
+        let mut run: (Ticks, u64) = (intended[0].dispatched, 0);
+        let mut len = 0;
+        for d in intended.iter().take(n) {
+            let (intended_ns, dispatched) = (d.intended_ns, d.dispatched);
             let flow = &mut self.flows[f];
             let seq = flow.next_seq;
             flow.next_seq += 1;
+            let at = base + len;
+            // A replayed request's own bytes follow the header (one per send).
+            len += match &self.replay {
+                Some(r) => {
+                    let bytes = r.bytes(d.seq);
+                    self.send_bufs
+                        .region_mut(at + HEADER_LEN..at + HEADER_LEN + bytes.len())
+                        .copy_from_slice(bytes);
+                    HEADER_LEN + bytes.len()
+                }
+                None => self.dgram_len,
+            };
             UdpHeader {
                 flow: flow.id,
                 seq,
                 intended_ns,
             }
-            .write(
-                self.send_bufs
-                    .region_mut(base + i * self.dgram_len..base + (i + 1) * self.dgram_len),
-            );
+            .write(self.send_bufs.region_mut(at..at + HEADER_LEN));
             if !self.blast {
                 let slot = &mut self.window[self.slot_of(f, seq)];
                 *slot = Slot {
@@ -362,7 +415,6 @@ impl<'p> UdpWorker<'p> {
             op: Op::Send,
             generation: 0,
         };
-        let len = n * self.dgram_len;
         let buf = self.send_bufs.kernel_ptr(base..base + len);
         let entry = opcode::Send::new(types::Fd(self.flows[f].fd), buf, len as u32)
             .build()
@@ -409,15 +461,15 @@ impl<'p> UdpWorker<'p> {
     /// One request: sent at once when a buffer and a window slot are free, else it
     /// waits in the backlog (its wait is connection wait).
     #[inline]
-    fn dispatch_one(&mut self, intended: Nanos, now_t: Ticks) {
+    fn dispatch_one(&mut self, due: Due, now_t: Ticks) {
         if self.backlog.is_empty()
             && !self.free_bufs.is_empty()
             && self.window_free()
-            && self.send_batch(1, &[(intended, now_t)], now_t) == 1
+            && self.send_batch(1, &[due], now_t) == 1
         {
             return;
         }
-        if !self.backlog.push((intended, now_t)) {
+        if !self.backlog.push(due) {
             self.out.counters.error(ErrorKind::BacklogOverflow);
             self.out
                 .hist
@@ -429,7 +481,7 @@ impl<'p> UdpWorker<'p> {
     /// Sends waiting requests while buffers and window slots allow; in blast mode
     /// packs up to a GSO batch per send.
     fn serve_backlog(&mut self, now_t: Ticks) {
-        let mut group = [(0u64, 0u64); GSO_SEGMENTS_MAX];
+        let mut group = [Due::default(); GSO_SEGMENTS_MAX];
         while !self.backlog.is_empty() && !self.free_bufs.is_empty() && self.window_free() {
             let n = self.backlog.len().min(self.batch);
             for g in group.iter_mut().take(n) {
@@ -444,7 +496,11 @@ impl<'p> UdpWorker<'p> {
     /// `--rate max`: fill every free buffer with a full batch.
     fn blast_max(&mut self, now_t: Ticks, now_ns: Nanos) -> u64 {
         let mut n = 0;
-        let group = [(now_ns, now_t); GSO_SEGMENTS_MAX];
+        let group = [Due {
+            intended_ns: now_ns,
+            dispatched: now_t,
+            seq: 0,
+        }; GSO_SEGMENTS_MAX];
         while !self.free_bufs.is_empty() {
             let sent = self.send_batch(self.batch, &group[..self.batch], now_t) as u64;
             self.out.counters.dispatched += sent;
@@ -453,21 +509,49 @@ impl<'p> UdpWorker<'p> {
         n
     }
 
+    /// The next request due by `now_ns`, as (intended instant, global sequence number;
+    /// 0 without a replay, which is all that needs it), advancing the timetable.
+    #[inline]
+    fn pop_due(&mut self, now_ns: Nanos) -> Option<(Nanos, u64)> {
+        if let Some(r) = &mut self.replay {
+            return r.pop_due(now_ns);
+        }
+        if self.next_k >= self.total_k {
+            return None;
+        }
+        let intended = self.due_ns(self.next_k);
+        if intended >= self.plan.duration_ns {
+            self.total_k = self.next_k; // Poisson: the timetable's end
+            return None;
+        }
+        if intended > now_ns {
+            return None;
+        }
+        self.next_k += 1;
+        Some((intended, 0))
+    }
+
+    /// `--replay`: hands the reader back the chunks whose requests are all sent (or
+    /// failed): everything before the oldest request still in the backlog.
+    #[inline]
+    fn release_replayed(&mut self) {
+        if let Some(r) = &mut self.replay {
+            r.release_before(self.backlog.front().map(|d| d.seq));
+            self.out.counters.replay_dry += std::mem::take(&mut r.starved);
+        }
+    }
+
     fn dispatch_due(&mut self, now_t: Ticks, now_ns: Nanos) -> u64 {
-        if self.schedule.is_none() {
+        if self.schedule.is_none() && self.replay.is_none() {
             return self.blast_max(now_t, now_ns);
         }
         let mut n = 0;
-        while self.next_k < self.total_k {
-            let intended = self.due_ns(self.next_k);
-            if intended >= self.plan.duration_ns {
-                self.total_k = self.next_k; // Poisson: the timetable's end
-                break;
-            }
-            if intended > now_ns {
-                break;
-            }
-            self.next_k += 1;
+        while let Some((intended, seq)) = self.pop_due(now_ns) {
+            let due = Due {
+                intended_ns: intended,
+                dispatched: now_t,
+                seq,
+            };
             n += 1;
             self.out.counters.dispatched += 1;
             self.out.counters.note_dispatch(intended, now_ns);
@@ -476,8 +560,8 @@ impl<'p> UdpWorker<'p> {
                 .dispatch_lag
                 .saturating_record(now_ns - intended);
             if !self.blast {
-                self.dispatch_one(intended, now_t);
-            } else if !self.backlog.push((intended, now_t)) {
+                self.dispatch_one(due, now_t);
+            } else if !self.backlog.push(due) {
                 // Blast: due datagrams go through the backlog to share GSO sends.
                 self.out.counters.error(ErrorKind::BacklogOverflow);
             }
@@ -486,6 +570,7 @@ impl<'p> UdpWorker<'p> {
             self.serve_backlog(now_t);
         }
         self.backlog_peak = self.backlog_peak.max(self.backlog.len() as u64);
+        self.release_replayed();
         n
     }
 
@@ -534,7 +619,8 @@ impl<'p> UdpWorker<'p> {
             let buf = self
                 .recv_bufs
                 .region(f * RECV_BYTES..f * RECV_BYTES + (res as usize).min(RECV_BYTES));
-            if buf.len() >= 2 * self.dgram_len {
+            // A replay's datagrams differ in length: no joined ones to find.
+            if self.replay.is_none() && buf.len() >= 2 * self.dgram_len {
                 self.out.counters.joined += udp_header::joined(buf, self.dgram_len);
             }
             self.on_datagram(f, UdpHeader::read(buf), done);
@@ -592,8 +678,8 @@ impl<'p> UdpWorker<'p> {
     /// Requests past their timeout are lost; their latency is recorded at the timeout.
     fn scan(&mut self, now_ns: Nanos) {
         let timeout = self.plan.timeout_ns;
-        while let Some((intended, _)) = self.backlog.front() {
-            if intended + timeout > now_ns {
+        while let Some(d) = self.backlog.front() {
+            if d.intended_ns + timeout > now_ns {
                 break;
             }
             self.backlog.pop();
@@ -708,7 +794,11 @@ impl Hooks for UdpWorker<'_> {
     }
 
     fn at_end(&self, now: Nanos) -> bool {
-        now >= self.plan.duration_ns && (self.schedule.is_none() || self.next_k >= self.total_k)
+        now >= self.plan.duration_ns
+            && match &self.replay {
+                Some(r) => r.all_dispatched(),
+                None => self.schedule.is_none() || self.next_k >= self.total_k,
+            }
     }
 
     fn on_stop(&mut self, now: Nanos, _interrupted: bool, pace: &Pacer) -> u64 {
@@ -734,6 +824,7 @@ impl Hooks for UdpWorker<'_> {
         if !self.blast {
             self.serve_backlog(now_t);
         }
+        self.release_replayed();
     }
 
     fn scan(&mut self, now: Nanos) {
@@ -750,6 +841,9 @@ impl Hooks for UdpWorker<'_> {
     }
 
     fn next_due(&self) -> Option<Nanos> {
+        if let Some(r) = &self.replay {
+            return r.next_due();
+        }
         match &self.schedule {
             Some(_) => (self.next_k < self.total_k).then(|| self.due_ns(self.next_k)),
             // `--rate max`: never sleep while a send buffer is free; with all of them
@@ -853,7 +947,11 @@ mod tests {
         w.clock = clock;
         let now_t = w.clock.ticks();
         for _ in 0..3 {
-            assert_eq!(w.send_batch(1, &[(0, now_t)], now_t), 1);
+            let due = Due {
+                dispatched: now_t,
+                ..Due::default()
+            };
+            assert_eq!(w.send_batch(1, &[due], now_t), 1);
         }
         assert_eq!(w.inflight, 3);
         // Before the timeout: 3 visits, nothing lost, still watched.

@@ -6,7 +6,7 @@ use super::{PlanError, err};
 use crate::cli::RunArgs;
 use crate::engine::Transport;
 use crate::proto::Framing;
-use crate::request::replay::{Format, LineKind, ReplayPlan, Summary, Timing};
+use crate::request::replay::{Carrier, Format, LineKind, ReplayPlan, Summary, Timing};
 use crate::request::{RequestSet, Template};
 use std::sync::Arc;
 
@@ -21,9 +21,26 @@ pub struct ReplayFacts {
     pub summary: Summary,
 }
 
-/// `--replay-as`: how a text line's TEMPLATE reads, with the run's headers and Host.
+/// Longest request a UDP replay sends: a datagram's payload less blaster's header.
+const UDP_REQUEST_BYTES_MAX: usize = 65_000 - crate::proto::udp_header::HEADER_LEN;
+
+/// `--proto`: what carries the recording's requests.
+fn carrier(a: &RunArgs) -> Carrier {
+    if a.work.proto == "udp" {
+        Carrier::Udp
+    } else {
+        Carrier::Tcp
+    }
+}
+
+/// `--replay-as`: how a text line's TEMPLATE reads, with the run's headers and Host
+/// (default: `http` over TCP, `payload` over UDP).
 pub fn line_kind(a: &RunArgs) -> Result<LineKind, String> {
-    match a.replay_as.as_deref().unwrap_or("http") {
+    let default = match carrier(a) {
+        Carrier::Tcp => "http",
+        Carrier::Udp => "payload",
+    };
+    match a.replay_as.as_deref().unwrap_or(default) {
         "http" => {
             let host = a.target.first().cloned().unwrap_or_default();
             LineKind::http(&a.headers, None, &host)
@@ -39,19 +56,31 @@ pub fn read_facts(a: &RunArgs) -> Option<Result<ReplayFacts, String>> {
     let path = a.replay.as_ref()?;
     let named = |m: String| format!("{}: {m}", path.display());
     Some((|| {
-        let mut head = [0u8; 4];
-        let n = std::io::Read::read(
-            &mut std::fs::File::open(path).map_err(|e| named(format!("cannot read it: {e}")))?,
+        let mut head = Vec::with_capacity(crate::request::replay::HEAD_BYTES);
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(|e| named(format!("cannot read it: {e}")))?,
+                crate::request::replay::HEAD_BYTES as u64,
+            ),
             &mut head,
         )
         .map_err(|e| named(format!("cannot read it: {e}")))?;
-        let format = Format::detect(&head[..n]);
+        let format = match a.replay_format.as_deref().map(Format::parse) {
+            Some(Ok(f)) => f,
+            // The plan names the flag.
+            Some(Err(_)) => return Err(String::new()),
+            None => Format::detect(&head),
+        };
         let kind = line_kind(a).unwrap_or(LineKind::Payload);
-        let mut rec = crate::request::replay::open(path, format, &kind, a.replay_port)
+        let carrier = carrier(a);
+        let mut rec = crate::request::replay::open(path, format, &kind, carrier, a.replay_port)
             .map_err(|e| named(e.to_string()))?;
-        let summary =
-            crate::request::replay::summarize(&mut *rec, crate::limits::PAYLOAD_BYTES_MAX)
-                .map_err(|e| named(e.to_string()))?;
+        let longest_max = match carrier {
+            Carrier::Tcp => crate::limits::PAYLOAD_BYTES_MAX,
+            Carrier::Udp => UDP_REQUEST_BYTES_MAX,
+        };
+        let summary = crate::request::replay::summarize(&mut *rec, longest_max)
+            .map_err(|e| named(e.to_string()))?;
         Ok(ReplayFacts { format, summary })
     })())
 }
@@ -97,12 +126,8 @@ pub fn plan(
             "needs --target (a recording is replayed against a server)",
         ),
         (
-            transport != Transport::Tcp,
-            "replays over TCP: not with --proto udp",
-        ),
-        (
             a.http2 || a.grpc.is_some(),
-            "replays HTTP/1.1 and raw TCP: not with --http2 or --grpc",
+            "replays HTTP/1.1, raw TCP and UDP: not with --http2 or --grpc",
         ),
         (a.hold, "sends the recording's requests: not with --hold"),
         (
@@ -113,16 +138,32 @@ pub fn plan(
     if let Some((_, why)) = refused.iter().find(|(bad, _)| *bad) {
         return Err(err("replay", *why));
     }
+    let udp = transport != Transport::Tcp;
+    if let Some(f) = a.replay_format.as_deref() {
+        Format::parse(f).map_err(|m| err("replay-format", m))?;
+    }
     let kind = line_kind(a).map_err(|m| err("replay-as", m))?;
+    if udp && matches!(kind, LineKind::Http { .. }) {
+        return Err(err(
+            "replay-as",
+            "http is for TCP: over UDP each line's payload is one datagram (--replay-as payload)",
+        ));
+    }
     let found = match facts {
         Some(Ok(f)) => f,
         Some(Err(m)) => return Err(err("replay", m.clone())),
         None => return Err(err("replay", format!("{} was not read", path.display()))),
     };
-    if found.format == Format::Pcap && a.replay_as.is_some() {
+    if found.format != Format::Text && a.replay_as.is_some() {
         return Err(err(
             "replay-as",
-            "is for text recordings: a capture's requests are the bytes the client sent",
+            "is for text recordings: a capture's or a .gor file's requests are the bytes the client sent",
+        ));
+    }
+    if found.format == Format::Gor && udp {
+        return Err(err(
+            "replay",
+            "a GoReplay file holds HTTP requests, replayed over TCP: not with --proto udp",
         ));
     }
     if a.replay_port.is_some() && found.format != Format::Pcap {
@@ -148,6 +189,7 @@ pub fn plan(
         path: path.clone(),
         format: found.format,
         kind,
+        carrier: carrier(a),
         port: a.replay_port,
         summary: found.summary,
         timing: Timing::of(&found.summary, speed),
@@ -185,7 +227,8 @@ pub fn rates(r: &ReplayPlan, duration_ns: u64) -> (f64, f64) {
 
 /// The request set of a replay (`None` without one): one entry as long as the
 /// longest request (what the staging buffers are sized from), framed as `--framing`
-/// says, else as HTTP/1.1 for HTTP lines and captures of HTTP, else echo.
+/// says, else as HTTP/1.1 for HTTP lines and captures of HTTP, else echo (always over
+/// UDP).
 pub fn requests(
     a: &RunArgs,
     r: Option<&ReplayPlan>,
@@ -199,8 +242,10 @@ pub fn requests(
 
 fn replay_requests(a: &RunArgs, r: &ReplayPlan) -> Result<Arc<RequestSet>, PlanError> {
     let default = match (&r.kind, r.format) {
+        // UDP matches replies by blaster's header, never by a framer.
+        _ if r.carrier == Carrier::Udp => Framing::Echo,
         (LineKind::Http { .. }, Format::Text) => Framing::Http1,
-        (_, Format::Pcap) if r.summary.first_is_http1 => Framing::Http1,
+        (_, Format::Pcap | Format::Gor) if r.summary.first_is_http1 => Framing::Http1,
         _ => Framing::Echo,
     };
     let framing = match &a.framing {

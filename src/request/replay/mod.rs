@@ -1,7 +1,7 @@
 //! `--replay FILE`: a timetable from a recording. A recording is a sequence of
 //! requests, each with its offset from the start: a text file of `OFFSET TEMPLATE`
-//! lines ([`text`]) or a pcap/pcapng capture of a TCP conversation ([`pcap`]). Both
-//! are read as a stream through [`Recording::next`], which appends one request's
+//! lines ([`text`]), a pcap/pcapng capture of a TCP or UDP conversation ([`pcap`]), or
+//! a GoReplay `.gor` file ([`gor`]). Each is read as a stream through [`Recording::next`], which appends one request's
 //! bytes to a caller's buffer and returns its offset, so reading a recording costs a
 //! bounded buffer whatever its length.
 //!
@@ -11,6 +11,7 @@
 //! recording (plus the recording's length per completed loop), so `--shard` and the
 //! workers split a replay exactly as they split any timetable.
 
+pub mod gor;
 pub mod pcap;
 pub mod text;
 
@@ -21,6 +22,18 @@ pub trait Recording: Send {
     /// Appends the next request's bytes to `out` and returns its offset (ns from the
     /// recording's start, non-decreasing); `None` at the end.
     fn next(&mut self, out: &mut Vec<u8>) -> Result<Option<Nanos>, ReplayError>;
+
+    /// Where the request last returned came from, as an error names it: (`"line"`,
+    /// its number), (`"packet"`, ...) or (`"record"`, ...).
+    fn position(&self) -> (&'static str, u64);
+}
+
+/// What carries the requests: a TCP conversation (requests on connections) or UDP
+/// datagrams (one request each). `--proto` says which; a capture is read for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    Tcp,
+    Udp,
 }
 
 /// What is wrong with a recording, and where (`line`: a text line or a capture's
@@ -42,17 +55,27 @@ impl std::fmt::Display for ReplayError {
     }
 }
 
-/// The two kinds of recording, told apart by the file's first bytes.
+/// The kinds of recording, told apart by the file's first bytes (or named by
+/// `--replay-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Text,
     Pcap,
+    /// GoReplay's `.gor` file ([`gor`]).
+    Gor,
 }
 
+/// Bytes of a file's start that [`Format::detect`] looks at.
+pub const HEAD_BYTES: usize = 64;
+
 impl Format {
-    /// A pcap (either byte order, µs or ns) or pcapng magic number is a capture;
-    /// anything else is read as text.
+    /// A pcap (either byte order, µs or ns) or pcapng magic number is a capture; a
+    /// first line that is a GoReplay record header (`1 HEXID TIMESTAMP`) is a `.gor`
+    /// file; anything else is read as text (whose lines start with a duration).
     pub fn detect(head: &[u8]) -> Format {
+        if gor::is_header_start(head) {
+            return Format::Gor;
+        }
         const MAGICS: [[u8; 4]; 5] = [
             [0xd4, 0xc3, 0xb2, 0xa1],
             [0xa1, 0xb2, 0xc3, 0xd4],
@@ -70,6 +93,17 @@ impl Format {
         match self {
             Format::Text => "text",
             Format::Pcap => "pcap",
+            Format::Gor => "gor",
+        }
+    }
+
+    /// `--replay-format`'s value.
+    pub fn parse(s: &str) -> Result<Format, String> {
+        match s {
+            "text" => Ok(Format::Text),
+            "pcap" | "pcapng" => Ok(Format::Pcap),
+            "gor" => Ok(Format::Gor),
+            other => Err(format!("expected text, pcap or gor, got {other:?}")),
         }
     }
 }
@@ -168,9 +202,10 @@ pub fn summarize(rec: &mut dyn Recording, longest_max: usize) -> Result<Summary,
             s.first_is_http1 = looks_like_http1_request(&buf);
         }
         if buf.len() > longest_max {
+            let (what, line) = rec.position();
             return Err(ReplayError {
-                line: 0,
-                what: "request",
+                line,
+                what,
                 message: format!(
                     "request {} is {} bytes, more than the {longest_max} a replayed request may have",
                     s.requests,
@@ -236,6 +271,8 @@ pub struct ReplayPlan {
     pub path: std::path::PathBuf,
     pub format: Format,
     pub kind: LineKind,
+    /// `--proto`: what a capture is read for (a TCP or a UDP conversation).
+    pub carrier: Carrier,
     /// `--replay-port`: the server's port in a capture.
     pub port: Option<u16>,
     pub summary: Summary,
@@ -247,15 +284,17 @@ pub struct ReplayPlan {
 impl ReplayPlan {
     /// The recording, opened for one reading from its start.
     pub fn open(&self) -> Result<Box<dyn Recording>, ReplayError> {
-        open(&self.path, self.format, &self.kind, self.port)
+        open(&self.path, self.format, &self.kind, self.carrier, self.port)
     }
 }
 
-/// Opens the recording at `path` as `format` (text lines read as `kind`).
+/// Opens the recording at `path` as `format` (text lines read as `kind`, a capture
+/// for `carrier`'s conversation).
 pub fn open(
     path: &std::path::Path,
     format: Format,
     kind: &LineKind,
+    carrier: Carrier,
     port: Option<u16>,
 ) -> Result<Box<dyn Recording>, ReplayError> {
     let file = std::fs::File::open(path).map_err(|e| ReplayError {
@@ -268,7 +307,11 @@ pub fn open(
             std::io::BufReader::with_capacity(1 << 16, file),
             kind.clone(),
         )),
-        Format::Pcap => Box::new(pcap::PcapRecording::new(file, port)?),
+        Format::Pcap => Box::new(pcap::PcapRecording::new(file, carrier, port)?),
+        Format::Gor => Box::new(gor::GorRecording::new(std::io::BufReader::with_capacity(
+            1 << 16,
+            file,
+        ))),
     })
 }
 
@@ -291,6 +334,11 @@ mod tests {
         assert_eq!(Format::detect(&[0x0a, 0x0d, 0x0d, 0x0a]), Format::Pcap);
         assert_eq!(Format::detect(b"0s GET /"), Format::Text);
         assert_eq!(Format::detect(b""), Format::Text);
+        assert_eq!(
+            Format::detect(b"1 8e1a2c3b0000000001 1589282282830000000 0\nGET"),
+            Format::Gor
+        );
+        assert_eq!(Format::detect(b"1s GET /"), Format::Text);
     }
 
     #[test]

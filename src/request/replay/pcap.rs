@@ -1,19 +1,25 @@
-//! A pcap or pcapng capture of a TCP conversation as a recording: the bytes the
-//! client sent the server, one request per run of client segments (consecutive
-//! segments of one connection before anything else of it is seen are one request,
-//! so a request split over several segments is sent whole), at the instant of its
-//! first segment relative to the first request's.
+//! A pcap or pcapng capture of a TCP or a UDP conversation as a recording.
 //!
-//! The server is the endpoint on `--replay-port` when given; else the destination of
-//! the first SYN, or of the first segment carrying data when the capture started
-//! after the handshake. Several client connections to the server merge into one
-//! timetable; other conversations in the capture are ignored. A segment that repeats
-//! bytes of the request being assembled (a retransmission) is dropped.
+//! TCP: the bytes the client sent the server, one request per run of client segments
+//! (consecutive segments of one connection before anything else of it is seen are one
+//! request, so a request split over several segments is sent whole), at the instant of
+//! its first segment relative to the first request's. The server is the endpoint on
+//! `--replay-port` when given; else the destination of the first SYN, or of the first
+//! segment carrying data when the capture started after the handshake. Several client
+//! connections to the server merge into one timetable; other conversations in the
+//! capture are ignored. A segment that repeats bytes of the request being assembled (a
+//! retransmission) is dropped.
+//!
+//! UDP: each datagram to the server is one request, at its capture instant relative to
+//! the first's. The server is the endpoint on `--replay-port` when given, else the
+//! destination of the capture's first datagram; datagrams from any client to it merge
+//! into one timetable, the rest is ignored. A fragment of a UDP datagram is refused:
+//! blaster does not reassemble IP fragments, and a request must not silently vanish.
 //!
 //! Link types: Ethernet (what `tshark -i lo` writes), Linux cooked (v1 and v2, `-i
 //! any`), raw IP, and BSD loopback.
 
-use super::{Recording, ReplayError};
+use super::{Carrier, Recording, ReplayError};
 use crate::clock::Nanos;
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use pcap_parser::traits::PcapReaderIterator;
@@ -33,6 +39,7 @@ struct Pending {
 
 /// What the capture said so far, apart from the reader (which lends its blocks).
 struct State {
+    carrier: Carrier,
     port: Option<u16>,
     server: Option<Endpoint>,
     /// Per pcapng interface: its link type and time units per second.
@@ -45,7 +52,9 @@ struct State {
     first_ts: Option<u64>,
     last_ns: Nanos,
     packets: u64,
-    udp_seen: u64,
+    /// Packets of the other carrier (UDP in a TCP replay, TCP in a UDP one): named
+    /// when the capture holds no request of the replay's own.
+    other_seen: u64,
     longest_max: usize,
 }
 
@@ -59,6 +68,7 @@ impl PcapRecording {
     /// A capture read from `input`; `port` names the server's port (`--replay-port`).
     pub fn new(
         input: impl std::io::Read + Send + 'static,
+        carrier: Carrier,
         port: Option<u16>,
     ) -> Result<PcapRecording, ReplayError> {
         let reader = pcap_parser::create_reader(1 << 20, input).map_err(|e| ReplayError {
@@ -69,6 +79,7 @@ impl PcapRecording {
         Ok(PcapRecording {
             reader,
             state: State {
+                carrier,
                 port,
                 server: None,
                 interfaces: Vec::new(),
@@ -78,7 +89,7 @@ impl PcapRecording {
                 first_ts: None,
                 last_ns: 0,
                 packets: 0,
-                udp_seen: 0,
+                other_seen: 0,
                 longest_max: super::text::LINE_BYTES_MAX,
             },
             done: false,
@@ -160,11 +171,30 @@ impl State {
             ),
             _ => return Ok(()),
         };
-        let t = match &p.transport {
-            Some(TransportSlice::Tcp(t)) => t,
-            Some(TransportSlice::Udp(_)) => {
-                self.udp_seen += 1;
+        let t = match (&p.transport, self.carrier) {
+            (Some(TransportSlice::Tcp(t)), Carrier::Tcp) => t,
+            (Some(TransportSlice::Udp(u)), Carrier::Udp) => {
+                return self.datagram(
+                    (src, u.source_port()),
+                    (dst, u.destination_port()),
+                    ts_ns,
+                    u.payload(),
+                );
+            }
+            (Some(TransportSlice::Tcp(_) | TransportSlice::Udp(_)), _) => {
+                self.other_seen += 1;
                 return Ok(());
+            }
+            (None, Carrier::Udp)
+                if p.is_ip_payload_fragmented()
+                    && p.net
+                        .as_ref()
+                        .and_then(NetSlice::ip_payload_ref)
+                        .is_some_and(|ip| ip.ip_number == etherparse::IpNumber::UDP) =>
+            {
+                return Err(self.error(
+                    "a fragment of a UDP datagram: blaster does not reassemble IP fragments".into(),
+                ));
             }
             _ => return Ok(()),
         };
@@ -231,21 +261,56 @@ impl State {
         Ok(())
     }
 
+    /// A UDP datagram from `from` to `to`: a request when `to` is the server.
+    fn datagram(
+        &mut self,
+        from: Endpoint,
+        to: Endpoint,
+        ts_ns: u64,
+        payload: &[u8],
+    ) -> Result<(), ReplayError> {
+        if self.server.is_none() {
+            self.server = match self.port {
+                Some(port) if to.1 == port => Some(to),
+                Some(port) if from.1 == port => Some(from),
+                Some(_) => None,
+                None => Some(to),
+            };
+        }
+        if self.server != Some(to) {
+            return Ok(());
+        }
+        if payload.len() > self.longest_max {
+            return Err(self.error(format!("a request of more than {} bytes", self.longest_max)));
+        }
+        self.emit(ts_ns, payload.to_vec());
+        Ok(())
+    }
+
     /// The request being assembled is complete: it becomes the ready one.
     fn finish(&mut self) {
         if let Some(p) = self.pending.take() {
-            let first = *self.first_ts.get_or_insert(p.ts_ns);
-            // Captures from several queues may step back a little: never before the
-            // previous request.
-            let at = p.ts_ns.saturating_sub(first).max(self.last_ns);
-            self.last_ns = at;
-            debug_assert!(self.ready.is_none(), "one request handed out at a time");
-            self.ready = Some((at, p.bytes));
+            self.emit(p.ts_ns, p.bytes);
         }
+    }
+
+    /// A whole request, captured at `ts_ns`, becomes the ready one.
+    fn emit(&mut self, ts_ns: u64, bytes: Vec<u8>) {
+        let first = *self.first_ts.get_or_insert(ts_ns);
+        // Captures from several queues may step back a little: never before the
+        // previous request.
+        let at = ts_ns.saturating_sub(first).max(self.last_ns);
+        self.last_ns = at;
+        debug_assert!(self.ready.is_none(), "one request handed out at a time");
+        self.ready = Some((at, bytes));
     }
 }
 
 impl Recording for PcapRecording {
+    fn position(&self) -> (&'static str, u64) {
+        ("packet", self.state.packets)
+    }
+
     fn next(&mut self, out: &mut Vec<u8>) -> Result<Option<Nanos>, ReplayError> {
         loop {
             if let Some((at, bytes)) = self.state.ready.take() {
@@ -264,13 +329,21 @@ impl Recording for PcapRecording {
                 Err(PcapError::Eof) => {
                     self.done = true;
                     self.state.finish();
-                    if self.state.first_ts.is_none() && self.state.udp_seen > 0 {
+                    if self.state.first_ts.is_none() && self.state.other_seen > 0 {
+                        let message = match self.state.carrier {
+                            Carrier::Tcp => {
+                                "the capture holds UDP datagrams and no TCP request: \
+                                 replay it with --proto udp"
+                            }
+                            Carrier::Udp => {
+                                "the capture holds TCP segments and no UDP datagram: \
+                                 replay it without --proto udp"
+                            }
+                        };
                         return Err(ReplayError {
                             line: 0,
                             what: "packet",
-                            message: "the capture holds UDP datagrams and no TCP request: \
-                                      blaster replays TCP conversations"
-                                .into(),
+                            message: message.into(),
                         });
                     }
                 }
@@ -291,5 +364,91 @@ impl Recording for PcapRecording {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::summarize;
+    use super::*;
+
+    /// A legacy pcap (Ethernet, µs) of `packets`: (instant in µs, frame bytes).
+    fn pcap(packets: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+        out.extend_from_slice(&[0; 8]);
+        out.extend_from_slice(&65535u32.to_le_bytes());
+        out.extend_from_slice(&1u32.to_le_bytes());
+        for (us, frame) in packets {
+            out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
+            out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
+            out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+            out.extend_from_slice(frame);
+        }
+        out
+    }
+
+    fn udp(from: u16, to: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
+            .udp(from, to)
+            .write(&mut f, payload)
+            .unwrap();
+        f
+    }
+
+    fn read(bytes: Vec<u8>, carrier: Carrier, port: Option<u16>) -> Vec<(Nanos, Vec<u8>)> {
+        let mut r = PcapRecording::new(std::io::Cursor::new(bytes), carrier, port).unwrap();
+        let mut got = Vec::new();
+        loop {
+            let mut out = Vec::new();
+            match r.next(&mut out).unwrap() {
+                Some(at) => got.push((at, out)),
+                None => return got,
+            }
+        }
+    }
+
+    /// Each datagram to the server is a request at its instant less the first's;
+    /// the server's answers and other conversations are not requests.
+    #[test]
+    fn udp_datagrams_to_the_server_are_the_requests() {
+        let cap = pcap(&[
+            (1_000_000, udp(5000, 53, b"a")),
+            (1_000_100, udp(53, 5000, b"a")),
+            (1_010_000, udp(5000, 53, b"bb")),
+            (1_015_000, udp(7000, 8000, b"other")),
+            (1_020_000, udp(6000, 53, b"")),
+        ]);
+        let got = read(cap.clone(), Carrier::Udp, None);
+        assert_eq!(
+            got,
+            vec![
+                (0, b"a".to_vec()),
+                (10_000_000, b"bb".to_vec()),
+                (20_000_000, Vec::new())
+            ]
+        );
+        // `--replay-port` names the server, even when its answer comes first.
+        let cap = pcap(&[
+            (1_000_000, udp(53, 5000, b"x")),
+            (1_000_500, udp(5000, 53, b"q")),
+        ]);
+        assert_eq!(read(cap, Carrier::Udp, Some(53)), vec![(0, b"q".to_vec())]);
+    }
+
+    #[test]
+    fn a_udp_fragment_and_a_capture_of_the_other_carrier_are_refused() {
+        let mut frag = udp(5000, 53, b"part");
+        frag[14 + 6] |= 0x20; // IPv4 "more fragments"
+        let cap = pcap(&[(1, udp(5000, 53, b"a")), (2, frag)]);
+        let mut r = PcapRecording::new(std::io::Cursor::new(cap), Carrier::Udp, None).unwrap();
+        let e = summarize(&mut r, 1 << 20).unwrap_err();
+        assert!(e.to_string().starts_with("packet 2: a fragment"), "{e}");
+        let cap = pcap(&[(1, udp(5000, 53, b"a"))]);
+        let mut r = PcapRecording::new(std::io::Cursor::new(cap), Carrier::Tcp, None).unwrap();
+        let e = summarize(&mut r, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("replay it with --proto udp"), "{e}");
     }
 }

@@ -118,6 +118,10 @@ fn plain_offset_ns(s: &str) -> Option<u64> {
 }
 
 impl<R: BufRead + Send> Recording for TextRecording<R> {
+    fn position(&self) -> (&'static str, u64) {
+        ("line", self.lineno)
+    }
+
     fn next(&mut self, out: &mut Vec<u8>) -> Result<Option<Nanos>, ReplayError> {
         loop {
             if !self.read_line()? {
