@@ -1393,7 +1393,9 @@ fn pooled_run(sink: &Sink, conns: u64, members: u64, env: &str, value: &str) -> 
 fn all_arrived(fr: &serde_json::Value, conns: u64, members: u64) {
     let planned = (conns * members * 100) as f64;
     let mut fr = fr.clone();
-    fr.as_object_mut().unwrap().retain(|k, _| !k.ends_with("ns") && k != "histograms");
+    fr.as_object_mut()
+        .unwrap()
+        .retain(|k, _| !k.ends_with("ns") && k != "histograms");
     let fr = &fr;
     assert_eq!(f(fr, "planned"), planned, "{fr}");
     assert_eq!(f(fr, "expected"), planned, "{fr}");
