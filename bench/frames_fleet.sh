@@ -12,7 +12,8 @@
 #     each held past the descriptor limit (RLIMIT_NOFILE 20,000 here) with a 1 s tick,
 #     each frame echoed to its sender by the echo sink (a broadcast sink holds one
 #     ring's table, 20,000 here), from ceil(N / 12000) source addresses: the report's
-#     user memory per held connection (the members' sequence windows included).
+#     user memory per connection at the end of the connect phase and while held, with
+#     the members' sequence windows and without them.
 # Not a timed test; run under `flock /work/bench.lock`. Release build.
 DUR=${DUR:-5}
 CONNS=${CONNS:-1500}
@@ -101,6 +102,12 @@ r = json.load(open(sys.argv[1]))
 c, f, m = r["connections"], r["frames"], r["memory"]
 print(f"held: {c['established']:,} connections of {f['members_per_connection']} members "
       f"(RLIMIT_NOFILE {sys.argv[2]}), tick 1 s: retention {f['retention']:.6f}, "
-      f"valid {r['valid']} {[x['code'] for x in r['invalid_reasons']]}; user memory {m['user_bytes_per_connection']:,.0f} B per connection "
-      f"({m['rss_growth_bytes'] / 2**20:,.0f} MiB in all, sequence windows included)")
+      f"valid {r['valid']} {[x['code'] for x in r['invalid_reasons']]}")
+w = m["windows"]
+print(f"user memory per connection: {m['user_bytes_per_connection']:,.0f} B at the end of the connect "
+      f"phase ({m['rss_growth_bytes'] / 2**20:,.0f} MiB in all), {m['held_user_bytes_per_connection']:,.0f} B "
+      f"while held ({m['held_rss_growth_bytes'] / 2**20:,.0f} MiB), sequence windows included")
+print(f"without the sequence windows ({w['windows_bytes_per_connection']:,.0f} B per connection): "
+      f"{w['user_bytes_per_connection_excluding_windows']:,.0f} B connect phase, "
+      f"{w['held_user_bytes_per_connection_excluding_windows']:,.0f} B held (issue 36's goal: <= 1,024 B at 100 members)")
 PY

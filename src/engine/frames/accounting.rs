@@ -188,8 +188,9 @@ pub struct FrameBook {
     /// Which of the worker's connections share a room (`--room-layout`): the
     /// one-member layout, or a member slot's permutation ([`crate::schedule::room_mix`]).
     map: SlotMap,
-    /// Under a permutation, per room of the worker, the instant its last member joins
-    /// (a room's joins are then not in member order); empty otherwise.
+    /// Under a permutation with a ramp, per room of the worker, the instant its last
+    /// member joins (a room's joins are then not in member order); empty otherwise
+    /// (without a ramp the last joins before the end of the first tick).
     room_joined: Box<[Nanos]>,
     /// `--slow-readers`: per receiver, whether it reads slowly (empty: none does).
     /// A slow receiver's frames count in `slow_n`, never in the interval's figures,
@@ -274,7 +275,10 @@ impl FrameBook {
             *w = SeqWindow::starting_at(grid.first_expected(gs, gr));
         }
         let first_room = first / grid.room_size;
-        let room_joined: Box<[Nanos]> = if map.is_identity() {
+        // Without a ramp every member joins within the first tick (its phase), so the
+        // table is needed only with one: 8 bytes per room and member slot otherwise
+        // (792 B per connection at 100 members in rooms of one).
+        let room_joined: Box<[Nanos]> = if map.is_identity() || grid.join_gap_ns == 0 {
             Box::new([])
         } else {
             (first_room..(first + count as u64).div_ceil(grid.room_size))
@@ -337,8 +341,13 @@ impl FrameBook {
         }
         let t = g.intended_ns(gs, k);
         let members = g.members(room);
-        let last_join = self.room_joined[(room - self.first / g.room_size) as usize];
-        let before = if g.joined_at_start || last_join < t {
+        let filled = if self.room_joined.is_empty() {
+            // No ramp: each member joins at its phase, within the first tick.
+            t >= g.tick_ns
+        } else {
+            self.room_joined[(room - self.first / g.room_size) as usize] < t
+        };
+        let before = if g.joined_at_start || filled {
             members
         } else {
             (0..members)

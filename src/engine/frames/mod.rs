@@ -8,9 +8,12 @@
 //! The loop: now -> send every frame now due (dispatch lag recorded as for requests,
 //! so the validity gate applies) -> reap completions (sends, receives, connects) ->
 //! reconnects -> interval boundary -> wait (sleep on the ring, then spin). TCP frames
-//! follow a 4-byte length (`proto::frame`), read into a region per connection; UDP
-//! frames are one datagram each on a connected socket. Buffers, windows and the
-//! connection table are sized at start; nothing allocates per frame.
+//! follow a 4-byte length (`proto::frame`): plain TCP frames are received into the
+//! worker's shared provided-buffer ring and sent out of a shared pool of send slots
+//! ([`pooled`], issue 36: no buffer per connection); TLS, a server's protocol and
+//! `--slow-readers` read into a region per connection. UDP frames are one datagram
+//! each on a connected socket. Buffers, windows and the connection table are sized at
+//! start; nothing allocates per frame.
 //!
 //! A frame due while its connection's previous send is still in the kernel waits (at
 //! most [`SEND_FRAMES`] go out in one send); one due while its connection is down is
@@ -104,6 +107,18 @@ const RECV_POOL_BUFFERS_MAX: usize = 4096;
 /// at most one per socket); a connection finding none waits for one, counted.
 const SEND_POOL_BYTES: usize = 2 << 20;
 const SEND_POOL_SLOTS_MIN: usize = 16;
+/// Test hooks, not for users: a plain TCP frames worker's provided buffers (rounded
+/// down to a power of two) and send slots, in place of the sizes above, so that the
+/// end-to-end tests run out of both (`frames.recv_no_buffer`, `frames.send_slot_waits`)
+/// on purpose rather than when the host happens to lag.
+pub const TEST_RECV_BUFFERS_ENV: &str = "BLASTER_TEST_RECV_BUFFERS";
+pub const TEST_SEND_SLOTS_ENV: &str = "BLASTER_TEST_SEND_SLOTS";
+
+/// A test hook's count ([`TEST_RECV_BUFFERS_ENV`], [`TEST_SEND_SLOTS_ENV`]), at least 1.
+fn test_count(env: &str) -> Option<usize> {
+    let n: usize = std::env::var(env).ok()?.parse().ok()?;
+    Some(n.max(1))
+}
 
 /// Runs one frames worker to completion (see [`super::tcp::run_worker`] for the
 /// protocol with the main thread).
@@ -433,16 +448,19 @@ fn pools(lay: &Layout, ring: &mut Ring) -> std::io::Result<(Option<BufRing>, Slo
     if !lay.pooled {
         return Ok((None, SlotPool::new(0, 1), SlotPool::new(0, 1)));
     }
-    let want =
-        (n / RECV_POOL_SOCKETS_PER_BUFFER).clamp(RECV_POOL_BUFFERS_MIN, RECV_POOL_BUFFERS_MAX);
-    let entries = 1u16 << want.ilog2();
+    let want = test_count(TEST_RECV_BUFFERS_ENV).unwrap_or(
+        (n / RECV_POOL_SOCKETS_PER_BUFFER).clamp(RECV_POOL_BUFFERS_MIN, RECV_POOL_BUFFERS_MAX),
+    );
+    let entries = 1u16 << want.min(RECV_POOL_BUFFERS_MAX).ilog2();
     let br = BufRing::new(ring, entries, RECV_POOL_BUFFER_BYTES, 0)?;
     // A tail slot for every socket (never short), touched only as many at once as
     // frames are split at once.
     let tails = SlotPool::new(n, lay.frame_in_bytes);
-    let count = (SEND_POOL_BYTES / lay.send_stride)
-        .max(SEND_POOL_SLOTS_MIN)
-        .min(n.max(1));
+    let count = test_count(TEST_SEND_SLOTS_ENV).unwrap_or(
+        (SEND_POOL_BYTES / lay.send_stride)
+            .max(SEND_POOL_SLOTS_MIN)
+            .min(n.max(1)),
+    );
     Ok((Some(br), tails, SlotPool::new(count, lay.send_stride)))
 }
 
