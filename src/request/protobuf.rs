@@ -77,9 +77,25 @@ pub fn message_from_json(
     method: &str,
     json: &str,
 ) -> Result<Vec<u8>, ProtoError> {
+    encode_json(&method_input(path, source, method)?, json)
+}
+
+/// The input message of `method` in the `.proto` file `path` (contents `source`).
+fn method_input(
+    path: &Path,
+    source: &[u8],
+    method: &str,
+) -> Result<prost_reflect::MessageDescriptor, ProtoError> {
     let pool =
         compile(path, source).map_err(|m| ProtoError::Proto(format!("{}: {m}", path.display())))?;
-    let input = input_of(&pool, path, method).map_err(ProtoError::Proto)?;
+    input_of(&pool, path, method).map_err(ProtoError::Proto)
+}
+
+/// `json` as a message of type `input`, in protobuf bytes.
+fn encode_json(
+    input: &prost_reflect::MessageDescriptor,
+    json: &str,
+) -> Result<Vec<u8>, ProtoError> {
     let mut de = serde_json::Deserializer::from_str(json);
     let msg = DynamicMessage::deserialize(input.clone(), &mut de)
         .and_then(|msg| de.end().map(|()| msg))
@@ -107,30 +123,67 @@ pub fn message_template_from_json(
     method: &str,
     json: &str,
 ) -> Result<MessageTemplate, ProtoError> {
-    let (a, b) = rand_fillings(json)?;
-    let bytes = message_from_json(path, source, method, &a)?;
-    if a == json {
+    let input = method_input(path, source, method)?;
+    let (a, b, drawn) = rand_fillings(json)?;
+    let bytes = encode_json(&input, &a)?;
+    if drawn == 0 {
         return Ok(MessageTemplate {
             bytes,
             rand: Vec::new(),
         });
     }
-    let other = message_from_json(path, source, method, &b)?;
-    let rand = differing_runs(&bytes, &other).ok_or_else(|| {
-        ProtoError::Json("a {rand:N} placeholder must stand inside a string field".into())
-    })?;
+    // A map's entries are encoded in no fixed order, so the two encodings could not
+    // be compared byte for byte.
+    if let Some(field) = map_field_in(&input, &mut Vec::new()) {
+        return Err(ProtoError::Json(format!(
+            "{{rand:N}} cannot be drawn in a {} message: its map field {field} is encoded \
+             in no fixed order; put the value in metadata, e.g. -H 'x-key: {{rand:8}}'",
+            input.full_name()
+        )));
+    }
+    let other = encode_json(&input, &b)?;
+    let rand = differing_runs(&bytes, &other)
+        .filter(|runs| {
+            runs.iter().map(|r| r.len()).sum::<usize>() == drawn
+                && runs.iter().all(|r| {
+                    bytes[r.clone()].iter().all(|&x| x == b'A')
+                        && other[r.clone()].iter().all(|&x| x == b'B')
+                })
+        })
+        .ok_or_else(|| {
+            ProtoError::Json("a {rand:N} placeholder must stand inside a string field".into())
+        })?;
     Ok(MessageTemplate { bytes, rand })
 }
 
-/// `json` with each `{rand:N}` as N `A`s, and as N `B`s; a bad count or another
-/// placeholder is an error.
-fn rand_fillings(json: &str) -> Result<(String, String), ProtoError> {
+/// The full name of a map field in `msg` or in a message it holds, if any (`seen`:
+/// the message types already looked at, for recursive types).
+fn map_field_in(msg: &prost_reflect::MessageDescriptor, seen: &mut Vec<String>) -> Option<String> {
+    if seen.iter().any(|s| s == msg.full_name()) {
+        return None;
+    }
+    seen.push(msg.full_name().to_string());
+    msg.fields().find_map(|f| {
+        if f.is_map() {
+            return Some(f.full_name().to_string());
+        }
+        match f.kind() {
+            prost_reflect::Kind::Message(m) => map_field_in(&m, seen),
+            _ => None,
+        }
+    })
+}
+
+/// `json` with each `{rand:N}` as N `A`s, and as N `B`s, and the sum of the Ns; a bad
+/// count or another placeholder is an error.
+fn rand_fillings(json: &str) -> Result<(String, String, usize), ProtoError> {
     use crate::request::template::{RAND_BYTES_MAX, placeholder_in};
     let (mut a, mut b) = (
         String::with_capacity(json.len()),
         String::with_capacity(json.len()),
     );
     let mut rest = json;
+    let mut drawn = 0;
     while let Some(p) = placeholder_in(rest) {
         let at = rest.find(p).expect("placeholder_in returns a slice of it");
         let n = p
@@ -153,11 +206,12 @@ fn rand_fillings(json: &str) -> Result<(String, String), ProtoError> {
         b.push_str(&rest[..at]);
         a.extend(std::iter::repeat_n('A', n));
         b.extend(std::iter::repeat_n('B', n));
+        drawn += n;
         rest = &rest[at + p.len()..];
     }
     a.push_str(rest);
     b.push_str(rest);
-    Ok((a, b))
+    Ok((a, b, drawn))
 }
 
 /// The runs of positions where `a` and `b` (of one length) differ; `None` when their
@@ -218,9 +272,11 @@ mod tests {
         package demo;
         import "google/protobuf/timestamp.proto";
         message Hello { string name = 1; int32 n = 2; repeated string tags = 3;
-                        google.protobuf.Timestamp at = 4; }
+                        google.protobuf.Timestamp at = 4; bytes blob = 5; }
         message Reply { string text = 1; }
-        service Greeter { rpc Say (Hello) returns (Reply); }
+        message Keyed { string id = 1; Inner inner = 2; }
+        message Inner { map<string, string> labels = 1; Keyed back = 2; }
+        service Greeter { rpc Say (Hello) returns (Reply); rpc Key (Keyed) returns (Reply); }
     "#;
 
     #[test]
@@ -255,6 +311,35 @@ mod tests {
         };
         assert!(refused(r#"{"name": "u{seq}"}"#).starts_with("{seq} would change lengths"));
         assert!(refused(r#"{"name": "{rand:0}"}"#).contains("between 1 and"));
+    }
+
+    #[test]
+    fn rand_is_refused_where_the_two_encodings_cannot_be_compared() {
+        let keyed = |json: &str| {
+            message_template_from_json(
+                Path::new("/nowhere/demo.proto"),
+                PROTO.as_bytes(),
+                "demo.Greeter/Key",
+                json,
+            )
+        };
+        // A map two levels down (through a recursive type) is found.
+        let e = keyed(r#"{"id": "{rand:4}", "inner": {"labels": {"a": "x", "b": "y"}}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("map field demo.Inner.labels"), "{e}");
+        // Without a placeholder a map is fine.
+        assert!(keyed(r#"{"inner": {"labels": {"a": "x"}}}"#).is_ok());
+        // In a bytes field the letters are base64: 4 of them are 3 bytes, not drawn.
+        let e = message_template_from_json(
+            Path::new("/nowhere/demo.proto"),
+            PROTO.as_bytes(),
+            "demo.Greeter/Say",
+            r#"{"blob": "{rand:4}"}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("inside a string field"), "{e}");
     }
 
     #[test]
@@ -302,7 +387,7 @@ mod tests {
         let e = encode("demo.Greeter/Shout", "{}").unwrap_err();
         assert_eq!(
             e,
-            "proto: service demo.Greeter has no method Shout (it has: Say)"
+            "proto: service demo.Greeter has no method Shout (it has: Say, Key)"
         );
         let e = encode("demo.Greeter/Say", r#"{"nme": "a"}"#).unwrap_err();
         assert!(e.starts_with("json: not a demo.Hello in JSON: "), "{e}");
