@@ -1116,6 +1116,24 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
          above 128 MiB; use fewer --connections or --streams-per-connection, a shorter \
          body, or one without placeholders",
     );
+    // With a connection per request a connection carries one stream.
+    expect(
+        &run_with(&[
+            "--http2",
+            "--connect-per-request",
+            "--http",
+            "POST /",
+            "--body",
+            &templated,
+            "--connections",
+            "10000",
+        ]),
+        2,
+        "--body: a body with placeholders longer than one DATA frame (16384 bytes) is kept \
+         per stream until it is sent: 10000 streams in flight x 20065 bytes need 191 MiB, \
+         above 128 MiB; use fewer --connections or --streams-per-connection, a shorter \
+         body, or one without placeholders",
+    );
     expect(
         &run_with(&[
             "--http2",

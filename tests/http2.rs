@@ -233,6 +233,64 @@ fn a_templated_body_beyond_one_frame_arrives_whole() {
     assert_eq!(v["http"]["status_classes"]["2xx"], 200, "{}", v["http"]);
 }
 
+/// A server may answer before the request body is all sent (RFC 9113 §8.1) and leave
+/// ending the stream to the client: blaster resets such a stream (RST_STREAM CANCEL)
+/// and sends no more of its body, for a body sent from the request set and for one
+/// rendered per request, so it never holds one of the server's 4 concurrent streams
+/// (the test's server answers at the HEADERS, resets nothing itself and sends no
+/// WINDOW_UPDATE: a stream left open would stall the connection at 4 requests).
+#[test]
+fn a_stream_answered_before_its_body_is_sent_is_reset() {
+    let _g = load_lock();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/http/early_h2.py"
+    );
+    for body in [
+        "a".repeat(100_000),
+        format!("{{rand:8}}{}", "a".repeat(100_000)),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let stats = dir.path().join("stats");
+        let port = free_port();
+        let _s = common::servers::spawn(
+            Command::new("python3").args([script, &port.to_string(), stats.to_str().unwrap()]),
+            Some(dir),
+            port,
+        );
+        let v = h2_run(
+            port,
+            &[
+                "--http",
+                "POST /upload",
+                "--body",
+                &body,
+                "--rate",
+                "50",
+                "--duration",
+                "2s",
+                "--connections",
+                "1",
+                "--streams-per-connection",
+                "8",
+                "--timeout",
+                "1s",
+            ],
+        );
+        assert_all_completed(&v, 100.0);
+        assert_eq!(v["http2"]["bodies_cut"], 100, "{}", v["http2"]);
+        let said = std::fs::read_to_string(&stats).unwrap();
+        let count = |k: &str| -> u64 {
+            let w: Vec<&str> = said.split_whitespace().collect();
+            let at = w.iter().position(|x| *x == k).unwrap();
+            w[at + 1].parse().unwrap()
+        };
+        assert_eq!(count("answered"), 100, "{said}");
+        assert_eq!(count("cancel_resets"), 100, "{said}");
+        assert_eq!(count("other_resets"), 0, "{said}");
+    }
+}
+
 /// `--grpc-proto FILE --grpc-json JSON`: the message is the protobuf encoding of the
 /// JSON as the method's input type, byte for byte what grpcio's Check expects.
 #[test]

@@ -369,6 +369,9 @@ pub struct H2Counters {
     /// Streams this side cancelled at their timeout (RST_STREAM CANCEL); each is a
     /// `timeout` error, its connection kept.
     pub streams_cancelled: u64,
+    /// Streams answered while their request body was still going out, reset by this
+    /// side (RST_STREAM CANCEL) with the rest of the body unsent.
+    pub bodies_cut: u64,
     /// Times a connection's requests waited for a send window (flow control).
     pub flow_stalls: u64,
     /// Control frames (PING ACKs) that found no room before the next send.
@@ -390,6 +393,7 @@ impl H2Counters {
         self.retried += o.retried;
         self.stream_resets += o.stream_resets;
         self.streams_cancelled += o.streams_cancelled;
+        self.bodies_cut += o.bodies_cut;
         self.flow_stalls += o.flow_stalls;
         self.control_dropped += o.control_dropped;
         self.pings_sent += o.pings_sent;

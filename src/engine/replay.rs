@@ -165,7 +165,12 @@ pub fn start(
     std::thread::Builder::new()
         .name("blaster-replay".into())
         .spawn(move || {
-            if let Err(e) = read(&plan, duration_ns, shard, &mut outlets) {
+            let read = read(&plan, duration_ns, shard, &mut outlets);
+            // What was read before an error is still sent.
+            for o in outlets.iter_mut() {
+                o.flush();
+            }
+            if let Err(e) = read {
                 eprintln!("blaster: --replay {}: {e}", plan.path.display());
             }
         })?;
@@ -190,6 +195,21 @@ fn read(
         while let Some(offset) = rec.next(&mut scratch)? {
             let s = seq;
             seq += 1;
+            if scratch.len() > plan.summary.longest {
+                // The workers' buffers hold the longest request seen when the plan
+                // read the file: a longer one means the file changed since.
+                let (what, line) = rec.position();
+                return Err(crate::request::replay::ReplayError {
+                    line,
+                    what,
+                    message: format!(
+                        "{} bytes, more than the longest ({}) when the file was checked: \
+                         it changed during the run; the replay stops here",
+                        scratch.len(),
+                        plan.summary.longest
+                    ),
+                });
+            }
             let due = plan.timing.due_ns(pass, offset);
             if due >= duration_ns {
                 break 'passes;
@@ -226,9 +246,6 @@ fn read(
         if !plan.looped {
             break;
         }
-    }
-    for o in outlets.iter_mut() {
-        o.flush();
     }
     Ok(())
 }
@@ -446,6 +463,19 @@ mod tests {
     /// Line i: offset i ms, payload `r{i}`.
     fn lines(n: u64) -> String {
         (0..n).map(|i| format!("{i}ms r{i}\n")).collect()
+    }
+
+    /// A recording that grew a request longer than the plan's longest after it was
+    /// checked stops the reader there (the workers' buffers are sized for the
+    /// longest): the requests before it are dealt, that one never.
+    #[test]
+    fn a_request_longer_than_the_checked_longest_stops_the_reader() {
+        let (_d, plan) = plan_of("0ms r0\n1ms r1\n2ms r2\n", 1.0, false);
+        std::fs::write(&plan.path, "0ms r0\n1ms r1-now-longer\n2ms r2\n").unwrap();
+        let mut feeds = start(&plan, Nanos::MAX, Shard::default(), 1).unwrap();
+        let got = drain(feeds.remove(0));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].2, b"r0");
     }
 
     /// Issue 37: `--shard` of a replay covers every line exactly once across shards

@@ -1164,6 +1164,7 @@ fn http2_report(
         retried: ctr.http2.retried,
         stream_resets: ctr.http2.stream_resets,
         streams_cancelled: ctr.http2.streams_cancelled,
+        bodies_cut: ctr.http2.bodies_cut,
         flow_stalls: ctr.http2.flow_stalls,
         control_dropped: ctr.http2.control_dropped,
         pings_sent: ctr.http2.pings_sent,

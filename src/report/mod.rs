@@ -125,6 +125,10 @@ pub struct Http2Report {
     /// Streams cancelled at their timeout (RST_STREAM CANCEL), each a `timeout`
     /// error; their connections stayed open.
     pub streams_cancelled: u64,
+    /// Streams answered before their request body was all sent: reset by blaster
+    /// (RST_STREAM CANCEL), the rest of the body not sent.
+    #[serde(default)]
+    pub bodies_cut: u64,
     /// Times requests waited for a send window (flow control).
     pub flow_stalls: u64,
     /// PING acknowledgements that found no room before the next send.

@@ -92,11 +92,17 @@ fn write_http2(w: &mut String, r: &Report) {
         h.stream_resets,
         h.streams_cancelled,
         h.flow_stalls,
-        if h.control_dropped > 0 {
-            format!(", {} PING acknowledgements dropped", h.control_dropped)
-        } else {
-            String::new()
-        }
+        [
+            (
+                h.bodies_cut,
+                "answered before their body was all sent (reset, the rest unsent)"
+            ),
+            (h.control_dropped, "PING acknowledgements dropped"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!(", {n} {what}"))
+        .collect::<String>()
     );
     if h.pings_sent > 0 || !h.goaway_codes.is_empty() {
         let codes: Vec<String> = (h.goaway_codes.iter())

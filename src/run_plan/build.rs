@@ -821,8 +821,7 @@ fn http2_plan(
         {
             // Rendered per request and kept, past its first DATA frame, in its
             // request slot until the windows let it go: bounded memory.
-            let streams = connections
-                .saturating_mul(a.streams_per_connection.unwrap_or(HTTP2_STREAMS_DEFAULT));
+            let streams = connections.saturating_mul(pipeline(a, true));
             let kept = streams.saturating_mul(requests.max_len());
             if kept > HTTP2_TAILS_BYTES_MAX {
                 return Err(err(

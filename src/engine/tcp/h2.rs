@@ -676,6 +676,7 @@ impl Worker<'_> {
     /// Slot `i` of `c` is done: freed at once at the front, else when the older ones
     /// are; a connection the server is closing closes once nothing is left on it.
     fn h2_retire(&mut self, c: u32, i: usize) {
+        self.h2_cancel_body(c, self.table.slots[i].stream);
         // Its stream is closed: requests waiting for a stream may go.
         if self.table.conns[c as usize].unsent > 0 {
             self.mark_flush(c);
@@ -692,6 +693,29 @@ impl Worker<'_> {
         } else {
             self.retire_drained(c);
         }
+    }
+
+    /// A stream answered (or failed) while its request body was still going out stays
+    /// open on this side: it is reset (RST_STREAM CANCEL) so it neither holds one of
+    /// the server's concurrent streams nor sends the rest of a body nobody reads.
+    fn h2_cancel_body(&mut self, c: u32, stream: u32) {
+        let Some(h2) = self.h2.as_deref_mut() else {
+            return;
+        };
+        let hc = &mut h2.conns[c as usize];
+        if hc.bodies_left.is_empty() || stream == ANSWERED || stream == 0 {
+            return;
+        }
+        let Some(conn) = hc.conn.as_deref_mut().filter(|conn| conn.is_open(stream)) else {
+            return;
+        };
+        conn.close_stream(stream);
+        hc.bodies_left.retain(|b| b.stream != stream);
+        self.out.counters.http2.bodies_cut += 1;
+        self.h2_ctl(c, |out| {
+            frame::write_rst_stream(out, stream, ErrorCode::CANCEL)
+        });
+        self.mark_flush(c);
     }
 
     /// Closes `c`, drained after a GOAWAY, and opens it again once the close is done.

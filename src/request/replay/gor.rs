@@ -12,6 +12,9 @@ use super::{Recording, ReplayError};
 use crate::clock::Nanos;
 use std::io::BufRead;
 
+/// A skipped response is read in pieces of at most this many bytes.
+const SKIP_BYTES: usize = 64 << 10;
+
 /// What ends every record's message.
 pub const SEPARATOR: &[u8] = "\n🐵🙈🙉\n".as_bytes();
 
@@ -92,6 +95,28 @@ impl<R: BufRead + Send> GorRecording<R> {
         Ok(n > 0)
     }
 
+    /// Reads past the current record's message (and its separator), holding at most
+    /// [`SKIP_BYTES`] of it at once.
+    fn skip_message(&mut self) -> Result<(), ReplayError> {
+        loop {
+            let n = std::io::Read::take(&mut self.input, SKIP_BYTES as u64)
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| self.error(format!("cannot read: {e}")))?;
+            if n == 0 {
+                return Err(self.error(
+                    "the file ends inside the record (no 🐵🙈🙉 separator): it is truncated".into(),
+                ));
+            }
+            if self.buf.ends_with(SEPARATOR) {
+                self.buf.clear();
+                return Ok(());
+            }
+            // Only the bytes that could begin the separator are kept.
+            let from = self.buf.len().saturating_sub(SEPARATOR.len());
+            self.buf.drain(..from);
+        }
+    }
+
     /// The next record's type and timestamp, its message in `self.buf`; `None` at
     /// the end of the file.
     fn record(&mut self) -> Result<Option<(u8, u64)>, ReplayError> {
@@ -107,6 +132,11 @@ impl<R: BufRead + Send> GorRecording<R> {
         let line = self.buf.trim_ascii_end();
         let (kind, ts) = header(line).map_err(|m| self.error(m))?;
         self.buf.clear();
+        if kind != 1 {
+            // A response is not kept: of any length, only its end is looked for.
+            self.skip_message()?;
+            return Ok(Some((kind, ts)));
+        }
         while !self.buf.ends_with(SEPARATOR) {
             if !self.read_line()? {
                 return Err(self.error(
@@ -181,6 +211,27 @@ mod tests {
         assert_eq!(r.position(), ("record", 4));
         assert_eq!(r.next(&mut out).unwrap(), None);
         assert!(is_header_start(file.as_bytes()));
+    }
+
+    /// A response longer than a request may be (a 3 MiB download, without one
+    /// newline, its separator split across read pieces) is skipped, not refused.
+    #[test]
+    fn a_response_of_any_length_is_skipped() {
+        let get = "GET /a HTTP/1.1\r\n\r\n";
+        let big = format!("HTTP/1.1 200 OK\r\n\r\n{}", "z".repeat((3 << 20) + 7));
+        let file = [
+            record(1, 1_000, get),
+            record(2, 2_000, &big),
+            record(3, 3_000, &big),
+            record(1, 4_000, get),
+        ]
+        .concat();
+        let s = summarize(&mut rec(file.as_bytes()), 1 << 20).unwrap();
+        assert_eq!((s.requests, s.last_offset_ns), (2, 3_000));
+        // A response that ends without its separator is still a truncated file.
+        let cut = [record(1, 1_000, get), format!("2 ab 2\n{big}")].concat();
+        let e = summarize(&mut rec(cut.as_bytes()), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //! UDP: each datagram to the server is one request, at its capture instant relative to
 //! the first's. The server is the endpoint on `--replay-port` when given, else the
 //! destination of the capture's first datagram; datagrams from any client to it merge
-//! into one timetable, the rest is ignored. A fragment of a UDP datagram is refused:
-//! blaster does not reassemble IP fragments, and a request must not silently vanish.
+//! into one timetable, the rest is ignored. A fragment of a UDP datagram to the server
+//! is refused: blaster does not reassemble IP fragments, and a request must not
+//! silently vanish (a fragmented reply is skipped like any reply).
 //!
 //! Link types: Ethernet (what `tshark -i lo` writes), Linux cooked (v1 and v2, `-i
 //! any`), raw IP, and BSD loopback.
@@ -56,7 +57,14 @@ struct State {
     /// when the capture holds no request of the replay's own.
     other_seen: u64,
     longest_max: usize,
+    /// The last [`SKIPPED_FRAGMENTED_MAX`] IPv4 datagrams (source, destination,
+    /// identification) whose first fragment went elsewhere than the server: their
+    /// later fragments are skipped too.
+    skipped_fragmented: std::collections::VecDeque<(IpAddr, IpAddr, u16)>,
 }
+
+/// Fragmented datagrams to others (replies) remembered at once.
+const SKIPPED_FRAGMENTED_MAX: usize = 64;
 
 pub struct PcapRecording {
     reader: Box<dyn PcapReaderIterator + Send>,
@@ -89,6 +97,7 @@ impl PcapRecording {
                 first_ts: None,
                 last_ns: 0,
                 packets: 0,
+                skipped_fragmented: std::collections::VecDeque::new(),
                 other_seen: 0,
                 longest_max: super::text::LINE_BYTES_MAX,
             },
@@ -192,9 +201,15 @@ impl State {
                         .and_then(NetSlice::ip_payload_ref)
                         .is_some_and(|ip| ip.ip_number == etherparse::IpNumber::UDP) =>
             {
-                return Err(self.error(
-                    "a fragment of a UDP datagram: blaster does not reassemble IP fragments".into(),
-                ));
+                let net = p.net.as_ref().expect("checked above");
+                if self.fragment_may_be_a_request(net, src, dst) {
+                    return Err(self.error(
+                        "a fragment of a UDP datagram to the server: blaster does not \
+                         reassemble IP fragments"
+                            .into(),
+                    ));
+                }
+                return Ok(());
             }
             _ => return Ok(()),
         };
@@ -262,6 +277,37 @@ impl State {
     }
 
     /// A UDP datagram from `from` to `to`: a request when `to` is the server.
+    /// Whether a fragment of a UDP datagram (`net`, from `src` to `dst`) may belong to
+    /// a request: its first fragment carries the ports, judged as a whole datagram
+    /// would be; a later one belongs to a request unless its first fragment went
+    /// elsewhere or it goes to another address than the server's (an IPv6 fragment
+    /// is judged by its address alone).
+    fn fragment_may_be_a_request(&mut self, net: &NetSlice, src: IpAddr, dst: IpAddr) -> bool {
+        let server_ip = self.server.map(|(ip, _)| ip);
+        let NetSlice::Ipv4(v4) = net else {
+            return server_ip.is_none_or(|ip| ip == dst);
+        };
+        let h = v4.header();
+        let key = (src, dst, h.identification());
+        let payload = v4.payload().payload;
+        if h.fragments_offset().value() == 0 && payload.len() >= 4 {
+            let to = (dst, u16::from_be_bytes([payload[2], payload[3]]));
+            let request = match (self.server, self.port) {
+                (Some(server), _) => server == to,
+                (None, Some(port)) => to.1 == port,
+                (None, None) => true,
+            };
+            if !request {
+                if self.skipped_fragmented.len() == SKIPPED_FRAGMENTED_MAX {
+                    self.skipped_fragmented.pop_front();
+                }
+                self.skipped_fragmented.push_back(key);
+            }
+            return request;
+        }
+        !self.skipped_fragmented.contains(&key) && server_ip.is_none_or(|ip| ip == dst)
+    }
+
     fn datagram(
         &mut self,
         from: Endpoint,
@@ -436,6 +482,30 @@ mod tests {
             (1_000_500, udp(5000, 53, b"q")),
         ]);
         assert_eq!(read(cap, Carrier::Udp, Some(53)), vec![(0, b"q".to_vec())]);
+    }
+
+    /// The server's fragmented reply (first fragment with the ports, then a later
+    /// one of the same datagram) is no request: skipped, where a fragment of a request
+    /// is refused (below); a later fragment never seen begun to the server's address
+    /// is refused too.
+    #[test]
+    fn a_fragmented_reply_is_skipped() {
+        let mut first = udp(53, 5000, b"reply-part-one");
+        first[14 + 6] |= 0x20; // IPv4 "more fragments", offset 0
+        let mut later = udp(53, 5000, b"reply-part-two");
+        later[14 + 7] = 2; // offset 16 bytes, the last fragment
+        let cap = pcap(&[
+            (1, udp(5000, 53, b"a")),
+            (2, first),
+            (3, later.clone()),
+            (4, udp(5000, 53, b"b")),
+        ]);
+        let got = read(cap, Carrier::Udp, Some(53));
+        assert_eq!(got, vec![(0, b"a".to_vec()), (3_000, b"b".to_vec())]);
+        let cap = pcap(&[(1, udp(5000, 53, b"a")), (2, later)]);
+        let mut r = PcapRecording::new(std::io::Cursor::new(cap), Carrier::Udp, None).unwrap();
+        let e = summarize(&mut r, 1 << 20).unwrap_err();
+        assert!(e.to_string().starts_with("packet 2: a fragment"), "{e}");
     }
 
     #[test]
