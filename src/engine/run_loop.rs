@@ -73,6 +73,10 @@ pub trait Hooks {
     fn completions_per_wake(&self) -> u32 {
         1
     }
+    /// The longest a sleep waiting for more than one completion may last.
+    fn batch_wait_ns(&self) -> u64 {
+        u64::MAX
+    }
     /// When the next send is due (`Some(0)`: at once, never sleep).
     fn next_due(&self) -> Option<Nanos>;
     /// The loop has ended: the workload adds its own figures to `totals`, which
@@ -152,8 +156,11 @@ pub fn run<W: Hooks>(w: &mut W, plan: &WorkerPlan, clock: Clock, stop: &AtomicBo
             Step::Sleep(until) => {
                 let now2 = clock.now_ns(); // only a sleep needs a fresh reading
                 pace.sleep(now2, until);
-                let wait = until.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX);
+                let mut wait = until.saturating_sub(now2).clamp(1_000, WAIT_NS_MAX);
                 let want = w.completions_per_wake();
+                if want > 1 {
+                    wait = wait.min(w.batch_wait_ns());
+                }
                 w.core().submit_and_wait_for(wait, want);
             }
             Step::Spin => {

@@ -72,6 +72,28 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use workload::Workload;
 
+/// A closed loop sleeps through one completion per this many requests it keeps in
+/// flight (128 in flight: 8 a wake).
+const CLOSED_INFLIGHT_PER_WAKE: usize = 16;
+
+/// A closed loop's sleep waits for as many completions as arrived in this long at the
+/// rate they last arrived, and no longer than this: a response read together with
+/// later ones on its connection is timed by the newest, at most this long after it
+/// arrived.
+pub(super) const CLOSED_WAKE_WAIT_NS: u64 = 100_000;
+
+/// How often a closed loop's batch is set again from the rate completions arrive.
+pub(super) const CLOSED_BATCH_EVERY_NS: u64 = 10_000_000;
+
+/// The completions a closed loop's sleep waits for: those that arrived in
+/// [`CLOSED_WAKE_WAIT_NS`] at the rate of `issued` requests in `elapsed_ns` (each
+/// completion issues one), between 1 and `max`.
+pub(super) fn closed_batch_for(issued: u64, elapsed_ns: u64, max: u32) -> u32 {
+    let per_wait =
+        u128::from(issued) * u128::from(CLOSED_WAKE_WAIT_NS) / u128::from(elapsed_ns.max(1));
+    per_wait.clamp(1, u128::from(max.max(1))) as u32
+}
+
 /// When a closed connection opens again (see `Worker::reopen_at`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reopen {
@@ -178,6 +200,15 @@ struct Worker<'p> {
     /// kernel: half the provided buffers and half the completion queue, so neither
     /// runs out before the loop wakes.
     wake_batch: u32,
+    /// A closed loop keeping at least [`CLOSED_INFLIGHT_PER_WAKE`] x 2 requests in
+    /// flight: how many completions a sleep waits for (at most
+    /// [`CLOSED_WAKE_WAIT_NS`]), its responses timed by the kernel; 1 otherwise.
+    /// Set at each scan to the completions the last ones took that long for
+    /// ([`closed_batch_for`]), up to `closed_batch_max`.
+    closed_batch: u32,
+    closed_batch_max: u32,
+    /// When `closed_batch` was last set, and the requests issued by then.
+    closed_mark: (Nanos, u64),
     /// What the connections carry: where requests come from, how connections live.
     workload: Workload,
     /// The schedule has started (the connect phase is over).
@@ -432,10 +463,21 @@ impl<'p> Worker<'p> {
         // at once; TLS receives go into the connection's own region), one request in
         // flight per connection (a receive's stamp is the newest segment it read:
         // pipelined responses read together would all carry the last one's).
+        //
+        // A closed loop with many requests in flight sleeps through a few completions
+        // too (the loop's wake-ups, not its sends, were most of its CPU): its
+        // responses are then timed by the kernel, a receive that read several at
+        // once timing each at the newest segment it read (never before the response
+        // arrived, never after the loop reaped it).
+        let closed_batch_max = if plan.closed_loop && buf_ring.is_some() && plan.tls.is_none() {
+            ((plan.connections * plan.pipeline) / CLOSED_INFLIGHT_PER_WAKE)
+                .clamp(1, wake_batch as usize) as u32
+        } else {
+            1
+        };
         let stamped = buf_ring.is_some()
             && plan.tls.is_none()
-            && workload.paced_persistent()
-            && plan.pipeline == 1;
+            && ((workload.paced_persistent() && plan.pipeline == 1) || closed_batch_max > 1);
         let sockopts = socket::SockOpts {
             rx_stamps: stamped,
             ..plan.sockopts
@@ -499,6 +541,9 @@ impl<'p> Worker<'p> {
             stamps: stamped.then(stamps::msghdr),
             stamps_missing: 0,
             wake_batch,
+            closed_batch: 1,
+            closed_batch_max,
+            closed_mark: (0, 0),
             fixed_files,
             workload,
             running: false,

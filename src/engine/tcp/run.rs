@@ -13,6 +13,22 @@ use crate::limits::DRAIN_NS_MAX;
 use std::sync::atomic::AtomicBool;
 
 impl Worker<'_> {
+    /// A closed loop's batch, from the rate its requests were issued since it was last
+    /// set (every [`super::CLOSED_BATCH_EVERY_NS`]).
+    fn set_closed_batch(&mut self, now: Nanos) {
+        let (at, before) = self.closed_mark;
+        let elapsed = now.saturating_sub(at);
+        if elapsed < super::CLOSED_BATCH_EVERY_NS {
+            return;
+        }
+        let Some(issued) = self.workload.closed_loop().map(|l| l.issued) else {
+            return;
+        };
+        self.closed_batch =
+            super::closed_batch_for(issued - before, elapsed, self.closed_batch_max);
+        self.closed_mark = (now, issued);
+    }
+
     /// Every response so far was timed by its kernel timestamp.
     fn stamped(&self) -> bool {
         self.stamps.is_some() && self.stamps_missing == 0
@@ -104,6 +120,9 @@ impl Hooks for Worker<'_> {
 
     fn scan(&mut self, now: Nanos) {
         Worker::scan(self, now);
+        if self.closed_batch_max > 1 {
+            self.set_closed_batch(now);
+        }
     }
 
     fn before_wait(&mut self) {
@@ -122,15 +141,31 @@ impl Hooks for Worker<'_> {
         // Responses are timed by the kernel: the loop need not wake for them unless a
         // due request waits for a connection they free, a connect is pending, or the
         // drain waits for the last of them.
-        if self.stamped()
+        if !(self.stamped()
             && self.running
             && !self.core.stopping
             && self.backlog.is_empty()
-            && self.connecting == 0
+            && self.connecting == 0)
         {
-            self.wake_batch
+            return 1;
+        }
+        if !self.workload.closed() {
+            return self.wake_batch;
+        }
+        // A closed loop waits for a batch only while many more are in flight (a
+        // batch larger than what is in flight would wait out its whole time).
+        if self.inflight >= 4 * u64::from(self.closed_batch) {
+            self.closed_batch
         } else {
             1
+        }
+    }
+
+    fn batch_wait_ns(&self) -> u64 {
+        if self.workload.closed() {
+            super::CLOSED_WAKE_WAIT_NS
+        } else {
+            u64::MAX
         }
     }
 

@@ -435,3 +435,18 @@ fn tls_requests_allocate_nothing_on_the_worker_after_the_handshake() {
         server.join().unwrap();
     }
 }
+
+/// A closed loop's sleep waits for the completions that arrive in 100 us at the rate
+/// they last arrived: 10 at 100,000/s, capped by its share of what is in flight; at
+/// most one at 5,000/s (no batching).
+#[test]
+fn a_closed_loops_batch_follows_its_completion_rate() {
+    use super::closed_batch_for;
+    let ms10 = 10_000_000;
+    assert_eq!(closed_batch_for(1_000, ms10, 16), 10);
+    assert_eq!(closed_batch_for(1_000, ms10, 8), 8);
+    assert_eq!(closed_batch_for(350, ms10, 8), 3);
+    assert_eq!(closed_batch_for(50, ms10, 8), 1);
+    assert_eq!(closed_batch_for(0, ms10, 8), 1);
+    assert_eq!(closed_batch_for(5, 0, 8), 8);
+}

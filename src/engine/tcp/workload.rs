@@ -64,6 +64,12 @@ impl Workload {
         }
     }
 
+    /// `--concurrency`: a closed loop.
+    #[inline]
+    pub(super) fn closed(&self) -> bool {
+        matches!(self, Workload::ClosedLoop(_))
+    }
+
     /// Every request of the timetable has been dispatched (at once for a closed loop,
     /// which ends with the run's duration).
     #[inline]
@@ -164,7 +170,7 @@ impl Timetable {
 /// request issued as each response completes.
 pub(super) struct ClosedLoop {
     /// Requests issued so far (their sequence numbers).
-    issued: u64,
+    pub(super) issued: u64,
     workers: u64,
     index: u64,
     /// Connections whose response completed, to send again.
