@@ -531,11 +531,13 @@ impl FrameWorker<'_> {
 }
 
 /// The drain's quiet interval: twice the run's worst per-interval p99 arrival
-/// deviation, at least the frame budget plus 10 ms, at most the drain's cap.
+/// deviation, at least the frame budget plus 10 ms, at most the drain's cap (which
+/// wins over a budget past it: a `--tick` over 2 s).
 pub(super) fn quiet_ns(deviation_p99_max: u64, budget_ns: u64) -> u64 {
     deviation_p99_max
         .saturating_mul(2)
-        .clamp(budget_ns + 10_000_000, crate::limits::DRAIN_NS_MAX)
+        .max(budget_ns.saturating_add(10_000_000))
+        .min(crate::limits::DRAIN_NS_MAX)
 }
 
 impl<'p> FrameWorker<'p> {

@@ -105,3 +105,14 @@ fn frames_pending_when_a_connection_goes_down_are_counted_not_sent() {
     assert_eq!(w.out.counters.frames.not_sent, 3, "counted once");
     w.quiesce();
 }
+
+/// The drain's quiet interval is at most its cap, whatever the budget: a 5 s tick
+/// (budget past the 2 s cap) ended every run in a panic (`clamp` with min > max).
+#[test]
+fn the_quiet_interval_is_capped_even_past_a_long_budget() {
+    let cap = crate::limits::DRAIN_NS_MAX;
+    assert_eq!(quiet_ns(0, 5_000_000_000), cap);
+    assert_eq!(quiet_ns(0, 20_000_000), 30_000_000);
+    assert_eq!(quiet_ns(100_000_000, 20_000_000), 200_000_000);
+    assert_eq!(quiet_ns(u64::MAX, 20_000_000), cap);
+}
