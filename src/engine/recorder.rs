@@ -94,7 +94,13 @@ impl Histograms {
     /// A set whose histograms the `shape` does not record into are tiny.
     pub fn shaped(shape: HistShape) -> Self {
         let frames = || if shape.frames { histogram() } else { unused() };
-        let requests = || if shape.requests { histogram() } else { unused() };
+        let requests = || {
+            if shape.requests {
+                histogram()
+            } else {
+                unused()
+            }
+        };
         Histograms {
             latency: requests(),
             service: requests(),

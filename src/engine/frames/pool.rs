@@ -127,6 +127,9 @@ mod tests {
         let r = p.range(s);
         p.buf.region_mut(r).fill(1);
         let grown = rss().saturating_sub(before);
-        assert!(grown < 256 << 20, "{grown} bytes resident for one slot in use");
+        assert!(
+            grown < 256 << 20,
+            "{grown} bytes resident for one slot in use"
+        );
     }
 }
