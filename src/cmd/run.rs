@@ -11,7 +11,7 @@ use crate::diagnosis::Diagnosis;
 use crate::engine::driver::WorkerError;
 use crate::engine::frames::run_frames_worker;
 use crate::engine::pacing::Usage;
-use crate::engine::recorder::{CONNECT_ERRNOS, WorkerTotals};
+use crate::engine::recorder::{CONNECT_ERRNOS, HistShape, WorkerTotals};
 use crate::engine::udp::run_udp_worker;
 use crate::engine::{Channels, Control, Ready, Transport, run_worker};
 use crate::limits::INTERVAL_HISTOGRAMS_JSON_MAX;
@@ -168,10 +168,14 @@ pub fn execute(
         link_bps: link_bps(plan, host.iface.as_deref()),
     };
     let mut watch = AbortWatch::new(guards, stop);
+    // The collector's sets are full only where the workers record (a frames run's
+    // request histograms tiny: issue 36).
+    let sets = workers.first().map_or(HistShape::FULL, |w| w.hist_shape());
     let mut collected = collect(
         &fleet.snap_rx,
         &fleet.recycle,
         &shape,
+        sets,
         duration_ns,
         &display,
         &mut host,
@@ -508,6 +512,7 @@ fn collect(
     rx: &crossbeam_channel::Receiver<Snapshot>,
     recycle: &[crossbeam_channel::Sender<Histograms>],
     shape: &IntervalShape,
+    sets: HistShape,
     duration_ns: u64,
     display: &Display,
     host: &mut HostSampler,
@@ -517,7 +522,7 @@ fn collect(
 ) -> Collected {
     let workers = recycle.len();
     let mut c = Collected {
-        total: Histograms::new(),
+        total: Histograms::shaped(sets),
         counters: Counters::default(),
         series: crate::report::series::Series::new(duration_ns),
         totals: vec![WorkerTotals::default(); workers],
@@ -530,7 +535,7 @@ fn collect(
     let mut reported = vec![0usize; workers];
     let mut finished = vec![false; workers];
     let empty = Pending {
-        histograms: Histograms::new(),
+        histograms: Histograms::empty(),
         counters: Counters::default(),
         usage: Vec::new(),
     };
@@ -545,7 +550,7 @@ fn collect(
         };
         let i = snap.interval as usize;
         let p = pending.entry(i).or_insert_with(|| Pending {
-            histograms: Histograms::new(),
+            histograms: Histograms::shaped(sets),
             counters: Counters::default(),
             usage: Vec::new(),
         });

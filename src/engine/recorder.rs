@@ -66,6 +66,10 @@ fn unused() -> Histogram<u64> {
 /// all of its shape, so its sets add into the collector's full ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistShape {
+    /// The request/response histograms: `latency`, `service`, `connection_wait`,
+    /// `connect`, `reconnect_delay`, `pacing` and `error_latency` (every workload but
+    /// frames, which records none of them: issue 36, 1.6 MB a set).
+    pub requests: bool,
     pub frames: bool,
     pub tls: bool,
     /// `--server-time`: `server_time` and `network_queueing`.
@@ -75,6 +79,7 @@ pub struct HistShape {
 impl HistShape {
     /// Every histogram full (the collector's sets, tests).
     pub const FULL: HistShape = HistShape {
+        requests: true,
         frames: true,
         tls: true,
         server_time: true,
@@ -89,19 +94,26 @@ impl Histograms {
     /// A set whose histograms the `shape` does not record into are tiny.
     pub fn shaped(shape: HistShape) -> Self {
         let frames = || if shape.frames { histogram() } else { unused() };
+        let requests = || {
+            if shape.requests {
+                histogram()
+            } else {
+                unused()
+            }
+        };
         Histograms {
-            latency: histogram(),
-            service: histogram(),
+            latency: requests(),
+            service: requests(),
             dispatch_lag: histogram(),
-            connection_wait: histogram(),
-            connect: histogram(),
-            reconnect_delay: histogram(),
-            pacing: histogram(),
+            connection_wait: requests(),
+            connect: requests(),
+            reconnect_delay: requests(),
+            pacing: requests(),
             frame_deviation: frames(),
             frame_jitter: frames(),
             frame_fanout: frames(),
             frame_join: frames(),
-            error_latency: histogram(),
+            error_latency: requests(),
             tls_handshake: if shape.tls { histogram() } else { unused() },
             server_time: if shape.server_time {
                 histogram()
@@ -114,6 +126,18 @@ impl Histograms {
                 unused()
             },
         }
+    }
+
+    /// A set that stays empty (a second no worker reported): every histogram tiny.
+    pub fn empty() -> Self {
+        let mut h = Self::shaped(HistShape {
+            requests: false,
+            frames: false,
+            tls: false,
+            server_time: false,
+        });
+        h.dispatch_lag = unused();
+        h
     }
 
     /// Adds another set (same bounds by construction, so `add` cannot fail).
@@ -943,12 +967,13 @@ mod tests {
     use super::*;
 
     /// A request run without TLS holds full histograms only where it records: the
-    /// frames' four and the handshake's are tiny, the rest full; a shaped set adds
-    /// into a full one.
+    /// frames' four and the handshake's are tiny, the rest full (a frames run: the
+    /// request/response ones tiny); a shaped set adds into a full one.
     #[test]
     fn a_set_is_full_only_where_its_run_records() {
         let full = Histograms::new();
         let request = Histograms::shaped(HistShape {
+            requests: true,
             frames: false,
             tls: false,
             server_time: false,
@@ -970,11 +995,25 @@ mod tests {
         assert_eq!(len(&request.latency), big);
         assert_eq!(len(&request.error_latency), big);
         let frames = Histograms::shaped(HistShape {
+            requests: false,
             frames: true,
             tls: false,
             server_time: false,
         });
         assert_eq!(len(&frames.frame_deviation), big);
+        assert_eq!(len(&frames.dispatch_lag), big);
+        // A frames run records none of the request/response histograms (issue 36).
+        for h in [
+            &frames.latency,
+            &frames.service,
+            &frames.connection_wait,
+            &frames.connect,
+            &frames.reconnect_delay,
+            &frames.pacing,
+            &frames.error_latency,
+        ] {
+            assert!(len(h) < 100, "{}", len(h));
+        }
         let mut total = Histograms::new();
         let mut recorded = request;
         recorded.latency.record(1_000).unwrap();

@@ -287,6 +287,7 @@ impl WorkerPlan {
     /// The histograms this worker records into ([`HistShape`](super::recorder::HistShape)).
     pub fn hist_shape(&self) -> super::recorder::HistShape {
         super::recorder::HistShape {
+            requests: self.frames.is_none(),
             frames: self.frames.is_some(),
             tls: self.tls.is_some(),
             server_time: self.server_time.is_some(),

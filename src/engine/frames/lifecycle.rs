@@ -25,6 +25,7 @@ impl FrameWorker<'_> {
         conn.generation = next_generation(conn.generation);
         conn.sending = false;
         conn.ctl_sending = false;
+        debug_assert_eq!(conn.pend, 0, "counted as not sent when it went down");
         conn.pend = 0;
         conn.open_t = self.clock.ticks();
         if let Some(ctl) = self.ctl.get_mut(c as usize) {
@@ -192,10 +193,14 @@ impl FrameWorker<'_> {
     }
 
     /// Connection `c`, up, is down from `now`: its uptime ends there.
+    /// Its frames due and not sent yet never will be (its next socket starts from the
+    /// frames due then): counted as not sent, as those due while it is down are.
     fn went_down(&mut self, c: u32, now: Nanos) {
         let conn = &mut self.conns[c as usize];
         conn.up = false;
         conn.uptime += now.saturating_sub(conn.up_since);
+        self.out.counters.frames.not_sent += u64::from(conn.pend) * self.slots as u64;
+        conn.pend = 0;
         self.down_count += 1;
     }
 
@@ -216,9 +221,6 @@ impl FrameWorker<'_> {
         self.went_down(c, now);
         let conn = &mut self.conns[c as usize];
         conn.attempts = 0;
-        // Due frames past its budget were never sent.
-        self.out.counters.frames.not_sent += u64::from(conn.pend) * self.slots as u64;
-        conn.pend = 0;
         self.out.counters.connections_recycled += 1;
         self.close_reopening_at(c, now);
         // `--frame-proto resp`: the member's subscriber, up, goes with its publisher

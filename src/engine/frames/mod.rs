@@ -103,14 +103,11 @@ const RECV_POOL_BUFFER_BYTES: usize = 4096;
 const RECV_POOL_SOCKETS_PER_BUFFER: usize = 16;
 const RECV_POOL_BUFFERS_MIN: usize = 64;
 const RECV_POOL_BUFFERS_MAX: usize = 4096;
-/// Plain TCP frames: the send slots' bytes (at least [`SEND_POOL_SLOTS_MIN`] slots,
-/// at most one per socket); a connection finding none waits for one, counted.
-const SEND_POOL_BYTES: usize = 2 << 20;
-const SEND_POOL_SLOTS_MIN: usize = 16;
 /// Test hooks, not for users: a plain TCP frames worker's provided buffers (rounded
-/// down to a power of two) and send slots, in place of the sizes above, so that the
-/// end-to-end tests run out of both (`frames.recv_no_buffer`, `frames.send_slot_waits`)
-/// on purpose rather than when the host happens to lag.
+/// down to a power of two) and send slots, in place of the sizes above and of one send
+/// slot per socket, so that the end-to-end tests run out of both
+/// (`frames.recv_no_buffer`, `frames.send_slot_waits`) on purpose: the buffers
+/// otherwise only when the host lags, the send slots never.
 pub const TEST_RECV_BUFFERS_ENV: &str = "BLASTER_TEST_RECV_BUFFERS";
 pub const TEST_SEND_SLOTS_ENV: &str = "BLASTER_TEST_SEND_SLOTS";
 
@@ -456,11 +453,12 @@ fn pools(lay: &Layout, ring: &mut Ring) -> std::io::Result<(Option<BufRing>, Slo
     // A tail slot for every socket (never short), touched only as many at once as
     // frames are split at once.
     let tails = SlotPool::new(n, lay.frame_in_bytes);
-    let count = test_count(TEST_SEND_SLOTS_ENV).unwrap_or(
-        (SEND_POOL_BYTES / lay.send_stride)
-            .max(SEND_POOL_SLOTS_MIN)
-            .min(n.max(1)),
-    );
+    // A send slot for every socket: a socket has at most one send in the kernel, so
+    // no connection ever waits for a slot (sockets stalled on a slow target cannot
+    // starve the others), and, zeroed and handed out last-freed first, the pages
+    // touched are those of the most sends in flight at once. Fewer only through the
+    // test hook, which makes connections wait in line.
+    let count = test_count(TEST_SEND_SLOTS_ENV).unwrap_or(n);
     Ok((Some(br), tails, SlotPool::new(count, lay.send_stride)))
 }
 
@@ -533,11 +531,13 @@ impl FrameWorker<'_> {
 }
 
 /// The drain's quiet interval: twice the run's worst per-interval p99 arrival
-/// deviation, at least the frame budget plus 10 ms, at most the drain's cap.
+/// deviation, at least the frame budget plus 10 ms, at most the drain's cap (which
+/// wins over a budget past it: a `--tick` over 2 s).
 pub(super) fn quiet_ns(deviation_p99_max: u64, budget_ns: u64) -> u64 {
     deviation_p99_max
         .saturating_mul(2)
-        .clamp(budget_ns + 10_000_000, crate::limits::DRAIN_NS_MAX)
+        .max(budget_ns.saturating_add(10_000_000))
+        .min(crate::limits::DRAIN_NS_MAX)
 }
 
 impl<'p> FrameWorker<'p> {

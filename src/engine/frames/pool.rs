@@ -108,4 +108,28 @@ mod tests {
         assert_eq!((p.range(2), p.slot_len(), p.count()), (16..24, 8, 3));
         assert!(std::panic::catch_unwind(|| SlotPool::new(1, 1).give(0)).is_err());
     }
+
+    /// This process's resident bytes (`/proc/self/statm`).
+    fn rss() -> usize {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    /// A pool of a slot per socket costs only the slots in use (the send slots are
+    /// sized so, issue 36): creating 1 GiB of slots writes none of it, and taking one
+    /// touches its own pages only.
+    #[test]
+    fn a_pool_costs_the_slots_used_not_its_count() {
+        let before = rss();
+        let mut p = SlotPool::new(50_000, 21_600);
+        let s = p.take().unwrap();
+        let r = p.range(s);
+        p.buf.region_mut(r).fill(1);
+        let grown = rss().saturating_sub(before);
+        assert!(
+            grown < 256 << 20,
+            "{grown} bytes resident for one slot in use"
+        );
+    }
 }

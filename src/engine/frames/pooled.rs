@@ -5,8 +5,9 @@
 //! completes and given back at once. A frame cut by a buffer's end waits, its head
 //! copied into a tail slot (at most one frame's bytes, held only while the frame is
 //! split), for the receive that brings the rest: every frame is decoded whole, once.
-//! A send's bytes live in a send slot from its encoding to its completion; a
-//! connection with frames due and no slot free waits in line for one (counted).
+//! A send's bytes live in a send slot from its encoding to its completion (one slot
+//! per socket, touched only as used; a connection with frames due and no slot free,
+//! which only the test hook makes happen, waits in line for one, counted).
 //! A receive that finds no buffer (ENOBUFS) is counted and armed again.
 
 use super::FrameWorker;

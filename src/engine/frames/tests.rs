@@ -78,3 +78,41 @@ fn the_reopen_scan_visits_only_connections_waiting_to_reopen() {
     assert_eq!(w.scan_visits, 6);
     w.quiesce();
 }
+
+/// Frames due on a connection and not sent yet when it goes down are counted as not
+/// sent, once: its reopen starts from the frames due then, and the end's totals do
+/// not count them again.
+#[test]
+fn frames_pending_when_a_connection_goes_down_are_counted_not_sent() {
+    let p = worker_plan(20);
+    let (snap_tx, _snap_rx) = crossbeam_channel::unbounded();
+    let (_recycle_tx, recycle_rx) = crossbeam_channel::unbounded();
+    let mut w = FrameWorker::new(&p, snap_tx, recycle_rx).expect("io_uring available");
+    for c in 0..20 {
+        w.open(c); // UDP: up at once
+    }
+    let conn = &mut w.conns[3];
+    (conn.pend_k, conn.pend) = (5, 3); // three ticks due, waiting behind a send
+    w.disconnect(3, 0);
+    assert_eq!(w.out.counters.frames.not_sent, 3);
+    assert_eq!(w.conns[3].pend, 0);
+    w.conns[3].ops = 0; // as if the receive had completed
+    w.conns[3].reopen_at = 1_000;
+    w.scan_reopens(1_000);
+    assert!(w.conns[3].up, "reopened");
+    let mut t = crate::engine::recorder::WorkerTotals::default();
+    w.totals(&mut t);
+    assert_eq!(w.out.counters.frames.not_sent, 3, "counted once");
+    w.quiesce();
+}
+
+/// The drain's quiet interval is at most its cap, whatever the budget: a 5 s tick
+/// (budget past the 2 s cap) ended every run in a panic (`clamp` with min > max).
+#[test]
+fn the_quiet_interval_is_capped_even_past_a_long_budget() {
+    let cap = crate::limits::DRAIN_NS_MAX;
+    assert_eq!(quiet_ns(0, 5_000_000_000), cap);
+    assert_eq!(quiet_ns(0, 20_000_000), 30_000_000);
+    assert_eq!(quiet_ns(100_000_000, 20_000_000), 200_000_000);
+    assert_eq!(quiet_ns(u64::MAX, 20_000_000), cap);
+}
