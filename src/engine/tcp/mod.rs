@@ -72,6 +72,36 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use workload::Workload;
 
+/// Whether responses are timed by the kernel's receive timestamps, and a closed loop's
+/// largest wake batch (1: none). Stamps where the loop may sleep through responses:
+/// paced requests on persistent plaintext connections with multishot receives
+/// (`multishot`; a closed loop, a connect per request or a TLS handshake follow each
+/// completion at once; TLS receives go into the connection's own region), one request
+/// in flight per connection (a receive's stamp is the newest segment it read:
+/// pipelined responses read together would all carry the last one's).
+///
+/// A closed loop with many requests in flight sleeps through a few completions too
+/// (the loop's wake-ups, not its sends, were most of its CPU): its responses are then
+/// timed by the kernel, a receive that read several at once timing each at the newest
+/// segment it read (never before the response arrived, never after the loop reaped it).
+fn stamping(
+    plan: &WorkerPlan,
+    workload: &Workload,
+    multishot: bool,
+    wake_batch: u32,
+) -> (bool, u32) {
+    let closed_batch_max = if plan.closed_loop && multishot && plan.tls.is_none() {
+        ((plan.connections * plan.pipeline) / CLOSED_INFLIGHT_PER_WAKE)
+            .clamp(1, wake_batch as usize) as u32
+    } else {
+        1
+    };
+    let stamped = multishot
+        && plan.tls.is_none()
+        && ((workload.paced_persistent() && plan.pipeline == 1) || closed_batch_max > 1);
+    (stamped, closed_batch_max)
+}
+
 /// A closed loop sleeps through one completion per this many requests it keeps in
 /// flight (128 in flight: 8 a wake).
 const CLOSED_INFLIGHT_PER_WAKE: usize = 16;
@@ -457,27 +487,7 @@ impl<'p> Worker<'p> {
         };
         let wake_batch = (u32::from(buf_count) / 2).clamp(1, ring.completions_per_wait_max());
         let workload = Workload::new(plan);
-        // Kernel receive timestamps where the loop may sleep through responses: paced
-        // requests on persistent plaintext connections with multishot receives (a
-        // closed loop, a connect per request or a TLS handshake follow each completion
-        // at once; TLS receives go into the connection's own region), one request in
-        // flight per connection (a receive's stamp is the newest segment it read:
-        // pipelined responses read together would all carry the last one's).
-        //
-        // A closed loop with many requests in flight sleeps through a few completions
-        // too (the loop's wake-ups, not its sends, were most of its CPU): its
-        // responses are then timed by the kernel, a receive that read several at
-        // once timing each at the newest segment it read (never before the response
-        // arrived, never after the loop reaped it).
-        let closed_batch_max = if plan.closed_loop && buf_ring.is_some() && plan.tls.is_none() {
-            ((plan.connections * plan.pipeline) / CLOSED_INFLIGHT_PER_WAKE)
-                .clamp(1, wake_batch as usize) as u32
-        } else {
-            1
-        };
-        let stamped = buf_ring.is_some()
-            && plan.tls.is_none()
-            && ((workload.paced_persistent() && plan.pipeline == 1) || closed_batch_max > 1);
+        let (stamped, closed_batch_max) = stamping(plan, &workload, buf_ring.is_some(), wake_batch);
         let sockopts = socket::SockOpts {
             rx_stamps: stamped,
             ..plan.sockopts
