@@ -674,14 +674,16 @@ fn combine_numbers(parts: &[&Value], op: Op) -> Value {
 
 /// Adds the embedded histograms `parts` (base64 V2); `None` when any is missing or
 /// unreadable. The sum grows its bounds as needed, so a shard built with other bounds
-/// adds instead of failing.
+/// adds instead of failing; it takes the precision of the first part holding a value.
 fn add_all<'a>(parts: impl Iterator<Item = &'a Value>) -> Option<Histogram<u64>> {
     let mut sum: Option<Histogram<u64>> = None;
     for p in parts {
         let one = hdr::decode(p.as_str()?).ok()?;
         match &mut sum {
-            Some(acc) => acc.add(&one).ok()?,
-            None => {
+            // An empty part (a second no worker of that shard reported is a tiny
+            // placeholder) must not set the sum's precision.
+            Some(acc) if !acc.is_empty() || one.is_empty() => acc.add(&one).ok()?,
+            _ => {
                 let mut first = one;
                 first.auto(true);
                 sum = Some(first);
@@ -911,6 +913,20 @@ fn summary(out: &Value, shards: &[Shard], missing: &[u64], n: u64, unsynced: &[u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shard's empty placeholder second (a tiny, 1-digit histogram) first in line
+    /// does not make the sum 1-digit: the sum takes the first part holding a value's.
+    #[test]
+    fn an_empty_placeholder_does_not_set_the_sums_precision() {
+        let tiny = Histogram::<u64>::new_with_bounds(1, 2, 1).unwrap();
+        let mut full = Histogram::<u64>::new(3).unwrap();
+        full.record(1_234_567).unwrap();
+        let parts = [json!(hdr::encode(&tiny)), json!(hdr::encode(&full))];
+        let sum = add_all(parts.iter()).unwrap();
+        assert_eq!(sum.sigfig(), 3);
+        assert_eq!(sum.len(), 1);
+        assert!(sum.equivalent(sum.value_at_quantile(0.5), 1_234_567));
+    }
 
     /// A shard holding only `value` (what `merge_abort` reads).
     fn shard(index: u64, value: Value) -> Shard {

@@ -131,7 +131,7 @@ pub struct Http2Report {
     pub bodies_cut: u64,
     /// Times requests waited for a send window (flow control).
     pub flow_stalls: u64,
-    /// PING acknowledgements that found no room before the next send.
+    /// Control frames (PING ACKs, window updates, resets) that found no room before the next send.
     pub control_dropped: u64,
     /// `--h2-keepalive`: PINGs sent on quiet connections, and acknowledged.
     pub pings_sent: u64,

@@ -97,7 +97,10 @@ fn write_http2(w: &mut String, r: &Report) {
                 h.bodies_cut,
                 "answered before their body was all sent (reset, the rest unsent)"
             ),
-            (h.control_dropped, "PING acknowledgements dropped"),
+            (
+                h.control_dropped,
+                "control frames dropped (no room before the next send)"
+            ),
         ]
         .iter()
         .filter(|(n, _)| *n > 0)

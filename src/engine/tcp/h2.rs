@@ -51,8 +51,15 @@ const fn h2_codes_other() -> usize {
 const GRPC_CODE_OTHER: u32 = 17;
 
 /// Control bytes a connection can hold between sends: the preface with its SETTINGS
-/// and window raise, acknowledgements, window updates and resets.
+/// and window raise, acknowledgements, window updates and resets; and room for one
+/// RST_STREAM per stream in flight ([`ctl_bytes`]).
 const CTL_BYTES: usize = 512;
+
+/// A connection's control bytes with `pipeline` streams: a reset for each of them
+/// always fits (at most that many open streams can be reset between two sends).
+fn ctl_bytes(pipeline: usize) -> usize {
+    CTL_BYTES + pipeline * (FRAME_HEADER_BYTES + 4)
+}
 /// Largest header block kept across CONTINUATION frames (responses' headers).
 const HEADER_BLOCK_MAX: usize = 16 << 10;
 /// Largest DATA frame sent (the smallest MAX_FRAME_SIZE a peer may set).
@@ -185,7 +192,7 @@ struct H2Conn {
     settled: bool,
     /// Requests wait for a window: counted once per stall.
     stalled: bool,
-    ctl: [u8; CTL_BYTES],
+    ctl: Box<[u8]>,
     ctl_len: usize,
     /// When its last bytes arrived (`--h2-keepalive`: a PING after a quiet spell).
     last_rx_ns: Nanos,
@@ -234,7 +241,7 @@ impl H2Side {
                     generation: u32::MAX,
                     settled: false,
                     stalled: false,
-                    ctl: [0; CTL_BYTES],
+                    ctl: vec![0; ctl_bytes(plan.pipeline)].into_boxed_slice(),
                     ctl_len: 0,
                     last_rx_ns: 0,
                     ping_out: false,
@@ -267,7 +274,7 @@ impl H2Side {
 
     /// Staging bytes per connection: the control bytes and `pipeline` requests.
     pub(super) fn staging_len(&self, pipeline: usize) -> usize {
-        CTL_BYTES + pipeline * self.request_bytes
+        ctl_bytes(pipeline) + pipeline * self.request_bytes
     }
 
     /// Queues a control frame for `c`; one that does not fit is dropped and counted
@@ -709,12 +716,17 @@ impl Worker<'_> {
         let Some(conn) = hc.conn.as_deref_mut().filter(|conn| conn.is_open(stream)) else {
             return;
         };
+        let Ok(n) = frame::write_rst_stream(&mut hc.ctl[hc.ctl_len..], stream, ErrorCode::CANCEL)
+        else {
+            // Room for a reset per stream is kept (`ctl_bytes`): only a flood of
+            // PINGs fills it; the body then goes on (or its stream stays open).
+            self.out.counters.http2.control_dropped += 1;
+            return;
+        };
+        hc.ctl_len += n;
         conn.close_stream(stream);
         hc.bodies_left.retain(|b| b.stream != stream);
         self.out.counters.http2.bodies_cut += 1;
-        self.h2_ctl(c, |out| {
-            frame::write_rst_stream(out, stream, ErrorCode::CANCEL)
-        });
         self.mark_flush(c);
     }
 

@@ -108,8 +108,8 @@ const CLOSED_INFLIGHT_PER_WAKE: usize = 16;
 
 /// A closed loop's sleep waits for as many completions as arrived in this long at the
 /// rate they last arrived, and no longer than this: a response read together with
-/// later ones on its connection is timed by the newest, at most this long after it
-/// arrived.
+/// later ones on its connection is timed by the newest, at most this long (plus the
+/// loop's busy iteration, as without the batch) after it arrived.
 pub(super) const CLOSED_WAKE_WAIT_NS: u64 = 100_000;
 
 /// How often a closed loop's batch is set again from the rate completions arrive.

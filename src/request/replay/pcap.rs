@@ -276,7 +276,6 @@ impl State {
         Ok(())
     }
 
-    /// A UDP datagram from `from` to `to`: a request when `to` is the server.
     /// Whether a fragment of a UDP datagram (`net`, from `src` to `dst`) may belong to
     /// a request: its first fragment carries the ports, judged as a whole datagram
     /// would be; a later one belongs to a request unless its first fragment went
@@ -308,6 +307,7 @@ impl State {
         !self.skipped_fragmented.contains(&key) && server_ip.is_none_or(|ip| ip == dst)
     }
 
+    /// A UDP datagram from `from` to `to`: a request when `to` is the server.
     fn datagram(
         &mut self,
         from: Endpoint,
