@@ -1100,40 +1100,21 @@ fn bad_http2_and_grpc_flags_are_one_line_usage_errors() {
     // A templated body past one DATA frame is kept per stream until it is sent:
     // 100 x 100 streams of a 20 KB request is above the bound.
     let templated = format!("{}{{rand:4}}", "a".repeat(20_000));
-    expect(
-        &run_with(&[
-            "--http2",
-            "--http",
-            "POST /",
-            "--body",
-            &templated,
-            "--connections",
-            "100",
-        ]),
-        2,
-        "--body: a body with placeholders longer than one DATA frame (16384 bytes) is kept \
-         per stream until it is sent: 10000 streams in flight x 20065 bytes need 191 MiB, \
-         above 128 MiB; use fewer --connections or --streams-per-connection, a shorter \
-         body, or one without placeholders",
-    );
-    // With a connection per request a connection carries one stream.
-    expect(
-        &run_with(&[
-            "--http2",
-            "--connect-per-request",
-            "--http",
-            "POST /",
-            "--body",
-            &templated,
-            "--connections",
-            "10000",
-        ]),
-        2,
-        "--body: a body with placeholders longer than one DATA frame (16384 bytes) is kept \
-         per stream until it is sent: 10000 streams in flight x 20065 bytes need 191 MiB, \
-         above 128 MiB; use fewer --connections or --streams-per-connection, a shorter \
-         body, or one without placeholders",
-    );
+    // With a connection per request a connection carries one stream: 10,000 of them
+    // are as many streams.
+    for (conns, per_request) in [("100", None), ("10000", Some("--connect-per-request"))] {
+        let mut args = vec!["--http2", "--http", "POST /", "--body", &templated];
+        args.extend(per_request);
+        args.extend(["--connections", conns]);
+        expect(
+            &run_with(&args),
+            2,
+            "--body: a body with placeholders longer than one DATA frame (16384 bytes) is kept \
+             per stream until it is sent: 10000 streams in flight x 20065 bytes need 191 MiB, \
+             above 128 MiB; use fewer --connections or --streams-per-connection, a shorter \
+             body, or one without placeholders",
+        );
+    }
     expect(
         &run_with(&[
             "--http2",

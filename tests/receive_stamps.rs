@@ -79,8 +79,8 @@ fn a_closed_loop_with_many_streams_in_flight_sleeps_through_completions() {
     // 8 connections x 16 streams: 128 requests in flight, each response sending the
     // next. The loop waits for a batch of completions (those 100 us bring at the rate
     // they arrive, up to 8) instead of waking for each, and the responses are timed by
-    // the kernel meanwhile. Waking for each reap, 0.3-0.5 wake-ups a response were
-    // seen (several completions a reap); batched, 0.03-0.1.
+    // the kernel meanwhile. Against nginx (docs/figures.md, issue 35's batching),
+    // waking for each reap took 0.30-0.54 wake-ups a response; batched, 0.03-0.10.
     let sink = Sink::start(&["--http2"]);
     let many = [
         "--http2",

@@ -279,66 +279,41 @@ mod tests {
         service Greeter { rpc Say (Hello) returns (Reply); rpc Key (Keyed) returns (Reply); }
     "#;
 
-    #[test]
-    fn rand_placeholders_are_the_bytes_the_two_fillings_change() {
-        let t = message_template_from_json(
+    /// [`message_template_from_json`] of `json` for `method` of [`PROTO`].
+    fn template(method: &str, json: &str) -> Result<MessageTemplate, String> {
+        message_template_from_json(
             Path::new("/nowhere/demo.proto"),
             PROTO.as_bytes(),
-            "demo.Greeter/Say",
-            r#"{"name": "u-{rand:4}-{rand:2}", "n": 7}"#,
+            method,
+            json,
         )
-        .unwrap();
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn rand_placeholders_are_the_bytes_the_two_fillings_change() {
+        let say = |json: &str| template("demo.Greeter/Say", json);
+        let t = say(r#"{"name": "u-{rand:4}-{rand:2}", "n": 7}"#).unwrap();
         // field 1, length 9: "u-" + 4 + "-" + 2; then field 2 = 7.
         assert_eq!(t.bytes, b"\n\x09u-AAAA-AA\x10\x07");
         assert_eq!(t.rand, vec![4..8, 9..11]);
-        let plain = message_template_from_json(
-            Path::new("/nowhere/demo.proto"),
-            PROTO.as_bytes(),
-            "demo.Greeter/Say",
-            r#"{"name": "u"}"#,
-        )
-        .unwrap();
-        assert!(plain.rand.is_empty());
-        let refused = |json: &str| {
-            message_template_from_json(
-                Path::new("/nowhere/demo.proto"),
-                PROTO.as_bytes(),
-                "demo.Greeter/Say",
-                json,
-            )
-            .unwrap_err()
-            .to_string()
-        };
+        assert!(say(r#"{"name": "u"}"#).unwrap().rand.is_empty());
+        let refused = |json: &str| say(json).unwrap_err();
         assert!(refused(r#"{"name": "u{seq}"}"#).starts_with("{seq} would change lengths"));
         assert!(refused(r#"{"name": "{rand:0}"}"#).contains("between 1 and"));
     }
 
     #[test]
     fn rand_is_refused_where_the_two_encodings_cannot_be_compared() {
-        let keyed = |json: &str| {
-            message_template_from_json(
-                Path::new("/nowhere/demo.proto"),
-                PROTO.as_bytes(),
-                "demo.Greeter/Key",
-                json,
-            )
-        };
+        let keyed = |json: &str| template("demo.Greeter/Key", json);
         // A map two levels down (through a recursive type) is found.
-        let e = keyed(r#"{"id": "{rand:4}", "inner": {"labels": {"a": "x", "b": "y"}}}"#)
-            .unwrap_err()
-            .to_string();
+        let e =
+            keyed(r#"{"id": "{rand:4}", "inner": {"labels": {"a": "x", "b": "y"}}}"#).unwrap_err();
         assert!(e.contains("map field demo.Inner.labels"), "{e}");
         // Without a placeholder a map is fine.
         assert!(keyed(r#"{"inner": {"labels": {"a": "x"}}}"#).is_ok());
         // In a bytes field the letters are base64: 4 of them are 3 bytes, not drawn.
-        let e = message_template_from_json(
-            Path::new("/nowhere/demo.proto"),
-            PROTO.as_bytes(),
-            "demo.Greeter/Say",
-            r#"{"blob": "{rand:4}"}"#,
-        )
-        .unwrap_err()
-        .to_string();
+        let e = template("demo.Greeter/Say", r#"{"blob": "{rand:4}"}"#).unwrap_err();
         assert!(e.contains("inside a string field"), "{e}");
     }
 

@@ -74,6 +74,10 @@ impl<R: BufRead + Send> GorRecording<R> {
         }
     }
 
+    fn truncated(&self) -> ReplayError {
+        self.error("the file ends inside the record (no 🐵🙈🙉 separator): it is truncated".into())
+    }
+
     fn error(&self, message: String) -> ReplayError {
         ReplayError {
             line: self.record,
@@ -103,9 +107,7 @@ impl<R: BufRead + Send> GorRecording<R> {
                 .read_until(b'\n', &mut self.buf)
                 .map_err(|e| self.error(format!("cannot read: {e}")))?;
             if n == 0 {
-                return Err(self.error(
-                    "the file ends inside the record (no 🐵🙈🙉 separator): it is truncated".into(),
-                ));
+                return Err(self.truncated());
             }
             if self.buf.ends_with(SEPARATOR) {
                 self.buf.clear();
@@ -139,9 +141,7 @@ impl<R: BufRead + Send> GorRecording<R> {
         }
         while !self.buf.ends_with(SEPARATOR) {
             if !self.read_line()? {
-                return Err(self.error(
-                    "the file ends inside the record (no 🐵🙈🙉 separator): it is truncated".into(),
-                ));
+                return Err(self.truncated());
             }
         }
         let keep = self.buf.len().saturating_sub(SEPARATOR.len());
