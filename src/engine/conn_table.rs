@@ -96,8 +96,12 @@ pub struct Conn {
     pub connect_started: Ticks,
     /// Failed attempts since the last established connection (the backoff exponent).
     pub attempts: u16,
-    /// Opened at least once (later opens are reconnects).
+    /// Connected at least once (its later connects bind no fixed `--source-ip` port).
     pub opened_before: bool,
+    /// Established at least once: its later establishments are reconnects (a connect
+    /// still in flight when the run ends is not one, so `opened` is the first
+    /// connections plus `reconnects`).
+    pub was_up: bool,
     /// Waiting in the worker's `--connect-rate` queue.
     pub deferred: bool,
     /// On the worker's watch list (what the timeout scan looks at).
@@ -232,6 +236,7 @@ impl ConnTable {
                 connect_started: 0,
                 attempts: 0,
                 opened_before: false,
+                was_up: false,
                 deferred: false,
                 in_active: false,
                 reopen_when_closed: false,

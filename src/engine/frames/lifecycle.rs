@@ -38,11 +38,6 @@ impl FrameWorker<'_> {
         if let Some(s) = self.sessions.get_mut(c as usize) {
             *s = None; // its operations completed: nothing of it is in the kernel
         }
-        if conn.opened_before {
-            self.reconnects += 1;
-            self.out.counters.reconnects += 1;
-        }
-        conn.opened_before = true;
         if self.udp {
             match crate::engine::udp::udp_socket(self.plan, None) {
                 Ok((fd, _)) => {
@@ -128,6 +123,11 @@ impl FrameWorker<'_> {
         let conn = &mut self.conns[c as usize];
         debug_assert!(!conn.up);
         conn.connecting = false;
+        if conn.was_up {
+            self.reconnects += 1;
+            self.out.counters.reconnects += 1;
+        }
+        conn.was_up = true;
         self.out.counters.connections_opened += 1;
         if self.plan.tls.is_some() && !tls::upgrades_after_greeting(self.fp.spec.kind) {
             // The handshake first; the join (or, blaster frames, being up) after it.

@@ -142,7 +142,9 @@ struct Conn {
     send_off: u32,
     send_len: u32,
     recv_keep: u32,
-    opened_before: bool,
+    /// Connected at least once: its later connects are reconnects (one still in
+    /// flight when the run ends is not, so `opened` is the first plus `reconnects`).
+    was_up: bool,
     up_since: Nanos,
     uptime: Nanos,
     reopen_at: Nanos,

@@ -154,9 +154,6 @@ impl Worker<'_> {
             };
             let (_, t) = self.pair_of(c);
             let conn = &mut self.table.conns[c as usize];
-            if conn.opened_before && !self.workload.per_request() {
-                self.out.counters.reconnects += 1;
-            }
             conn.opened_before = true;
             conn.fd = fd;
             conn.state = ConnState::Connecting;
@@ -245,6 +242,10 @@ impl Worker<'_> {
         conn.state = ConnState::Ready;
         let unsent = conn.unsent;
         let armed = conn.recv_armed;
+        if conn.was_up && !self.workload.per_request() {
+            self.out.counters.reconnects += 1;
+        }
+        conn.was_up = true;
         self.out.counters.connections_opened += 1;
         self.life_begins(c, self.clock.ns(now_t));
         if !armed {
