@@ -368,3 +368,58 @@ fn grpcio_members_meet_in_the_sinks_grpc_rooms() {
         serde_json::json!({"code": "INVALID_ARGUMENT", "details": "no room metadata (a decimal room number)"})
     );
 }
+
+/// A server whose windows open slower than the frames come (a 200-byte window per
+/// stream, given back every 250 ms: under 3 of the 20 frames a second each member
+/// sends): frames wait in the connection's backlog, are counted sent when a
+/// WINDOW_UPDATE lets them go and not sent when the run ends with them still waiting,
+/// so `sent + not_sent` is every planned frame and `sent` is exactly what the server
+/// received.
+#[test]
+fn frames_waiting_for_a_window_count_as_sent_when_they_go_and_not_sent_if_they_never_do() {
+    let _g = load_lock();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/grpc/narrow_window.py"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats");
+    let port = free_port();
+    let _s = common::servers::spawn(
+        Command::new("python3").args([
+            script,
+            &port.to_string(),
+            stats.to_str().unwrap(),
+            "200",
+            "250",
+        ]),
+        Some(dir),
+        port,
+    );
+    let (out, v) = grpc_frames(port, &["--grpc", "blaster.Room/Join"]);
+    let fr = &v["frames"];
+    assert!(fr.is_object(), "{}", stderr(&out));
+    let n = |k: &str| count(fr, k);
+    let planned = CONNECTIONS * MEMBERS * TICKS;
+    assert_eq!(n("planned"), planned);
+    assert!(n("flow_stalled") > planned / 2, "{fr}");
+    assert!(n("not_sent") > 0, "frames still waiting at the end: {fr}");
+    assert_eq!(n("sent") + n("not_sent"), planned, "{fr}");
+    // What the server received, once it has read everything (blaster has closed).
+    let received = |s: &str| -> u64 {
+        let w: Vec<&str> = s.split_whitespace().collect();
+        w[w.iter().position(|x| *x == "messages").unwrap() + 1]
+            .parse()
+            .unwrap()
+    };
+    let mut said = std::fs::read_to_string(&stats).unwrap();
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = std::fs::read_to_string(&stats).unwrap();
+        if now == said {
+            break;
+        }
+        said = now;
+    }
+    assert_eq!(received(&said), n("sent"), "{said} {fr}");
+}

@@ -528,8 +528,17 @@ pub fn render(f: &FramesReport, w: &mut String) {
     }
     let _ = writeln!(
         w,
-        "  sent {} of {} planned ({} not sent: connection down); up {:.0}/s, down {:.0}/s",
-        f.sent, f.planned, f.not_sent, f.up_fps, f.down_fps
+        "  sent {} of {} planned ({} not sent: {}); up {:.0}/s, down {:.0}/s",
+        f.sent,
+        f.planned,
+        f.not_sent,
+        if f.flow_stalled > 0 {
+            "connection down, or still waiting for a window when it went down or the run ended"
+        } else {
+            "connection down"
+        },
+        f.up_fps,
+        f.down_fps
     );
     if f.flow_stalled > 0 {
         let _ = writeln!(

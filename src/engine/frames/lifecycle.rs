@@ -194,13 +194,15 @@ impl FrameWorker<'_> {
 
     /// Connection `c`, up, is down from `now`: its uptime ends there.
     /// Its frames due and not sent yet never will be (its next socket starts from the
-    /// frames due then): counted as not sent, as those due while it is down are.
+    /// frames due then), nor those waiting for a gRPC window: counted as not sent, as
+    /// those due while it is down are.
     fn went_down(&mut self, c: u32, now: Nanos) {
         let conn = &mut self.conns[c as usize];
         conn.up = false;
         conn.uptime += now.saturating_sub(conn.up_since);
         self.out.counters.frames.not_sent += u64::from(conn.pend) * self.slots as u64;
         conn.pend = 0;
+        self.out.counters.frames.not_sent += self.codecs[c as usize].drop_backlog();
         self.down_count += 1;
     }
 

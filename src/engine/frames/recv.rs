@@ -216,7 +216,13 @@ impl FrameWorker<'_> {
                     match control {
                         Control::Reply => {
                             let next = &mut self.ctl[c as usize].next;
-                            self.codecs[c as usize].take_reply(next);
+                            let codec = &mut self.codecs[c as usize];
+                            let before = codec.stalls().released;
+                            codec.take_reply(next);
+                            // gRPC: frames that waited for a window go now.
+                            let went = codec.stalls().released - before;
+                            self.out.counters.sent += went;
+                            self.out.counters.frames.sent += went;
                         }
                         Control::Ended { what } => {
                             let said = self.codecs[c as usize].ended(what);

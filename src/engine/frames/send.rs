@@ -93,7 +93,8 @@ impl FrameWorker<'_> {
             }
         }
         let stamps = &self.stamps[..count * slots];
-        let mut unsent = 0;
+        // Frames of these stamps not in this send: not sent, or waiting for a window.
+        let mut held_back = 0;
         let len = if self.udp {
             stamps[0].encode(out.region_mut(base..base + HEADER_BYTES));
             self.wire_len
@@ -104,11 +105,14 @@ impl FrameWorker<'_> {
             let len = codec.encode_uplink(stamps, region);
             let after = codec.stalls();
             // gRPC: frames past the server's window wait in the adapter's backlog
-            // (they go with a later reply) or, when it is full, are not sent.
+            // (counted sent when a later reply writes them, not sent if their
+            // connection goes down first) or, when it is full, are not sent.
             let f = &mut self.out.counters.frames;
-            f.flow_stalled += after.0 - before.0;
-            unsent = after.1 - before.1;
+            let waiting = after.waited - before.waited;
+            f.flow_stalled += waiting;
+            let unsent = after.unsent - before.unsent;
             f.not_sent += unsent;
+            held_back = unsent + waiting;
             len
         };
         conn.pend_k += count as u64;
@@ -120,7 +124,7 @@ impl FrameWorker<'_> {
         conn.sending = true;
         conn.send_off = 0;
         conn.send_len = len as u32;
-        let frames = count * slots - unsent as usize;
+        let frames = count * slots - held_back as usize;
         conn.send_frames = frames as u32;
         self.out.counters.sent += frames as u64;
         self.out.counters.frames.sent += frames as u64;

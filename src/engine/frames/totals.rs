@@ -11,12 +11,14 @@ impl FrameWorker<'_> {
     /// [`Hooks::finish`](crate::engine::run_loop::Hooks::finish).
     pub(super) fn totals(&mut self, t: &mut WorkerTotals) {
         let (stopped, end) = (t.stopped_ns, t.wall_ns);
-        for conn in self.conns.iter_mut() {
+        for (conn, codec) in self.conns.iter_mut().zip(self.codecs.iter_mut()) {
             if conn.up {
                 conn.uptime += stopped.saturating_sub(conn.up_since.min(stopped));
             }
             self.out.counters.frames.not_sent += u64::from(conn.pend) * self.slots as u64;
             conn.pend = 0;
+            // gRPC: frames still waiting for a window at the end never went.
+            self.out.counters.frames.not_sent += codec.drop_backlog();
         }
         let mut book = self.book.totals();
         let (mut outside, mut shift_ns) = (0, 0);

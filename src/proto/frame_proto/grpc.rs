@@ -344,13 +344,26 @@ enum Step {
     Failed(&'static str),
 }
 
+/// The uplink's flow-control counts ([`GrpcCodec::stalls`]), the run's totals so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stalls {
+    /// Frames that found no window and waited in the backlog.
+    pub waited: u64,
+    /// Frames not sent: the backlog was full.
+    pub unsent: u64,
+    /// Frames that waited and were since written (after a WINDOW_UPDATE or SETTINGS).
+    pub released: u64,
+}
+
 pub struct GrpcCodec<'s> {
     pub(crate) spec: &'s FrameSpec,
     st: Option<Box<State>>,
-    /// Frames that waited for a flow-control window, and frames not sent because the
-    /// backlog was full (kept across reconnects: the run's totals).
+    /// Frames that waited for a flow-control window, frames not sent because the
+    /// backlog was full, and waiting frames since written (kept across reconnects:
+    /// the run's totals).
     stalled: u64,
     unsent: u64,
+    released: u64,
     /// PINGs sent (`--h2-keepalive`), the opaque data of the next.
     pings: u64,
 }
@@ -380,6 +393,7 @@ impl<'s> GrpcCodec<'s> {
             st: None,
             stalled: 0,
             unsent: 0,
+            released: 0,
             pings: 0,
         }
     }
@@ -617,7 +631,17 @@ impl<'s> GrpcCodec<'s> {
             out.resize(at + message_wire_bytes(fs), 0);
             let n = write_message(&mut st.conn, stream, &stamp, fs, &mut out[at..]);
             out.truncate(at + n);
+            self.released += 1;
         }
+    }
+
+    /// The connection went down: the frames still waiting for a window never go
+    /// (its next connection starts from the frames due then). Returns how many.
+    pub(crate) fn drop_backlog(&mut self) -> u64 {
+        let Some(st) = self.st.as_mut() else { return 0 };
+        let n = st.backlog.len() as u64;
+        st.backlog.clear();
+        n
     }
 
     /// The message [`Down::Held`] announced.
@@ -772,9 +796,14 @@ impl<'s> GrpcCodec<'s> {
         0
     }
 
-    /// Frames that waited for a window, and frames the full backlog left unsent.
-    pub fn stalls(&self) -> (u64, u64) {
-        (self.stalled, self.unsent)
+    /// Frames that waited for a window, frames the full backlog left unsent, and
+    /// waiting frames written since.
+    pub fn stalls(&self) -> Stalls {
+        Stalls {
+            waited: self.stalled,
+            unsent: self.unsent,
+            released: self.released,
+        }
     }
 }
 
@@ -1076,7 +1105,7 @@ mod tests {
         let sent = frames(&out[..n]);
         assert_eq!(sent.len(), 2, "one per stream fits");
         assert_eq!((sent[0].2, sent[1].2), (1, 3));
-        assert_eq!(c.stalls(), (2, 0));
+        assert_eq!((c.stalls().waited, c.stalls().unsent), (2, 0));
         // Stream 1's window opens: its frame goes, stream 3's stays behind (order).
         let mut w = vec![0u8; 13];
         h2f::write_window_update(&mut w, 1, 100).unwrap();
@@ -1087,6 +1116,7 @@ mod tests {
         let r = frames(r);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].2, 1);
+        assert_eq!(c.stalls().released, 1, "the waiting frame written");
         assert_eq!(&r[0].3[5..37], &{
             let mut b = [0u8; 32];
             stamps[2].encode(&mut b);
@@ -1095,7 +1125,7 @@ mod tests {
         // New frames queue behind the waiting one, whatever the windows say.
         let n = c.encode_uplink(&stamps[..2], &mut out);
         assert_eq!(n, 0);
-        assert_eq!(c.stalls(), (4, 0));
+        assert_eq!((c.stalls().waited, c.stalls().unsent), (4, 0));
         let mut w = vec![0u8; 13];
         h2f::write_window_update(&mut w, 3, 1000).unwrap();
         let Event::Reply(r) = &decode_all(&mut c, w)[0] else {
@@ -1119,13 +1149,21 @@ mod tests {
         let mut out = vec![0u8; c.uplink_bytes_max(many.len())];
         let n = c.encode_uplink(&many, &mut out);
         let direct = frames(&out[..n]).len() as u64;
-        let (stalled, unsent) = c.stalls();
+        let Stalls {
+            waited: stalled,
+            unsent,
+            released,
+        } = c.stalls();
+        assert_eq!(released, 4, "each waiting frame counted once as it went");
         assert_eq!(stalled, 4 + 2 * BACKLOG_TICKS as u64, "the backlog filled");
         assert_eq!(
             unsent,
             many.len() as u64 - direct - 2 * BACKLOG_TICKS as u64
         );
         assert!(unsent > 0);
+        // The connection goes down: what still waits is dropped, counted by the caller.
+        assert_eq!(c.drop_backlog(), 2 * BACKLOG_TICKS as u64);
+        assert_eq!(c.drop_backlog(), 0, "once");
     }
 
     #[test]

@@ -518,12 +518,21 @@ impl<'s> FrameProto<'s> {
         }
     }
 
-    /// gRPC: frames that waited for a flow-control window, and frames not sent
-    /// because too many waited; (0, 0) for the others.
-    pub fn stalls(&self) -> (u64, u64) {
+    /// gRPC: frames that waited for a flow-control window, frames not sent because
+    /// too many waited, and waiting frames since written; zeros for the others.
+    pub fn stalls(&self) -> grpc::Stalls {
         match self {
             FrameProto::Grpc(c) => c.stalls(),
-            _ => (0, 0),
+            _ => grpc::Stalls::default(),
+        }
+    }
+
+    /// gRPC: the connection went down; the frames waiting for a window are dropped
+    /// and their count returned (0 for the others: nothing waits in them).
+    pub fn drop_backlog(&mut self) -> u64 {
+        match self {
+            FrameProto::Grpc(c) => c.drop_backlog(),
+            _ => 0,
         }
     }
 
