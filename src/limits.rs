@@ -65,8 +65,8 @@ pub const PUSH_ROUNDS_MAX: u32 = 64;
 /// unbounded one allocated a block every 31 snapshots on the sending worker. A worker
 /// that finds it full waits (a snapshot is never dropped: its histograms are the
 /// run's). A collector that far behind has long been counted: past
-/// `HISTOGRAM_SPARES` (2) intervals every boundary allocates a histogram set, so a
-/// full channel means at least 6 counted in `workers[].histogram_allocations`, and the
+/// `HISTOGRAM_SPARES` (1) interval every boundary allocates a histogram set, so a
+/// full channel means at least 7 counted in `workers[].histogram_allocations`, and the
 /// wait itself shows in dispatch lag.
 pub const SNAPSHOTS_QUEUED_PER_WORKER: usize = 8;
 /// Resident bytes of the TCP worker's table per held connection (its `Conn` and its

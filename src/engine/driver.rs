@@ -166,8 +166,11 @@ pub fn snapshot_channel(workers: usize) -> (Sender<Snapshot>, Receiver<Snapshot>
 /// so an interval boundary never allocates on the worker thread: the collector hands
 /// each set back once merged (a channel of depth 2, `run::spawn`), so the
 /// spares cover a collector up to this many intervals behind. Each set is about
-/// 3 MB (eleven histograms of an hour at 3 significant digits).
-pub const HISTOGRAM_SPARES: usize = 2;
+/// 3 MB (eleven histograms of an hour at 3 significant digits; 1.35 MB for frames).
+/// One: the collector merges a set in about a millisecond, and a second spare was
+/// 135 B of each held frames connection at 10,000 a ring (issue 36); a collector
+/// a whole interval late is counted (`workers[].histogram_allocations`).
+pub const HISTOGRAM_SPARES: usize = 1;
 
 /// What a worker records for the current interval, and the channels to the collector.
 pub struct Outbox {
@@ -521,7 +524,7 @@ pub(crate) mod tests {
             out.allocations, 1,
             "no return, no spare: one allocation, counted"
         );
-        // The collector catches up: two sets back, one taken, one kept as a spare.
+        // The collector catches up: sets back, one taken, one kept as a spare.
         for snap in snap_rx.try_iter().take(2) {
             recycle_tx.send(snap.histograms).unwrap();
         }

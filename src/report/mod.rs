@@ -322,7 +322,7 @@ pub struct WorkerReport {
     /// wake-up was aimed this early (at most half the resolution).
     pub timer_late_p995_ns: u64,
     /// Interval boundaries where the worker allocated histograms (0 unless the
-    /// collector fell more than two intervals behind).
+    /// collector fell more than one interval behind).
     pub histogram_allocations: u64,
 }
 

@@ -97,10 +97,12 @@ const ENVELOPE_BYTES: usize = 512;
 /// Control answers (pongs) a connection can queue without allocating.
 const CTL_QUEUED: usize = 4;
 /// Plain TCP frames (issue 36): bytes per buffer of the worker's provided-buffer ring,
-/// and the most buffers; the ring has one per 16 sockets within 64..=4096 (a power
-/// of two). A receive that finds none is counted and armed again.
+/// and the most buffers; the ring has one per 32 sockets within 64..=4096 (a power
+/// of two). A receive that finds none is counted and armed again. One per 32: at
+/// 20,000 x 100 (5 s tick, echo) 256 buffers a ring of 10,000 sockets met no receive
+/// without one, and one per 16 cost 105 B more of each connection (figures.md).
 const RECV_POOL_BUFFER_BYTES: usize = 4096;
-const RECV_POOL_SOCKETS_PER_BUFFER: usize = 16;
+const RECV_POOL_SOCKETS_PER_BUFFER: usize = 32;
 const RECV_POOL_BUFFERS_MIN: usize = 64;
 const RECV_POOL_BUFFERS_MAX: usize = 4096;
 /// Test hooks, not for users: a plain TCP frames worker's provided buffers (rounded
