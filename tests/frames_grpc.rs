@@ -351,8 +351,11 @@ fn grpcio_members_meet_in_the_sinks_grpc_rooms() {
         serde_json::from_str::<serde_json::Value>(&line)
             .unwrap_or_else(|_| panic!("{text} {}", stderr(&out)))
     };
-    // 3,000 messages of 45 bytes from each mate: past grpcio's first 64 KiB windows,
-    // so the sink relays within the windows grpcio gives back.
+    // 3,000 messages of 45 bytes from each mate: past grpcio's first 64 KiB connection
+    // window, so the sink relays within the windows grpcio gives back (red with the
+    // sink ignoring the connection's WINDOW_UPDATEs: 728 of 3,000; grpcio's streams
+    // get their room from its SETTINGS). The client sends in batches of 500 so a slow
+    // Python reader never has a window's worth unread (the sink would drop copies).
     let v = client(&[]);
     let each = serde_json::json!(3000);
     for (m, got) in v["received"].as_array().unwrap().iter().enumerate() {
