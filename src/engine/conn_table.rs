@@ -48,6 +48,19 @@ pub struct Req {
 /// every older request of its connection has been answered too.
 pub const ANSWERED: u32 = u32::MAX;
 
+/// How far a connection slot has got (one byte: the slot's size is bounded, see
+/// `a_held_connection_costs_at_most_its_bound`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opened {
+    Never,
+    /// A connect was submitted (a later one binds no fixed `--source-ip` port).
+    Submitted,
+    /// Established at least once: a later establishment is a reconnect (one whose
+    /// connect is still in flight when the run ends is not, so `opened` is the first
+    /// connections plus `reconnects`).
+    Up,
+}
+
 #[derive(Debug, Clone)]
 pub struct Conn {
     /// The socket's descriptor, [`REGISTERED`] when the socket lives only in the ring's
@@ -96,12 +109,9 @@ pub struct Conn {
     pub connect_started: Ticks,
     /// Failed attempts since the last established connection (the backoff exponent).
     pub attempts: u16,
-    /// Connected at least once (its later connects bind no fixed `--source-ip` port).
-    pub opened_before: bool,
-    /// Established at least once: its later establishments are reconnects (a connect
-    /// still in flight when the run ends is not one, so `opened` is the first
-    /// connections plus `reconnects`).
-    pub was_up: bool,
+    /// How far this slot's connections have got: its later connects bind no fixed
+    /// `--source-ip` port, its later establishments are reconnects.
+    pub opened: Opened,
     /// Waiting in the worker's `--connect-rate` queue.
     pub deferred: bool,
     /// On the worker's watch list (what the timeout scan looks at).
@@ -235,8 +245,7 @@ impl ConnTable {
                 capture_skip: 0,
                 connect_started: 0,
                 attempts: 0,
-                opened_before: false,
-                was_up: false,
+                opened: Opened::Never,
                 deferred: false,
                 in_active: false,
                 reopen_when_closed: false,

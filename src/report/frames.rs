@@ -533,7 +533,7 @@ pub fn render(f: &FramesReport, w: &mut String) {
         f.planned,
         f.not_sent,
         if f.flow_stalled > 0 {
-            "connection down, or still waiting for a window when it went down or the run ended"
+            "connection down, the wait for a window full, or still waiting when it went down or the run ended"
         } else {
             "connection down"
         },

@@ -250,7 +250,8 @@ pub struct Connections {
     /// and replaced; their reopens are in `reconnects`). Absent without the flags.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recycled: Option<u64>,
-    /// Delays chosen before reconnects (backoff with jitter).
+    /// Backoff delays chosen (with jitter) before opening again: reconnects and retries
+    /// of failed connects.
     pub reconnect_delay_ns: Percentiles,
     /// From the first connect to the last one established in the connect phase, ns.
     pub establish_all_ns: u64,

@@ -184,10 +184,16 @@ struct Conn {
 /// A connection's join and control bytes (the join exchange, pongs): those in the
 /// kernel (`busy`, untouched until their send completes) and those waiting (`next`).
 /// Joins may allocate (once per connection); pongs fit the capacity reserved at start.
+/// gRPC frames a window let go ride with them: counted sent when their bytes go to
+/// the kernel, done when that send completes, not sent if still waiting when the
+/// connection goes down or the run ends.
 #[derive(Debug, Default)]
 struct Ctl {
     busy: Vec<u8>,
     next: Vec<u8>,
+    /// Frames in `busy` (counted sent, not yet done) and in `next` (not yet sent).
+    busy_frames: u32,
+    next_frames: u32,
 }
 
 struct FrameWorker<'p> {
@@ -400,6 +406,7 @@ impl<'p> Layout<'p> {
             .map(|_| Ctl {
                 busy: Vec::with_capacity(CTL_QUEUED * CONTROL_BYTES_MAX),
                 next: Vec::with_capacity(CTL_QUEUED * CONTROL_BYTES_MAX),
+                ..Ctl::default()
             })
             .collect();
         // `--tls`: a send's frames or a piece of control bytes sealed, behind the

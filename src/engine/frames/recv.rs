@@ -215,14 +215,13 @@ impl FrameWorker<'_> {
                 Down::Control { consumed, control } => {
                     match control {
                         Control::Reply => {
-                            let next = &mut self.ctl[c as usize].next;
+                            let ctl = &mut self.ctl[c as usize];
                             let codec = &mut self.codecs[c as usize];
                             let before = codec.stalls().released;
-                            codec.take_reply(next);
-                            // gRPC: frames that waited for a window go now.
-                            let went = codec.stalls().released - before;
-                            self.out.counters.sent += went;
-                            self.out.counters.frames.sent += went;
+                            codec.take_reply(&mut ctl.next);
+                            // gRPC: frames that waited for a window go with these
+                            // bytes (counted sent as they go to the kernel).
+                            ctl.next_frames += (codec.stalls().released - before) as u32;
                         }
                         Control::Ended { what } => {
                             let said = self.codecs[c as usize].ended(what);

@@ -214,6 +214,14 @@ impl FrameWorker<'_> {
         let ctl = &mut self.ctl[c as usize];
         debug_assert!(ctl.busy.is_empty());
         std::mem::swap(&mut ctl.busy, &mut ctl.next);
+        // gRPC frames a window let go: sent now (those of a short write's rest were
+        // counted when it first went).
+        let going = u64::from(ctl.next_frames);
+        ctl.busy_frames += ctl.next_frames;
+        ctl.next_frames = 0;
+        self.out.counters.sent += going;
+        self.out.counters.frames.sent += going;
+        let ctl = &mut self.ctl[c as usize];
         if tls {
             let conn = &mut self.conns[c as usize];
             conn.sending = true;
@@ -243,7 +251,15 @@ impl FrameWorker<'_> {
         ctl.busy.drain(..res as usize);
         conn.sending = false;
         conn.ctl_sending = false;
-        if !ctl.busy.is_empty() {
+        if ctl.busy.is_empty() {
+            // Its gRPC frames are done (the achieved rate, `--conn-max-requests`).
+            let done = std::mem::take(&mut ctl.busy_frames);
+            self.out.counters.completed += u64::from(done);
+            conn.frames_on = conn.frames_on.saturating_add(done);
+            if done > 0 && self.retire_if_due(c, now) {
+                return;
+            }
+        } else {
             // The rest goes before anything queued since.
             let mut rest = std::mem::take(&mut ctl.busy);
             rest.extend_from_slice(&ctl.next);

@@ -20,6 +20,10 @@ impl FrameWorker<'_> {
             // gRPC: frames still waiting for a window at the end never went.
             self.out.counters.frames.not_sent += codec.drop_backlog();
         }
+        for ctl in self.ctl.iter_mut() {
+            self.out.counters.frames.not_sent += u64::from(ctl.next_frames);
+            ctl.next_frames = 0;
+        }
         let mut book = self.book.totals();
         let (mut outside, mut shift_ns) = (0, 0);
         if let Some(d) = self.down.as_mut() {

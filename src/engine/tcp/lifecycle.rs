@@ -5,7 +5,7 @@
 use super::workload::Workload;
 use super::{Reopen, Worker};
 use crate::clock::{Clock, Nanos};
-use crate::engine::conn_table::{ANSWERED, ConnState, REGISTERED};
+use crate::engine::conn_table::{ANSWERED, ConnState, Opened, REGISTERED};
 use crate::engine::recorder::ErrorKind;
 use crate::engine::socket;
 use crate::engine::token::{Op, Token, next_generation};
@@ -58,7 +58,7 @@ impl Worker<'_> {
     #[inline]
     pub(super) fn first_port(&self, c: u32) -> Option<u16> {
         let (lo, size) = self.plan.source_ports?;
-        if self.workload.per_request() || self.table.conns[c as usize].opened_before {
+        if self.workload.per_request() || self.table.conns[c as usize].opened != Opened::Never {
             return None;
         }
         let g = self.plan.conn_offset + c as usize;
@@ -154,7 +154,9 @@ impl Worker<'_> {
             };
             let (_, t) = self.pair_of(c);
             let conn = &mut self.table.conns[c as usize];
-            conn.opened_before = true;
+            if conn.opened == Opened::Never {
+                conn.opened = Opened::Submitted;
+            }
             conn.fd = fd;
             conn.state = ConnState::Connecting;
             conn.connect_started = now_t;
@@ -242,10 +244,10 @@ impl Worker<'_> {
         conn.state = ConnState::Ready;
         let unsent = conn.unsent;
         let armed = conn.recv_armed;
-        if conn.was_up && !self.workload.per_request() {
+        if conn.opened == Opened::Up && !self.workload.per_request() {
             self.out.counters.reconnects += 1;
         }
-        conn.was_up = true;
+        conn.opened = Opened::Up;
         self.out.counters.connections_opened += 1;
         self.life_begins(c, self.clock.ns(now_t));
         if !armed {
