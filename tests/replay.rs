@@ -703,3 +703,92 @@ fn shards_of_a_udp_replay_send_every_datagram_exactly_once() {
     // Every datagram exactly once on the wire (`datagram_instants` checks it).
     datagram_instants(&datagrams_on_wire(&cap, port, 24), "s/");
 }
+
+/// A recording that changes during the run (here: rewritten after the first pass was
+/// opened, so the second pass of `--replay-loop` finds a request longer than any the
+/// plan checked) stops the reader: the requests read before it are sent and reported,
+/// the report says why the replay stopped, and the run exits 1 with that line.
+#[test]
+fn a_recording_changed_during_the_run_stops_the_replay_with_its_reason() {
+    let (_nginx, port) = nginx_listening(100_000, 128, None, "");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rec.txt");
+    // 2,000 requests of ~2 KB over 2 s: a pass is 4 MB, well beyond the reader's
+    // read-ahead (8 chunks of 256 KiB), so the second pass opens the file again
+    // about 1 s into the run.
+    let pad = "a".repeat(2_000);
+    let text: String = (0..2_000)
+        .map(|i| format!("{i}ms GET /r/{i}?{pad}\n"))
+        .collect();
+    std::fs::write(&path, &text).unwrap();
+    let (_d, json) = tmp_json();
+    let target = format!("127.0.0.1:{port}");
+    let child = std::process::Command::new(bin())
+        .args([
+            "run",
+            "--target",
+            &target,
+            "--connections",
+            "4",
+            "--cores",
+            "0",
+        ])
+        .args(["--replay", path.to_str().unwrap(), "--replay-loop"])
+        .args([
+            "--duration",
+            "4s",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start blaster");
+    // The reader opens the first pass before the workers connect: once a connection
+    // is up, the file is replaced (a new file renamed over it; the open pass reads
+    // on), its first request now longer than any the plan checked.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !connected_to(port) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let longer = format!(
+        "0ms GET /r/longer?{pad}{pad}\n{}",
+        &text[text.find('\n').unwrap() + 1..]
+    );
+    let fresh = dir.path().join("rec.new");
+    std::fs::write(&fresh, longer).unwrap();
+    std::fs::rename(&fresh, &path).unwrap();
+    let out = wait_bounded(child, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("line 1") && err.contains("changed during the run"),
+        "{err}"
+    );
+    let v = read_json(&json);
+    let why = v["replay"]["stopped"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", v["replay"]));
+    assert!(why.contains("changed during the run"), "{why}");
+    // The first pass went out whole and was answered; the second never started.
+    assert_eq!(f(&v, "requests.completed"), 2_000.0, "{}", v["requests"]);
+    assert_eq!(f(&v, "requests.errors"), 0.0, "{}", v["requests"]);
+}
+
+/// Whether a connection to 127.0.0.1:`port` is established.
+fn connected_to(port: u16) -> bool {
+    let ss = Command::new("ss")
+        .args([
+            "-Htn",
+            "state",
+            "established",
+            "dport",
+            "=",
+            &format!(":{port}"),
+        ])
+        .output()
+        .expect("ss (iproute2) is needed");
+    !ss.stdout.is_empty()
+}

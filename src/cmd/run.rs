@@ -75,6 +75,10 @@ pub enum RunError {
     /// The run tried and nothing succeeded (its report is written all the same).
     #[error("{0}")]
     NothingSucceeded(String),
+    /// `--replay`: the reader stopped before the recording's end (the report, written
+    /// all the same, covers the requests before it).
+    #[error("{0}; the report covers the requests before it")]
+    ReplayStopped(String),
     /// A search step's plan could not be built (e.g. a connection count the climb
     /// reached exceeds a limit the first step's did not).
     #[error("search step: {0}")]
@@ -136,12 +140,15 @@ pub fn execute(
     let rss_before = rss_bytes().unwrap_or(0);
     keep_off_worker_cores(plan.control_core);
     // The replay's reader starts here, off the workers' cores like this thread.
+    let mut replay_stopped = None;
     if let Some(r) = &plan.replay {
-        let feeds = crate::engine::replay::start(r, duration_ns, plan.fleet.shard, workers.len())
-            .map_err(|e| WorkerError::Spawn(Arc::new(e)))?;
+        let (feeds, stopped) =
+            crate::engine::replay::start(r, duration_ns, plan.fleet.shard, workers.len())
+                .map_err(|e| WorkerError::Spawn(Arc::new(e)))?;
         for (w, f) in workers.iter_mut().zip(feeds) {
             w.replay = Some(f);
         }
+        replay_stopped = Some(stopped);
     }
     let fleet = spawn_workers(&workers, stop)?;
     let readies = fleet.await_ready();
@@ -184,6 +191,9 @@ pub fn execute(
         &mut watch,
     );
     collected.abort = watch.fired;
+    // The replay's reader stopped early (the file changed under it): said once the
+    // workers have sent what it read before.
+    collected.replay_stopped = replay_stopped.and_then(|s| s.get().cloned());
     // Every snapshot is in: the bar leaves the screen before anything else is printed.
     drop(display);
     collected.iface = host.iface.clone();
@@ -528,6 +538,7 @@ fn collect(
         totals: vec![WorkerTotals::default(); workers],
         iface: None,
         abort: None,
+        replay_stopped: None,
         rss_held_max: 0,
     };
     let mut pending: std::collections::BTreeMap<usize, Pending> = Default::default();

@@ -18,6 +18,7 @@ use crate::request::replay::{Recording, ReplayPlan};
 use crate::schedule::Shard;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
 
 /// Bytes of requests a chunk holds (a longer request gets a chunk of its own size).
 pub const CHUNK_BYTES: usize = 256 << 10;
@@ -130,17 +131,21 @@ impl Outlet {
     }
 }
 
+/// Why a replay's reader stopped before the recording's end, once it has: what the
+/// run's report and exit code say (`ReplayReport::stopped`).
+pub type Stopped = Arc<OnceLock<String>>;
+
 /// Starts the reader of `plan` for `workers` workers of machine shard `shard`,
 /// sending the requests due before `duration_ns`; each worker's [`Feed`] in order.
 /// The reader ends at the recording's end (or the run's), when a worker is gone, or
-/// at an error reading the file (said on stderr: the file changed since it was
-/// checked).
+/// at an error reading the file (the file changed since it was checked): what was
+/// read before is still sent, and the error is set in the returned [`Stopped`].
 pub fn start(
     plan: &ReplayPlan,
     duration_ns: Nanos,
     shard: Shard,
     workers: usize,
-) -> std::io::Result<Vec<Feed>> {
+) -> std::io::Result<(Vec<Feed>, Stopped)> {
     let workers = workers.max(1);
     let mut feeds = Vec::with_capacity(workers);
     let mut outlets = Vec::with_capacity(workers);
@@ -162,19 +167,21 @@ pub fn start(
         });
     }
     let plan = plan.clone();
+    let stopped = Stopped::default();
+    let said = stopped.clone();
     std::thread::Builder::new()
         .name("blaster-replay".into())
         .spawn(move || {
-            let read = read(&plan, duration_ns, shard, &mut outlets);
+            if let Err(e) = read(&plan, duration_ns, shard, &mut outlets) {
+                // Said first: the flush below may wait for a worker to take a chunk.
+                let _ = said.set(format!("--replay {}: {e}", plan.path.display()));
+            }
             // What was read before an error is still sent.
             for o in outlets.iter_mut() {
                 o.flush();
             }
-            if let Err(e) = read {
-                eprintln!("blaster: --replay {}: {e}", plan.path.display());
-            }
         })?;
-    Ok(feeds)
+    Ok((feeds, stopped))
 }
 
 /// The reader's loop: each pass over the recording (one, or until the run's end with
@@ -472,10 +479,16 @@ mod tests {
     fn a_request_longer_than_the_checked_longest_stops_the_reader() {
         let (_d, plan) = plan_of("0ms r0\n1ms r1\n2ms r2\n", 1.0, false);
         std::fs::write(&plan.path, "0ms r0\n1ms r1-now-longer\n2ms r2\n").unwrap();
-        let mut feeds = start(&plan, Nanos::MAX, Shard::default(), 1).unwrap();
+        let (mut feeds, stopped) = start(&plan, Nanos::MAX, Shard::default(), 1).unwrap();
         let got = drain(feeds.remove(0));
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0].2, b"r0");
+        // The reader has ended (the feed drained to its end): its reason is set.
+        let why = stopped.get().expect("the reader said why it stopped");
+        assert!(
+            why.contains("line 2") && why.contains("changed during the run"),
+            "{why}"
+        );
     }
 
     /// Issue 37: `--shard` of a replay covers every line exactly once across shards
@@ -488,7 +501,7 @@ mod tests {
         let mut seen = vec![0u32; n as usize];
         for i in 0..3 {
             let shard: Shard = format!("{i}/3").parse().unwrap();
-            let feeds = start(&plan, Nanos::MAX, shard, 2).unwrap();
+            let feeds = start(&plan, Nanos::MAX, shard, 2).unwrap().0;
             for (w, feed) in feeds.into_iter().enumerate() {
                 let (lanes, lane) = shard.lanes(2, w as u64);
                 for (due, seq, bytes) in drain(feed) {
@@ -509,7 +522,7 @@ mod tests {
     fn a_loop_repeats_the_recording_until_the_end_and_speed_scales_it() {
         // 5 lines at 0..4 ms: period 5 ms; at speed 2, 2.5 ms per pass.
         let (_d, plan) = plan_of(&lines(5), 2.0, true);
-        let feeds = start(&plan, 6_000_000, Shard::WHOLE, 1).unwrap();
+        let feeds = start(&plan, 6_000_000, Shard::WHOLE, 1).unwrap().0;
         let got = drain(feeds.into_iter().next().unwrap());
         let dues: Vec<Nanos> = got.iter().map(|g| g.0).collect();
         let want: Vec<Nanos> = (0..3u64)

@@ -88,6 +88,8 @@ pub struct Collected {
     pub rss_held_max: u64,
     /// The `--abort-if` condition that stopped the run, if one did.
     pub abort: Option<super::AbortReport>,
+    /// `--replay`: why the reader stopped before the recording's end, if it did.
+    pub replay_stopped: Option<String>,
 }
 
 /// An interval reduced to the figures the report keeps, so a day-long run holds a few
@@ -450,7 +452,7 @@ pub fn build(
         keys: keys_report(plan, ctr.sent),
         tls: tls_report(plan, ctr, &c.total),
         server_time: server_time_report(plan, ctr, &c.total),
-        replay: replay_report(plan, ctr),
+        replay: replay_report(plan, ctr, c.replay_stopped.clone()),
         http2: http2_report(plan, ctr, &c.totals),
         first_protocol_error,
         fleet: None,
@@ -609,7 +611,11 @@ fn confidence(
 }
 
 /// `--replay`: the recording and how often a worker's read-ahead ran dry.
-fn replay_report(plan: &RunPlan, ctr: &Counters) -> Option<super::ReplayReport> {
+fn replay_report(
+    plan: &RunPlan,
+    ctr: &Counters,
+    stopped: Option<String>,
+) -> Option<super::ReplayReport> {
     let r = plan.replay.as_ref()?;
     Some(super::ReplayReport {
         file: r.path.display().to_string(),
@@ -618,6 +624,7 @@ fn replay_report(plan: &RunPlan, ctr: &Counters) -> Option<super::ReplayReport> 
         speed: r.timing.speed,
         looped: r.looped,
         read_ahead_dry: ctr.replay_dry,
+        stopped,
     })
 }
 

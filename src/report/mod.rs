@@ -84,6 +84,10 @@ pub struct ReplayReport {
     /// its read-ahead was held by requests waiting for a connection); each may have
     /// made requests late, as the dispatch lag shows.
     pub read_ahead_dry: u64,
+    /// Why the reader stopped before the recording's end (the file changed during
+    /// the run: a request longer than any checked, or bytes that no longer parse);
+    /// `null` when it did not. The requests before it were sent; the run exits 1.
+    pub stopped: Option<String>,
 }
 
 /// `--tls`: the server name, the trust, and the handshakes.

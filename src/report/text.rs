@@ -215,6 +215,12 @@ fn write_header(w: &mut String, r: &Report) {
             if p.looped { "looped" } else { "once" },
             p.read_ahead_dry
         );
+        if let Some(why) = &p.stopped {
+            let _ = writeln!(
+                w,
+                "REPLAY STOPPED: {why}; the figures below cover the requests before it (exit code 1)"
+            );
+        }
     }
     if let Some(a) = &r.abort {
         let _ = writeln!(

@@ -177,6 +177,10 @@ pub fn command(a: &RunArgs, stop: &Arc<AtomicBool>) -> Result<Outcome, AppError>
     if let Some(e) = report.worker_error {
         return Err(RunError::Worker(e).into());
     }
+    // The replay's file changed under it: the run did not send what was asked.
+    if let Some(why) = report.replay.as_ref().and_then(|r| r.stopped.clone()) {
+        return Err(RunError::ReplayStopped(why).into());
+    }
     // An abort stopped the run on purpose (a failing target, most often): its own
     // exit code, before the others.
     if report.abort.is_some() {
