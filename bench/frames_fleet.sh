@@ -107,8 +107,11 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 c, f, m = r["connections"], r["frames"], r["memory"]
 print(f"held: {c['established']:,} connections of {f['members_per_connection']} members "
-      f"(RLIMIT_NOFILE {sys.argv[2]}), tick {sys.argv[3]}: retention {f['retention']:.6f}, "
-      f"lost {f['lost']:,}, receives without a buffer {f.get('recv_no_buffer', 0):,}, "
+      f"(RLIMIT_NOFILE {sys.argv[2]}; {c['opened']:,} opened in all, {c['failed']:,} failed), "
+      f"tick {sys.argv[3]}: retention {f['retention']:.6f}, "
+      f"lost {f['lost']:,}, not sent {f['not_sent']:,}, "
+      f"receives without a buffer {f.get('recv_no_buffer', 0):,}, "
+      f"dispatch lag p99 {r['dispatch_lag_ns']['p99'] / 1e6:.2f} ms, "
       f"valid {r['valid']} {[x['code'] for x in r['invalid_reasons']]}")
 w = m["windows"]
 print(f"user memory per connection: {m['user_bytes_per_connection']:,.0f} B at the end of the connect "

@@ -168,24 +168,7 @@ fn holds_20000_connections_over_several_source_addresses() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while std::time::Instant::now() < deadline && per_source.values().sum::<usize>() < 20_000 {
         std::thread::sleep(Duration::from_millis(300));
-        let ss = std::process::Command::new("ss")
-            .args([
-                "-Htn",
-                "state",
-                "established",
-                "dport",
-                "=",
-                &format!(":{port}"),
-            ])
-            .output()
-            .unwrap();
-        let mut seen = std::collections::BTreeMap::<String, usize>::new();
-        for line in String::from_utf8_lossy(&ss.stdout).lines() {
-            // Local Address:Port Peer Address:Port; the local one is the generator's.
-            let local = line.split_whitespace().nth(2).unwrap_or("");
-            let ip = local.rsplit_once(':').map_or("", |(ip, _)| ip);
-            *seen.entry(ip.to_string()).or_default() += 1;
-        }
+        let seen = sources_connected_to(&port);
         if seen.values().sum::<usize>() > per_source.values().sum::<usize>() {
             per_source = seen;
         }

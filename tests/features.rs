@@ -294,29 +294,6 @@ fn connection_wait_diagnosis_with_littles_law_and_poisson_fit() {
     assert_eq!(fit["rejected"], d > critical, "{fit}");
 }
 
-/// Established connections to `port` on loopback, counted by the generator's address.
-fn sources_connected_to(port: &str) -> BTreeMap<String, usize> {
-    let ss = Command::new("ss")
-        .args([
-            "-Htn",
-            "state",
-            "established",
-            "dport",
-            "=",
-            &format!(":{port}"),
-        ])
-        .output()
-        .expect("ss (iproute2) is needed");
-    let mut seen = BTreeMap::new();
-    for line in String::from_utf8_lossy(&ss.stdout).lines() {
-        // Recv-Q Send-Q Local:Port Peer:Port; the local address is the generator's.
-        let local = line.split_whitespace().nth(2).unwrap_or("");
-        let ip = local.rsplit_once(':').map_or("", |(ip, _)| ip);
-        *seen.entry(ip.to_string()).or_default() += 1;
-    }
-    seen
-}
-
 #[test]
 fn reconnects_keep_their_source_address() {
     let _g = load_lock();

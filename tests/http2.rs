@@ -280,11 +280,7 @@ fn a_stream_answered_before_its_body_is_sent_is_reset() {
         assert_all_completed(&v, 100.0);
         assert_eq!(v["http2"]["bodies_cut"], 100, "{}", v["http2"]);
         let said = std::fs::read_to_string(&stats).unwrap();
-        let count = |k: &str| -> u64 {
-            let w: Vec<&str> = said.split_whitespace().collect();
-            let at = w.iter().position(|x| *x == k).unwrap();
-            w[at + 1].parse().unwrap()
-        };
+        let count = |k: &str| stat(&said, k);
         assert_eq!(count("answered"), 100, "{said}");
         assert_eq!(count("cancel_resets"), 100, "{said}");
         assert_eq!(count("other_resets"), 0, "{said}");

@@ -750,7 +750,7 @@ fn a_recording_changed_during_the_run_stops_the_replay_with_its_reason() {
     // is up, the file is replaced (a new file renamed over it; the open pass reads
     // on), its first request now longer than any the plan checked.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !connected_to(port) && Instant::now() < deadline {
+    while sources_connected_to(&port.to_string()).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     let longer = format!(
@@ -775,20 +775,4 @@ fn a_recording_changed_during_the_run_stops_the_replay_with_its_reason() {
     // The first pass went out whole and was answered; the second never started.
     assert_eq!(f(&v, "requests.completed"), 2_000.0, "{}", v["requests"]);
     assert_eq!(f(&v, "requests.errors"), 0.0, "{}", v["requests"]);
-}
-
-/// Whether a connection to 127.0.0.1:`port` is established.
-fn connected_to(port: u16) -> bool {
-    let ss = Command::new("ss")
-        .args([
-            "-Htn",
-            "state",
-            "established",
-            "dport",
-            "=",
-            &format!(":{port}"),
-        ])
-        .output()
-        .expect("ss (iproute2) is needed");
-    !ss.stdout.is_empty()
 }

@@ -826,3 +826,37 @@ impl Drop for Hog {
         let _ = self.0.wait();
     }
 }
+
+/// Established connections to `port` on loopback, counted by the generator's address.
+pub fn sources_connected_to(port: &str) -> std::collections::BTreeMap<String, usize> {
+    let ss = std::process::Command::new("ss")
+        .args([
+            "-Htn",
+            "state",
+            "established",
+            "dport",
+            "=",
+            &format!(":{port}"),
+        ])
+        .output()
+        .expect("ss (iproute2) is needed");
+    let mut seen = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&ss.stdout).lines() {
+        // Recv-Q Send-Q Local:Port Peer:Port; the local address is the generator's.
+        let local = line.split_whitespace().nth(2).unwrap_or("");
+        let ip = local.rsplit_once(':').map_or("", |(ip, _)| ip);
+        *seen.entry(ip.to_string()).or_default() += 1;
+    }
+    seen
+}
+
+/// The count `key` in a test server's stats line (`key N key N ...`, the raw HTTP/2
+/// fixtures' STATS_FILE).
+pub fn stat(said: &str, key: &str) -> u64 {
+    let w: Vec<&str> = said.split_whitespace().collect();
+    let at = w
+        .iter()
+        .position(|x| *x == key)
+        .unwrap_or_else(|| panic!("{key} in {said}"));
+    w[at + 1].parse().unwrap()
+}

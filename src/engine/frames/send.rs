@@ -216,12 +216,10 @@ impl FrameWorker<'_> {
         std::mem::swap(&mut ctl.busy, &mut ctl.next);
         // gRPC frames a window let go: sent now (those of a short write's rest were
         // counted when it first went).
-        let going = u64::from(ctl.next_frames);
-        ctl.busy_frames += ctl.next_frames;
-        ctl.next_frames = 0;
-        self.out.counters.sent += going;
-        self.out.counters.frames.sent += going;
-        let ctl = &mut self.ctl[c as usize];
+        let going = std::mem::take(&mut ctl.next_frames);
+        ctl.busy_frames += going;
+        self.out.counters.sent += u64::from(going);
+        self.out.counters.frames.sent += u64::from(going);
         if tls {
             let conn = &mut self.conns[c as usize];
             conn.sending = true;
