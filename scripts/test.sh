@@ -171,7 +171,9 @@ else
     echo "== fuzz-smoke: bench/fuzz.sh not present, not run"
 fi
 
+# Again at the end, with the lines: a CI log cut to its tail still says which.
 echo "== skipped: $nskip test(s)"
+sed 's/^/   /' "$skips"
 if [ ${#failed[@]} -gt 0 ]; then
     echo "== FAILED: ${failed[*]}"
     exit 1

@@ -716,6 +716,52 @@ fn a_miss_is_excused_only_by_a_disturbance_that_explains_it() {
     assert!((s.ns - 10.0 * tick_ns).abs() < 1.0);
 }
 
+/// The attempts of a timing check: a miss the host explains does not use up one of
+/// the three, up to six attempts in all; three misses nothing explains fail it.
+#[test]
+fn a_disturbed_attempt_does_not_use_up_an_attempt() {
+    // Steal never excuses here (more than all of the time); other load always does.
+    let never_steal = Quiet {
+        cores: &[0],
+        steal_max: 2.0,
+    };
+    let disturbed = || {
+        let mut m = Miss::from("lag p99 past the gate (busy)".to_string());
+        m.other_load = Some(0.5);
+        Err(m)
+    };
+    let quiet = || Err(Miss::from("lag p99 past the gate".to_string()));
+    // Each attempt's outcome in turn ('d' disturbed, 'q' quiet miss, 'p' pass), and how
+    // many attempts were made.
+    let run = |plan: &str| {
+        let plan: Vec<char> = plan.chars().collect();
+        let mut made = 0;
+        let end = attempt("t", &never_steal, Duration::ZERO, || {
+            made += 1;
+            match plan[made - 1] {
+                'd' => disturbed(),
+                'q' => quiet(),
+                _ => Ok(()),
+            }
+        });
+        (end, made)
+    };
+    let (end, made) = run("dddddd");
+    assert_eq!(made, ALL_ATTEMPTS);
+    assert!(matches!(end, Attempts::Disturbed(e) if e.len() == ALL_ATTEMPTS));
+    assert_eq!(run("ddddp"), (Attempts::Passed, 5));
+    assert_eq!(run("qqp"), (Attempts::Passed, 3));
+    let (end, made) = run("qqq");
+    assert_eq!(made, QUIET_ATTEMPTS);
+    assert!(matches!(end, Attempts::Missed { quiet, all: 3 } if quiet.len() == 3));
+    let (end, made) = run("dqdqdd");
+    assert_eq!(made, 6);
+    assert!(matches!(end, Attempts::Missed { quiet, all: 6 } if quiet.len() == 2));
+    let (end, made) = run("qdqdq");
+    assert_eq!(made, 5);
+    assert!(matches!(end, Attempts::Missed { quiet, all: 5 } if quiet.len() == 3));
+}
+
 /// Issue 22, part 8: the quiet-host gate's idea of "other load". A sink this test
 /// started is the test's own load wherever it runs, so a miss with other load on its
 /// core is a failure, not a skip; elsewhere, above the warning level, it is noise.

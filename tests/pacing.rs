@@ -6,9 +6,10 @@
 //! the report names the hog as the cause.
 //!
 //! Timing-sensitive: run under `flock /work/bench.lock` on a shared machine. The idle
-//! case needs an idle core, and it gets three attempts: on this VM the hypervisor
-//! sometimes delays a wake-up by hundreds of microseconds with nothing on the core to
-//! show for it (seen: resolution 1.06 gaps on an idle core, then 0.2 the next run, on
+//! case needs an idle core, and it gets up to three attempts that miss with nothing
+//! to show for it (`common::on_a_quiet_host`): on this VM the hypervisor sometimes
+//! delays a wake-up by hundreds of microseconds with nothing on the core to show for
+//! it (seen: resolution 1.06 gaps on an idle core, then 0.2 the next run, on
 //! the code of both before and after a change), so one failed attempt on an idle core
 //! is retried, and the test fails when no attempt passed and at least one was on an
 //! idle core. When every attempt's own host figures show another process took the
