@@ -152,6 +152,16 @@ fn each_target_has_its_own_latency_and_the_counts_add_up() {
             "{row}"
         );
     }
+    // Every total row gives the run's errors by kind, the HTML page's too.
+    let kinds = format!("error_reply={}", v["requests"]["errors"]);
+    let total_html = (page.lines())
+        .find(|l| l.contains("<td class=\"l\">total</td>"))
+        .unwrap();
+    assert!(total_html.contains(&kinds), "{kinds}: {total_html}");
+    for total in [text.as_ref(), rows.as_str()] {
+        let line = total.lines().find(|l| l.starts_with("total")).unwrap();
+        assert!(line.contains(&kinds), "{kinds}: {line}");
+    }
     // The slow server's CSV row: its p50 (column 6) at least 20 ms.
     let slow_row = rows.lines().find(|l| l.starts_with(&slow)).unwrap();
     let cells: Vec<&str> = slow_row.split(',').collect();

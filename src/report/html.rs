@@ -271,7 +271,7 @@ fn targets_table(runs: &[RunView]) -> String {
             sent: run.requests.sent,
             completed: run.requests.completed,
             errors: run.requests.errors,
-            errors_by_kind: Default::default(),
+            errors_by_kind: run.errors_by_kind.clone(),
             achieved_rps: run.rate.achieved_rps,
             latency_ns: run.latency_ns.p,
         };

@@ -50,6 +50,9 @@ pub struct RunInput {
     pub ci: Option<super::ci::RunCi>,
     pub intervals: Vec<Interval>,
     pub requests: RequestsInput,
+    /// The run's errors by kind (the HTML targets table's total row).
+    #[serde(default)]
+    pub errors_by_kind: std::collections::BTreeMap<String, u64>,
     /// The run's merged histograms, encoded (see [`super::hdr`]).
     pub histograms: HistogramsInput,
     /// `--workload frames`: the `frames` key's figures the renderers draw.
