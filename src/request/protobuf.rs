@@ -96,11 +96,18 @@ fn encode_json(
     input: &prost_reflect::MessageDescriptor,
     json: &str,
 ) -> Result<Vec<u8>, ProtoError> {
+    Ok(decode_json(input, json)?.encode_to_vec())
+}
+
+/// `json` as a message of type `input`.
+fn decode_json(
+    input: &prost_reflect::MessageDescriptor,
+    json: &str,
+) -> Result<DynamicMessage, ProtoError> {
     let mut de = serde_json::Deserializer::from_str(json);
-    let msg = DynamicMessage::deserialize(input.clone(), &mut de)
+    DynamicMessage::deserialize(input.clone(), &mut de)
         .and_then(|msg| de.end().map(|()| msg))
-        .map_err(|e| ProtoError::Json(format!("not a {} in JSON: {e}", input.full_name())))?;
-    Ok(msg.encode_to_vec())
+        .map_err(|e| ProtoError::Json(format!("not a {} in JSON: {e}", input.full_name())))
 }
 
 /// A request message whose string fields carry `{rand:N}` placeholders: its bytes,
@@ -125,19 +132,21 @@ pub fn message_template_from_json(
 ) -> Result<MessageTemplate, ProtoError> {
     let input = method_input(path, source, method)?;
     let (a, b, drawn) = rand_fillings(json)?;
-    let bytes = encode_json(&input, &a)?;
+    let message = decode_json(&input, &a)?;
+    let bytes = message.encode_to_vec();
     if drawn == 0 {
         return Ok(MessageTemplate {
             bytes,
             rand: Vec::new(),
         });
     }
-    // A map's entries are encoded in no fixed order, so the two encodings could not
-    // be compared byte for byte.
-    if let Some(field) = map_field_in(&input, &mut Vec::new()) {
+    // The entries of a map are encoded in no fixed order, so with two or more the two
+    // encodings could not be compared byte for byte.
+    if let Some(field) = unordered_map_in(&message) {
         return Err(ProtoError::Json(format!(
-            "{{rand:N}} cannot be drawn in a {} message: its map field {field} is encoded \
-             in no fixed order; put the value in metadata, e.g. -H 'x-key: {{rand:8}}'",
+            "{{rand:N}} cannot be drawn in this {} message: its map field {field} holds \
+             more than one entry, encoded in no fixed order; put the value in metadata, \
+             e.g. -H 'x-key: {{rand:8}}'",
             input.full_name()
         )));
     }
@@ -156,21 +165,23 @@ pub fn message_template_from_json(
     Ok(MessageTemplate { bytes, rand })
 }
 
-/// The full name of a map field in `msg` or in a message it holds, if any (`seen`:
-/// the message types already looked at, for recursive types).
-fn map_field_in(msg: &prost_reflect::MessageDescriptor, seen: &mut Vec<String>) -> Option<String> {
-    if seen.iter().any(|s| s == msg.full_name()) {
-        return None;
-    }
-    seen.push(msg.full_name().to_string());
-    msg.fields().find_map(|f| {
-        if f.is_map() {
-            return Some(f.full_name().to_string());
-        }
-        match f.kind() {
-            prost_reflect::Kind::Message(m) => map_field_in(&m, seen),
+/// The full name of a map field set in `msg`, or in a message it holds, with two or
+/// more entries (whose order the encoding does not fix), if any.
+fn unordered_map_in(msg: &DynamicMessage) -> Option<String> {
+    use prost_reflect::Value;
+    fn in_value(v: &Value) -> Option<String> {
+        match v {
+            Value::Message(m) => unordered_map_in(m),
+            Value::List(items) => items.iter().find_map(in_value),
+            Value::Map(entries) => entries.values().find_map(in_value),
             _ => None,
         }
+    }
+    msg.fields().find_map(|(field, value)| match value {
+        prost_reflect::Value::Map(entries) if entries.len() > 1 => {
+            Some(field.full_name().to_string())
+        }
+        _ => in_value(value),
     })
 }
 
@@ -306,12 +317,20 @@ mod tests {
     #[test]
     fn rand_is_refused_where_the_two_encodings_cannot_be_compared() {
         let keyed = |json: &str| template("demo.Greeter/Key", json);
-        // A map two levels down (through a recursive type) is found.
-        let e =
-            keyed(r#"{"id": "{rand:4}", "inner": {"labels": {"a": "x", "b": "y"}}}"#).unwrap_err();
-        assert!(e.contains("map field demo.Inner.labels"), "{e}");
-        // Without a placeholder a map is fine.
-        assert!(keyed(r#"{"inner": {"labels": {"a": "x"}}}"#).is_ok());
+        // A map of two entries two levels down (through a recursive type) is found.
+        let two = r#"{"a": "x", "b": "y"}"#;
+        let e = keyed(&format!(
+            r#"{{"id": "{{rand:4}}", "inner": {{"back": {{"inner": {{"labels": {two}}}}}}}}}"#
+        ))
+        .unwrap_err();
+        assert!(e.contains("map field demo.Inner.labels holds more"), "{e}");
+        // Without a placeholder a map is fine; with one, a map unset or of one entry.
+        assert!(keyed(&format!(r#"{{"inner": {{"labels": {two}}}}}"#)).is_ok());
+        for inner in ["{}", r#"{"labels": {"a": "x"}}"#] {
+            let json = format!(r#"{{"id": "k-{{rand:4}}", "inner": {inner}}}"#);
+            let t = keyed(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert_eq!(t.rand, vec![4..8], "{json}");
+        }
         // In a bytes field the letters are base64: 4 of them are 3 bytes, not drawn.
         let e = template("demo.Greeter/Say", r#"{"blob": "{rand:4}"}"#).unwrap_err();
         assert!(e.contains("inside a string field"), "{e}");
