@@ -57,10 +57,10 @@ struct State {
     /// when the capture holds no request of the replay's own.
     other_seen: u64,
     longest_max: usize,
-    /// The last [`SKIPPED_FRAGMENTED_MAX`] IPv4 datagrams (source, destination,
-    /// identification) whose first fragment went elsewhere than the server: their
-    /// later fragments are skipped too.
-    skipped_fragmented: std::collections::VecDeque<(IpAddr, IpAddr, u16)>,
+    /// The last [`SKIPPED_FRAGMENTED_MAX`] datagrams (source, destination, the IPv4
+    /// identification or the IPv6 fragment header's) whose first fragment went
+    /// elsewhere than the server: their later fragments are skipped too.
+    skipped_fragmented: std::collections::VecDeque<(IpAddr, IpAddr, u32)>,
 }
 
 /// Fragmented datagrams to others (replies) remembered at once.
@@ -279,17 +279,15 @@ impl State {
     /// Whether a fragment of a UDP datagram (`net`, from `src` to `dst`) may belong to
     /// a request: its first fragment carries the ports, judged as a whole datagram
     /// would be; a later one belongs to a request unless its first fragment went
-    /// elsewhere or it goes to another address than the server's (an IPv6 fragment
-    /// is judged by its address alone).
+    /// elsewhere (same addresses and identification, IPv4 or IPv6) or it goes to
+    /// another address than the server's.
     fn fragment_may_be_a_request(&mut self, net: &NetSlice, src: IpAddr, dst: IpAddr) -> bool {
         let server_ip = self.server.map(|(ip, _)| ip);
-        let NetSlice::Ipv4(v4) = net else {
+        let Some((identification, offset, payload)) = fragment_of(net) else {
             return server_ip.is_none_or(|ip| ip == dst);
         };
-        let h = v4.header();
-        let key = (src, dst, h.identification());
-        let payload = v4.payload().payload;
-        if h.fragments_offset().value() == 0 && payload.len() >= 4 {
+        let key = (src, dst, identification);
+        if offset == 0 && payload.len() >= 4 {
             let to = (dst, u16::from_be_bytes([payload[2], payload[3]]));
             let request = match (self.server, self.port) {
                 (Some(server), _) => server == to,
@@ -413,6 +411,27 @@ impl Recording for PcapRecording {
     }
 }
 
+/// A fragment's datagram identification, its offset (in 8-byte units) and its bytes
+/// after the IP headers: IPv4's header fields, or IPv6's fragment header.
+fn fragment_of<'a>(net: &NetSlice<'a>) -> Option<(u32, u16, &'a [u8])> {
+    match net {
+        NetSlice::Ipv4(v4) => {
+            let h = v4.header();
+            let offset = h.fragments_offset().value();
+            Some((u32::from(h.identification()), offset, v4.payload().payload))
+        }
+        NetSlice::Ipv6(v6) => v6.extensions().clone().into_iter().find_map(|e| match e {
+            etherparse::Ipv6ExtensionSlice::Fragment(f) => Some((
+                f.identification(),
+                f.fragment_offset().value(),
+                v6.payload().payload,
+            )),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::summarize;
@@ -506,6 +525,74 @@ mod tests {
         let mut r = PcapRecording::new(std::io::Cursor::new(cap), Carrier::Udp, None).unwrap();
         let e = summarize(&mut r, 1 << 20).unwrap_err();
         assert!(e.to_string().starts_with("packet 2: a fragment"), "{e}");
+    }
+
+    /// An Ethernet frame with an IPv6 fragment of a UDP datagram between two ports of
+    /// ::1: identification `id`, `offset` in 8-byte units; the first fragment (offset
+    /// 0) starts with the UDP header, a later one holds `data` alone.
+    fn udp6_fragment(from: u16, to: u16, id: u32, offset: u16, data: &[u8]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        if offset == 0 {
+            payload.extend_from_slice(&from.to_be_bytes());
+            payload.extend_from_slice(&to.to_be_bytes());
+            payload.extend_from_slice(&(8 + data.len() as u16 + 64).to_be_bytes());
+            payload.extend_from_slice(&[0, 0]);
+        }
+        payload.extend_from_slice(data);
+        let more = u16::from(offset == 0);
+        let mut f = vec![2; 6];
+        f.extend_from_slice(&[1; 6]);
+        f.extend_from_slice(&[0x86, 0xdd]);
+        f.extend_from_slice(&[0x60, 0, 0, 0]);
+        f.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+        f.extend_from_slice(&[44, 64]); // next: a fragment header; hop limit
+        let localhost = std::net::Ipv6Addr::LOCALHOST.octets();
+        f.extend_from_slice(&localhost);
+        f.extend_from_slice(&localhost);
+        f.extend_from_slice(&[17, 0]); // next: UDP
+        f.extend_from_slice(&(offset << 3 | more).to_be_bytes());
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(&payload);
+        f
+    }
+
+    fn udp6(from: u16, to: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        let localhost = std::net::Ipv6Addr::LOCALHOST.octets();
+        etherparse::PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv6(localhost, localhost, 64)
+            .udp(from, to)
+            .write(&mut f, payload)
+            .unwrap();
+        f
+    }
+
+    /// Over IPv6 too a fragment is judged by its datagram: the server's fragmented
+    /// reply to a client on the same address is skipped whole, and a fragment of
+    /// another datagram to that address is refused.
+    #[test]
+    fn an_ipv6_fragmented_reply_is_skipped_by_its_identification() {
+        let cap = pcap(&[
+            (1, udp6(5000, 53, b"a")),
+            (2, udp6_fragment(53, 5000, 7, 0, b"reply-part-one")),
+            (3, udp6_fragment(53, 5000, 7, 3, b"reply-part-two")),
+            (4, udp6(5000, 53, b"b")),
+        ]);
+        let got = read(cap.clone(), Carrier::Udp, Some(53));
+        assert_eq!(got, vec![(0, b"a".to_vec()), (3_000, b"b".to_vec())]);
+        let cap = pcap(&[
+            (1, udp6(5000, 53, b"a")),
+            (2, udp6_fragment(53, 5000, 7, 0, b"reply-part-one")),
+            (3, udp6_fragment(53, 5000, 8, 3, b"other-datagram")),
+        ]);
+        let mut r = PcapRecording::new(std::io::Cursor::new(cap), Carrier::Udp, None).unwrap();
+        let e = summarize(&mut r, 1 << 20).unwrap_err();
+        assert!(e.to_string().starts_with("packet 3: a fragment"), "{e}");
+        // The first fragment of a request is refused as over IPv4.
+        let cap = pcap(&[(1, udp6_fragment(5000, 53, 9, 0, b"request-part"))]);
+        let mut r = PcapRecording::new(std::io::Cursor::new(cap), Carrier::Udp, None).unwrap();
+        let e = summarize(&mut r, 1 << 20).unwrap_err();
+        assert!(e.to_string().starts_with("packet 1: a fragment"), "{e}");
     }
 
     #[test]
