@@ -736,11 +736,7 @@ fn a_disturbed_attempt_does_not_use_up_an_attempt() {
     let run = |plan: &str| {
         let plan: Vec<char> = plan.chars().collect();
         let mut made = 0;
-        let now = Settle {
-            window: Duration::ZERO,
-            max_wait: Duration::ZERO,
-        };
-        let end = attempt("t", &never_steal, &now, || {
+        let end = attempt("t", &never_steal, Duration::ZERO, || {
             made += 1;
             match plan[made - 1] {
                 'd' => disturbed(),
@@ -764,30 +760,6 @@ fn a_disturbed_attempt_does_not_use_up_an_attempt() {
     let (end, made) = run("qdqdq");
     assert_eq!(made, 5);
     assert!(matches!(end, Attempts::Missed { quiet, all: 5 } if quiet.len() == 3));
-    // The wait for a settled host: a window within the allowance ends it, none does
-    // before its bound.
-    let window = Settle {
-        window: Duration::from_millis(20),
-        max_wait: Duration::from_millis(100),
-    };
-    let t = Instant::now();
-    assert!(settle(&never_steal, &window));
-    assert!(
-        t.elapsed() < Duration::from_millis(100),
-        "{:?}",
-        t.elapsed()
-    );
-    let never_settled = Quiet {
-        cores: &[0],
-        steal_max: -1.0,
-    };
-    let t = Instant::now();
-    assert!(!settle(&never_settled, &window));
-    assert!(
-        t.elapsed() >= Duration::from_millis(100),
-        "{:?}",
-        t.elapsed()
-    );
 }
 
 /// Issue 22, part 8: the quiet-host gate's idea of "other load". A sink this test

@@ -588,36 +588,9 @@ pub const QUIET_ATTEMPTS: usize = 3;
 /// three attempts each, one more than the suite's skip budget.
 pub const ALL_ATTEMPTS: usize = 6;
 
-/// How [`attempt`] waits, after a disturbed attempt, for the host to settle before the
-/// next: until one `window` of the check's cores shows no more steal than the check
-/// allows, at most `max_wait` (then it tries all the same). A hypervisor's burst often
-/// lasts seconds; starting the next attempt inside it only wastes it.
-pub struct Settle {
-    pub window: Duration,
-    pub max_wait: Duration,
-}
-
-/// [`Settle`] of [`on_a_quiet_host`]: half-second windows, at most 10 s.
-pub const AFTER_DISTURBED: Settle = Settle {
-    window: Duration::from_millis(500),
-    max_wait: Duration::from_secs(10),
-};
-
-/// Waits as `settle` says for a window of `quiet.cores` with at most `quiet.steal_max`
-/// of their time stolen; returns whether one came.
-pub fn settle(quiet: &Quiet, settle: &Settle) -> bool {
-    let start = Instant::now();
-    loop {
-        let before = steal_jiffies(quiet.cores);
-        std::thread::sleep(settle.window);
-        if Stolen::between(before, steal_jiffies(quiet.cores)).share <= quiet.steal_max {
-            return true;
-        }
-        if start.elapsed() >= settle.max_wait {
-            return false;
-        }
-    }
-}
+/// The pause after a disturbed attempt, before the next: a hypervisor's or another
+/// process's burst often lasts seconds.
+pub const AFTER_DISTURBED: Duration = Duration::from_secs(2);
 
 /// What a timing check needs of the host: the cores it runs on, and the largest
 /// share of their time the hypervisor may steal (/proc/stat) before an attempt no
@@ -653,13 +626,13 @@ pub const RATE_ON_CORES_0_1: Quiet = Quiet {
 /// dispatch lag past any millisecond gate. So an attempt whose miss what was measured
 /// during it could explain ([`excuse`]: steal above `quiet.steal_max` of its cores'
 /// time, or another process on its core, each large enough for a sized miss) did not
-/// test the code: it does not use up an attempt, and the next waits for the host to
-/// settle ([`AFTER_DISTURBED`]). The check fails when no attempt passed and at least one miss
+/// test the code: it does not use up an attempt, and the next waits
+/// [`AFTER_DISTURBED`]. The check fails when no attempt passed and at least one miss
 /// had no such explanation (the code's fault); when every attempt's had one it is
 /// skipped (counted against the skip budget by `scripts/test.sh`), never passed.
 /// Returns whether an attempt passed.
 pub fn on_a_quiet_host(test: &str, quiet: &Quiet, check: impl FnMut() -> Result<(), Miss>) -> bool {
-    match attempt(test, quiet, &AFTER_DISTURBED, check) {
+    match attempt(test, quiet, AFTER_DISTURBED, check) {
         Attempts::Passed => true,
         Attempts::Missed { quiet: misses, all } => panic!(
             "{test}: no attempt passed, and {} of {all} missed with nothing measured to \
@@ -695,13 +668,13 @@ pub enum Attempts {
     Disturbed(Vec<String>),
 }
 
-/// The loop of [`on_a_quiet_host`], waiting as `after_disturbed` says after each
-/// disturbed attempt: until one attempt passes, [`QUIET_ATTEMPTS`] miss for no
-/// measured reason, or [`ALL_ATTEMPTS`] were made.
+/// The loop of [`on_a_quiet_host`], `pause` after each disturbed attempt: until one
+/// attempt passes, [`QUIET_ATTEMPTS`] miss for no measured reason, or
+/// [`ALL_ATTEMPTS`] were made.
 pub fn attempt(
     test: &str,
     quiet: &Quiet,
-    after_disturbed: &Settle,
+    pause: Duration,
     mut check: impl FnMut() -> Result<(), Miss>,
 ) -> Attempts {
     let mut quiet_failures = Vec::new();
@@ -709,11 +682,8 @@ pub fn attempt(
     while quiet_failures.len() < QUIET_ATTEMPTS
         && quiet_failures.len() + disturbed.len() < ALL_ATTEMPTS
     {
-        if !disturbed.is_empty() && !settle(quiet, after_disturbed) {
-            eprintln!(
-                "{test}: the host did not settle within {:?}",
-                after_disturbed.max_wait
-            );
+        if !disturbed.is_empty() {
+            std::thread::sleep(pause);
         }
         let before = steal_jiffies(quiet.cores);
         let result = check();
