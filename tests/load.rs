@@ -732,31 +732,47 @@ fn a_disturbed_attempt_does_not_use_up_an_attempt() {
     };
     let quiet = || Err(Miss::from("lag p99 past the gate".to_string()));
     // Each attempt's outcome in turn ('d' disturbed, 'q' quiet miss, 'p' pass), and how
-    // many attempts were made.
+    // many attempts were made. A pause follows each disturbed attempt that has a next
+    // one, and nothing else: `pauses` counts them.
+    let pauses = std::cell::Cell::new(0);
     let run = |plan: &str| {
         let plan: Vec<char> = plan.chars().collect();
-        let mut made = 0;
-        let end = attempt("t", &never_steal, Duration::ZERO, || {
-            made += 1;
-            match plan[made - 1] {
-                'd' => disturbed(),
-                'q' => quiet(),
-                _ => Ok(()),
-            }
-        });
-        (end, made)
+        let made = std::cell::Cell::new(0);
+        pauses.set(0);
+        let end = attempt(
+            "t",
+            &never_steal,
+            || {
+                let m = made.get();
+                assert_eq!(plan[m - 1], 'd', "a pause after {m} attempts of {plan:?}");
+                pauses.set(pauses.get() + 1);
+            },
+            || {
+                made.set(made.get() + 1);
+                match plan[made.get() - 1] {
+                    'd' => disturbed(),
+                    'q' => quiet(),
+                    _ => Ok(()),
+                }
+            },
+        );
+        (end, made.get())
     };
     let (end, made) = run("dddddd");
     assert_eq!(made, ALL_ATTEMPTS);
     assert!(matches!(end, Attempts::Disturbed(e) if e.len() == ALL_ATTEMPTS));
+    assert_eq!(pauses.get(), ALL_ATTEMPTS - 1);
     assert_eq!(run("ddddp"), (Attempts::Passed, 5));
+    assert_eq!(pauses.get(), 4);
     assert_eq!(run("qqp"), (Attempts::Passed, 3));
+    assert_eq!(pauses.get(), 0);
     let (end, made) = run("qqq");
     assert_eq!(made, QUIET_ATTEMPTS);
     assert!(matches!(end, Attempts::Missed { quiet, all: 3 } if quiet.len() == 3));
     let (end, made) = run("dqdqdd");
     assert_eq!(made, 6);
     assert!(matches!(end, Attempts::Missed { quiet, all: 6 } if quiet.len() == 2));
+    assert_eq!(pauses.get(), 3);
     let (end, made) = run("qdqdq");
     assert_eq!(made, 5);
     assert!(matches!(end, Attempts::Missed { quiet, all: 5 } if quiet.len() == 3));

@@ -589,7 +589,9 @@ pub const QUIET_ATTEMPTS: usize = 3;
 pub const ALL_ATTEMPTS: usize = 6;
 
 /// The pause after a disturbed attempt, before the next: a hypervisor's or another
-/// process's burst often lasts seconds.
+/// process's burst often lasts seconds. A fixed pause, not a wait for the steal to
+/// stop: a vCPU accrues steal only while it wants to run, so an idle check core shows
+/// none however busy the host is.
 pub const AFTER_DISTURBED: Duration = Duration::from_secs(2);
 
 /// What a timing check needs of the host: the cores it runs on, and the largest
@@ -632,7 +634,7 @@ pub const RATE_ON_CORES_0_1: Quiet = Quiet {
 /// skipped (counted against the skip budget by `scripts/test.sh`), never passed.
 /// Returns whether an attempt passed.
 pub fn on_a_quiet_host(test: &str, quiet: &Quiet, check: impl FnMut() -> Result<(), Miss>) -> bool {
-    match attempt(test, quiet, AFTER_DISTURBED, check) {
+    match attempt(test, quiet, || std::thread::sleep(AFTER_DISTURBED), check) {
         Attempts::Passed => true,
         Attempts::Missed { quiet: misses, all } => panic!(
             "{test}: no attempt passed, and {} of {all} missed with nothing measured to \
@@ -668,22 +670,23 @@ pub enum Attempts {
     Disturbed(Vec<String>),
 }
 
-/// The loop of [`on_a_quiet_host`], `pause` after each disturbed attempt: until one
+/// The loop of [`on_a_quiet_host`], `pause()` after each disturbed attempt: until one
 /// attempt passes, [`QUIET_ATTEMPTS`] miss for no measured reason, or
 /// [`ALL_ATTEMPTS`] were made.
 pub fn attempt(
     test: &str,
     quiet: &Quiet,
-    pause: Duration,
+    mut pause: impl FnMut(),
     mut check: impl FnMut() -> Result<(), Miss>,
 ) -> Attempts {
     let mut quiet_failures = Vec::new();
     let mut disturbed = Vec::new();
+    let mut last_disturbed = false;
     while quiet_failures.len() < QUIET_ATTEMPTS
         && quiet_failures.len() + disturbed.len() < ALL_ATTEMPTS
     {
-        if !disturbed.is_empty() {
-            std::thread::sleep(pause);
+        if last_disturbed {
+            pause();
         }
         let before = steal_jiffies(quiet.cores);
         let result = check();
@@ -695,6 +698,7 @@ pub fn attempt(
             Some(excuse) => {
                 eprintln!("{test}: disturbed attempt ({excuse}): {}", miss.why);
                 disturbed.push(excuse.to_string());
+                last_disturbed = true;
             }
             None => {
                 eprintln!(
@@ -706,6 +710,7 @@ pub fn attempt(
                     miss.why
                 );
                 quiet_failures.push(miss.why);
+                last_disturbed = false;
             }
         }
     }
