@@ -776,6 +776,7 @@ fn a_disturbed_attempt_does_not_use_up_an_attempt() {
     let (end, made) = run("qdqdq");
     assert_eq!(made, 5);
     assert!(matches!(end, Attempts::Missed { quiet, all: 5 } if quiet.len() == 3));
+    assert_eq!(pauses.get(), 2);
 }
 
 /// Issue 22, part 8: the quiet-host gate's idea of "other load". A sink this test

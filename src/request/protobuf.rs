@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn rand_is_refused_where_the_two_encodings_cannot_be_compared() {
         let keyed = |json: &str| template("demo.Greeter/Key", json);
-        // A map of two entries two levels down (through a recursive type) is found.
+        // A map of two entries three messages down (through a recursive type) is found.
         let two = r#"{"a": "x", "b": "y"}"#;
         let e = keyed(&format!(
             r#"{{"id": "{{rand:4}}", "inner": {{"back": {{"inner": {{"labels": {two}}}}}}}}}"#
